@@ -1,0 +1,133 @@
+// Elementwise activations: forward, backward and bias + activation.
+//
+// Forward:   y = f(x)
+// Backward:  dx = g * f'(.), in one pass from what the op saved: the output y
+//            for relu, elu, sigmoid and tanh (f' is a function of y), the input
+//            x for gelu and softplus.
+// Batched VJP: g may hold any number of cotangents for one saved activation
+//            (g.shape == batch_shape + x.shape); element i of g pairs with
+//            saved element i % n_saved.
+//
+// Entry points: tapegpu_<act>_<fwd|bwd>_<f32|f64>, tapegpu_bias_act_fwd_<f32|f64>.
+
+typedef long long i64;
+
+// ------------------------------------------------------------ libm by type
+__device__ __forceinline__ float ex(float x) { return expf(x); }
+__device__ __forceinline__ double ex(double x) { return exp(x); }
+__device__ __forceinline__ float lg1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double lg1p(double x) { return log1p(x); }
+__device__ __forceinline__ float em1(float x) { return expm1f(x); }
+__device__ __forceinline__ double em1(double x) { return expm1(x); }
+__device__ __forceinline__ float th(float x) { return tanhf(x); }
+__device__ __forceinline__ double th(double x) { return tanh(x); }
+__device__ __forceinline__ float erf_(float x) { return erff(x); }
+__device__ __forceinline__ double erf_(double x) { return erf(x); }
+__device__ __forceinline__ float abs_(float x) { return fabsf(x); }
+__device__ __forceinline__ double abs_(double x) { return fabs(x); }
+
+// ------------------------------------------------------------ activations
+// relu(x) = max(x, 0);  relu'(x) = [y > 0]
+template <typename T> __device__ T relu_f(T x) { return x > T(0) ? x : T(0); }
+template <typename T> __device__ T relu_d(T y) { return y > T(0) ? T(1) : T(0); }
+
+// elu(x) = x if x > 0 else e^x - 1 (alpha = 1);  elu'(x) = 1 if y > 0 else y + 1
+template <typename T> __device__ T elu_f(T x) { return x > T(0) ? x : em1(x); }
+template <typename T> __device__ T elu_d(T y) { return y > T(0) ? T(1) : y + T(1); }
+
+// sigmoid(x) = 1 / (1 + e^-x), evaluated without overflow for either sign;
+// sigmoid'(x) = y (1 - y)
+template <typename T> __device__ T sigmoid_f(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + ex(-x));
+  T e = ex(x);
+  return e / (T(1) + e);
+}
+template <typename T> __device__ T sigmoid_d(T y) { return y * (T(1) - y); }
+
+// tanh'(x) = 1 - y^2
+template <typename T> __device__ T tanh_f(T x) { return th(x); }
+template <typename T> __device__ T tanh_d(T y) { return T(1) - y * y; }
+
+// softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|);  softplus'(x) = sigmoid(x)
+template <typename T> __device__ T softplus_f(T x) { return relu_f(x) + lg1p(ex(-abs_(x))); }
+template <typename T> __device__ T softplus_d(T x) { return sigmoid_f(x); }
+
+// gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2  (exact form, not tanh);
+// gelu'(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
+template <typename T> __device__ T gelu_f(T x) {
+  return T(0.5) * x * (T(1) + erf_(x * T(0.70710678118654752440)));
+}
+template <typename T> __device__ T gelu_d(T x) {
+  T cdf = T(0.5) * (T(1) + erf_(x * T(0.70710678118654752440)));
+  T pdf = ex(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+
+// ------------------------------------------------------------ loops
+template <typename T, T (*F)(T)>
+__device__ void map_fwd(const T *x, T *y, i64 n) {
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x)
+    y[i] = F(x[i]);
+}
+
+// dx[i] = g[i] * D(saved[i % n_saved]) for i < n_g (n_g is a multiple of n_saved).
+template <typename T, T (*D)(T)>
+__device__ void map_bwd(const T *g, const T *saved, T *dx, i64 n_g, i64 n_saved) {
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n_g; i += (i64)blockDim.x * gridDim.x) {
+    i64 j = n_g == n_saved ? i : i % n_saved;
+    dx[i] = g[i] * D(saved[j]);
+  }
+}
+
+#define TAPEGPU_ACTIVATION(NAME, T, SUFFIX)                                                \
+  extern "C" __global__ void tapegpu_##NAME##_fwd_##SUFFIX(const T *x, T *y, i64 n) {     \
+    map_fwd<T, NAME##_f<T> >(x, y, n);                                                   \
+  }                                                                                      \
+  extern "C" __global__ void tapegpu_##NAME##_bwd_##SUFFIX(const T *g, const T *saved,   \
+                                                           T *dx, i64 n_g, i64 n_saved) { \
+    map_bwd<T, NAME##_d<T> >(g, saved, dx, n_g, n_saved);                                \
+  }
+
+TAPEGPU_ACTIVATION(relu, float, f32)
+TAPEGPU_ACTIVATION(relu, double, f64)
+TAPEGPU_ACTIVATION(elu, float, f32)
+TAPEGPU_ACTIVATION(elu, double, f64)
+TAPEGPU_ACTIVATION(gelu, float, f32)
+TAPEGPU_ACTIVATION(gelu, double, f64)
+TAPEGPU_ACTIVATION(sigmoid, float, f32)
+TAPEGPU_ACTIVATION(sigmoid, double, f64)
+TAPEGPU_ACTIVATION(tanh, float, f32)
+TAPEGPU_ACTIVATION(tanh, double, f64)
+TAPEGPU_ACTIVATION(softplus, float, f32)
+TAPEGPU_ACTIVATION(softplus, double, f64)
+
+// ------------------------------------------------------------ bias + activation
+// y[r, c] = act(x[r, c] + b[c]); act codes: 0 none, 1 relu, 2 elu, 3 gelu,
+// 4 sigmoid, 5 tanh, 6 softplus (the order of ACTIVATION_CODES in launch.py).
+template <typename T> __device__ T apply_act(int act, T v) {
+  switch (act) {
+    case 1: return relu_f(v);
+    case 2: return elu_f(v);
+    case 3: return gelu_f(v);
+    case 4: return sigmoid_f(v);
+    case 5: return tanh_f(v);
+    case 6: return softplus_f(v);
+    default: return v;
+  }
+}
+
+template <typename T>
+__device__ void bias_act(const T *x, const T *b, T *y, i64 rows, i64 cols, int act) {
+  i64 n = rows * cols;
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x)
+    y[i] = apply_act(act, x[i] + b[i % cols]);
+}
+
+extern "C" __global__ void tapegpu_bias_act_fwd_f32(const float *x, const float *b, float *y,
+                                                    i64 rows, i64 cols, int act) {
+  bias_act(x, b, y, rows, cols, act);
+}
+extern "C" __global__ void tapegpu_bias_act_fwd_f64(const double *x, const double *b, double *y,
+                                                    i64 rows, i64 cols, int act) {
+  bias_act(x, b, y, rows, cols, act);
+}
