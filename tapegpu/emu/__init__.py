@@ -196,12 +196,14 @@ class Function:
         if code.endswith("*"):
             if not isinstance(arg, np.ndarray):
                 raise EmuArgumentError(f"{what} is a pointer ({_ctype(code)}); got {type(arg).__name__}")
-            elem = code[:-1]
+            const, elem = code.startswith("c"), code[:-1].lstrip("c")
             if elem not in ("v", "?") and _code(arg.dtype) != elem:
                 raise EmuArgumentError(f"{what} is {_ctype(code)} but the array has dtype {arg.dtype}")
             if not arg.flags.c_contiguous:
                 raise EmuArgumentError(f"{what}: the array is not C-contiguous")
-            g = _Guarded(arg, what)
+            if not const and not arg.flags.writeable:
+                raise EmuArgumentError(f"{what} is {_ctype(code)} but the array is read-only")
+            g = _Guarded(arg, what, copy_back=not const)
             guarded.append(g)
             return ctypes.c_void_p(g.address)
         if isinstance(arg, np.ndarray):
@@ -232,8 +234,8 @@ class _Guarded:
     Reads past the array see 0xFF bytes (NaN); writes past it are found when
     the guards are checked after the launch, before the data is copied back."""
 
-    def __init__(self, arr, what):
-        self.arr, self.what = arr, what
+    def __init__(self, arr, what, copy_back):
+        self.arr, self.what, self.copy_back = arr, what, copy_back
         n = arr.nbytes
         self.buf = np.full(n + 2 * GUARD_BYTES + 256, GUARD_FILL, dtype=np.uint8)
         start = (-self.buf.ctypes.data) % 256          # 256-byte aligned, like cudaMalloc
@@ -255,7 +257,7 @@ class _Guarded:
             raise EmuOutOfBoundsError(
                 f"out-of-bounds write in {self.what}: written up to {' and '.join(where)} "
                 f"(the array has {self.arr.size} x {self.arr.dtype} = {self.arr.nbytes} bytes)")
-        if self.arr.flags.writeable and self.arr.nbytes:
+        if self.copy_back and self.arr.nbytes:
             self.arr.reshape(-1).view(np.uint8)[:] = self.data
 
 
@@ -287,7 +289,8 @@ _C_NAMES = {"f4": "float", "f8": "double", "i1": "int8", "i2": "int16", "i4": "i
 
 def _ctype(code):
     if code.endswith("*"):
-        return _C_NAMES.get(code[:-1], code[:-1]) + "*"
+        const, elem = code.startswith("c"), code[:-1].lstrip("c")
+        return ("const " if const else "") + _C_NAMES.get(elem, elem) + "*"
     return _C_NAMES.get(code, code)
 
 

@@ -180,12 +180,15 @@ template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) 
 // ---------------------------------------------------------------- launcher helpers
 // emu_invoke calls a kernel with arguments read from an array of pointers (as
 // cuLaunchKernel takes them); emu_signature describes its parameter types to
-// Python: "f4*" is float*, "i8" is a 64-bit signed scalar, "v*" is void*.
+// Python: "f4*" is float*, "cf4*" const float*, "i8" a 64-bit signed scalar,
+// "v*" void*.
 template <class T> static std::string emu_type_code() {
   typedef typename std::remove_cv<T>::type U;
   if (std::is_pointer<U>::value) {
-    typedef typename std::remove_cv<typename std::remove_pointer<U>::type>::type E;
-    return (std::is_pointer<E>::value ? std::string("?") : emu_type_code<E>()) + "*";
+    typedef typename std::remove_pointer<U>::type P;
+    typedef typename std::remove_cv<P>::type E;
+    std::string elem = std::is_pointer<E>::value ? std::string("?") : emu_type_code<E>();
+    return (std::is_const<P>::value ? "c" : "") + elem + "*";
   }
   if (std::is_void<U>::value) return "v";
   if (std::is_same<U, bool>::value) return "b1";
