@@ -1,0 +1,106 @@
+"""dtypes: TensorFlow's names over numpy's dtypes.
+
+A `DType` wraps one numpy dtype. It compares equal to itself, to the numpy dtype, to the numpy
+scalar type and to its name, so `x.dtype == tg.float32`, `x.dtype == np.float32` and
+`x.dtype == "float32"` all hold.
+"""
+import numpy as np
+
+
+class DType:
+    __slots__ = ("name", "as_numpy_dtype", "_np")
+
+    def __init__(self, np_dtype):
+        self._np = np.dtype(np_dtype)
+        self.name = "bool" if self._np == np.bool_ else self._np.name
+        self.as_numpy_dtype = self._np.type
+
+    @property
+    def is_floating(self):
+        return self._np.kind == "f"
+
+    @property
+    def is_complex(self):
+        return self._np.kind == "c"
+
+    @property
+    def is_integer(self):
+        return self._np.kind in "iu"
+
+    @property
+    def is_bool(self):
+        return self._np.kind == "b"
+
+    @property
+    def size(self):
+        return self._np.itemsize
+
+    def __eq__(self, other):
+        if isinstance(other, DType):
+            return self._np == other._np
+        try:
+            return self._np == np.dtype(other)
+        except TypeError:
+            return False
+
+    def __hash__(self):
+        return hash(self._np)
+
+    def __repr__(self):
+        return f"tg.{self.name}"
+
+    def __str__(self):
+        return self.name
+
+
+float16 = DType(np.float16)
+float32 = DType(np.float32)
+float64 = DType(np.float64)
+int8 = DType(np.int8)
+int16 = DType(np.int16)
+int32 = DType(np.int32)
+int64 = DType(np.int64)
+uint8 = DType(np.uint8)
+bool = DType(np.bool_)  # noqa: A001 (TensorFlow's name)
+complex64 = DType(np.complex64)
+complex128 = DType(np.complex128)
+
+_BY_NUMPY = {d._np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8,
+                                 bool, complex64, complex128)}
+
+
+def as_dtype(value):
+    """Returns the `DType` for a DType, numpy dtype, numpy scalar type or name.
+
+    >>> tg.as_dtype("float32") == tg.float32
+    True
+    """
+    if isinstance(value, DType):
+        return value
+    try:
+        npd = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"as_dtype: cannot interpret {value!r} as a dtype; valid are "
+                        f"{sorted(d.name for d in _BY_NUMPY.values())}") from None
+    d = _BY_NUMPY.get(npd)
+    if d is None:
+        raise TypeError(f"as_dtype: dtype {npd} is not supported; valid are "
+                        f"{sorted(d.name for d in _BY_NUMPY.values())}")
+    return d
+
+
+def from_numpy(npd):
+    """The DType of a numpy dtype (fast path for Tensor.dtype)."""
+    d = _BY_NUMPY.get(npd)
+    return d if d is not None else as_dtype(npd)
+
+
+def np_dtype(value):
+    """The numpy dtype of a DType / dtype-like, or None for None."""
+    if value is None:
+        return None
+    return as_dtype(value)._np
+
+
+def is_float(npd):
+    return npd.kind == "f" or npd.kind == "c"

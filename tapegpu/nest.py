@@ -1,0 +1,46 @@
+"""Nested structures (lists, tuples, namedtuples, dicts) of tensors, as tf.nest sees them."""
+
+
+def flatten(structure):
+    """Leaves in TensorFlow's order (dicts by sorted key)."""
+    out = []
+    _flatten(structure, out)
+    return out
+
+
+def _flatten(s, out):
+    if isinstance(s, dict):
+        for k in sorted(s):
+            _flatten(s[k], out)
+    elif isinstance(s, (list, tuple)):
+        for v in s:
+            _flatten(v, out)
+    else:
+        out.append(s)
+
+
+def pack_sequence_as(structure, leaves):
+    """Rebuilds `structure` with `leaves` in flatten's order."""
+    it = iter(leaves)
+    result = _pack(structure, it)
+    return result
+
+
+def _pack(s, it):
+    if isinstance(s, dict):
+        packed = {k: _pack(s[k], it) for k in sorted(s)}
+        return type(s)((k, packed[k]) for k in s) if type(s) is not dict else \
+            {k: packed[k] for k in s}
+    if isinstance(s, tuple) and hasattr(s, "_fields"):
+        return type(s)(*[_pack(v, it) for v in s])
+    if isinstance(s, (list, tuple)):
+        return type(s)(_pack(v, it) for v in s)
+    return next(it)
+
+
+def map_structure(fn, structure):
+    return pack_sequence_as(structure, [fn(x) for x in flatten(structure)])
+
+
+def is_nested(s):
+    return isinstance(s, (list, tuple, dict))

@@ -1,0 +1,187 @@
+"""Elementwise functions of two (or three) tensors, with numpy broadcasting.
+
+Rules return cotangents in the broadcast output shape; the sweep sums them down to each input's
+shape. Python scalars adopt the other operand's dtype (float32 stays float32).
+"""
+from ..registry import InvalidArgumentError, def_op
+from ..tensor import Tensor, as_tensor_pair, scalar_like
+from ._base import EMPTY, apply, call2, tensor
+from . import unary as _u  # rules call unary functions (resolved at call time)
+
+
+def _binary(name, forward, vjp=None, saves=(), doc="", linear=False):
+    op = def_op(name, forward, args=("x", "y"), vjp=vjp, saves=saves, elementwise=True,
+                linear=linear)
+
+    def fn(x, y, name=None):
+        return call2(op, x, y)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"""{doc}
+
+    >>> tg.{name}(tg.constant([1.0, 2.0]), 3.0).shape
+    (2,)
+    """
+    fn.op = op
+    return fn
+
+
+add = _binary("add", lambda xp, x, y: x + y, vjp=(lambda g: g, lambda g: g), linear=True,
+              doc="x + y, elementwise with broadcasting.")
+subtract = _binary("subtract", lambda xp, x, y: x - y, vjp=(lambda g: g, lambda g: -g),
+                   linear=True, doc="x - y, elementwise with broadcasting.")
+# d(xy) = y dx + x dy
+multiply = _binary("multiply", lambda xp, x, y: x * y,
+                   vjp=(lambda g, x, y: g * y, lambda g, x, y: g * x), saves=("x", "y"),
+                   doc="x * y, elementwise with broadcasting.")
+
+
+def _divide_forward(xp, x, y):
+    if x.dtype.kind in "iu":  # TF's truediv: int32 -> float64 (no silent narrowing)
+        return xp.true_divide(x, y, dtype=xp.float64 if x.dtype.itemsize > 2 else xp.float32)
+    return x / y
+
+
+# d(x/y) = dx / y - x dy / y^2
+divide = _binary("divide", _divide_forward, saves=("x", "y"),
+                 vjp=(lambda g, x, y: g / y, lambda g, x, y: -g * (x / (y * y))),
+                 doc="x / y, elementwise (true division: integers give floats, as TF).")
+truediv = divide
+
+
+def _pow_dy(g, x, y, out):
+    # d(x^y)/dy = x^y log x, defined as 0 where x <= 0 (as TF)
+    safe = where(greater(x, 0.0), x, 1.0)
+    return g * (out * _u.log(safe))
+
+
+# d(x^y)/dx = y x^(y-1)
+pow = _binary("pow", lambda xp, x, y: xp.power(x, y), saves=("x", "y", "out"),  # noqa: A001
+              vjp=(lambda g, x, y, out: g * (y * pow(x, y - 1.0)), _pow_dy),
+              doc="x ** y, elementwise.")
+# the larger input gets the gradient; ties go to x (as TF)
+maximum = _binary("maximum", lambda xp, x, y: xp.maximum(x, y), saves=("x", "y"),
+                  vjp=(lambda g, x, y: where(greater_equal(x, y), g, 0.0),
+                       lambda g, x, y: where(less(x, y), g, 0.0)),
+                  doc="The larger of x and y, elementwise.")
+minimum = _binary("minimum", lambda xp, x, y: xp.minimum(x, y), saves=("x", "y"),
+                  vjp=(lambda g, x, y: where(less_equal(x, y), g, 0.0),
+                       lambda g, x, y: where(greater(x, y), g, 0.0)),
+                  doc="The smaller of x and y, elementwise.")
+floordiv = _binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y),
+                   doc="floor(x / y), elementwise; no gradient.")
+floormod = _binary("floormod", lambda xp, x, y: xp.mod(x, y),
+                   doc="x - floor(x / y) * y, elementwise; no gradient.")
+mod = floormod
+
+
+def squared_difference(x, y, name=None):
+    """(x - y)^2, elementwise.
+
+    >>> tg.squared_difference(tg.constant([1.0]), 3.0).numpy()
+    array([4.], dtype=float32)
+    """
+    return _u.square(subtract(x, y))
+
+
+# -- where -----------------------------------------------------------------------------------------
+
+_where_op = def_op("where", lambda xp, c, x, y: xp.where(c, x, y), args=("c", "x", "y"),
+                   saves=("c",), elementwise=True, same_dtype=False,
+                   vjp=(None, lambda g, c: where(c, g, 0.0), lambda g, c: where(c, 0.0, g)))
+
+
+def where(condition, x=None, y=None, name=None):
+    """Picks x where `condition` holds, else y (broadcasting); with only a condition, the
+    indices of its true elements, as an int64 (n, rank) tensor.
+
+    >>> tg.where(tg.constant([True, False]), 1.0, 2.0).numpy()
+    array([1., 2.], dtype=float32)
+    """
+    c = tensor(condition)
+    if x is None and y is None:
+        return Tensor(c._dev.xp.argwhere(c._data).astype("int64"), c._dev)
+    if c._data.dtype.kind != "b":
+        raise InvalidArgumentError(f"where: condition must be bool, got {c.dtype.name}")
+    x, y = as_tensor_pair(x, y)
+    if x._data.dtype != y._data.dtype:
+        raise InvalidArgumentError(f"where: x and y must have one dtype, got {x.dtype.name} and "
+                                   f"{y.dtype.name}")
+    return apply(_where_op, (c, x, y), EMPTY)
+
+
+where.op = _where_op
+
+# -- comparisons and logic (no gradient) -----------------------------------------------------------
+
+
+def _predicate(name, forward, doc):
+    op = def_op(name, forward, args=("x", "y"))
+
+    def fn(x, y, name=None):
+        return call2(op, x, y)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"""{doc} (a bool tensor; no gradient).
+
+    >>> tg.{name}(tg.constant([1.0, 2.0]), 1.5).dtype
+    tg.bool
+    """
+    fn.op = op
+    return fn
+
+
+equal = _predicate("equal", lambda xp, x, y: xp.equal(x, y), "x == y, elementwise")
+not_equal = _predicate("not_equal", lambda xp, x, y: xp.not_equal(x, y), "x != y, elementwise")
+less = _predicate("less", lambda xp, x, y: xp.less(x, y), "x < y, elementwise")
+less_equal = _predicate("less_equal", lambda xp, x, y: xp.less_equal(x, y),
+                        "x <= y, elementwise")
+greater = _predicate("greater", lambda xp, x, y: xp.greater(x, y), "x > y, elementwise")
+greater_equal = _predicate("greater_equal", lambda xp, x, y: xp.greater_equal(x, y),
+                           "x >= y, elementwise")
+
+
+def _logical(name, forward):
+    op = def_op(name, forward, args=("x", "y"))
+
+    def fn(x, y, name=None):
+        x, y = as_tensor_pair(x, y)
+        for t in (x, y):
+            if t._data.dtype.kind != "b":
+                raise InvalidArgumentError(f"{op.name}: expected bool tensors, got "
+                                           f"{t.dtype.name}")
+        return apply(op, (x, y), EMPTY)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"""Elementwise logical {name[8:]} of two bool tensors.
+
+    >>> tg.{name}(tg.constant([True, False]), True).dtype
+    tg.bool
+    """
+    fn.op = op
+    return fn
+
+
+logical_and = _logical("logical_and", lambda xp, x, y: xp.logical_and(x, y))
+logical_or = _logical("logical_or", lambda xp, x, y: xp.logical_or(x, y))
+logical_xor = _logical("logical_xor", lambda xp, x, y: xp.logical_xor(x, y))
+_not_op = def_op("logical_not", lambda xp, x: xp.logical_not(x))
+
+
+def logical_not(x, name=None):
+    """Elementwise logical not of a bool tensor.
+
+    >>> tg.logical_not(tg.constant([True])).numpy()
+    array([False])
+    """
+    x = tensor(x)
+    if x._data.dtype.kind != "b":
+        raise InvalidArgumentError(f"logical_not: expected a bool tensor, got {x.dtype.name}")
+    return apply(_not_op, (x,), EMPTY)
+
+
+logical_not.op = _not_op
+
+
+def scalar(value, like):
+    return scalar_like(value, like)

@@ -1,0 +1,404 @@
+"""Linear algebra: matmul, einsum, solve, inverse, determinants, Cholesky.
+
+Matrix rules act on the last two axes, so any leading axes of `g` — the op's own batch of
+matrices or a Jacobian's batch of cotangents — broadcast through `matmul` and `solve`.
+"""
+import string
+
+import numpy as np
+
+from ..registry import InvalidArgumentError, def_op
+from ._base import EMPTY, apply, floating, tensor
+from . import binary as _b, unary as _u
+
+
+def _mT(x):
+    return x.swapaxes(-1, -2)
+
+
+def _matmul_forward(xp, a, b, ta=False, tb=False):
+    if ta:
+        a = _mT(a)
+    if tb:
+        b = _mT(b)
+    # one large GEMM instead of a loop of small ones when only one side carries leading axes
+    if b.ndim == 2 and a.ndim > 2:
+        return (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + (b.shape[-1],))
+    if a.ndim == 2 and b.ndim > 2:
+        m, k = a.shape
+        lead = b.shape[:-2]
+        n = b.shape[-1]
+        flat = xp.moveaxis(b, -2, 0).reshape(k, -1)  # (k, lead * n)
+        return xp.moveaxis((a @ flat).reshape((m,) + lead + (n,)), 0, -2)
+    return xp.matmul(a, b)
+
+
+# C = op(A) op(B), op a transpose where flagged:  d op(A) = g op(B)^T,  d op(B) = op(A)^T g
+def _matmul_vjp_a(g, a, b, ta=False, tb=False):
+    if not ta:
+        return matmul(g, b, transpose_b=not tb)
+    return matmul(b, g, transpose_a=tb, transpose_b=True)
+
+
+def _matmul_vjp_b(g, a, b, ta=False, tb=False):
+    if not tb:
+        return matmul(a, g, transpose_a=not ta)
+    return matmul(g, a, transpose_a=True, transpose_b=ta)
+
+
+_matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
+                 vjp=(_matmul_vjp_a, _matmul_vjp_b))
+
+
+_PARAMS = {(False, False): EMPTY, (True, False): {"ta": True}, (False, True): {"tb": True},
+           (True, True): {"ta": True, "tb": True}}
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
+           name=None):
+    """Matrix product over the last two axes, broadcasting leading axes (rank >= 2, as TF).
+
+    >>> tg.matmul(tg.ones((2, 3)), tg.ones((3, 4))).shape
+    (2, 4)
+    """
+    a, b = _b.as_tensor_pair(a, b)
+    ta = bool(transpose_a or adjoint_a)
+    tb = bool(transpose_b or adjoint_b)
+    if a.ndim < 2 or b.ndim < 2:
+        raise InvalidArgumentError(f"matmul: both operands need rank >= 2, got shapes {a.shape} "
+                                   f"and {b.shape}; use tg.expand_dims or tg.tensordot for "
+                                   "vectors")
+    k_a = a.shape[-2] if ta else a.shape[-1]
+    k_b = b.shape[-1] if tb else b.shape[-2]
+    if k_a != k_b:
+        raise InvalidArgumentError(f"matmul: inner dimensions differ: {a.shape}"
+                                   f"{'^T' if ta else ''} @ {b.shape}{'^T' if tb else ''} "
+                                   f"({k_a} != {k_b})")
+    return apply(_matmul, (a, b), _PARAMS[ta, tb])
+
+
+matmul.op = _matmul
+
+
+def tensordot(a, b, axes, name=None):
+    """Contracts `axes` of a with those of b (an int n means the last n of a, first n of b).
+
+    >>> tg.tensordot(tg.ones((2, 3)), tg.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
+    a, b = _b.as_tensor_pair(a, b)
+    if isinstance(axes, int):
+        ax_a = list(range(a.ndim - axes, a.ndim))
+        ax_b = list(range(axes))
+    else:
+        ax_a, ax_b = ([x] if isinstance(x, int) else list(x) for x in axes)
+        ax_a = [x % a.ndim for x in ax_a]
+        ax_b = [x % b.ndim for x in ax_b]
+    if [a.shape[i] for i in ax_a] != [b.shape[i] for i in ax_b]:
+        raise InvalidArgumentError(f"tensordot: contracted axes {ax_a} of {a.shape} and "
+                                   f"{ax_b} of {b.shape} differ in size")
+    free_a = [i for i in range(a.ndim) if i not in ax_a]
+    free_b = [i for i in range(b.ndim) if i not in ax_b]
+    k = int(np.prod([a.shape[i] for i in ax_a]))
+    at = reshape(transpose(a, free_a + ax_a), (-1, k))
+    bt = reshape(transpose(b, ax_b + free_b), (k, -1))
+    out = matmul(at, bt)
+    return reshape(out, tuple(a.shape[i] for i in free_a) + tuple(b.shape[i] for i in free_b))
+
+
+# -- einsum --------------------------------------------------------------------------------------
+
+def _parse_einsum(equation, shapes):
+    """Explicit subscripts (ellipses replaced by letters) and the output."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise InvalidArgumentError(f"einsum: {equation!r} names {len(terms)} operands, got "
+                                   f"{len(shapes)}")
+    used = set(c for c in eq if c.isalpha())
+    spare = [c for c in string.ascii_letters if c not in used]
+    n_ell = max((len(s) - (len(t) - 3) for t, s in zip(terms, shapes) if "..." in t), default=0)
+    ell = "".join(spare[:n_ell])
+    out_terms = []
+    for t, s in zip(terms, shapes):
+        if "..." in t:
+            k = len(s) - (len(t) - 3)
+            t = t.replace("...", ell[n_ell - k:] if k else "")
+        if len(t) != len(s):
+            raise InvalidArgumentError(f"einsum: subscripts {t!r} do not match an operand of "
+                                       f"shape {s}")
+        out_terms.append(t)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts = {}
+        for t in out_terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return tuple(out_terms), out
+
+
+def _einsum_vjp(g, *operands, terms, out):
+    # d/dX_i of sum(g * einsum(X...)) = einsum(g, X_j (j != i) -> X_i's subscripts);
+    # batch axes of g get letters of their own; letters summed only inside X_i are broadcast back
+    used = set("".join(terms) + out)
+    spare = [c for c in string.ascii_letters if c not in used]
+    nb = g.ndim - len(out)
+    batch = "".join(spare[:nb])
+    grads = []
+    for i, (t, x) in enumerate(zip(terms, operands)):
+        if len(set(t)) != len(t):
+            raise InvalidArgumentError(f"einsum: the gradient for repeated subscripts within one "
+                                       f"operand ({t!r}) is not supported")
+        others = [(terms[j], operands[j]) for j in range(len(terms)) if j != i]
+        avail = set(out).union(*[set(s) for s, _ in others]) if others else set(out)
+        keep = "".join(c for c in t if c in avail)
+        eq = ",".join([batch + out] + [s for s, _ in others]) + "->" + batch + keep
+        gi = einsum(eq, g, *[o for _, o in others])
+        if keep != t:
+            gi = reshape(gi, g.shape[:nb] + tuple(x.shape[k] if c in avail else 1
+                                                   for k, c in enumerate(t)))
+            gi = broadcast_to(gi, g.shape[:nb] + x.shape)
+        grads.append(gi)
+    return tuple(grads)
+
+
+_einsum = def_op("einsum", lambda xp, *xs, terms, out:
+                 xp.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2),
+                 args=("*",), saves=("*",), vjp=_einsum_vjp, variadic=True)
+
+
+def einsum(equation, *inputs, name=None):
+    """Einstein summation, as numpy.einsum (ellipses and implicit outputs included).
+
+    >>> tg.einsum("ij,jk->ik", tg.ones((2, 3)), tg.ones((3, 4))).shape
+    (2, 4)
+    """
+    xs = [tensor(x) for x in inputs]
+    terms, out = _parse_einsum(equation, [x.shape for x in xs])
+    return apply(_einsum, tuple(xs), {"terms": terms, "out": out})
+
+
+# -- solve, inverse, determinants, Cholesky ------------------------------------------------------
+
+def _check_square(x, op):
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise InvalidArgumentError(f"{op}: expected square matrices (..., n, n), got shape "
+                                   f"{x.shape}")
+
+
+def _solve_vjp(g, matrix, out, adjoint=False):
+    # X = A^-1 B:  dB = A^-T g,  dA = -dB X^T  (transposed when A enters adjoint)
+    gb = solve(matrix, g, adjoint=not adjoint)
+    ga = -matmul(gb, out, transpose_b=True) if not adjoint else -matmul(out, gb, transpose_b=True)
+    return ga, gb
+
+
+_solve = def_op("solve", lambda xp, a, b, adjoint=False:
+                xp.linalg.solve(_mT(a) if adjoint else a, b), args=("matrix", "rhs"),
+                saves=("matrix", "out"), vjp=_solve_vjp)
+
+
+def solve(matrix, rhs, adjoint=False, name=None):
+    """X with matrix @ X = rhs (rhs is (..., n, k), as TF).
+
+    >>> tg.linalg.solve(tg.eye(2) * 2.0, tg.ones((2, 1))).numpy()
+    array([[0.5],
+           [0.5]], dtype=float32)
+    """
+    a, b = _b.as_tensor_pair(matrix, rhs)
+    _check_square(a, "solve")
+    if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
+        raise InvalidArgumentError(f"solve: rhs must be (..., {a.shape[-1]}, k) for a matrix of "
+                                   f"shape {a.shape}, got {b.shape}")
+    return apply(_solve, (a, b), {"adjoint": True} if adjoint else EMPTY)
+
+
+solve.op = _solve
+
+# d(A^-1) = -A^-1 dA A^-1  =>  dA = -A^-T g A^-T
+_inv = def_op("inv", lambda xp, x: xp.linalg.inv(x), saves=("out",),
+              vjp=lambda g, out: -matmul(out, matmul(g, out, transpose_b=True),
+                                         transpose_a=True))
+
+
+def inv(input, adjoint=False, name=None):  # noqa: A002
+    """The matrix inverse over the last two axes.
+
+    >>> tg.linalg.inv(tg.eye(2) * 4.0).numpy()
+    array([[0.25, 0.  ],
+           [0.  , 0.25]], dtype=float32)
+    """
+    x = floating(input, "inv")
+    _check_square(x, "inv")
+    y = apply(_inv, (x,), EMPTY)
+    return matrix_transpose(y) if adjoint else y
+
+
+inv.op = _inv
+
+
+def _expand2(s):
+    return reshape(s, s.shape + (1, 1))
+
+
+# d det(A) = det(A) tr(A^-1 dA)  =>  dA = g det(A) A^-T
+_det = def_op("det", lambda xp, x: xp.linalg.det(x), saves=("x", "out"),
+              vjp=lambda g, x, out: _expand2(g * out) * matrix_transpose(inv(x)))
+# d log|det A| = tr(A^-1 dA)  =>  dA = g A^-T
+_logabsdet = def_op("logabsdet", lambda xp, x: xp.linalg.slogdet(x)[1], saves=("x",),
+                    vjp=lambda g, x: _expand2(g) * matrix_transpose(inv(x)))
+
+
+def det(input, name=None):  # noqa: A002
+    """The determinant over the last two axes.
+
+    >>> float(tg.linalg.det(tg.eye(2) * 3.0))
+    9.0
+    """
+    x = floating(input, "det")
+    _check_square(x, "det")
+    return apply(_det, (x,), EMPTY)
+
+
+det.op = _det
+
+
+def slogdet(input, name=None):  # noqa: A002
+    """(sign, log|det|) over the last two axes; the sign has no gradient.
+
+    >>> [float(t) for t in tg.linalg.slogdet(tg.eye(2) * -2.0)]
+    [1.0, 1.3862943649291992]
+    """
+    x = floating(input, "slogdet")
+    _check_square(x, "slogdet")
+    sign = type(x)(x._dev.xp.linalg.slogdet(x._data)[0].astype(x._data.dtype), x._dev)
+    return sign, apply(_logabsdet, (x,), EMPTY)
+
+
+def logdet(matrix, name=None):
+    """log det of a Hermitian positive-definite matrix.
+
+    >>> float(tg.linalg.logdet(tg.eye(2) * 2.0)) == float(tg.math.log(4.0))
+    True
+    """
+    return slogdet(matrix)[1]
+
+
+def _cholesky_vjp(g, L):
+    # A = L L^T (Murray 2016): P = Phi(L^T g), S = L^-T P L^-1, dA = (S + S^T) / 2, where Phi
+    # keeps the lower triangle and halves the diagonal
+    n = L.shape[-1]
+    phi = _const_like(L, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
+    P = matmul(L, g, transpose_a=True) * phi
+    Linv = inv(L)
+    S = matmul(Linv, matmul(P, Linv), transpose_a=True)
+    return (S + matrix_transpose(S)) * 0.5
+
+
+def _cholesky_forward(xp, x):
+    try:
+        return xp.linalg.cholesky(x)
+    except xp.linalg.LinAlgError as e:
+        raise ValueError(f"the matrix is not positive definite ({e})") from None
+
+
+_cholesky = def_op("cholesky", _cholesky_forward, saves=("out",), vjp=_cholesky_vjp)
+
+
+def cholesky(input, name=None):  # noqa: A002
+    """The lower-triangular L with L L^T = input (symmetric positive definite).
+
+    >>> tg.linalg.cholesky(tg.eye(2) * 4.0).numpy()
+    array([[2., 0.],
+           [0., 2.]], dtype=float32)
+    """
+    x = floating(input, "cholesky")
+    _check_square(x, "cholesky")
+    return apply(_cholesky, (x,), EMPTY)
+
+
+cholesky.op = _cholesky
+
+
+def _const_like(x, value):
+    from ..tensor import Tensor
+    return Tensor(x._dev.xp.asarray(value, dtype=x._data.dtype), x._dev)
+
+
+def diag_part(input, k=0, name=None):  # noqa: A002
+    """The main diagonal of the last two axes.
+
+    >>> tg.linalg.diag_part(tg.constant([[1.0, 2.0], [3.0, 4.0]])).numpy()
+    array([1., 4.], dtype=float32)
+    """
+    x = tensor(input)
+    if x.ndim < 2:
+        raise InvalidArgumentError(f"diag_part: needs rank >= 2, got shape {x.shape}")
+    i = np.arange(min(x.shape[-1], x.shape[-2]))
+    return getitem(x, (Ellipsis, i, i))
+
+
+def trace(x, name=None):
+    """The sum of the main diagonal of the last two axes.
+
+    >>> float(tg.linalg.trace(tg.eye(3)))
+    3.0
+    """
+    return reduce_sum(diag_part(x), axis=-1)
+
+
+def norm(tensor_, ord="euclidean", axis=None, keepdims=False, name=None):  # noqa: A002
+    """Vector norms (euclidean / 2, 1, inf, any p > 0) over `axis`, and the Frobenius norm of
+    a matrix (`ord='fro'` or 'euclidean' with two axes).
+
+    >>> float(tg.norm(tg.constant([3.0, 4.0])))
+    5.0
+    """
+    x = floating(tensor_, "norm")
+    if ord in ("euclidean", "fro", 2, 2.0):
+        return _u.sqrt(reduce_sum(_u.square(x), axis=axis, keepdims=keepdims))
+    if ord in (1, 1.0):
+        return reduce_sum(_u.abs(x), axis=axis, keepdims=keepdims)
+    if ord in (np.inf, "inf"):
+        return reduce_max(_u.abs(x), axis=axis, keepdims=keepdims)
+    if isinstance(ord, (int, float)) and ord > 0:
+        p = float(ord)
+        return _b.pow(reduce_sum(_b.pow(_u.abs(x), p), axis=axis, keepdims=keepdims), 1.0 / p)
+    raise InvalidArgumentError(f"norm: ord {ord!r} is not supported; valid are 'euclidean', "
+                               "'fro', 1, 2, inf or a positive number")
+
+
+def global_norm(t_list, name=None):
+    """sqrt(sum of squares of every tensor in the list).
+
+    >>> float(tg.linalg.global_norm([tg.constant([3.0]), tg.constant([4.0])]))
+    5.0
+    """
+    ts = [t for t in t_list if t is not None]
+    return _u.sqrt(sum_list([reduce_sum(_u.square(tensor(t))) for t in ts]))
+
+
+def sum_list(ts):
+    total = ts[0]
+    for t in ts[1:]:
+        total = total + t
+    return total
+
+
+def clip_by_norm(t, clip_norm, axes=None, name=None):
+    """Rescales t so that its L2 norm over `axes` is at most `clip_norm`.
+
+    >>> float(tg.norm(tg.clip_by_norm(tg.constant([3.0, 4.0]), 1.0)))
+    1.0
+    """
+    x = floating(t, "clip_by_norm")
+    l2 = _u.sqrt(reduce_sum(_u.square(x), axis=axes, keepdims=True))
+    c = _b.as_tensor_pair(x, clip_norm)[1]
+    return x * c / _b.maximum(l2, c)
+
+
+from .reduce import reduce_max, reduce_sum  # noqa: E402
+from .shape import broadcast_to, getitem, matrix_transpose, reshape, transpose  # noqa: E402

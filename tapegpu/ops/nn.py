@@ -1,0 +1,196 @@
+"""Neural-network ops: softmax family, cross-entropies, normalisation, dropout."""
+import numpy as np
+
+from ..registry import InvalidArgumentError, def_op
+from ..tensor import Tensor
+from ._base import EMPTY, apply, floating, norm_axis, tensor
+from . import binary as _b, unary as _u
+
+
+def _softmax_forward(xp, x, axis=-1):
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
+
+
+def _log_softmax_forward(xp, x, axis=-1):
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
+
+
+# softmax' g = y (g - <g, y>): the Jacobian diag(y) - y y^T is symmetric
+_softmax = def_op("softmax", _softmax_forward, saves=("out",),
+                  vjp=lambda g, out, axis=-1:
+                  out * (g - reduce_sum(g * out, axis=axis, keepdims=True)))
+# log_softmax' g = g - softmax * sum(g)
+_log_softmax = def_op("log_softmax", _log_softmax_forward, saves=("out",),
+                      vjp=lambda g, out, axis=-1:
+                      g - _u.exp(out) * reduce_sum(g, axis=axis, keepdims=True))
+
+
+def _axis_params(x, axis, op):
+    ax = norm_axis(axis, x.ndim, op)
+    return EMPTY if ax == -1 else {"axis": ax}
+
+
+def softmax(logits, axis=-1, name=None):
+    """exp(x) / sum(exp(x)) along `axis`, computed stably.
+
+    >>> tg.nn.softmax(tg.constant([0.0, 0.0])).numpy()
+    array([0.5, 0.5], dtype=float32)
+    """
+    x = floating(logits, "softmax")
+    return apply(_softmax, (x,), _axis_params(x, axis, "softmax"))
+
+
+def log_softmax(logits, axis=-1, name=None):
+    """x - logsumexp(x) along `axis`.
+
+    >>> tg.nn.log_softmax(tg.constant([0.0, 0.0])).numpy().round(4)
+    array([-0.6931, -0.6931], dtype=float32)
+    """
+    x = floating(logits, "log_softmax")
+    return apply(_log_softmax, (x,), _axis_params(x, axis, "log_softmax"))
+
+
+softmax.op = _softmax
+log_softmax.op = _log_softmax
+
+
+def _sparse_xent_forward(xp, labels, logits):
+    n = logits.shape[-1]
+    if labels.size and (labels.min() < 0 or labels.max() >= n):
+        bad = labels[(labels < 0) | (labels >= n)].ravel()[0]
+        raise ValueError(f"label {int(bad)} is out of range [0, {n})")
+    m = logits.max(axis=-1, keepdims=True)
+    lse = xp.log(xp.exp(logits - m).sum(axis=-1)) + m[..., 0]
+    picked = xp.take_along_axis(logits, labels[..., None].astype(xp.intp), axis=-1)[..., 0]
+    return lse - picked
+
+
+# d/dz (logsumexp(z) - z_label) = softmax(z) - onehot(label)
+def _sparse_xent_vjp(g, labels, logits):
+    n = logits.shape[-1]
+    hot = _u.cast(_b.equal(_expand_last(labels), _arange_like(n, labels)), logits.dtype)
+    return _expand_last(g) * (softmax(logits) - hot)
+
+
+_sparse_xent = def_op("sparse_softmax_cross_entropy_with_logits", _sparse_xent_forward,
+                      args=("labels", "logits"), saves=("labels", "logits"),
+                      vjp=(None, _sparse_xent_vjp), same_dtype=False)
+
+
+def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
+    """Per-example -log softmax(logits)[label]; labels are integer class indices.
+
+    >>> tg.nn.sparse_softmax_cross_entropy_with_logits(
+    ...     labels=[0], logits=[[0.0, 0.0]]).numpy().round(4)
+    array([0.6931], dtype=float32)
+    """
+    z = floating(logits, "sparse_softmax_cross_entropy_with_logits")
+    y = tensor(labels)
+    if y._data.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"sparse_softmax_cross_entropy_with_logits: labels must be "
+                                   f"integers, got {y.dtype.name}")
+    if y.shape != z.shape[:-1]:
+        raise InvalidArgumentError(f"sparse_softmax_cross_entropy_with_logits: labels of shape "
+                                   f"{y.shape} do not match logits of shape {z.shape} (labels "
+                                   f"must have shape {z.shape[:-1]})")
+    return apply(_sparse_xent, (y, z), EMPTY)
+
+
+sparse_softmax_cross_entropy_with_logits.op = _sparse_xent
+
+
+def _expand_last(t):
+    return reshape(t, t.shape + (1,))
+
+
+def _arange_like(n, like):
+    return Tensor(like._dev.xp.arange(n, dtype=like._data.dtype), like._dev)
+
+
+def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
+    """-sum(labels * log_softmax(logits)) along `axis` (differentiable in both).
+
+    >>> tg.nn.softmax_cross_entropy_with_logits([[0.5, 0.5]], [[0.0, 0.0]]).numpy().round(4)
+    array([0.6931], dtype=float32)
+    """
+    z = floating(logits, "softmax_cross_entropy_with_logits")
+    y = _b.as_tensor_pair(z, labels)[1]
+    if y.shape != z.shape:
+        raise InvalidArgumentError(f"softmax_cross_entropy_with_logits: labels {y.shape} and "
+                                   f"logits {z.shape} must have the same shape")
+    return -reduce_sum(y * log_softmax(z, axis=axis), axis=axis)
+
+
+def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
+    """Elementwise binary cross-entropy of sigmoid(logits), computed stably:
+    max(x, 0) - x z + log(1 + e^-|x|).
+
+    >>> tg.nn.sigmoid_cross_entropy_with_logits([1.0], [0.0]).numpy().round(4)
+    array([0.6931], dtype=float32)
+    """
+    x = floating(logits, "sigmoid_cross_entropy_with_logits")
+    z = _b.as_tensor_pair(x, labels)[1]
+    if z.shape != x.shape:
+        raise InvalidArgumentError(f"sigmoid_cross_entropy_with_logits: labels {z.shape} and "
+                                   f"logits {x.shape} must have the same shape")
+    return _u.relu(x) - x * z + _u.log1p(_u.exp(-_u.abs(x)))
+
+
+def l2_loss(t, name=None):
+    """sum(t^2) / 2.
+
+    >>> float(tg.nn.l2_loss(tg.constant([1.0, 2.0])))
+    2.5
+    """
+    return reduce_sum(_u.square(floating(t, "l2_loss"))) * 0.5
+
+
+def bias_add(value, bias, name=None):
+    """value + bias, with bias of shape (value.shape[-1],).
+
+    >>> tg.nn.bias_add(tg.zeros((2, 3)), tg.ones(3)).shape
+    (2, 3)
+    """
+    v, b = _b.as_tensor_pair(value, bias)
+    if b.ndim != 1 or v.ndim < 1 or b.shape[0] != v.shape[-1]:
+        raise InvalidArgumentError(f"bias_add: bias must have shape ({v.shape[-1:]}) for a "
+                                   f"value of shape {v.shape}, got {b.shape}")
+    return v + b
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+    """(x - mean) / sqrt(variance + eps) * scale + offset (offset/scale may be None).
+
+    >>> tg.nn.batch_normalization(tg.constant([1.0, 3.0]), 2.0, 1.0, None, None, 0.0).numpy()
+    array([-1.,  1.], dtype=float32)
+    """
+    x = floating(x, "batch_normalization")
+    inv = _u.rsqrt(_b.as_tensor_pair(x, variance)[1] + variance_epsilon)
+    if scale is not None:
+        inv = inv * scale
+    y = (x - mean) * inv
+    return y + offset if offset is not None else y
+
+
+def dropout(x, rate, noise_shape=None, seed=None, name=None):
+    """Zeroes elements with probability `rate` and scales the rest by 1 / (1 - rate).
+
+    >>> tg.nn.dropout(tg.ones((1000,)), 0.5, seed=1).numpy().mean().round(1)
+    np.float32(1.0)
+    """
+    x = floating(x, "dropout")
+    if not 0 <= float(rate) < 1:
+        raise InvalidArgumentError(f"dropout: rate must be in [0, 1), got {rate}")
+    if rate == 0:
+        return x
+    from .. import random
+    shape = x.shape if noise_shape is None else tuple(noise_shape)
+    keep = random.uniform(shape, dtype=x.dtype, seed=seed, device=x._dev) >= float(rate)
+    return x * _u.cast(keep, x.dtype) * (1.0 / (1.0 - float(rate)))
+
+
+from .reduce import reduce_sum  # noqa: E402
+from .shape import reshape  # noqa: E402

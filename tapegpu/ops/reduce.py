@@ -1,0 +1,237 @@
+"""Reductions over axes. `axis` is normalised to a sorted tuple of non-negative axes of the
+input; rules turn them into negative axes so that leading batch axes of `g` pass through."""
+import numpy as np
+
+from ..registry import InvalidArgumentError, def_op
+from ..tensor import Tensor
+from ._base import apply, floating, norm_axes, tensor
+from . import binary as _b, unary as _u
+
+
+def _expand(g, x_shape, axis, keepdims):
+    """g (batch + reduced shape) with the reduced axes restored as size 1."""
+    if keepdims:
+        return g
+    nd = len(x_shape)
+    kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
+    batch = g.shape[:g.ndim - (nd - len(axis))]
+    return reshape(g, batch + kept)
+
+
+def _batch(g, x_shape, axis, keepdims):
+    return g.shape[:g.ndim - (len(x_shape) - (0 if keepdims else len(axis)))]
+
+
+def _sum_vjp(g, x_shape, axis, keepdims):
+    # d sum(x) / dx = 1: spread g over the reduced axes
+    return broadcast_to(_expand(g, x_shape, axis, keepdims),
+                        _batch(g, x_shape, axis, keepdims) + tuple(x_shape))
+
+
+def _mean_vjp(g, x_shape, axis, keepdims):
+    n = int(np.prod([x_shape[i] for i in axis])) if axis else 1
+    return _sum_vjp(g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
+
+
+def _extreme_vjp(g, x, out, axis, keepdims):
+    # the gradient goes to the elements equal to the extreme, shared equally among ties (as TF)
+    ref = _expand(out, x.shape, axis, keepdims)
+    mask = _u.cast(_b.equal(x, ref), x.dtype)
+    count = reduce_sum(mask, axis=axis, keepdims=True)
+    return _expand(g, x.shape, axis, keepdims) * (mask / count)
+
+
+def _prod_vjp(g, x, out, axis, keepdims):
+    # d prod(x) / dx_i = prod_{j != i} x_j, computed as the product of exclusive cumulative
+    # products from both sides along the flattened reduced axes (exact with zeros)
+    return _expand(g, x.shape, axis, keepdims) * _prod_others(x, axis)
+
+
+def _forward(fn):
+    def forward(xp, x, axis, keepdims):
+        return getattr(xp, fn)(x, axis=axis, keepdims=keepdims)
+    return forward
+
+
+_sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, saves=("x.shape",), linear=True)
+_mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, saves=("x.shape",), linear=True)
+_max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, saves=("x", "out"))
+_min = def_op("reduce_min", _forward("min"), vjp=_extreme_vjp, saves=("x", "out"))
+_prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, saves=("x", "out"))
+
+
+def _reduction(op, doc, floats_only=False, example="[[1.0, 2.0], [3.0, 4.0]]"):
+    def fn(input_tensor, axis=None, keepdims=False, name=None):
+        x = floating(input_tensor, op.name) if floats_only else tensor(input_tensor)
+        axes = norm_axes(axis, x.ndim, op.name)
+        if x._data.dtype.kind == "b":
+            raise InvalidArgumentError(f"{op.name}: bool tensors are not supported; use "
+                                       "tg.reduce_any / tg.reduce_all or cast first")
+        if op is not _sum and op is not _prod and x.size == 0 and op is not _mean:
+            raise InvalidArgumentError(f"{op.name}: empty input of shape {x.shape}")
+        return apply(op, (x,), {"axis": axes, "keepdims": bool(keepdims)})
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"""{doc} over `axis` (all axes if None), keeping them as size 1 if `keepdims`.
+
+    >>> tg.{op.name}(tg.constant({example}), axis=0).shape
+    (2,)
+    """
+    fn.op = op
+    return fn
+
+
+reduce_sum = _reduction(_sum, "Sum")
+reduce_mean = _reduction(_mean, "Mean")
+reduce_max = _reduction(_max, "Maximum")
+reduce_min = _reduction(_min, "Minimum")
+reduce_prod = _reduction(_prod, "Product")
+
+
+def _bool_reduction(name, fn):
+    op = def_op(name, lambda xp, x, axis, keepdims: getattr(xp, fn)(x, axis=axis,
+                                                                     keepdims=keepdims))
+
+    def f(input_tensor, axis=None, keepdims=False, name=None):
+        x = tensor(input_tensor)
+        return apply(op, (x,), {"axis": norm_axes(axis, x.ndim, op.name),
+                                "keepdims": bool(keepdims)})
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"""Logical {fn} over `axis` (no gradient).
+
+    >>> bool(tg.{name}(tg.constant([True, False])))
+    {fn == "any"}
+    """
+    f.op = op
+    return f
+
+
+reduce_any = _bool_reduction("reduce_any", "any")
+reduce_all = _bool_reduction("reduce_all", "all")
+
+
+def _arg(name, fn):
+    op = def_op(name, lambda xp, x, axis, dtype: getattr(xp, fn)(x, axis=axis).astype(dtype))
+
+    def f(input, axis=None, output_type=np.int64, name=None):  # noqa: A002
+        x = tensor(input)
+        ax = 0 if axis is None else norm_axes(axis, x.ndim, op.name)[0]
+        from ..dtypes import np_dtype
+        return apply(op, (x,), {"axis": ax, "dtype": np_dtype(output_type)})
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"""The index of the {fn[3:]}imum along `axis` (default 0); no gradient.
+
+    >>> int(tg.{name}(tg.constant([1.0, 3.0, 2.0])))
+    {1 if fn == "argmax" else 0}
+    """
+    f.op = op
+    return f
+
+
+argmax = _arg("argmax", "argmax")
+argmin = _arg("argmin", "argmin")
+
+# -- composites: gradients come from the primitives they are made of ----------------------------
+
+
+def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
+    """log(sum(exp(x))) over `axis`, computed stably (the max is subtracted first).
+
+    >>> float(tg.reduce_logsumexp(tg.constant([0.0, 0.0])))  # log 2
+    0.6931471824645996
+    """
+    x = floating(input_tensor, "reduce_logsumexp")
+    axes = norm_axes(axis, x.ndim, "reduce_logsumexp")
+    m = _u.stop_gradient(reduce_max(x, axis=axes, keepdims=True))
+    m = _b.where(_b.equal(m, m), m, 0.0)  # all -inf or nan rows: shift by 0
+    m = _b.where(_b.less(_u.abs(m), np.inf), m, 0.0)
+    s = _u.log(reduce_sum(_u.exp(x - m), axis=axes, keepdims=True)) + m
+    return s if keepdims else reshape(s, _reduced_shape(x.shape, axes))
+
+
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
+    """Population variance (divides by n) over `axis`.
+
+    >>> float(tg.reduce_variance(tg.constant([1.0, 3.0])))
+    1.0
+    """
+    x = floating(input_tensor, "reduce_variance")
+    mean = reduce_mean(x, axis=axis, keepdims=True)
+    return reduce_mean(_u.square(x - mean), axis=axis, keepdims=keepdims)
+
+
+def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    """Population standard deviation over `axis`.
+
+    >>> float(tg.reduce_std(tg.constant([1.0, 3.0])))
+    1.0
+    """
+    return _u.sqrt(reduce_variance(input_tensor, axis=axis, keepdims=keepdims))
+
+
+def moments(x, axes, shift=None, keepdims=False, name=None):
+    """(mean, variance) over `axes`.
+
+    >>> [float(t) for t in tg.nn.moments(tg.constant([1.0, 3.0]), axes=[0])]
+    [2.0, 1.0]
+    """
+    x = floating(x, "moments")
+    mean = reduce_mean(x, axis=axes, keepdims=True)
+    var = reduce_mean(_u.square(x - mean), axis=axes, keepdims=True)
+    if not keepdims:
+        shape = _reduced_shape(x.shape, norm_axes(axes, x.ndim, "moments"))
+        mean, var = reshape(mean, shape), reshape(var, shape)
+    return mean, var
+
+
+def count_nonzero(input, axis=None, keepdims=False, dtype=np.int64, name=None):  # noqa: A002
+    """Number of non-zero elements over `axis` (no gradient).
+
+    >>> int(tg.math.count_nonzero(tg.constant([0.0, 1.0, 2.0])))
+    2
+    """
+    x = tensor(input)
+    return reduce_sum(_u.cast(_b.not_equal(x, _b.scalar(0, x)), dtype), axis=axis,
+                      keepdims=keepdims)
+
+
+def _reduced_shape(shape, axes):
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def _prod_others(x, axis):
+    """prod_{j != i} x_j over the reduced axes, for every element i (no division)."""
+    nd = x.ndim
+    rest = [i for i in range(nd) if i not in axis]
+    perm = rest + list(axis)
+    xt = transpose(x, perm)
+    lead = xt.shape[:len(rest)]
+    n = int(np.prod([x.shape[i] for i in axis])) if axis else 1
+    flat = reshape(xt, lead + (n,))
+    # exclusive products from the left and from the right, one column at a time: O(n) ops but
+    # reductions here are small in practice; a cumprod op would make this one call
+    cols = unstack_last(flat, n)
+    left = [None] * n
+    right = [None] * n
+    acc = None
+    for i in range(n):
+        left[i] = acc
+        acc = cols[i] if acc is None else acc * cols[i]
+    acc = None
+    for i in range(n - 1, -1, -1):
+        right[i] = acc
+        acc = cols[i] if acc is None else acc * cols[i]
+    ones = _u.identity(cols[0] * 0.0 + 1.0) if n else None
+    parts = []
+    for i in range(n):
+        terms = [t for t in (left[i], right[i]) if t is not None]
+        parts.append(terms[0] * terms[1] if len(terms) == 2 else (terms[0] if terms else ones))
+    others = stack(parts, axis=-1) if n else flat
+    others = reshape(others, xt.shape)
+    inv = list(np.argsort(perm))
+    return transpose(others, inv)
+
+
+from .shape import broadcast_to, reshape, stack, transpose, unstack_last  # noqa: E402

@@ -1,0 +1,485 @@
+"""Shape ops: reshape, transpose, concatenation, slicing, gathering, tiling, padding.
+
+All are linear; their VJPs move `g` back into the input's layout with leading batch axes kept
+(the number of batch axes of `g` is `g.ndim - out.ndim`).
+"""
+import numpy as np
+
+from ..registry import InvalidArgumentError, def_op
+from ..tensor import Tensor, convert_to_tensor
+from ._base import EMPTY, apply, norm_axes, norm_axis, tensor
+
+
+def _nb(g, out_ndim):
+    return g.ndim - out_ndim
+
+
+# -- reshape / transpose / broadcast ---------------------------------------------------------
+
+_reshape = def_op("reshape", lambda xp, x, shape: xp.reshape(x, shape), saves=("x.shape",),
+                  linear=True,
+                  vjp=lambda g, x_shape, shape: reshape(g, g.shape[:_nb(g, len(shape))] + x_shape))
+
+
+def reshape(tensor_, shape, name=None):
+    """The same elements in a new shape (one -1 is inferred).
+
+    >>> tg.reshape(tg.range(6), (2, -1)).shape
+    (2, 3)
+    """
+    x = tensor(tensor_)
+    if isinstance(shape, Tensor):
+        shape = shape.numpy().tolist()
+    shape = tuple(int(s) for s in shape)
+    if shape == x._data.shape:
+        return x
+    known = int(np.prod([s for s in shape if s != -1]))
+    if shape.count(-1) > 1 or (-1 in shape and (known == 0 or x.size % known)) or \
+            (-1 not in shape and known != x.size):
+        raise InvalidArgumentError(f"reshape: cannot reshape a tensor of shape {x.shape} "
+                                   f"({x.size} elements) into shape {shape}")
+    if -1 in shape:
+        shape = tuple(x.size // known if s == -1 else s for s in shape)
+    return apply(_reshape, (x,), {"shape": shape})
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def _transpose_vjp(g, perm):
+    nb = _nb(g, len(perm))
+    return transpose(g, tuple(range(nb)) + tuple(nb + p for p in _inverse(perm)))
+
+
+_transpose = def_op("transpose", lambda xp, x, perm: xp.transpose(x, perm), linear=True,
+                    vjp=_transpose_vjp)
+
+
+def transpose(a, perm=None, conjugate=False, name=None):
+    """Permutes axes (reverses them when `perm` is None).
+
+    >>> tg.transpose(tg.zeros((2, 3))).shape
+    (3, 2)
+    """
+    x = tensor(a)
+    nd = x.ndim
+    perm = tuple(range(nd - 1, -1, -1)) if perm is None else \
+        tuple(int(p) % nd if nd else 0 for p in (perm.numpy().tolist()
+                                                 if isinstance(perm, Tensor) else perm))
+    if sorted(perm) != list(range(nd)):
+        raise InvalidArgumentError(f"transpose: perm {perm} is not a permutation of the "
+                                   f"{nd} axes of a tensor of shape {x.shape}")
+    return apply(_transpose, (x,), {"perm": perm})
+
+
+def matrix_transpose(a, name=None):
+    """Swaps the last two axes.
+
+    >>> tg.linalg.matrix_transpose(tg.zeros((4, 2, 3))).shape
+    (4, 3, 2)
+    """
+    x = tensor(a)
+    if x.ndim < 2:
+        raise InvalidArgumentError(f"matrix_transpose: needs rank >= 2, got shape {x.shape}")
+    return transpose(x, tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))
+
+
+# broadcast_to's VJP is g itself: the sweep sums it back to the input's shape
+_broadcast = def_op("broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
+                    vjp=lambda g, shape: g, linear=True)
+
+
+def broadcast_to(input, shape, name=None):  # noqa: A002
+    """Broadcasts to `shape` (numpy rules).
+
+    >>> tg.broadcast_to(tg.constant([1.0, 2.0]), (3, 2)).shape
+    (3, 2)
+    """
+    x = tensor(input)
+    shape = tuple(int(s) for s in (shape.numpy().tolist() if isinstance(shape, Tensor)
+                                   else shape))
+    if x.shape == shape:
+        return x
+    return apply(_broadcast, (x,), {"shape": shape})
+
+
+def expand_dims(input, axis, name=None):  # noqa: A002
+    """Inserts a size-1 axis at `axis`.
+
+    >>> tg.expand_dims(tg.zeros((2, 3)), -1).shape
+    (2, 3, 1)
+    """
+    x = tensor(input)
+    nd = x.ndim + 1
+    a = int(axis)
+    if not -nd <= a < nd:
+        raise InvalidArgumentError(f"expand_dims: axis {a} out of range for a tensor of rank "
+                                   f"{x.ndim}; valid are [{-nd}, {nd})")
+    a %= nd
+    return reshape(x, x.shape[:a] + (1,) + x.shape[a:])
+
+
+def squeeze(input, axis=None, name=None):  # noqa: A002
+    """Removes size-1 axes (all of them, or those in `axis`).
+
+    >>> tg.squeeze(tg.zeros((1, 2, 1))).shape
+    (2,)
+    """
+    x = tensor(input)
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    else:
+        axes = norm_axes(axis, x.ndim, "squeeze")
+        bad = [a for a in axes if x.shape[a] != 1]
+        if bad:
+            raise InvalidArgumentError(f"squeeze: axis {bad[0]} of shape {x.shape} has size "
+                                       f"{x.shape[bad[0]]}, not 1")
+    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+# -- concat / stack / split ---------------------------------------------------------------
+
+def _concat_vjp(g, axis, sizes):
+    out, start = [], 0
+    lead = (slice(None),) * (g.ndim + axis)
+    for n in sizes:
+        out.append(getitem(g, lead + (slice(start, start + n),)))
+        start += n
+    return tuple(out)
+
+
+_concat = def_op("concat", lambda xp, *xs, axis, sizes: xp.concatenate(xs, axis=axis),
+                 vjp=_concat_vjp, linear=True, variadic=True, args=("*",))
+
+
+def concat(values, axis, name=None):
+    """Joins tensors along an existing axis.
+
+    >>> tg.concat([tg.zeros((2, 1)), tg.ones((2, 3))], axis=1).shape
+    (2, 4)
+    """
+    xs = [tensor(v) for v in values]
+    if not xs:
+        raise InvalidArgumentError("concat: needs at least one tensor")
+    nd = xs[0].ndim
+    if nd == 0:
+        raise InvalidArgumentError("concat: cannot concatenate scalars; use tg.stack")
+    ax = norm_axis(axis, nd, "concat")
+    for t in xs:
+        if t.ndim != nd or t.shape[:nd + ax] + t.shape[nd + ax + 1:] != \
+                xs[0].shape[:nd + ax] + xs[0].shape[nd + ax + 1:]:
+            raise InvalidArgumentError(
+                f"concat: shapes {[x.shape for x in xs]} differ outside axis {axis}")
+    if len(xs) == 1:
+        return xs[0]
+    return apply(_concat, tuple(xs), {"axis": ax, "sizes": tuple(t.shape[ax] for t in xs)})
+
+
+def stack(values, axis=0, name=None):
+    """Joins tensors along a new axis.
+
+    >>> tg.stack([tg.zeros(3), tg.ones(3)]).shape
+    (2, 3)
+    """
+    xs = [tensor(v) for v in values]
+    if not xs:
+        raise InvalidArgumentError("stack: needs at least one tensor")
+    shape = xs[0].shape
+    for t in xs:
+        if t.shape != shape:
+            raise InvalidArgumentError(f"stack: all shapes must match, got "
+                                       f"{[x.shape for x in xs]}")
+    a = int(axis) % (len(shape) + 1)
+    expanded = [reshape(t, shape[:a] + (1,) + shape[a:]) for t in xs]
+    return concat(expanded, axis=a) if len(expanded) > 1 else expanded[0]
+
+
+def unstack(value, num=None, axis=0, name=None):
+    """Splits along `axis` into a list of tensors with that axis removed.
+
+    >>> [t.shape for t in tg.unstack(tg.zeros((2, 3)), axis=1)]
+    [(2,), (2,), (2,)]
+    """
+    x = tensor(value)
+    a = norm_axes(axis, x.ndim, "unstack")[0]
+    pre = (slice(None),) * a
+    return [getitem(x, pre + (i,)) for i in range(x.shape[a])]
+
+
+def unstack_last(x, n):
+    return [getitem(x, (Ellipsis, i)) for i in range(n)]
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name=None):
+    """Splits along `axis` into `num_or_size_splits` equal parts, or parts of the given sizes.
+
+    >>> [t.shape for t in tg.split(tg.zeros((4, 6)), [1, 5], axis=1)]
+    [(4, 1), (4, 5)]
+    """
+    x = tensor(value)
+    a = norm_axes(axis, x.ndim, "split")[0]
+    n = x.shape[a]
+    if isinstance(num_or_size_splits, int):
+        k = num_or_size_splits
+        if k <= 0 or n % k:
+            raise InvalidArgumentError(f"split: axis {a} of size {n} does not split into {k} "
+                                       "equal parts")
+        sizes = [n // k] * k
+    else:
+        sizes = [int(s) for s in num_or_size_splits]
+        if sizes.count(-1) == 1:
+            sizes[sizes.index(-1)] = n - sum(s for s in sizes if s != -1)
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise InvalidArgumentError(f"split: sizes {list(num_or_size_splits)} do not add up "
+                                       f"to axis {a} of size {n}")
+    out, start = [], 0
+    pre = (slice(None),) * a
+    for s in sizes:
+        out.append(getitem(x, pre + (slice(start, start + s),)))
+        start += s
+    return out
+
+
+# -- tile / pad --------------------------------------------------------------------------------
+
+def _tile_vjp(g, x_shape, multiples):
+    # g viewed as batch + (m0, d0, m1, d1, ...): sum over the m axes
+    nb = g.ndim - len(x_shape)
+    inter = g.shape[:nb] + tuple(v for m, d in zip(multiples, x_shape) for v in (m, d))
+    summed = reduce_sum(reshape(g, inter), axis=tuple(nb + 2 * i for i in range(len(x_shape))))
+    return summed
+
+
+_tile = def_op("tile", lambda xp, x, multiples: xp.tile(x, multiples), saves=("x.shape",),
+               vjp=_tile_vjp, linear=True)
+
+
+def tile(input, multiples, name=None):  # noqa: A002
+    """Repeats the tensor `multiples[i]` times along axis i.
+
+    >>> tg.tile(tg.zeros((2, 3)), [2, 1]).shape
+    (4, 3)
+    """
+    x = tensor(input)
+    m = tuple(int(v) for v in (multiples.numpy().tolist() if isinstance(multiples, Tensor)
+                               else multiples))
+    if len(m) != x.ndim or any(v < 0 for v in m):
+        raise InvalidArgumentError(f"tile: multiples {m} must have one non-negative entry per "
+                                   f"axis of the shape {x.shape}")
+    return apply(_tile, (x,), {"multiples": m})
+
+
+def _pad_vjp(g, paddings, constant_values):
+    nb = g.ndim - len(paddings)
+    key = (slice(None),) * nb + tuple(slice(lo, g.shape[nb + i] - hi)
+                                      for i, (lo, hi) in enumerate(paddings))
+    return getitem(g, key)
+
+
+_pad = def_op("pad", lambda xp, x, paddings, constant_values:
+              xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp)
+
+
+def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
+    """Pads with `constant_values`: `paddings[i] = [before, after]` for axis i.
+
+    >>> tg.pad(tg.ones((2, 2)), [[1, 1], [0, 2]]).shape
+    (4, 4)
+    """
+    x = tensor(tensor_)
+    if str(mode).upper() != "CONSTANT":
+        raise InvalidArgumentError(f"pad: mode {mode!r} is not supported; only 'CONSTANT'")
+    p = np.asarray(paddings.numpy() if isinstance(paddings, Tensor) else paddings, dtype=int)
+    if p.shape != (x.ndim, 2) or (p < 0).any():
+        raise InvalidArgumentError(f"pad: paddings must be non-negative with shape "
+                                   f"({x.ndim}, 2) for a tensor of shape {x.shape}, got "
+                                   f"{p.tolist()}")
+    return apply(_pad, (x,), {"paddings": tuple(map(tuple, p.tolist())),
+                              "constant_values": constant_values})
+
+
+# -- indexing ------------------------------------------------------------------------------------
+
+def _getitem_forward(xp, x, key, inner):
+    return x[(slice(None),) * (x.ndim - inner) + key]
+
+
+def _scatter_forward(xp, g, key, inner_shape, r, advanced):
+    lead = g.ndim - r
+    out = xp.zeros(g.shape[:lead] + inner_shape, dtype=g.dtype)
+    full = (slice(None),) * lead + key
+    if advanced:
+        xp.add.at(out, full, g)  # repeated indices add up
+    else:
+        out[full] = g
+    return out
+
+
+# getitem and its scatter are each other's transposes
+_getitem = def_op("getitem", _getitem_forward, saves=("x.shape",), linear=True,
+                  vjp=lambda g, x_shape, key, inner: _scatter(g, key, x_shape[len(x_shape) - inner:],
+                                                              g_inner_ndim(key, x_shape, inner)))
+_scatter_op = def_op("getitem_grad", _scatter_forward, linear=True,
+                     vjp=lambda g, key, inner_shape, r, advanced:
+                     apply(_getitem, (g,), {"key": key, "inner": len(inner_shape)}))
+
+
+def g_inner_ndim(key, x_shape, inner):
+    """ndim of x[key] over the inner (indexed) axes, from the key alone (numpy's rules)."""
+    arrays = [k for k in key if isinstance(k, np.ndarray)]
+    ints = sum(1 for k in key if isinstance(k, int))
+    news = sum(1 for k in key if k is None)
+    adv = len(np.broadcast_shapes(*[a.shape for a in arrays])) if arrays else 0
+    return inner - ints - len(arrays) + news + adv
+
+
+def _scatter(g, key, inner_shape, r):
+    advanced = any(isinstance(k, np.ndarray) for k in key)
+    return apply(_scatter_op, (g,), {"key": key, "inner_shape": tuple(inner_shape), "r": r,
+                                      "advanced": advanced})
+
+
+def _normalize_key(key, shape, xp):
+    """A tuple key without Ellipsis, tensors or bool masks (those become integer arrays)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    out = []
+    for k in key:
+        if isinstance(k, (Tensor,)):
+            k = k.numpy()
+        elif hasattr(k, "_value") and hasattr(k, "assign"):
+            k = k.numpy()
+        if isinstance(k, list):
+            k = np.asarray(k)
+        out.append(k)
+    n_real = sum(1 for k in out if k is not None and k is not Ellipsis and
+                 not (isinstance(k, np.ndarray) and k.dtype == np.bool_)) + \
+        sum(k.ndim for k in out if isinstance(k, np.ndarray) and k.dtype == np.bool_)
+    if sum(1 for k in out if k is Ellipsis) > 1:
+        raise InvalidArgumentError("getitem: an index can only have a single ellipsis")
+    expanded = []
+    for k in out:
+        if k is Ellipsis:
+            expanded.extend([slice(None)] * (len(shape) - n_real))
+        elif isinstance(k, np.ndarray) and k.dtype == np.bool_:
+            expanded.extend(np.nonzero(k))
+        elif isinstance(k, np.ndarray):
+            if k.dtype.kind not in "iu":
+                raise InvalidArgumentError(f"getitem: index arrays must be integer or bool, "
+                                           f"got {k.dtype}")
+            expanded.append(k.astype(np.intp, copy=False))
+        elif isinstance(k, (np.integer,)):
+            expanded.append(int(k))
+        else:
+            expanded.append(k)
+    return tuple(expanded)
+
+
+def getitem(x, key):
+    """x[key]: basic slicing, integer arrays and boolean masks (numpy semantics).
+
+    >>> tg.constant([[1.0, 2.0], [3.0, 4.0]])[:, 1].numpy()
+    array([2., 4.], dtype=float32)
+    """
+    x = tensor(x)
+    key = _normalize_key(key, x.shape, x._dev.xp)
+    try:
+        return apply(_getitem, (x,), {"key": key, "inner": x.ndim})
+    except IndexError as e:
+        raise InvalidArgumentError(f"getitem: {e} (shape {x.shape})") from None
+
+
+# -- gather ---------------------------------------------------------------------------------------
+
+def _gather_vjp(g, p_shape, indices, axis):
+    # the transpose of a gather is a scatter-add into zeros of the params' shape
+    key = (slice(None),) * (len(p_shape) + axis) + (indices._data,)
+    return _scatter(g, key, p_shape, len(p_shape) - 1 + indices.ndim)
+
+
+def _gather_forward(xp, params, indices, axis):
+    n = params.shape[axis]
+    if indices.size and (indices.min() < -n or indices.max() >= n):
+        bad = indices[(indices < -n) | (indices >= n)].ravel()[0]
+        raise IndexError(f"index {int(bad)} is out of range for axis {axis} of size {n}")
+    return xp.take(params, indices, axis=axis)
+
+
+_gather = def_op("gather", _gather_forward, args=("params", "indices"),
+                 saves=("params.shape", "indices"), vjp=(_gather_vjp, None), same_dtype=False)
+
+
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+    """Picks slices of `params` along `axis` at `indices` (any integer shape).
+
+    >>> tg.gather(tg.constant([10.0, 20.0, 30.0]), [2, 0]).numpy()
+    array([30., 10.], dtype=float32)
+    """
+    p = tensor(params)
+    idx = tensor(indices) if not isinstance(indices, (list, tuple, np.ndarray)) else \
+        convert_to_tensor(np.asarray(indices))
+    if idx._data.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"gather: indices must be integers, got {idx.dtype.name}")
+    if batch_dims:
+        raise InvalidArgumentError("gather: batch_dims other than 0 are not supported")
+    ax = norm_axis(0 if axis is None else axis, p.ndim, "gather")
+    return apply(_gather, (p, idx), {"axis": ax})
+
+
+def one_hot(indices, depth, on_value=None, off_value=None, axis=-1, dtype=None, name=None):
+    """One-hot encoding of integer `indices` along a new last axis (no gradient).
+
+    >>> tg.one_hot([0, 2], 3).numpy()
+    array([[1., 0., 0.],
+           [0., 0., 1.]], dtype=float32)
+    """
+    from ..dtypes import np_dtype
+    idx = tensor(indices)
+    if idx._data.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"one_hot: indices must be integers, got {idx.dtype.name}")
+    xp = idx._dev.xp
+    dt = np_dtype(dtype) or (np.dtype(np.float32) if on_value is None or
+                             isinstance(on_value, float) else np.asarray(on_value).dtype)
+    on = 1 if on_value is None else on_value
+    off = 0 if off_value is None else off_value
+    hot = idx._data[..., None] == xp.arange(int(depth))
+    out = xp.where(hot, xp.asarray(on, dtype=dt), xp.asarray(off, dtype=dt))
+    if axis != -1:
+        out = xp.moveaxis(out, -1, axis)
+    return Tensor(out, idx._dev)
+
+
+def shape(input, out_type=np.int32, name=None):  # noqa: A002
+    """The shape as an integer tensor.
+
+    >>> tg.shape(tg.zeros((2, 3))).numpy()
+    array([2, 3], dtype=int32)
+    """
+    x = tensor(input)
+    return Tensor(np.asarray(x.shape, dtype=out_type), x._dev) if x._dev.xp is np else \
+        Tensor(x._dev.asarray(np.asarray(x.shape, dtype=out_type)), x._dev)
+
+
+def rank(input, name=None):  # noqa: A002
+    """The number of axes as an int32 scalar.
+
+    >>> int(tg.rank(tg.zeros((2, 3))))
+    2
+    """
+    return convert_to_tensor(np.int32(tensor(input).ndim))
+
+
+def size(input, out_type=np.int32, name=None):  # noqa: A002
+    """The number of elements.
+
+    >>> int(tg.size(tg.zeros((2, 3))))
+    6
+    """
+    return convert_to_tensor(np.asarray(tensor(input).size, dtype=out_type))
+
+
+from .reduce import reduce_sum  # noqa: E402

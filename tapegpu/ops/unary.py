@@ -1,0 +1,306 @@
+"""Elementwise functions of one tensor.
+
+Each rule states its derivative; all are `elementwise`, so their JVPs are derived from the VJP
+(a diagonal Jacobian is its own transpose).
+"""
+import math
+
+from ..registry import def_op
+from ._base import EMPTY, apply, floating, tensor
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True):
+    """The public function of a one-input elementwise op."""
+    if floats_only:
+        def fn(x, name=None):
+            return apply(op, (floating(x, op.name),), EMPTY)
+    else:
+        def fn(x, name=None):
+            return apply(op, (tensor(x),), EMPTY)
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"""{doc}
+
+    >>> tg.{op.name}(tg.constant({example_input})).shape
+    (2,)
+    """
+    fn.op = op
+    return fn
+
+
+def _unary(name, forward, vjp=None, saves=(), doc="", floats_only=True, example="[0.5, 1.0]"):
+    op = def_op(name, forward, vjp=vjp, saves=saves, elementwise=True)
+    return _public(op, doc or f"Elementwise {name}(x).", example, floats_only)
+
+
+# The rules below call the public functions defined in this file and in binary.py.
+from .binary import add, divide, multiply, subtract, where, greater, less, logical_and  # noqa: E402
+
+
+def _zeros_where(cond, g):
+    """g where `cond` holds, else 0 (cond broadcasts against g's batch axes)."""
+    return where(cond, g, 0.0)
+
+
+negative = _unary("negative", lambda xp, x: xp.negative(x), vjp=lambda g: negative(g),
+                  floats_only=False, doc="-x, elementwise.")
+negative.op.linear = True
+# |x|' = sign(x)
+abs = _unary("abs", lambda xp, x: xp.abs(x), vjp=lambda g, x: g * sign(x), saves=("x",),  # noqa: A001
+             floats_only=False, doc="|x|, elementwise.")
+# TensorFlow defines sign's gradient as zero (not None).
+sign = _unary("sign", lambda xp, x: xp.sign(x), vjp=lambda g: g * 0.0, floats_only=False,
+              doc="The sign of x (-1, 0, 1), elementwise; its gradient is zero.")
+# (x^2)' = 2x
+square = _unary("square", lambda xp, x: xp.square(x), vjp=lambda g, x: g * (x * 2.0),
+                saves=("x",), floats_only=False, doc="x * x, elementwise.")
+# sqrt(x)' = 1 / (2 sqrt(x))
+sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), vjp=lambda g, out: g / (out * 2.0),
+              saves=("out",), doc="The square root, elementwise.")
+# rsqrt(x)' = -rsqrt(x)^3 / 2
+rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
+               vjp=lambda g, out: g * (out * out * out * -0.5), saves=("out",),
+               doc="1 / sqrt(x), elementwise.")
+# e^x' = e^x: keep the output, not the input
+exp = _unary("exp", lambda xp, x: xp.exp(x), vjp=lambda g, out: g * out, saves=("out",),
+             doc="e^x, elementwise.")
+# expm1(x)' = e^x = expm1(x) + 1
+expm1 = _unary("expm1", lambda xp, x: xp.expm1(x), vjp=lambda g, out: g * (out + 1.0),
+               saves=("out",), doc="e^x - 1, accurate for small x.")
+# log(x)' = 1/x
+log = _unary("log", lambda xp, x: xp.log(x), vjp=lambda g, x: g / x, saves=("x",),
+             doc="The natural logarithm, elementwise.")
+# log1p(x)' = 1/(1+x)
+log1p = _unary("log1p", lambda xp, x: xp.log1p(x), vjp=lambda g, x: g / (x + 1.0),
+               saves=("x",), doc="log(1 + x), accurate for small x.")
+# sin' = cos, cos' = -sin
+sin = _unary("sin", lambda xp, x: xp.sin(x), vjp=lambda g, x: g * cos(x), saves=("x",),
+             doc="The sine, elementwise.")
+cos = _unary("cos", lambda xp, x: xp.cos(x), vjp=lambda g, x: g * negative(sin(x)),
+             saves=("x",), doc="The cosine, elementwise.")
+# tan' = 1 + tan^2
+tan = _unary("tan", lambda xp, x: xp.tan(x), vjp=lambda g, out: g * (out * out + 1.0),
+             saves=("out",), doc="The tangent, elementwise.")
+# tanh' = 1 - tanh^2
+tanh = _unary("tanh", lambda xp, x: xp.tanh(x), vjp=lambda g, out: g * (1.0 - out * out),
+              saves=("out",), doc="The hyperbolic tangent, elementwise.")
+# sinh' = cosh, cosh' = sinh
+sinh = _unary("sinh", lambda xp, x: xp.sinh(x), vjp=lambda g, x: g * cosh(x), saves=("x",),
+              doc="The hyperbolic sine, elementwise.")
+cosh = _unary("cosh", lambda xp, x: xp.cosh(x), vjp=lambda g, x: g * sinh(x), saves=("x",),
+              doc="The hyperbolic cosine, elementwise.")
+# atan' = 1 / (1 + x^2)
+atan = _unary("atan", lambda xp, x: xp.arctan(x), vjp=lambda g, x: g / (x * x + 1.0),
+              saves=("x",), doc="The arctangent, elementwise.")
+
+
+def _sigmoid(xp, x):
+    # 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) for x < 0: no overflow either way
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+# sigmoid' = s (1 - s)
+sigmoid = _unary("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1.0 - out)),
+                 saves=("out",), doc="The logistic function 1 / (1 + e^-x), elementwise.")
+
+
+def _softplus(xp, x):
+    # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): exact for large |x|
+    return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+# softplus' = sigmoid
+softplus = _unary("softplus", _softplus, vjp=lambda g, x: g * sigmoid(x), saves=("x",),
+                  doc="log(1 + e^x), elementwise, computed without overflow.")
+
+
+def _erf(xp, x):
+    if hasattr(xp, "special"):  # cupyx-style namespaces
+        return xp.special.erf(x)
+    return _erf_numpy(x)
+
+
+def _erf_numpy(x):
+    import numpy as np
+    try:
+        from scipy.special import erf as sp_erf  # exact to the last ulp when present
+        return sp_erf(x).astype(x.dtype, copy=False)
+    except ImportError:
+        return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+# erf' = 2/sqrt(pi) e^(-x^2)
+erf = _unary("erf", _erf, vjp=lambda g, x: g * (exp(negative(x * x)) * _TWO_OVER_SQRT_PI),
+             saves=("x",), doc="The error function, elementwise.")
+# (1/x)' = -1/x^2
+reciprocal = _unary("reciprocal", lambda xp, x: 1 / x,
+                    vjp=lambda g, out: g * negative(out * out), saves=("out",),
+                    doc="1 / x, elementwise.")
+floor = _unary("floor", lambda xp, x: xp.floor(x), doc="Rounds down; no gradient (as in TF).")
+ceil = _unary("ceil", lambda xp, x: xp.ceil(x), doc="Rounds up; no gradient (as in TF).")
+round = _unary("round", lambda xp, x: xp.round(x),  # noqa: A001
+               doc="Rounds half to even (banker's rounding, as TF); no gradient.")
+
+# -- activations ---------------------------------------------------------------------------------
+
+# relu' = 1 where out > 0
+relu = _unary("relu", lambda xp, x: xp.maximum(x, 0),
+              vjp=lambda g, out: _zeros_where(greater(out, 0.0), g), saves=("out",),
+              doc="max(x, 0), elementwise.")
+# relu6' = 1 on (0, 6)
+relu6 = _unary("relu6", lambda xp, x: xp.clip(x, 0, 6),
+               vjp=lambda g, x: _zeros_where(logical_and(greater(x, 0.0), less(x, 6.0)), g),
+               saves=("x",), doc="min(max(x, 0), 6), elementwise.")
+
+
+def _elu_forward(xp, x, alpha=1.0):
+    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
+
+
+# elu' = 1 for x > 0, alpha e^x = out + alpha for x <= 0: the output suffices
+_elu_op = def_op("elu", _elu_forward, saves=("out",), elementwise=True,
+                 vjp=lambda g, out, alpha=1.0: where(greater(out, 0.0), g, g * (out + alpha)))
+
+
+def elu(features, alpha=1.0, name=None):
+    """Exponential linear unit: x for x > 0, alpha (e^x - 1) otherwise.
+
+    >>> tg.nn.elu(tg.constant([-1.0, 2.0])).numpy().round(4)
+    array([-0.6321,  2.    ], dtype=float32)
+    """
+    x = floating(features, "elu")
+    return apply(_elu_op, (x,), EMPTY if alpha == 1.0 else {"alpha": float(alpha)})
+
+
+elu.op = _elu_op
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(features, name=None):
+    """Scaled ELU: scale * elu(x, alpha) with the self-normalising constants.
+
+    >>> tg.nn.selu(tg.constant([1.0])).numpy()
+    array([1.050701], dtype=float32)
+    """
+    return elu(features, alpha=_SELU_ALPHA) * _SELU_SCALE
+
+
+def _leaky_forward(xp, x, alpha=0.2):
+    return xp.where(x > 0, x, x * xp.asarray(alpha, dtype=x.dtype))
+
+
+# leaky_relu' = 1 for x > 0, alpha otherwise
+_leaky_op = def_op("leaky_relu", _leaky_forward, saves=("x",), elementwise=True,
+                   vjp=lambda g, x, alpha=0.2: where(greater(x, 0.0), g, g * alpha))
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    """x for x > 0, alpha * x otherwise.
+
+    >>> tg.nn.leaky_relu(tg.constant([-1.0, 2.0])).numpy()
+    array([-0.2,  2. ], dtype=float32)
+    """
+    return apply(_leaky_op, (floating(features, "leaky_relu"),), {"alpha": float(alpha)})
+
+
+leaky_relu.op = _leaky_op
+
+
+def _gelu_forward(xp, x, approximate=False):
+    if approximate:
+        c = xp.asarray(_SQRT_2_OVER_PI, dtype=x.dtype)
+        return 0.5 * x * (1 + xp.tanh(c * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1 + _erf(xp, x * xp.asarray(_INV_SQRT_2, dtype=x.dtype)))
+
+
+def _gelu_vjp(g, x, approximate=False):
+    if approximate:
+        # u = c (x + 0.044715 x^3);  gelu' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3*0.044715 x^2)
+        x2 = x * x
+        t = tanh((x + x * x2 * 0.044715) * _SQRT_2_OVER_PI)
+        du = (x2 * (3 * 0.044715) + 1.0) * _SQRT_2_OVER_PI
+        return g * ((t + 1.0) * 0.5 + x * (1.0 - t * t) * du * 0.5)
+    # gelu'(x) = Phi(x) + x phi(x), Phi the normal CDF and phi its density
+    cdf = (erf(x * _INV_SQRT_2) + 1.0) * 0.5
+    pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
+    return g * (cdf + x * pdf)
+
+
+_gelu_op = def_op("gelu", _gelu_forward, saves=("x",), elementwise=True, vjp=_gelu_vjp)
+
+
+def gelu(features, approximate=False, name=None):
+    """Gaussian error linear unit x * Phi(x) (tanh approximation with `approximate=True`).
+
+    >>> tg.nn.gelu(tg.constant([1.0])).numpy().round(4)
+    array([0.8413], dtype=float32)
+    """
+    x = floating(features, "gelu")
+    return apply(_gelu_op, (x,), {"approximate": True} if approximate else EMPTY)
+
+
+gelu.op = _gelu_op
+
+# -- casts, identity, stop_gradient ---------------------------------------------------------------
+
+identity_op = def_op("identity", lambda xp, x: x, vjp=lambda g: g, elementwise=True, linear=True)
+
+
+def identity(input, name=None):  # noqa: A002
+    """Returns a tensor with the same value (recorded, so it has its own gradient identity).
+
+    >>> tg.identity(tg.constant([1.0])).numpy()
+    array([1.], dtype=float32)
+    """
+    return apply(identity_op, (tensor(input),), EMPTY)
+
+
+_stop_op = def_op("stop_gradient", lambda xp, x: x)
+
+
+def stop_gradient(input, name=None):  # noqa: A002
+    """The same value, with no gradient flowing through it.
+
+    >>> x = tg.constant(2.0)
+    >>> with tg.GradientTape() as t:
+    ...     t.watch(x)
+    ...     y = x * tg.stop_gradient(x)
+    >>> float(t.gradient(y, x))
+    2.0
+    """
+    return apply(_stop_op, (tensor(input),), EMPTY)
+
+
+def _cast_forward(xp, x, dtype, src):
+    if dtype.kind in "iu" and x.dtype.kind == "f":
+        return xp.trunc(x).astype(dtype)  # TF truncates towards zero
+    return x.astype(dtype)
+
+
+# d cast(x)/dx = 1: the cotangent is cast back to the input's dtype
+_cast_op = def_op("cast", _cast_forward, elementwise=True, linear=True,
+                  vjp=lambda g, dtype, src: cast(g, src) if src.kind in "fc" else None)
+
+
+def cast(x, dtype, name=None):
+    """Converts to `dtype` (floats to ints truncate); differentiable between floating dtypes.
+
+    >>> tg.cast(tg.constant([1.7, -1.7]), tg.int32).numpy()
+    array([ 1, -1], dtype=int32)
+    """
+    from ..dtypes import np_dtype
+    x = tensor(x)
+    target = np_dtype(dtype)
+    if x._data.dtype == target:
+        return x
+    return apply(_cast_op, (x,), {"dtype": target, "src": x._data.dtype})
+
+
+cast.op = _cast_op

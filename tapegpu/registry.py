@@ -1,0 +1,146 @@
+"""The op registry: every differentiable operation is one entry here.
+
+Contract (what every rule may rely on, and must honour)
+-------------------------------------------------------
+* `forward(xp, *arrays, **params) -> array` computes the op with the array module `xp` (numpy
+  or cupy). It is the reference every backend can run; a backend may override it with a custom
+  kernel (`overrides[backend_name]`, same signature).
+* `saves` declares what the VJP sees, in order: an argument name (the input tensor), `"out"`
+  (the output tensor) or `"<arg>.shape"` (only the input's shape). The rule gets exactly these,
+  then the op's params as keywords. Nothing else is kept alive by a tape.
+* `vjp` is either a tuple with one rule per tensor argument (`None` for an argument with no
+  gradient, such as indices or a condition), each `rule(g, *saved, **params) -> cotangent`, or
+  one rule returning a tuple of cotangents (for ops whose input gradients share work or whose
+  argument count varies). A rule runs only for inputs that need a gradient.
+* Batch axes: a cotangent `g` has shape `batch_shape + out.shape` for any number of leading batch
+  axes. Rules index from the right (negative axes, `...`). A rule may return a cotangent that
+  still has the broadcast shape of the op's output: the sweep sums it to `batch_shape +
+  input.shape` in one place (`sweep.sum_to`), so rules never un-broadcast.
+  `"*"` saves every input (variadic ops).
+* Rules are written with tapegpu ops, never raw numpy/cupy, so that they are themselves
+  recorded by outer tapes (higher-order gradients) and run on any device.
+* `None` is the one spelling of a zero cotangent: a rule may return None, and is never called
+  with a None `g`.
+* `jvp(t, *saved, **params)` for one tensor argument, `jvp(ts, *saved, **params)` (a tuple with
+  None for zero tangents) for several. `elementwise=True` derives it from the VJP (the Jacobian
+  is diagonal, so the JVP of each input is its VJP rule applied to the tangent); `linear=True`
+  makes it the op itself applied to the tangents.
+* An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
+  gradients through it are unconnected (`None`), as in TensorFlow.
+
+Adding an op: write `forward`, declare `saves`, write `vjp` (and `jvp` if it is neither
+elementwise nor linear), define the public function in the family's file under `ops/`, and add a
+spec to `tests/op_specs.py` (a meta-test fails for an op without one).
+"""
+from .tensor import Tensor, _active
+
+REGISTRY = {}
+
+
+class InvalidArgumentError(ValueError):
+    """Bad shapes, dtypes or values for an op (TensorFlow's `tf.errors.InvalidArgumentError`)."""
+
+
+class Op:
+    __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
+                 "linear", "batched", "same_dtype", "overrides", "variadic")
+
+    def __init__(self, name, forward, args, vjp, jvp, saves, elementwise, linear, batched,
+                 same_dtype, variadic):
+        self.name = name
+        self.forward = forward
+        self.args = args
+        self.vjp = vjp
+        self.jvp = jvp
+        self.saves = saves
+        self.save_plan = tuple(_plan(s, args, name) for s in saves)
+        self.elementwise = elementwise
+        self.linear = linear
+        self.batched = batched
+        self.same_dtype = same_dtype
+        self.overrides = {}
+        self.variadic = variadic
+
+    @property
+    def differentiable(self):
+        return self.vjp is not None
+
+    def saved_values(self, inputs, out):
+        """The declared residuals of one call, in the order the rules take them."""
+        vals = []
+        for kind, i in self.save_plan:
+            if kind == 0:
+                vals.append(inputs[i])
+            elif kind == 1:
+                vals.append(out)
+            elif kind == 2:
+                vals.append(inputs[i]._data.shape)
+            else:
+                vals.extend(inputs)
+        return tuple(vals)
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+
+def _plan(name, args, op):
+    """Where one declared save comes from: (0, arg index), (1, out) or (2, arg index) for shape."""
+    if name == "out":
+        return (1, -1)
+    base, _, attr = name.partition(".")
+    if base == "*":  # every input, for variadic ops (einsum)
+        return (3, -1)
+    if base not in args:
+        raise ValueError(f"op {op!r}: declared save {name!r} is not an argument of {args}")
+    if attr == "":
+        return (0, args.index(base))
+    if attr == "shape":
+        return (2, args.index(base))
+    raise ValueError(f"op {op!r}: declared save {name!r}: only '<arg>' or '<arg>.shape'")
+
+
+def def_op(name, forward, args=("x",), vjp=None, jvp=None, saves=(), elementwise=False,
+           linear=False, batched=True, same_dtype=True, variadic=False):
+    """Registers an op and returns its entry. See the module docstring for the contract."""
+    if name in REGISTRY:
+        raise ValueError(f"op {name!r} is already registered")
+    op = Op(name, forward, tuple(args), vjp, jvp, tuple(saves), elementwise, linear, batched,
+            same_dtype, variadic)
+    REGISTRY[name] = op
+    return op
+
+
+def apply(op, inputs, params):
+    """Runs `op` on tensors `inputs` with keyword `params` and records it on active tapes."""
+    x0 = inputs[0]
+    dev = x0._dev
+    if len(inputs) > 1:
+        _check_inputs(op, inputs, dev)
+    forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
+    try:
+        out = forward(dev.xp, *[t._data for t in inputs], **params)
+    except (ValueError, TypeError, IndexError, ArithmeticError) as e:
+        raise InvalidArgumentError(f"{op.name}: {e} (inputs: {describe(inputs)}"
+                                   f"{', params: ' + repr(params) if params else ''})") from None
+    y = Tensor(out, dev)
+    if _active and op.vjp is not None and out.dtype.kind in "fc":
+        for rec in _active:
+            rec.record(op, inputs, y, params)
+    return y
+
+
+def _check_inputs(op, inputs, dev):
+    dt = inputs[0]._data.dtype
+    for t in inputs:
+        if t._dev is not dev:
+            raise InvalidArgumentError(
+                f"{op.name}: inputs are on different devices ({describe(inputs)}); move them "
+                f"to one device with tensor.to(device) or tg.copy_to")
+        if op.same_dtype and t._data.dtype != dt:
+            raise InvalidArgumentError(
+                f"{op.name}: inputs must have the same dtype, got {describe(inputs)}; "
+                f"use tg.cast to convert explicitly (tapegpu never promotes silently)")
+
+
+def describe(tensors):
+    return ", ".join(f"{t.dtype.name}{list(t.shape)}@{t._dev.short}" for t in tensors)

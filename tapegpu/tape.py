@@ -1,0 +1,285 @@
+"""GradientTape: records ops on watched tensors and differentiates them (reverse mode).
+
+A tape tracks tensor ids: the ones it watches, and the outputs of every op it recorded. An op is
+recorded when one of its inputs is tracked. Several tapes may record at once; each keeps its own
+entries. A tape computing a gradient inside an outer tape's context has its rules' ops recorded
+by the outer tape, which is how higher-order gradients (Hessians) work.
+"""
+import contextlib
+import enum
+
+from . import nest, ops, sweep
+from .registry import REGISTRY
+from .tensor import Tensor, Variable, _active
+
+
+class UnconnectedGradients(enum.Enum):
+    """What `gradient` returns for a source the target does not depend on."""
+    NONE = "none"
+    ZERO = "zero"
+
+
+class Entry:
+    """One recorded op: the op, its input and output ids, declared residuals, params, and the
+    input shapes (for un-broadcasting) — nothing else."""
+    __slots__ = ("op", "in_uids", "out_uid", "saved", "params", "in_shapes", "out_shape")
+
+    def __init__(self, op, in_uids, out_uid, saved, params, in_shapes, out_shape):
+        self.op = op
+        self.in_uids = in_uids
+        self.out_uid = out_uid
+        self.saved = saved
+        self.params = params
+        self.in_shapes = in_shapes
+        self.out_shape = out_shape
+
+
+class GradientTape:
+    """Records operations for automatic differentiation, with TensorFlow's semantics.
+
+    >>> x = tg.constant(3.0)
+    >>> with tg.GradientTape() as g:
+    ...     g.watch(x)
+    ...     y = x * x
+    >>> float(g.gradient(y, x))
+    6.0
+
+    Nested tapes give higher-order derivatives:
+
+    >>> with tg.GradientTape() as g2:
+    ...     g2.watch(x)
+    ...     with tg.GradientTape() as g1:
+    ...         g1.watch(x)
+    ...         y = x * x * x
+    ...     dy = g1.gradient(y, x)
+    >>> float(g2.gradient(dy, x))
+    18.0
+    """
+
+    def __init__(self, persistent=False, watch_accessed_variables=True):
+        self._persistent = bool(persistent)
+        self._watch_accessed = bool(watch_accessed_variables)
+        self._tracked = set()
+        self._entries = []
+        self._variables = {}
+        self._recording = False
+        self._spent = False
+        self._stats_peak = 0
+
+    # -- context ------------------------------------------------------------------------------
+    def __enter__(self):
+        if self._spent:
+            raise RuntimeError("GradientTape: this non-persistent tape already computed its "
+                               "gradients and cannot record again; use a new tape or "
+                               "persistent=True")
+        if self._recording:
+            raise ValueError("GradientTape: the tape is already recording (nested `with` on the "
+                             "same tape)")
+        self._push()
+        return self
+
+    def __exit__(self, *exc):
+        if self._recording:
+            self._pop()
+
+    def _push(self):
+        _active.append(self)
+        self._recording = True
+
+    def _pop(self):
+        for i in range(len(_active) - 1, -1, -1):
+            if _active[i] is self:
+                del _active[i]
+                break
+        self._recording = False
+
+    @contextlib.contextmanager
+    def stop_recording(self):
+        """Temporarily stops recording on this tape.
+
+        >>> x = tg.constant(2.0)
+        >>> with tg.GradientTape() as t:
+        ...     t.watch(x)
+        ...     with t.stop_recording():
+        ...         y = x * x
+        >>> print(t.gradient(y, x))
+        None
+        """
+        if not self._recording:
+            raise ValueError("GradientTape.stop_recording: the tape is not recording (use it "
+                             "inside the tape's `with` block)")
+        self._pop()
+        try:
+            yield
+        finally:
+            self._push()
+
+    def reset(self):
+        """Clears everything recorded and watched so far (the tape keeps recording)."""
+        self._tracked = set()
+        self._entries = []
+        self._variables = {}
+        self._spent = False
+
+    # -- watching -----------------------------------------------------------------------------
+    def watch(self, tensor):
+        """Makes the tape track `tensor` (a tensor, variable or nested structure of them)."""
+        self._check_usable("watch")
+        for t in nest.flatten(tensor):
+            if isinstance(t, Variable):
+                self._variables.setdefault(t._uid, t)
+                self._tracked.add(t._uid)
+            elif isinstance(t, Tensor):
+                if t._data.dtype.kind in "fc":  # only floating tensors carry gradients
+                    self._tracked.add(t._uid)
+            else:
+                raise TypeError(f"GradientTape.watch: expected a tg.Tensor or tg.Variable, got "
+                                f"{type(t).__name__}; convert it with tg.constant first")
+
+    def watched_variables(self):
+        """The variables watched so far (explicitly or by being read), in first-watch order."""
+        return tuple(self._variables.values())
+
+    # -- recording (called by registry.apply and Variable._read) ------------------------------
+    def record(self, op, inputs, out, params):
+        tracked = self._tracked
+        in_uids = tuple(t._uid if t._uid in tracked else None for t in inputs)
+        if in_uids.count(None) == len(in_uids):
+            return
+        tracked.add(out._uid)
+        self._entries.append(Entry(op, in_uids, out._uid, op.saved_values(inputs, out), params,
+                                   tuple(t._data.shape for t in inputs), out._data.shape))
+
+    def record_variable_read(self, var, out):
+        uid = var._uid
+        if uid not in self._tracked:
+            if not (self._watch_accessed and var.trainable):
+                return out
+            self._variables[uid] = var
+            self._tracked.add(uid)
+        if out is None:
+            out = Tensor(var._value._data, var._value._dev)
+        self._tracked.add(out._uid)
+        self._entries.append(Entry(REGISTRY["identity"], (uid,), out._uid, (), {},
+                                   (var.shape,), var.shape))
+        return out
+
+    # -- differentiation ----------------------------------------------------------------------
+    def _check_usable(self, what):
+        if self._spent:
+            raise RuntimeError(f"GradientTape.{what}: a non-persistent GradientTape can only be "
+                               "used to compute one set of gradients (or jacobians); create it "
+                               "with persistent=True to call gradient more than once")
+
+    def _begin(self, what):
+        self._check_usable(what)
+        if self._recording and not self._persistent:
+            self._pop()  # as TensorFlow: a non-persistent tape stops recording here
+
+    def _finish(self):
+        if not self._persistent:
+            self._spent = True
+            self._entries = []
+            self._tracked = set()
+
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+        """d(target)/d(sources): the sum over the target's elements, or the vector-Jacobian
+        product with `output_gradients`. The result has the structure of `sources`.
+
+        >>> x = tg.Variable([1.0, 2.0])
+        >>> with tg.GradientTape() as t:
+        ...     y = x * x
+        >>> t.gradient(y, x, output_gradients=tg.constant([1.0, 10.0])).numpy()
+        array([ 2., 40.], dtype=float32)
+        """
+        self._begin("gradient")
+        unconnected = _unconnected(unconnected_gradients)
+        targets = nest.flatten(target)
+        flat_sources = nest.flatten(sources)
+        src_uids = [_source_uid(s, i) for i, s in enumerate(flat_sources)]
+        if output_gradients is None:
+            seeds = [(_target_uid(t), ops.ones_like(_value(t))) for t in targets
+                     if _is_float(t)]
+        else:
+            ogs = nest.flatten(output_gradients)
+            if len(ogs) != len(targets):
+                raise ValueError(f"GradientTape.gradient: {len(targets)} targets but "
+                                 f"{len(ogs)} output_gradients")
+            seeds = []
+            for t, og in zip(targets, ogs):
+                if og is None:
+                    og = ops.ones_like(_value(t))
+                og = ops.convert_to_tensor(og, dtype=_value(t).dtype)
+                if og.shape != tuple(t.shape):
+                    raise ValueError(f"GradientTape.gradient: output_gradients of shape "
+                                     f"{og.shape} for a target of shape {tuple(t.shape)}; they "
+                                     "must match")
+                if _is_float(t):
+                    seeds.append((_target_uid(t), og))
+        grads = sweep.backward(self._entries, seeds, src_uids, 0, release=not self._persistent)
+        for u, g in seeds:  # a source that is itself a target gets its seed
+            if u in grads and grads[u] is None:
+                grads[u] = g
+        self._finish()
+        result = [_finalize(grads.get(u), s, unconnected, ()) for u, s in
+                  zip(src_uids, flat_sources)]
+        return nest.pack_sequence_as(sources, result)
+
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+                 parallel_iterations=None, experimental_use_pfor=True):
+        """The Jacobian `target.shape + source.shape`, by batched VJPs (see jacobian.py)."""
+        from .jacobian import jacobian
+        return jacobian(self, target, sources, _unconnected(unconnected_gradients),
+                        parallel_iterations, experimental_use_pfor)
+
+    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                       parallel_iterations=None, experimental_use_pfor=True):
+        """Per-example Jacobians: `(b,) + target.shape[1:] + source.shape[1:]`."""
+        from .jacobian import batch_jacobian
+        return batch_jacobian(self, target, source, _unconnected(unconnected_gradients),
+                              parallel_iterations, experimental_use_pfor)
+
+
+def _unconnected(value):
+    if isinstance(value, UnconnectedGradients):
+        return value
+    try:
+        return UnconnectedGradients(str(value).lower())
+    except ValueError:
+        raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {value!r}") \
+            from None
+
+
+def _value(t):
+    return t._value if isinstance(t, Variable) else t
+
+
+def _is_float(t):
+    return _value(t)._data.dtype.kind in "fc"
+
+
+def _source_uid(s, i):
+    if isinstance(s, (Tensor, Variable)):
+        return s._uid
+    raise TypeError(f"GradientTape.gradient: source {i} is a {type(s).__name__}; sources must "
+                    "be tg.Tensor or tg.Variable (watch tensors with tape.watch)")
+
+
+def _target_uid(t):
+    if isinstance(t, (Tensor, Variable)):
+        return t._uid
+    raise TypeError(f"GradientTape.gradient: the target is a {type(t).__name__}; it must be a "
+                    "tg.Tensor computed under the tape")
+
+
+def _finalize(g, source, unconnected, batch):
+    """None for integer sources; zeros or None for unconnected ones; else the cotangent."""
+    v = _value(source)
+    if v._data.dtype.kind not in "fc":
+        return None
+    if g is None:
+        if unconnected is UnconnectedGradients.ZERO:
+            return ops.zeros(tuple(batch) + v.shape, dtype=v.dtype)
+        return None
+    return g
