@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from .build import EmuCompileError, build
+from .build import EmuCompileError, build_library
 
 __all__ = ["RawModule", "Function", "EmuError", "EmuCompileError", "EmuLaunchError",
            "EmuArgumentError", "EmuKernelError", "EmuOutOfBoundsError", "ORDERS"]
@@ -88,7 +88,7 @@ class RawModule:
         self.name = str(path) if path is not None else "<code>"
         self.order, self.seed = order, int(seed)
         defines = tuple(o for o in options if str(o).startswith("-D"))
-        lib_path, self.build_hash = build(code, self.name, defines)
+        lib_path, self.build_hash = build_library(code, self.name, defines)
         self._lib, manifest = _load(lib_path, self.build_hash)
         self._params, self._constants = manifest["kernels"], manifest["constants"]
         self._launches = 0
@@ -116,9 +116,7 @@ class RawModule:
         size = ctypes.c_size_t()
         addr = fn(ctypes.byref(size))
         buf = (ctypes.c_uint8 * size.value).from_address(addr)
-        arr = np.frombuffer(buf, dtype=np.uint8)
-        arr._module = self  # noqa: keep the library loaded while the view lives
-        return arr
+        return np.frombuffer(buf, dtype=np.uint8)  # libraries stay loaded for the process
 
     def _next_seed(self):
         self._launches += 1

@@ -98,7 +98,7 @@ def generate(source, filename, kernels, constants, key):
     for k in kernels:
         parts.append(
             f"EMU_EXPORT int emu_launch_{k}(const long long *config, void **args) {{\n"
-            f"  return emu_run(config, args, [](void **a) {{ emu_invoke({k}, a); }});\n}}\n"
+            f"  return emu_run(config, args, [](void **emu_args) {{ emu_invoke({k}, emu_args); }});\n}}\n"
             f"EMU_EXPORT const char *emu_signature_{k}(void) {{ return emu_signature({k}); }}")
     for c in constants:
         parts.append(f"EMU_EXPORT void *emu_global_{c}(size_t *size) "
@@ -144,7 +144,7 @@ def content_hash(source, extra_flags=()):
     return h.hexdigest()[:24]
 
 
-def build(source, filename, extra_flags=()):
+def build_library(source, filename, extra_flags=()):
     """Compile (or find in the cache) the library for `source`.
 
     Returns (library path, content hash). The library's `emu_manifest()`
