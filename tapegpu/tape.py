@@ -226,6 +226,41 @@ class GradientTape:
                   zip(src_uids, flat_sources)]
         return nest.pack_sequence_as(sources, result)
 
+    def batched_gradient(self, target, sources, output_gradients, batch_ndim=1,
+                         unconnected_gradients=UnconnectedGradients.NONE):
+        """Many VJPs in one backward sweep (a tapegpu extension).
+
+        `output_gradients` has shape `batch_shape + target.shape` with `batch_ndim` leading
+        axes; each source's result has shape `batch_shape + source.shape`, equal to stacking
+        one `gradient` call per cotangent.
+
+        >>> x = tg.constant([1.0, 2.0])
+        >>> with tg.GradientTape() as t:
+        ...     t.watch(x)
+        ...     y = x * x
+        >>> t.batched_gradient(y, x, tg.eye(2)).numpy()  # the Jacobian, row by row
+        array([[2., 0.],
+               [0., 4.]], dtype=float32)
+        """
+        self._begin("batched_gradient")
+        unconnected = _unconnected(unconnected_gradients)
+        flat_sources = nest.flatten(sources)
+        src_uids = [_source_uid(s, i) for i, s in enumerate(flat_sources)]
+        y = _value(target)
+        og = ops.convert_to_tensor(output_gradients, dtype=y.dtype)
+        batch = og.shape[:batch_ndim]
+        if og.shape[batch_ndim:] != y.shape:
+            raise ValueError(f"GradientTape.batched_gradient: output_gradients of shape "
+                             f"{og.shape} must be batch_shape + target.shape {y.shape} with "
+                             f"{batch_ndim} batch axes")
+        seeds = [(_target_uid(target), og)] if _is_float(target) else []
+        grads = sweep.backward(self._entries, seeds, src_uids, batch_ndim,
+                               release=not self._persistent)
+        self._finish()
+        result = [_finalize(grads.get(u), s, unconnected, batch) for u, s in
+                  zip(src_uids, flat_sources)]
+        return nest.pack_sequence_as(sources, result)
+
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
                  parallel_iterations=None, experimental_use_pfor=True):
         """The Jacobian `target.shape + source.shape`, by batched VJPs (see jacobian.py)."""

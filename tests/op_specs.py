@@ -1,0 +1,328 @@
+"""The op-spec table: one entry per public op, driving tests/test_ops.py.
+
+A spec names the public function (wrapped to take only differentiable tensor arguments), the
+shapes of sample inputs, their domain, a numpy reference of the forward, and which registry ops
+it exercises (`covers`); `grad=False` marks ops without a gradient (their outputs must be
+unconnected). A meta-test fails if a registered op is covered by no spec.
+"""
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+import tapegpu as tg
+
+try:
+    from scipy.special import erf as _erf
+except ImportError:  # pragma: no cover
+    _erf = np.vectorize(math.erf)
+
+
+@dataclass
+class Spec:
+    name: str
+    fn: Callable
+    shapes: tuple
+    ref: Optional[Callable] = None
+    domain: tuple = (-2.0, 2.0)
+    grad: bool = True
+    covers: tuple = ()
+    make: Optional[Callable] = None  # custom sample maker: rng, dtype -> list of arrays
+    atol: float = 1e-5
+    extra: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        return self.name
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _spd(rng, dtype, n=3, batch=()):
+    a = rng.standard_normal(batch + (n, n))
+    return [(a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(dtype)]
+
+
+def _away_from(points, eps=0.15):
+    """A sample maker that keeps inputs away from kinks (relu at 0, floor at integers...)."""
+    def make(rng, dtype, shapes):
+        out = []
+        for s in shapes:
+            x = rng.uniform(-3, 3, size=s)
+            for p in points:
+                near = np.abs(x - p) < eps
+                x[near] += 2 * eps
+            out.append(x.astype(dtype))
+        return out
+    return make
+
+
+LABELS = np.array([0, 2, 1, 3], dtype=np.int32)
+INDICES = np.array([[2, 0], [1, 2]], dtype=np.int64)
+MASK = np.array([[True, False, True, True], [False, True, False, True],
+                 [True, True, False, False]])
+
+U = (3, 4)  # default unary sample shape
+SPECS = [
+    # -- unary math ------------------------------------------------------------------------
+    Spec("negative", tg.negative, (U,), np.negative),
+    Spec("abs", tg.abs, (U,), np.abs, make=_away_from([0.0])),
+    Spec("sign", tg.sign, (U,), np.sign, make=_away_from([0.0])),
+    Spec("square", tg.square, (U,), np.square),
+    Spec("sqrt", tg.sqrt, (U,), np.sqrt, domain=(0.2, 3.0)),
+    Spec("rsqrt", tg.math.rsqrt, (U,), lambda x: 1 / np.sqrt(x), domain=(0.2, 3.0)),
+    Spec("exp", tg.exp, (U,), np.exp),
+    Spec("expm1", tg.math.expm1, (U,), np.expm1),
+    Spec("log", tg.math.log, (U,), np.log, domain=(0.2, 3.0)),
+    Spec("log1p", tg.math.log1p, (U,), np.log1p, domain=(-0.8, 3.0)),
+    Spec("sin", tg.sin, (U,), np.sin),
+    Spec("cos", tg.cos, (U,), np.cos),
+    Spec("tan", tg.math.tan, (U,), np.tan, domain=(-1.2, 1.2)),
+    Spec("tanh", tg.tanh, (U,), np.tanh),
+    Spec("sinh", tg.math.sinh, (U,), np.sinh),
+    Spec("cosh", tg.cosh, (U,), np.cosh),
+    Spec("atan", tg.math.atan, (U,), np.arctan),
+    Spec("sigmoid", tg.sigmoid, (U,), _sigmoid, domain=(-6, 6)),
+    Spec("softplus", tg.math.softplus, (U,), lambda x: np.log1p(np.exp(x)), domain=(-6, 6)),
+    Spec("erf", tg.math.erf, (U,), _erf),
+    Spec("reciprocal", tg.math.reciprocal, (U,), lambda x: 1 / x, domain=(0.3, 3.0)),
+    Spec("floor", tg.math.floor, (U,), np.floor, grad=False),
+    Spec("ceil", tg.math.ceil, (U,), np.ceil, grad=False),
+    Spec("round", tg.round, (U,), np.round, grad=False),
+    Spec("relu", tg.nn.relu, (U,), lambda x: np.maximum(x, 0), make=_away_from([0.0])),
+    Spec("relu6", tg.nn.relu6, (U,), lambda x: np.clip(x, 0, 6), make=_away_from([0.0, 6.0]),
+         extra={"scale": 4.0}),
+    Spec("elu", tg.nn.elu, (U,), lambda x: np.where(x > 0, x, np.expm1(x)),
+         make=_away_from([0.0])),
+    Spec("elu_alpha", lambda x: tg.nn.elu(x, alpha=0.5), (U,),
+         lambda x: np.where(x > 0, x, 0.5 * np.expm1(x)), make=_away_from([0.0]),
+         covers=("elu",)),
+    Spec("selu", tg.nn.selu, (U,), lambda x: 1.0507009873554805 * np.where(
+        x > 0, x, 1.6732632423543772 * np.expm1(x)), make=_away_from([0.0]), covers=("elu",)),
+    Spec("gelu", tg.nn.gelu, (U,), lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2)))),
+    Spec("gelu_tanh", lambda x: tg.nn.gelu(x, approximate=True), (U,),
+         lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+         covers=("gelu",)),
+    Spec("leaky_relu", tg.nn.leaky_relu, (U,), lambda x: np.where(x > 0, x, 0.2 * x),
+         make=_away_from([0.0])),
+    Spec("identity", tg.identity, (U,), lambda x: x),
+    Spec("stop_gradient", tg.stop_gradient, (U,), lambda x: x, grad=False),
+    Spec("cast_roundtrip", lambda x: tg.cast(tg.cast(x, tg.float32), x.dtype) * x, (U,),
+         lambda x: x.astype(np.float32).astype(x.dtype) * x, covers=("cast",), atol=1e-4,
+         extra={"h": 1e-2, "rel": 1e-5}),  # float32 quantisation: a wide, exact-for-x^2 step
+    Spec("cast_int", lambda x: tg.cast(x, tg.int32), (U,), lambda x: np.trunc(x).astype(np.int32),
+         grad=False, covers=("cast",)),
+    # -- binary ----------------------------------------------------------------------------
+    Spec("add", tg.add, ((3, 4), (4,)), np.add),
+    Spec("add_scalar", lambda x: x + 2.5, (U,), lambda x: x + 2.5, covers=("add",)),
+    Spec("subtract", tg.subtract, ((3, 1), (1, 4)), np.subtract),
+    Spec("multiply", tg.multiply, ((2, 3, 4), (3, 1)), np.multiply),
+    Spec("divide", tg.divide, ((3, 4), (3, 4)), np.divide, domain=(0.5, 2.0)),
+    Spec("pow", tg.pow, ((3, 4), (4,)), np.power, domain=(0.5, 2.0)),
+    Spec("pow_scalar", lambda x: x ** 3.0, (U,), lambda x: x ** 3, covers=("pow",)),
+    Spec("maximum", tg.maximum, ((3, 4), (4,)), np.maximum),
+    Spec("minimum", tg.minimum, ((3, 4), (3, 1)), np.minimum),
+    Spec("squared_difference", tg.math.squared_difference, ((3, 4), (4,)),
+         lambda x, y: (x - y) ** 2),
+    Spec("where", lambda x, y: tg.where(MASK, x, y), ((3, 4), (4,)),
+         lambda x, y: np.where(MASK, x, y)),
+    Spec("clip_by_value", lambda x: tg.clip_by_value(x, -0.5, 0.7), (U,),
+         lambda x: np.clip(x, -0.5, 0.7), make=_away_from([-0.5, 0.7], 0.05),
+         covers=("maximum", "minimum")),
+    Spec("floordiv", tg.math.floordiv, ((3, 4), (4,)), np.floor_divide, domain=(0.5, 3.0),
+         grad=False),
+    Spec("floormod", tg.math.floormod, ((3, 4), (4,)), np.mod, domain=(0.5, 3.0), grad=False),
+    Spec("equal", tg.equal, ((3, 4), (4,)), np.equal, grad=False),
+    Spec("not_equal", tg.math.not_equal, ((3, 4), (4,)), np.not_equal, grad=False),
+    Spec("less", tg.math.less, ((3, 4), (4,)), np.less, grad=False),
+    Spec("less_equal", tg.math.less_equal, ((3, 4), (4,)), np.less_equal, grad=False),
+    Spec("greater", tg.greater, ((3, 4), (4,)), np.greater, grad=False),
+    Spec("greater_equal", tg.math.greater_equal, ((3, 4), (4,)), np.greater_equal, grad=False),
+    Spec("logical", lambda x, y: tg.math.logical_xor(tg.math.logical_or(
+        tg.math.logical_and(x > 0, y > 0), tg.math.logical_not(x > 1)), y < 0),
+        ((3, 4), (4,)), lambda x, y: ((x > 0) & (y > 0) | ~(x > 1)) ^ (y < 0), grad=False,
+        covers=("logical_and", "logical_or", "logical_not", "logical_xor", "greater", "less")),
+    # -- reductions ----------------------------------------------------------------------------
+    Spec("reduce_sum", tg.reduce_sum, ((3, 4),), np.sum),
+    Spec("reduce_sum_axis", lambda x: tg.reduce_sum(x, axis=1), ((2, 3, 4),),
+         lambda x: x.sum(1), covers=("reduce_sum",)),
+    Spec("reduce_sum_keep", lambda x: tg.reduce_sum(x, axis=[0, 2], keepdims=True), ((2, 3, 4),),
+         lambda x: x.sum((0, 2), keepdims=True), covers=("reduce_sum",)),
+    Spec("reduce_mean", lambda x: tg.reduce_mean(x, axis=-1), ((2, 3, 4),),
+         lambda x: x.mean(-1)),
+    Spec("reduce_max", lambda x: tg.reduce_max(x, axis=0), ((3, 4),), lambda x: x.max(0)),
+    Spec("reduce_min", lambda x: tg.math.reduce_min(x, axis=1, keepdims=True), ((3, 4),),
+         lambda x: x.min(1, keepdims=True)),
+    Spec("reduce_prod", lambda x: tg.math.reduce_prod(x, axis=1), ((3, 4),),
+         lambda x: x.prod(1)),
+    Spec("reduce_prod_zero", lambda x: tg.math.reduce_prod(x * tg.constant(
+        np.array([1, 0, 1, 1], x.dtype.as_numpy_dtype))), ((4,),),
+        lambda x: (x * np.array([1, 0, 1, 1])).prod(), covers=("reduce_prod",)),
+    Spec("reduce_logsumexp", lambda x: tg.math.reduce_logsumexp(x, axis=-1), ((3, 4),),
+         lambda x: np.log(np.exp(x).sum(-1))),
+    Spec("reduce_variance", lambda x: tg.math.reduce_variance(x, axis=0), ((3, 4),),
+         lambda x: x.var(0)),
+    Spec("reduce_std", tg.math.reduce_std, ((3, 4),), np.std),
+    Spec("moments", lambda x: tg.stack(tg.nn.moments(x, axes=[0])), ((5, 3),),
+         lambda x: np.stack([x.mean(0), x.var(0)])),
+    Spec("norm", tg.norm, ((3, 4),), np.linalg.norm),
+    Spec("norm_1_axis", lambda x: tg.norm(x, ord=1, axis=1), ((3, 4),),
+         lambda x: np.abs(x).sum(1), make=_away_from([0.0])),
+    Spec("norm_inf", lambda x: tg.norm(x, ord=np.inf), ((3, 4),), lambda x: np.abs(x).max()),
+    Spec("norm_p3", lambda x: tg.norm(x, ord=3), ((5,),),
+         lambda x: (np.abs(x) ** 3).sum() ** (1 / 3), make=_away_from([0.0])),
+    Spec("argmax", lambda x: tg.argmax(x, axis=1), ((3, 4),), lambda x: x.argmax(1),
+         grad=False),
+    Spec("argmin", lambda x: tg.argmin(x, axis=0), ((3, 4),), lambda x: x.argmin(0),
+         grad=False),
+    Spec("reduce_any_all", lambda x: tg.stack([tg.math.reduce_any(x > 1.0, axis=1),
+                                               tg.math.reduce_all(x > -1.0, axis=1)]),
+         ((3, 4),), lambda x: np.stack([(x > 1).any(1), (x > -1).all(1)]), grad=False,
+         covers=("reduce_any", "reduce_all", "greater")),
+    Spec("count_nonzero", lambda x: tg.math.count_nonzero(tg.math.floor(x)), ((3, 4),),
+         lambda x: np.count_nonzero(np.floor(x)), grad=False),
+    # -- shape ---------------------------------------------------------------------------------
+    Spec("reshape", lambda x: tg.reshape(x, (4, -1)), ((2, 3, 4),), lambda x: x.reshape(4, -1)),
+    Spec("transpose", lambda x: tg.transpose(x, (2, 0, 1)), ((2, 3, 4),),
+         lambda x: x.transpose(2, 0, 1)),
+    Spec("T", lambda x: x.T, ((3, 4),), lambda x: x.T, covers=("transpose",)),
+    Spec("expand_dims", lambda x: tg.expand_dims(x, 1), ((3, 4),),
+         lambda x: x[:, None], covers=("reshape",)),
+    Spec("squeeze", lambda x: tg.squeeze(x, axis=1), ((3, 1, 4),), lambda x: x[:, 0],
+         covers=("reshape",)),
+    Spec("concat", lambda x, y: tg.concat([x, y, x], axis=1), ((3, 2), (3, 4)),
+         lambda x, y: np.concatenate([x, y, x], 1)),
+    Spec("stack", lambda x, y: tg.stack([x, y], axis=1), ((3, 4), (3, 4)),
+         lambda x, y: np.stack([x, y], 1), covers=("concat", "reshape")),
+    Spec("unstack", lambda x: tg.unstack(x, axis=1)[2] * tg.unstack(x)[0][:1], ((3, 4),),
+         lambda x: x[:, 2] * x[0, :1], covers=("getitem",)),
+    Spec("split", lambda x: tg.split(x, [1, 3], axis=1)[1], ((3, 4),), lambda x: x[:, 1:],
+         covers=("getitem",)),
+    Spec("tile", lambda x: tg.tile(x, [2, 3]), ((3, 4),), lambda x: np.tile(x, (2, 3))),
+    Spec("pad", lambda x: tg.pad(x, [[1, 0], [2, 1]], constant_values=0.5), ((3, 4),),
+         lambda x: np.pad(x, [[1, 0], [2, 1]], constant_values=0.5)),
+    Spec("gather", lambda x: tg.gather(x, INDICES, axis=1), ((2, 3, 4),),
+         lambda x: np.take(x, INDICES, axis=1)),
+    Spec("gather_repeat", lambda x: tg.gather(x, [0, 0, 2]), ((3, 4),), lambda x: x[[0, 0, 2]],
+         covers=("gather",)),
+    Spec("broadcast_to", lambda x: tg.broadcast_to(x, (2, 3, 4)), ((3, 1),),
+         lambda x: np.broadcast_to(x, (2, 3, 4))),
+    Spec("getitem_basic", lambda x: x[1:, ::2, None], ((3, 4),), lambda x: x[1:, ::2, None],
+         covers=("getitem", "getitem_grad")),
+    Spec("getitem_int", lambda x: x[..., 1], ((2, 3, 4),), lambda x: x[..., 1],
+         covers=("getitem",)),
+    Spec("getitem_array", lambda x: x[np.array([2, 0, 2])], ((3, 4),),
+         lambda x: x[[2, 0, 2]], covers=("getitem", "getitem_grad")),
+    Spec("getitem_mask", lambda x: x[MASK], ((3, 4),), lambda x: x[MASK], covers=("getitem",)),
+    Spec("one_hot", lambda x: tg.one_hot(tg.argmax(x, axis=1), 4), ((3, 4),),
+         lambda x: np.eye(4, dtype=np.float32)[x.argmax(1)], grad=False,
+         extra={"out_dtype": np.float32}),
+    Spec("matrix_transpose", tg.linalg.matrix_transpose, ((2, 3, 4),),
+         lambda x: np.swapaxes(x, -1, -2), covers=("transpose",)),
+    # -- linear algebra ------------------------------------------------------------------------
+    Spec("matmul", tg.matmul, ((3, 4), (4, 5)), np.matmul),
+    Spec("matmul_batched", tg.matmul, ((2, 3, 4), (4, 5)), np.matmul, covers=("matmul",)),
+    Spec("matmul_batched_b", tg.matmul, ((3, 4), (2, 4, 5)), np.matmul, covers=("matmul",)),
+    Spec("matmul_ta", lambda a, b: tg.matmul(a, b, transpose_a=True), ((4, 3), (4, 5)),
+         lambda a, b: a.T @ b, covers=("matmul",)),
+    Spec("matmul_tb", lambda a, b: tg.matmul(a, b, transpose_b=True), ((2, 3, 4), (5, 4)),
+         lambda a, b: a @ b.T, covers=("matmul",)),
+    Spec("matmul_tab", lambda a, b: tg.matmul(a, b, transpose_a=True, transpose_b=True),
+         ((4, 3), (5, 4)), lambda a, b: a.T @ b.T, covers=("matmul",)),
+    Spec("matmul_op", lambda a, b: a @ b, ((2, 3, 4), (2, 4, 2)), np.matmul,
+         covers=("matmul",)),
+    Spec("tensordot", lambda a, b: tg.tensordot(a, b, axes=[[1, 2], [0, 1]]),
+         ((2, 3, 4), (3, 4, 5)), lambda a, b: np.tensordot(a, b, axes=[[1, 2], [0, 1]]),
+         covers=("matmul", "transpose", "reshape")),
+    Spec("einsum", lambda a, b: tg.einsum("bij,jk->bik", a, b), ((2, 3, 4), (4, 5)),
+         lambda a, b: np.einsum("bij,jk->bik", a, b)),
+    Spec("einsum_sum", lambda a, b: tg.einsum("ij,jk", a, b), ((3, 4), (4, 5)),
+         lambda a, b: np.einsum("ij,jk", a, b), covers=("einsum",)),
+    Spec("einsum_ellipsis", lambda a, b: tg.einsum("...i,i->...", a, b), ((2, 3, 4), (4,)),
+         lambda a, b: np.einsum("...i,i->...", a, b), covers=("einsum",)),
+    Spec("einsum_reduce", lambda a: tg.einsum("ijk->j", a), ((2, 3, 4),),
+         lambda a: np.einsum("ijk->j", a), covers=("einsum",)),
+    Spec("einsum_outer3", lambda a, b, c: tg.einsum("i,j,k->ijk", a, b, c), ((2,), (3,), (2,)),
+         lambda a, b, c: np.einsum("i,j,k->ijk", a, b, c), covers=("einsum",)),
+    Spec("solve", tg.linalg.solve, ((3, 3), (3, 2)), np.linalg.solve,
+         make=lambda rng, dt, s: [_spd(rng, dt)[0], rng.standard_normal((3, 2)).astype(dt)]),
+    Spec("solve_adjoint", lambda a, b: tg.linalg.solve(a, b, adjoint=True), ((3, 3), (3, 2)),
+         lambda a, b: np.linalg.solve(a.T, b), covers=("solve",),
+         make=lambda rng, dt, s: [(rng.standard_normal((3, 3)) + 3 * np.eye(3)).astype(dt),
+                                  rng.standard_normal((3, 2)).astype(dt)]),
+    Spec("inv", tg.linalg.inv, ((2, 3, 3),), np.linalg.inv,
+         make=lambda rng, dt, s: _spd(rng, dt, 3, (2,))),
+    Spec("det", tg.linalg.det, ((3, 3),), np.linalg.det,
+         make=lambda rng, dt, s: [(rng.standard_normal((3, 3)) + 2 * np.eye(3)).astype(dt)]),
+    Spec("slogdet", lambda x: tg.linalg.slogdet(x)[1], ((2, 3, 3),),
+         lambda x: np.linalg.slogdet(x)[1], covers=("logabsdet",),
+         make=lambda rng, dt, s: [(rng.standard_normal((2, 3, 3)) + 2 * np.eye(3)).astype(dt)]),
+    Spec("cholesky", lambda x: tg.linalg.cholesky(tg.matmul(x, x, transpose_b=True) + 3.0 *
+                                                  tg.eye(3, dtype=x.dtype)), ((3, 3),),
+         lambda x: np.linalg.cholesky(x @ x.T + 3 * np.eye(3))),
+    Spec("diag_part_trace", lambda x: tg.linalg.trace(x) * tg.linalg.diag_part(x), ((3, 3),),
+         lambda x: np.trace(x) * np.diag(x), covers=("getitem", "reduce_sum")),
+    Spec("clip_by_norm", lambda x: tg.clip_by_norm(x, 1.0), ((3, 4),),
+         lambda x: x / max(np.linalg.norm(x), 1.0)),
+    Spec("global_norm", lambda x, y: tg.linalg.global_norm([x, y]), ((3,), (2, 2)),
+         lambda x, y: np.sqrt((x ** 2).sum() + (y ** 2).sum())),
+    # -- nn --------------------------------------------------------------------------------------
+    Spec("softmax", tg.nn.softmax, ((3, 4),), _softmax),
+    Spec("softmax_axis0", lambda x: tg.nn.softmax(x, axis=0), ((3, 4),),
+         lambda x: _softmax(x, 0), covers=("softmax",)),
+    Spec("log_softmax", tg.nn.log_softmax, ((3, 4),), lambda x: np.log(_softmax(x))),
+    Spec("sparse_xent", lambda z: tg.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=LABELS, logits=z), ((4, 5),),
+        lambda z: -np.log(_softmax(z))[np.arange(4), LABELS],
+        covers=("sparse_softmax_cross_entropy_with_logits",)),
+    Spec("softmax_xent", lambda y, z: tg.nn.softmax_cross_entropy_with_logits(y, z),
+         ((3, 4), (3, 4)), lambda y, z: -(y * np.log(_softmax(z))).sum(-1),
+         covers=("log_softmax", "reduce_sum")),
+    Spec("sigmoid_xent", lambda y, z: tg.nn.sigmoid_cross_entropy_with_logits(y, z),
+         ((3, 4), (3, 4)), lambda y, z: -(y * np.log(_sigmoid(z)) + (1 - y) *
+                                         np.log(1 - _sigmoid(z))),
+         make=lambda rng, dt, s: [rng.uniform(0, 1, s[0]).astype(dt),
+                                  _away_from([0.0])(rng, dt, s[1:])[0]],
+         covers=("relu", "log1p", "exp", "abs")),
+    Spec("l2_loss", tg.nn.l2_loss, ((3, 4),), lambda x: (x ** 2).sum() / 2),
+    Spec("bias_add", tg.nn.bias_add, ((3, 4), (4,)), np.add, covers=("add",)),
+    Spec("batch_normalization", lambda x, m, v, o, s: tg.nn.batch_normalization(
+        x, m, v, o, s, 1e-3), ((5, 4), (4,), (4,), (4,), (4,)),
+        lambda x, m, v, o, s: (x - m) / np.sqrt(v + 1e-3) * s + o,
+        make=lambda rng, dt, s: [rng.standard_normal(s[0]).astype(dt),
+                                 rng.standard_normal(4).astype(dt),
+                                 rng.uniform(0.5, 2, 4).astype(dt),
+                                 rng.standard_normal(4).astype(dt),
+                                 rng.standard_normal(4).astype(dt)],
+        covers=("rsqrt", "subtract", "multiply", "add")),
+    Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
+         lambda x: x * (np.random.default_rng(3).uniform(0, 1, (4, 5)) >= 0.5) * 2.0),
+]
+
+BY_NAME = {s.name: s for s in SPECS}
+
+
+def covered_ops(spec):
+    names = set(spec.covers)
+    fn = spec.fn
+    op = getattr(fn, "op", None)
+    if op is not None:
+        names.add(op.name)
+    if not spec.covers and op is None:
+        names.add(spec.name)
+    return names
+
+
+def sample(spec, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if spec.make is not None:
+        return spec.make(rng, dtype, spec.shapes)
+    lo, hi = spec.domain
+    return [rng.uniform(lo, hi, size=s).astype(dtype) for s in spec.shapes]
