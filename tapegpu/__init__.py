@@ -110,3 +110,6 @@ def _config():
 
 
 config = _config()
+
+# -- forward mode (autodiff namespace): tapegpu/forward.py --------------------------------------
+# -- neural-network pieces, optimizers, black-box ops: see tapegpu/nn, tapegpu/optimizers --------
