@@ -106,7 +106,7 @@ static const unsigned long long kFpuInit = 0;
 #endif
 
 struct Fiber {
-  enum State { READY, AT_BARRIER, AT_WARP, DONE };
+  enum State { READY, YIELDED, AT_BARRIER, AT_WARP, DONE };
   State state;
   int line;                // source line of the collective it waits at
   int kind;                // barrier or warp-op kind
@@ -121,7 +121,8 @@ struct Fiber {
 
 struct Scheduler {
   std::vector<Fiber> fibers;
-  std::vector<int> order;
+  std::vector<int> order;                  // resume order of the block's threads
+  std::vector<std::vector<int> > warp_order; // the same order, split by warp
   unsigned char *stacks = nullptr;   // one mapping: [guard page | stack] per fiber
   size_t stack_count = 0, slot_size = 0;
   void *main_sp = nullptr;           // the scheduler's own stack while a fiber runs
@@ -273,6 +274,8 @@ static void make_order() {
   for (int i = 0; i < n; ++i) S.order[i] = S.order_mode == ORDER_REVERSE ? n - 1 - i : i;
   if (S.order_mode == ORDER_RANDOM)
     for (int i = n - 1; i > 0; --i) std::swap(S.order[i], S.order[next_random() % (i + 1)]);
+  S.warp_order.assign((n + 31) / 32, std::vector<int>());
+  for (int t : S.order) S.warp_order[t / 32].push_back(t);
 }
 
 // ================================================================ collectives
@@ -286,7 +289,10 @@ extern "C" EMU_HIDDEN int emu_barrier(int kind, int predicate, int line) {
   return (int)f.result;
 }
 
-extern "C" EMU_HIDDEN void emu_yield(void) { to_scheduler(); }
+extern "C" EMU_HIDDEN void emu_yield(void) {
+  S.fibers[S.current].state = Fiber::YIELDED;  // runnable again at the next sweep
+  to_scheduler();
+}
 
 static int warp_size_of(int warp) {
   int left = S.nthreads - warp * 32;
@@ -392,6 +398,7 @@ static std::string describe(const Fiber &f) {
       snprintf(buf, sizeof buf, "wait at %s (line %d, mask 0x%08x)", kWarpOpName[f.kind], f.line, f.mask);
       break;
     case Fiber::DONE: snprintf(buf, sizeof buf, "have exited"); break;
+    case Fiber::YIELDED: snprintf(buf, sizeof buf, "spin on atomicCAS"); break;
     default: snprintf(buf, sizeof buf, "are runnable"); break;
   }
   return buf;
@@ -460,23 +467,51 @@ static bool release_barrier() {
   return true;
 }
 
-static bool run_block() {
-  for (int t = 0; t < S.nthreads; ++t) start_fiber(t);
-  for (;;) {
-    bool ran = false;
-    if (S.order_mode == ORDER_RANDOM) make_order();
-    for (int k = 0; k < S.nthreads; ++k) {
-      int t = S.order[k];
+// Run warp w until none of its lanes can go on: a warp whose collective
+// completed continues at once, ahead of the other warps, as a GPU may let it.
+// This is what exposes a missing barrier between warps (one warp overwriting
+// shared memory that another has not read yet).
+static bool run_warp(int w) {
+  for (bool ran = true; ran;) {
+    ran = false;
+    for (int t : S.warp_order[w]) {
       if (S.fibers[t].state != Fiber::READY) continue;
       resume(t);
       ran = true;
       if (S.failed) return false;
+    }
+  }
+  return true;
+}
+
+// A sweep visits the warps in resume order; when no thread can run, the
+// barrier everyone waits at (if any) is released.
+static bool run_block() {
+  const long kMaxSpinSweeps = 1000000;
+  long spin_sweeps = 0;
+  for (int t = 0; t < S.nthreads; ++t) start_fiber(t);
+  for (;;) {
+    bool yielded = false;
+    for (int t = 0; t < S.nthreads; ++t)
+      if (S.fibers[t].state == Fiber::YIELDED) { S.fibers[t].state = Fiber::READY; yielded = true; }
+    if (yielded && ++spin_sweeps > kMaxSpinSweeps) {
+      fail("livelock in %s: threads keep failing atomicCAS while no other thread can progress (%s)",
+           block_name().c_str(), who_waits_where().c_str());
+      return false;
+    }
+    if (S.order_mode == ORDER_RANDOM) make_order();
+    bool ran = false;
+    for (int t : S.order) {
+      if (S.fibers[t].state != Fiber::READY) continue;
+      ran = true;
+      if (!run_warp(t / 32)) return false;
     }
     if (ran) continue;
     bool finished = true;
     for (int t = 0; t < S.nthreads && finished; ++t) finished = S.fibers[t].state == Fiber::DONE;
     if (finished) return true;
     if (!release_barrier()) return false;
+    spin_sweeps = 0;
   }
 }
 

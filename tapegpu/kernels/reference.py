@@ -80,15 +80,21 @@ def bias_act_fwd(name, x, b):
     return y if name == "none" else ACTIVATIONS[name](y)
 
 
+def _shifted(x):
+    """x - max(x) over the last axis (empty rows allowed)."""
+    return x - x.max(axis=-1, keepdims=True, initial=-np.inf)
+
+
 def softmax_fwd(x):
-    z = x - x.max(axis=-1, keepdims=True)
+    z = _shifted(x)
     e = np.exp(z)
     return e / e.sum(axis=-1, keepdims=True)
 
 
 def log_softmax_fwd(x):
-    z = x - x.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    z = _shifted(x)
+    with np.errstate(divide="ignore"):  # an empty row has log(0); there is nothing to fill
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def softmax_bwd(g, y):
