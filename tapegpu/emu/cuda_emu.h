@@ -47,7 +47,8 @@ unsigned long long emu_warp(int kind, unsigned mask, unsigned long long value,
                             int param, int width, int line);
 void emu_yield(void);
 unsigned emu_active_mask(void);
-[[noreturn]] void emu_assert_fail(const char *expr, const char *file, int line);
+void emu_assert_fail(const char *expr, const char *file, int line);  // never returns; not [[noreturn]], which
+                                                                      // makes ASan unpoison the wrong stack
 typedef void (*emu_body)(void **args);
 int emu_run(const long long *config, void **args, emu_body body);
 }

@@ -29,6 +29,7 @@
 #include <ucontext.h>
 #endif
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #endif
@@ -545,6 +546,11 @@ extern "C" EMU_HIDDEN int emu_run(const long long *config, void **args, emu_body
       }
   free(shared);
   emu_dynamic_shared = nullptr;
+#ifdef EMU_ASAN
+  // Fibers abandoned by a failed launch leave their frames' poisoning behind.
+  if (!ok)
+    for (int t = 0; t < S.nthreads; ++t) ASAN_UNPOISON_MEMORY_REGION(stack_bottom(t), EMU_STACK_SIZE);
+#endif
   return ok ? 0 : 1;
 }
 

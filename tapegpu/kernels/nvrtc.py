@@ -25,23 +25,22 @@ class NvrtcError(RuntimeError):
     """NVRTC rejected a source; the message carries its log."""
 
 
-def _preload_wheel_library():
-    """Make libnvrtc from the nvidia-cuda-nvrtc wheel loadable even when
-    cuda-bindings cannot find it on its own (no CUDA toolkit on the path)."""
+def _preload_wheel_libraries():
+    """Load libnvrtc and its builtins from the nvidia-cuda-nvrtc wheel, if it is
+    installed, so that cuda-bindings finds them without a CUDA toolkit on the
+    library path (and NVRTC finds its builtins under an LD_PRELOADed ASan)."""
     try:
         import nvidia
     except ImportError:
         return
     for root in getattr(nvidia, "__path__", []):
-        for lib in sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so*"))) + \
-                sorted(glob.glob(os.path.join(root, "cuda_nvrtc", "lib", "libnvrtc.so*"))):
-            if "builtins" in os.path.basename(lib):
-                continue
-            try:
-                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
-                return
-            except OSError:
-                continue
+        for pattern in ("libnvrtc-builtins.so*", "libnvrtc.so*"):
+            for lib in sorted(glob.glob(os.path.join(root, "*", "lib", pattern))):
+                try:
+                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+                    break
+                except OSError:
+                    continue
 
 
 def _load():
@@ -53,15 +52,12 @@ def _load():
     except ImportError as e:
         _error = f"cuda-bindings is not installed ({e}); pip install cuda-bindings nvidia-cuda-nvrtc"
         return None
+    _preload_wheel_libraries()
     try:
         _check(module, module.nvrtcVersion())
-    except Exception:
-        _preload_wheel_library()
-        try:
-            _check(module, module.nvrtcVersion())
-        except Exception as e:  # the binding imports but the shared library is missing
-            _error = f"libnvrtc cannot be loaded ({e}); pip install nvidia-cuda-nvrtc"
-            return None
+    except Exception as e:  # the binding imports but the shared library is missing
+        _error = f"libnvrtc cannot be loaded ({e}); pip install nvidia-cuda-nvrtc"
+        return None
     _module = module
     return module
 
