@@ -124,6 +124,7 @@ struct Scheduler {
   std::vector<Fiber> fibers;
   std::vector<int> order;                  // resume order of the block's threads
   std::vector<std::vector<int> > warp_order; // the same order, split by warp
+  std::vector<int> warp_waiting;           // lanes of each warp waiting at a warp collective
   unsigned char *stacks = nullptr;   // one mapping: [guard page | stack] per fiber
   size_t stack_count = 0, slot_size = 0;
   void *main_sp = nullptr;           // the scheduler's own stack while a fiber runs
@@ -349,6 +350,7 @@ static void complete_warp_op(int warp, unsigned mask) {
   }
   for (int l = 0; l < 32; ++l)
     if (mask >> l & 1) lanes[l].state = Fiber::READY;
+  S.warp_waiting[warp] -= __builtin_popcount(mask);
 }
 
 extern "C" EMU_HIDDEN unsigned long long emu_warp(int kind, unsigned mask, unsigned long long value,
@@ -372,7 +374,8 @@ extern "C" EMU_HIDDEN unsigned long long emu_warp(int kind, unsigned mask, unsig
 
   f.state = Fiber::AT_WARP;
   f.kind = kind; f.mask = mask; f.value = value; f.param = param; f.width = width; f.line = line;
-  bool all_here = true;
+  // Check the named lanes only once enough lanes of the warp wait.
+  bool all_here = ++S.warp_waiting[warp] >= __builtin_popcount(mask);
   for (int l = 0; l < 32 && all_here; ++l) {
     const Fiber &o = S.fibers[warp * 32 + (l < lanes ? l : 0)];
     if (mask >> l & 1)
@@ -491,6 +494,7 @@ static bool run_block() {
   const long kMaxSpinSweeps = 1000000;
   long spin_sweeps = 0;
   for (int t = 0; t < S.nthreads; ++t) start_fiber(t);
+  S.warp_waiting.assign((S.nthreads + 31) / 32, 0);
   for (;;) {
     bool yielded = false;
     for (int t = 0; t < S.nthreads; ++t)
