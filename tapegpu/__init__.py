@@ -113,3 +113,15 @@ config = _config()
 
 # -- forward mode (autodiff namespace): tapegpu/forward.py --------------------------------------
 # -- neural-network pieces, optimizers, black-box ops: see tapegpu/nn, tapegpu/optimizers --------
+from . import models  # noqa: E402
+from .models import initializers, layers, losses  # noqa: E402,F401
+from .models.module import Module  # noqa: E402,F401
+from . import optimizers  # noqa: E402,F401
+from . import blackbox as _blackbox  # noqa: E402
+from .blackbox import NoGradientError, numpy_function  # noqa: E402,F401
+
+estimators = _namespace(
+    "estimators", central_difference=_blackbox.central_difference,
+    forward_difference=_blackbox.forward_difference, spsa=_blackbox.spsa,
+    JacobianEstimator=_blackbox.JacobianEstimator, CentralDifference=_blackbox.CentralDifference,
+    ForwardDifference=_blackbox.ForwardDifference, SPSA=_blackbox.SPSA)

@@ -1,0 +1,5 @@
+"""Neural-network building blocks above the core: `Module`, Keras-style layers, losses and
+initializers. They are exposed as `tg.Module`, `tg.layers`, `tg.losses` (and
+`tg.models.initializers`)."""
+from . import initializers, layers, losses  # noqa: F401
+from .module import Module  # noqa: F401

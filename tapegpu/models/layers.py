@@ -1,0 +1,339 @@
+"""Keras-style layers: `Dense`, `BatchNormalization`, `Dropout`, `Activation`, `Sequential`.
+
+A layer is a `Module` that creates its variables on its first call, from the input's shape and
+dtype (`build`), then computes `call(inputs, ...)`. Layers whose behaviour differs between
+training and inference take `training=` (default False, as Keras outside `fit`).
+"""
+import inspect
+
+import numpy as np
+
+from .. import ops
+from ..dtypes import np_dtype
+from ..tensor import Tensor, Variable, convert_to_tensor
+from . import initializers
+from .module import Module
+
+_ACTIVATIONS = {
+    "linear": None, "relu": ops.relu, "relu6": ops.relu6, "tanh": ops.tanh,
+    "sigmoid": ops.sigmoid, "elu": ops.elu, "selu": ops.selu, "gelu": ops.gelu,
+    "softmax": ops.softmax, "log_softmax": ops.log_softmax, "softplus": ops.softplus,
+    "leaky_relu": ops.leaky_relu, "swish": lambda x: x * ops.sigmoid(x),
+}
+
+
+def get_activation(identifier):
+    """An activation function from a Keras name or a callable (`None` and 'linear': identity).
+
+    >>> act = tg.layers.get_activation("relu")
+    >>> act(tg.constant([-1.0, 2.0])).numpy()
+    array([0., 2.], dtype=float32)
+    """
+    if identifier is None:
+        return None
+    if isinstance(identifier, str):
+        if identifier not in _ACTIVATIONS:
+            raise ValueError(f"unknown activation {identifier!r}; valid names: "
+                             f"{sorted(_ACTIVATIONS)}, or pass a callable")
+        return _ACTIVATIONS[identifier]
+    if callable(identifier):
+        return identifier
+    raise TypeError(f"activation must be a name or a callable, got {identifier!r}")
+
+
+class Layer(Module):
+    """Base class of layers: builds its variables on the first call.
+
+    Subclasses implement `build(input_shape)` (creating variables with `add_weight`) and
+    `call(inputs, ...)`. `dtype` is the variables' dtype; if None, it follows the first input's
+    floating dtype (float32 for integer inputs).
+
+    >>> class Scale(tg.layers.Layer):
+    ...     def build(self, input_shape):
+    ...         self.s = self.add_weight("s", (input_shape[-1],), "ones")
+    ...     def call(self, x):
+    ...         return x * self.s
+    >>> Scale()(tg.ones((2, 3))).shape
+    (2, 3)
+    """
+
+    _name_counts = {}
+
+    def __init__(self, dtype=None, name=None):
+        super().__init__(name=name if name is not None else _unique_name(type(self)))
+        self._dtype = None if dtype is None else np.dtype(np_dtype(dtype))
+        self.built = False
+
+    @property
+    def dtype(self):
+        """The variables' numpy dtype (None until built when not given)."""
+        return self._dtype
+
+    def build(self, input_shape):
+        """Creates the layer's variables; `input_shape` is the first input's shape."""
+        self.built = True
+
+    def call(self, inputs, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must implement call(inputs)")
+
+    def add_weight(self, name, shape, initializer="zeros", trainable=True, dtype=None):
+        """Creates a variable named `<layer>/<name>` initialised by `initializer`."""
+        dt = np_dtype(dtype) or self._dtype or np.dtype(np.float32)
+        value = initializers.make(initializers.get(initializer), tuple(shape), dt)
+        return Variable(value, trainable=trainable, name=f"{self.name}/{name}")
+
+    def __call__(self, inputs, *args, **kwargs):
+        x = self._convert(inputs)
+        if not self.built:
+            if self._dtype is None:
+                self._dtype = x._data.dtype if x._data.dtype.kind == "f" else np.dtype(np.float32)
+                x = self._convert(inputs)
+            self.build(x.shape)
+            self.built = True
+        return self.call(x, *args, **kwargs)
+
+    def _convert(self, inputs):
+        x = inputs._read() if isinstance(inputs, Variable) else inputs
+        if not isinstance(x, Tensor):
+            x = convert_to_tensor(x, dtype_hint=self._dtype) if self._dtype is not None \
+                else convert_to_tensor(x)
+        if self._dtype is None:
+            return x
+        kind = x._data.dtype.kind
+        if kind in "iub":  # integer inputs are cast to the layer's dtype, as Keras does
+            return ops.cast(x, self._dtype)
+        if x._data.dtype != self._dtype:
+            raise TypeError(f"{type(self).__name__} {self.name!r}: input of dtype "
+                            f"{x._data.dtype.name} and shape {x.shape}, but the layer's "
+                            f"variables are {self._dtype.name}; cast the input with tg.cast "
+                            f"(tapegpu never converts floating dtypes silently)")
+        return x
+
+
+class Dense(Layer):
+    """A fully connected layer: `activation(inputs @ kernel + bias)`.
+
+    The kernel has shape `(input_shape[-1], units)`; inputs of rank > 2 are multiplied along
+    their last axis.
+
+    >>> layer = tg.layers.Dense(4, activation="relu")
+    >>> layer(tg.ones((2, 3))).shape
+    (2, 4)
+    >>> layer.kernel.shape, layer.bias.shape
+    ((3, 4), (4,))
+    """
+
+    def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", dtype=None, name=None):
+        super().__init__(dtype=dtype, name=name)
+        if int(units) <= 0 or int(units) != units:
+            raise ValueError(f"Dense: units must be a positive integer, got {units!r}")
+        self.units = int(units)
+        self.activation = get_activation(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel = None
+        self.bias = None
+
+    def build(self, input_shape):
+        if len(input_shape) < 1 or input_shape[-1] is None:
+            raise ValueError(f"Dense {self.name!r}: inputs need a known last dimension, got "
+                             f"shape {input_shape}")
+        self.kernel = self.add_weight("kernel", (input_shape[-1], self.units),
+                                      self.kernel_initializer)
+        if self.use_bias:
+            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer)
+
+    def call(self, inputs):
+        if inputs.ndim < 1 or inputs.shape[-1] != self.kernel.shape[0]:
+            raise ValueError(f"Dense {self.name!r}: expected inputs with last dimension "
+                             f"{self.kernel.shape[0]}, got shape {inputs.shape}")
+        y = ops.matmul(inputs, self.kernel)
+        if self.use_bias:
+            y = y + self.bias
+        return self.activation(y) if self.activation is not None else y
+
+
+class Activation(Layer):
+    """Applies an activation function (a name or a callable).
+
+    >>> tg.layers.Activation("tanh")(tg.zeros((2,))).numpy()
+    array([0., 0.], dtype=float32)
+    """
+
+    def __init__(self, activation, name=None):
+        super().__init__(name=name)
+        self.activation = get_activation(activation)
+
+    def call(self, inputs):
+        return self.activation(inputs) if self.activation is not None else inputs
+
+
+class BatchNormalization(Layer):
+    """Normalises over the batch (training) or with moving statistics (inference).
+
+    With `training=True` the output uses the batch mean and (biased) variance over every axis
+    but `axis`, and the moving statistics are updated:
+    `moving = moving * momentum + batch_stat * (1 - momentum)` (Keras' rule). With
+    `training=False` (default) it uses `moving_mean` and `moving_variance`, which are
+    non-trainable variables. `gamma` (scale) and `beta` (center) are trainable.
+
+    >>> bn = tg.layers.BatchNormalization()
+    >>> x = tg.constant([[1.0, 10.0], [3.0, 30.0]])
+    >>> bn(x, training=True).numpy().round(2)
+    array([[-1., -1.],
+           [ 1.,  1.]], dtype=float32)
+    >>> bn.moving_mean.numpy().round(2)
+    array([0.02, 0.2 ], dtype=float32)
+    """
+
+    def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                 beta_initializer="zeros", gamma_initializer="ones",
+                 moving_mean_initializer="zeros", moving_variance_initializer="ones",
+                 dtype=None, name=None):
+        super().__init__(dtype=dtype, name=name)
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"BatchNormalization: momentum must be in [0, 1], got {momentum}")
+        self.axis = int(axis)
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        self._inits = (beta_initializer, gamma_initializer, moving_mean_initializer,
+                       moving_variance_initializer)
+        self.gamma = self.beta = self.moving_mean = self.moving_variance = None
+
+    def build(self, input_shape):
+        ndim = len(input_shape)
+        if not -ndim <= self.axis < ndim:
+            raise ValueError(f"BatchNormalization {self.name!r}: axis {self.axis} is out of "
+                             f"range for inputs of shape {input_shape}")
+        self.axis = self.axis % ndim
+        dim = (input_shape[self.axis],)
+        beta, gamma, mean, var = self._inits
+        if self.scale:
+            self.gamma = self.add_weight("gamma", dim, gamma)
+        if self.center:
+            self.beta = self.add_weight("beta", dim, beta)
+        self.moving_mean = self.add_weight("moving_mean", dim, mean, trainable=False)
+        self.moving_variance = self.add_weight("moving_variance", dim, var, trainable=False)
+
+    def call(self, inputs, training=False):
+        ndim = inputs.ndim
+        if inputs.shape[self.axis] != self.moving_mean.shape[0] or ndim <= self.axis:
+            raise ValueError(f"BatchNormalization {self.name!r}: built for {self.moving_mean.shape[0]} "
+                             f"features on axis {self.axis}, got inputs of shape {inputs.shape}")
+        bshape = [1] * ndim
+        bshape[self.axis] = inputs.shape[self.axis]
+        if training:
+            axes = [a for a in range(ndim) if a != self.axis]
+            mean, var = ops.moments(inputs, axes=axes, keepdims=True)
+            self._update_moving(mean, var)
+        else:
+            mean = ops.reshape(self.moving_mean.value(), bshape)
+            var = ops.reshape(self.moving_variance.value(), bshape)
+        gamma = ops.reshape(self.gamma.value(), bshape) if self.scale else None
+        beta = ops.reshape(self.beta.value(), bshape) if self.center else None
+        return ops.batch_normalization(inputs, mean, var, beta, gamma, self.epsilon)
+
+    def _update_moving(self, mean, var):
+        """moving = moving * m + stat * (1 - m), on raw arrays (no tape records it)."""
+        m = self.momentum
+        for moving, stat in ((self.moving_mean, mean), (self.moving_variance, var)):
+            batch = stat._data.reshape(moving.shape)
+            moving._assign_array(moving._value._data * m + batch * (1.0 - m))
+
+
+class Dropout(Layer):
+    """Zeroes inputs with probability `rate` in training and scales the rest by 1/(1 - rate);
+    the identity in inference.
+
+    >>> drop = tg.layers.Dropout(0.5, seed=0)
+    >>> x = tg.ones((4, 4))
+    >>> bool(tg.reduce_all(drop(x) == x))           # inference: unchanged
+    True
+    >>> sorted(set(drop(x, training=True).numpy().ravel().tolist()))
+    [0.0, 2.0]
+    """
+
+    def __init__(self, rate, noise_shape=None, seed=None, name=None):
+        super().__init__(name=name)
+        if not 0.0 <= float(rate) < 1.0:
+            raise ValueError(f"Dropout: rate must be in [0, 1), got {rate}")
+        self.rate = float(rate)
+        self.noise_shape = noise_shape
+        self._seeds = None if seed is None else np.random.default_rng(seed)
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0.0:
+            return inputs
+        seed = None if self._seeds is None else int(self._seeds.integers(2**31 - 1))
+        noise = None if self.noise_shape is None else \
+            tuple(s if s is not None else d for s, d in zip(self.noise_shape, inputs.shape))
+        return ops.dropout(inputs, self.rate, noise_shape=noise, seed=seed)
+
+
+class Sequential(Layer):
+    """A stack of layers, each fed the previous one's output.
+
+    `training=` is passed to the layers whose `call` accepts it.
+
+    >>> model = tg.layers.Sequential([tg.layers.Dense(8, activation="tanh"),
+    ...                               tg.layers.Dense(2)])
+    >>> model(tg.ones((5, 3))).shape
+    (5, 2)
+    >>> [v.shape for v in model.trainable_variables]
+    [(3, 8), (8,), (8, 2), (2,)]
+    """
+
+    def __init__(self, layers=None, name=None):
+        super().__init__(name=name)
+        self.layers = []
+        for layer in layers or ():
+            self.add(layer)
+
+    def add(self, layer):
+        """Appends a layer (any callable; modules among them are tracked)."""
+        if not callable(layer):
+            raise TypeError(f"Sequential.add: expected a layer or callable, got {layer!r}")
+        self.layers.append(layer)
+
+    def __call__(self, inputs, training=False):
+        x = inputs
+        for layer in self.layers:
+            if _takes_training(layer):
+                x = layer(x, training=training)
+            else:
+                x = layer(x)
+        return x
+
+    def call(self, inputs, training=False):
+        return self(inputs, training=training)
+
+    def summary(self, print_fn=print):
+        """Prints each layer with its variables' shapes and the parameter count."""
+        total = 0
+        for layer in self.layers:
+            vs = layer.variables if isinstance(layer, Module) else ()
+            n = sum(int(np.prod(v.shape)) for v in vs)
+            total += n
+            print_fn(f"{getattr(layer, 'name', type(layer).__name__):<24} "
+                     f"{str([v.shape for v in vs]):<40} {n:>10,}")
+        print_fn(f"{'total':<24} {'':<40} {total:>10,}")
+
+
+def _unique_name(cls):
+    """'dense', 'dense_1', ... per layer class (Keras' naming), so variable names differ."""
+    from .module import _snake
+    base = _snake(cls.__name__)
+    n = Layer._name_counts.get(base, 0)
+    Layer._name_counts[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+def _takes_training(layer):
+    fn = layer.call if isinstance(layer, Layer) else layer
+    try:
+        return "training" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,181 @@
+"""Keras losses: `MeanSquaredError`, `SparseCategoricalCrossentropy`, `CategoricalCrossentropy`.
+
+A loss object is called as `loss(y_true, y_pred, sample_weight=None)`. It computes one value per
+example (`mean_squared_error` averages the last axis; the cross-entropies reduce the class
+axis), multiplies by `sample_weight` if given, and reduces as Keras does:
+`'sum_over_batch_size'` (default: the sum divided by the number of per-example values),
+`'sum'`, or `'none'` (the per-example values).
+
+Cross-entropies of logits (`from_logits=True`) use the stable log-softmax forms. Of
+probabilities, they renormalise the class axis and clip to [1e-7, 1 - 1e-7] before the log,
+as Keras does, so a probability of 0 gives a finite loss.
+"""
+from .. import ops
+from ..tensor import Tensor, Variable, convert_to_tensor
+
+EPSILON = 1e-7  # Keras' backend.epsilon(), the probability clip
+_REDUCTIONS = ("sum_over_batch_size", "sum", "none", "auto")
+
+
+def _pred(y_pred, who):
+    y = y_pred._read() if isinstance(y_pred, Variable) else y_pred
+    y = y if isinstance(y, Tensor) else convert_to_tensor(y)
+    if y._data.dtype.kind != "f":
+        raise TypeError(f"{who}: y_pred must be floating, got {y.dtype.name} of shape {y.shape}")
+    return y
+
+
+def _true_like(y_true, y_pred):
+    """y_true in y_pred's dtype (labels follow the predictions, as in Keras)."""
+    t = convert_to_tensor(y_true, dtype_hint=y_pred.dtype)
+    return t if t._data.dtype == y_pred._data.dtype else ops.cast(t, y_pred.dtype)
+
+
+def mean_squared_error(y_true, y_pred):
+    """Per-example mean of squared errors over the last axis.
+
+    >>> tg.losses.mean_squared_error([[0.0, 2.0]], [[1.0, 1.0]]).numpy()
+    array([1.], dtype=float32)
+    """
+    y_pred = _pred(y_pred, "mean_squared_error")
+    y_true = _true_like(y_true, y_pred)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"mean_squared_error: y_true {y_true.shape} and y_pred {y_pred.shape} "
+                         "must have the same shape")
+    return ops.reduce_mean(ops.squared_difference(y_pred, y_true), axis=-1)
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
+    """Per-example cross-entropy with integer class labels.
+
+    >>> tg.losses.sparse_categorical_crossentropy([0], [[0.0, 0.0]], from_logits=True).numpy()
+    array([0.6931472], dtype=float32)
+    """
+    who = "sparse_categorical_crossentropy"
+    y_pred = _pred(y_pred, who)
+    labels = convert_to_tensor(y_true)
+    if labels._data.dtype.kind == "f":  # Keras accepts float labels holding integers
+        labels = ops.cast(labels, "int64")
+    if labels.ndim == y_pred.ndim and labels.shape[-1] == 1:
+        labels = ops.reshape(labels, labels.shape[:-1])
+    if axis not in (-1, y_pred.ndim - 1):
+        raise ValueError(f"{who}: only the last axis can hold the classes, got axis={axis}")
+    if labels.shape != y_pred.shape[:-1]:
+        raise ValueError(f"{who}: labels of shape {labels.shape} do not match predictions of "
+                         f"shape {y_pred.shape}; labels must have shape {y_pred.shape[:-1]} "
+                         f"(or {y_pred.shape[:-1] + (1,)}) with values in [0, {y_pred.shape[-1]})")
+    if from_logits:
+        return ops.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=y_pred)
+    log_p = ops.log(_clipped_probabilities(y_pred))
+    hot = ops.one_hot(labels, y_pred.shape[-1], dtype=y_pred.dtype)
+    return -ops.reduce_sum(hot * log_p, axis=-1)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    """Per-example cross-entropy with one-hot (or soft) labels.
+
+    >>> tg.losses.categorical_crossentropy([[1.0, 0.0]], [[0.5, 0.5]]).numpy()
+    array([0.6931472], dtype=float32)
+    """
+    who = "categorical_crossentropy"
+    y_pred = _pred(y_pred, who)
+    y_true = _true_like(y_true, y_pred)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"{who}: y_true {y_true.shape} and y_pred {y_pred.shape} must have the "
+                         "same shape (one-hot labels; use SparseCategoricalCrossentropy for "
+                         "integer labels)")
+    if label_smoothing:
+        n = y_pred.shape[axis]
+        y_true = y_true * (1.0 - label_smoothing) + label_smoothing / n
+    if from_logits:
+        return ops.softmax_cross_entropy_with_logits(y_true, y_pred, axis=axis)
+    log_p = ops.log(_clipped_probabilities(y_pred, axis))
+    return -ops.reduce_sum(y_true * log_p, axis=axis)
+
+
+def _clipped_probabilities(p, axis=-1):
+    """p / sum(p) clipped to [eps, 1 - eps] (Keras' treatment of probabilities)."""
+    p = p / ops.reduce_sum(p, axis=axis, keepdims=True)
+    return ops.clip_by_value(p, EPSILON, 1.0 - EPSILON)
+
+
+class Loss:
+    """Base class: `call(y_true, y_pred)` gives per-example values; `__call__` weights and
+    reduces them."""
+
+    def __init__(self, reduction="sum_over_batch_size", name=None):
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, "
+                             f"got {reduction!r}")
+        self.reduction = "sum_over_batch_size" if reduction == "auto" else reduction
+        self.name = name or type(self).__name__
+
+    def call(self, y_true, y_pred):
+        raise NotImplementedError
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        values = self.call(y_true, y_pred)
+        if sample_weight is not None:
+            w = _true_like(sample_weight, values)
+            while w.ndim > values.ndim and w.shape[-1] == 1:
+                w = ops.reshape(w, w.shape[:-1])
+            values = values * w
+        if self.reduction == "none":
+            return values
+        total = ops.reduce_sum(values)
+        if self.reduction == "sum":
+            return total
+        return total / float(max(1, values.size if values.ndim else 1))
+
+
+class MeanSquaredError(Loss):
+    """mean((y_true - y_pred)^2), averaged over the last axis then reduced over examples.
+
+    >>> mse = tg.losses.MeanSquaredError()
+    >>> float(mse([[0.0, 1.0], [0.0, 0.0]], [[1.0, 1.0], [1.0, 0.0]]))
+    0.5
+    """
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_squared_error"):
+        super().__init__(reduction, name)
+
+    def call(self, y_true, y_pred):
+        return mean_squared_error(y_true, y_pred)
+
+
+class SparseCategoricalCrossentropy(Loss):
+    """Cross-entropy between integer labels and predicted class probabilities (or logits).
+
+    >>> loss = tg.losses.SparseCategoricalCrossentropy(from_logits=True)
+    >>> round(float(loss([1, 2], [[0.0, 2.0, 0.0], [1.0, 1.0, 1.0]])), 4)
+    0.6691
+    """
+
+    def __init__(self, from_logits=False, reduction="sum_over_batch_size",
+                 name="sparse_categorical_crossentropy"):
+        super().__init__(reduction, name)
+        self.from_logits = bool(from_logits)
+
+    def call(self, y_true, y_pred):
+        return sparse_categorical_crossentropy(y_true, y_pred, self.from_logits)
+
+
+class CategoricalCrossentropy(Loss):
+    """Cross-entropy between one-hot (or soft) labels and predicted probabilities (or logits).
+
+    >>> loss = tg.losses.CategoricalCrossentropy()
+    >>> round(float(loss([[0.0, 1.0]], [[0.2, 0.8]])), 4)
+    0.2231
+    """
+
+    def __init__(self, from_logits=False, label_smoothing=0.0,
+                 reduction="sum_over_batch_size", name="categorical_crossentropy"):
+        super().__init__(reduction, name)
+        self.from_logits = bool(from_logits)
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true, y_pred):
+        return categorical_crossentropy(y_true, y_pred, self.from_logits, self.label_smoothing)
+
+
+MSE = mse = mean_squared_error

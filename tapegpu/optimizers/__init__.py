@@ -1,0 +1,8 @@
+"""Optimizers: Keras' `SGD`, `Adam`, `RMSprop` (one fused update per variable), learning-rate
+`schedules`, and `LevenbergMarquardt` for least-squares fits of variables."""
+from . import levenberg_marquardt, schedules  # noqa: F401
+from .adam import Adam  # noqa: F401
+from .base import Optimizer  # noqa: F401
+from .levenberg_marquardt import LevenbergMarquardt, LevenbergMarquardtResult  # noqa: F401
+from .rmsprop import RMSprop  # noqa: F401
+from .sgd import SGD  # noqa: F401

@@ -1,0 +1,220 @@
+"""The optimizer base class: gradients in, one fused update per variable out.
+
+Each optimizer writes its rule once, as `update(xp, p, g, *slots, **hyper) -> new_p` on raw
+arrays of the variable's backend (`xp` is numpy or cupy). The rule returns a NEW parameter
+array (assigned with `Variable._assign_array`), so an array that a tape saved is never written;
+slot arrays (momentum, first and second moments) belong to the optimizer and are updated in
+place. A backend with custom kernels (`dev.kernels`) can run the whole rule as one kernel launch
+per variable: `_fused_update` is that hook, and returns False when no kernel exists.
+"""
+import numbers
+import warnings
+
+import numpy as np
+
+from .. import nest
+from ..tensor import Tensor, Variable, convert_to_tensor
+from .schedules import LearningRateSchedule
+
+
+def _fused_update(kind, var, g, slots, hyper):
+    """Runs `<kind>_update` of the variable's backend kernels, if there is one.
+
+    The kernel updates a fresh copy of the parameter and the slots in place (one launch); the
+    copy then becomes the variable's value. Returns False when the backend has no such kernel
+    (the numpy backend), and the caller runs the `xp` rule instead.
+    """
+    kernels = getattr(var._value._dev, "kernels", None)
+    fn = getattr(kernels, f"{kind}_update", None) if kernels is not None else None
+    if fn is None:
+        return False
+    xp = var._value._dev.xp
+    new = xp.array(var._value._data, copy=True, order="C")
+    fn(new, xp.ascontiguousarray(g), *slots, **hyper)
+    var._assign_array(new)
+    return True
+
+
+class Optimizer:
+    """Base class of the gradient-based optimizers (Keras' API).
+
+    Subclasses set `_kind`, `_slot_names` and implement `_hyper(step, dtype)` and the static
+    `update(xp, p, g, *slots, **hyper)`.
+
+    `learning_rate` is a float, a `LearningRateSchedule`, or any callable of the step (the
+    number of updates applied so far, starting at 0). `clipnorm` clips each gradient's norm,
+    `global_clipnorm` the norm of all of them together, `clipvalue` each element.
+    """
+
+    _kind = None
+    _slot_names = ()
+
+    def __init__(self, learning_rate, name=None, clipnorm=None, clipvalue=None,
+                 global_clipnorm=None):
+        if clipnorm is not None and global_clipnorm is not None:
+            raise ValueError(f"{type(self).__name__}: set clipnorm or global_clipnorm, not both")
+        if not (isinstance(learning_rate, numbers.Real) or callable(learning_rate)):
+            raise TypeError(f"{type(self).__name__}: learning_rate must be a number, a "
+                            f"LearningRateSchedule or a callable of the step, got "
+                            f"{learning_rate!r}")
+        self._learning_rate = learning_rate
+        self.name = name or type(self).__name__
+        self.clipnorm, self.clipvalue, self.global_clipnorm = clipnorm, clipvalue, global_clipnorm
+        self._step = 0
+        self._slots = {}  # variable id -> (variable, [slot arrays])
+        self._iterations = Variable(np.int64(0), trainable=False, name=f"{self.name}/iterations")
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def iterations(self):
+        """The number of `apply_gradients` calls so far (an int64 variable, as in Keras)."""
+        return self._iterations
+
+    @property
+    def learning_rate(self):
+        """The learning rate for the next step (a schedule is evaluated at `iterations`)."""
+        return self._current_lr()
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._learning_rate = value
+
+    def _current_lr(self):
+        lr = self._learning_rate
+        if isinstance(lr, LearningRateSchedule) or callable(lr):
+            lr = lr(self._step)
+        return float(lr.numpy() if isinstance(lr, (Tensor, Variable)) else lr)
+
+    def get_slot(self, var, name):
+        """A copy of one of the optimizer's slots for `var` (e.g. 'momentum', 'm', 'v')."""
+        if name not in self._slot_names:
+            raise KeyError(f"{self.name}: no slot {name!r}; this optimizer has "
+                           f"{list(self._slot_names)}")
+        if var._uid not in self._slots:
+            raise KeyError(f"{self.name}: no slots yet for variable {var.name!r} (they are "
+                           "created by the first apply_gradients)")
+        arr = self._slots[var._uid][1][self._slot_names.index(name)]
+        if arr is None:
+            raise KeyError(f"{self.name}: slot {name!r} is not used with these settings")
+        return Tensor(var._value._dev.xp.array(arr, copy=True), var._value._dev)
+
+    def variables(self):
+        """The optimizer's state: `iterations` then every slot, as tensors."""
+        out = [self._iterations]
+        for var, slots in self._slots.values():
+            out += [Tensor(s, var._value._dev) for s in slots if s is not None]
+        return out
+
+    def _slots_for(self, var):
+        entry = self._slots.get(var._uid)
+        if entry is None:
+            xp = var._value._dev.xp
+            p = var._value._data
+            entry = (var, [xp.zeros_like(p) if self._needs_slot(name) else None
+                           for name in self._slot_names])
+            self._slots[var._uid] = entry
+        return entry[1]
+
+    def _needs_slot(self, name):
+        return True
+
+    # -- updates --------------------------------------------------------------------------------
+    def apply_gradients(self, grads_and_vars):
+        """Applies one update to each variable whose gradient is not None.
+
+        `grads_and_vars` is an iterable of `(gradient, variable)` pairs, e.g.
+        `zip(grads, vars)`. Variables with a `None` gradient are skipped with a warning naming
+        them. Returns `iterations` after the update.
+        """
+        pairs = list(grads_and_vars)
+        skipped = [v for g, v in pairs if g is None]
+        pairs = [(g, v) for g, v in pairs if g is not None]
+        if skipped:
+            warnings.warn(f"{self.name}: no gradient for variables "
+                          f"{[getattr(v, 'name', repr(v)) for v in skipped]}; they are not "
+                          "updated (is the loss connected to them?)", UserWarning, stacklevel=2)
+        arrays = [self._gradient_array(g, v) for g, v in pairs]
+        arrays = self._clip(arrays, [v for _, v in pairs])
+        lr = self._current_lr()
+        for g, (_, var) in zip(arrays, pairs):
+            self._update_one(var, g, lr)
+        self._step += 1
+        self._iterations._assign_array(np.asarray(self._step, dtype=np.int64))
+        return self._iterations
+
+    def _update_one(self, var, g, lr):
+        slots = self._slots_for(var)
+        hyper = self._hyper(self._step + 1, lr, var._value._data.dtype)
+        if self._fusable(hyper) and _fused_update(self._kind, var, g, slots, hyper):
+            return
+        xp = var._value._dev.xp
+        var._assign_array(self.update(xp, var._value._data, g, *slots, **hyper))
+
+    def _fusable(self, hyper):
+        return True
+
+    def _gradient_array(self, g, var):
+        if not isinstance(var, Variable):
+            raise TypeError(f"{self.name}.apply_gradients: expected tg.Variable, got "
+                            f"{type(var).__name__}")
+        if not var.trainable:
+            raise ValueError(f"{self.name}.apply_gradients: variable {var.name!r} is not "
+                             "trainable")
+        g = g._read() if isinstance(g, Variable) else g
+        g = g if isinstance(g, Tensor) else convert_to_tensor(g, dtype=var.dtype)
+        if g.shape != var.shape or g._data.dtype != var._value._data.dtype:
+            raise ValueError(f"{self.name}.apply_gradients: gradient {g.dtype.name}"
+                             f"{list(g.shape)} for variable {var.name!r} of "
+                             f"{var.dtype.name}{list(var.shape)}; they must match")
+        if g._dev is not var._value._dev:
+            raise ValueError(f"{self.name}.apply_gradients: gradient on {g.device} for variable "
+                             f"{var.name!r} on {var.device}")
+        return g._data
+
+    def _clip(self, arrays, variables):
+        if not arrays:
+            return arrays
+        xp = variables[0]._value._dev.xp
+        if self.clipvalue is not None:
+            c = float(self.clipvalue)
+            arrays = [xp.clip(g, -c, c) for g in arrays]
+        if self.clipnorm is not None:
+            c = float(self.clipnorm)
+            arrays = [g * min(1.0, c / max(float(xp.linalg.norm(g.ravel())), 1e-38))
+                      for g in arrays]
+        if self.global_clipnorm is not None:
+            c = float(self.global_clipnorm)
+            norm = float(np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in arrays)))
+            arrays = [g * min(1.0, c / max(norm, 1e-38)) for g in arrays]
+        return arrays
+
+    def minimize(self, loss, var_list, tape=None):
+        """Computes the gradient of `loss` with a GradientTape and applies it.
+
+        `loss` is a callable taking no argument (or a tensor computed under `tape`);
+        `var_list` a list of variables (or a callable returning one). Returns the loss value.
+
+        >>> w = tg.Variable(3.0)
+        >>> opt = tg.optimizers.SGD(learning_rate=0.1)
+        >>> _ = opt.minimize(lambda: w * w, [w])
+        >>> round(float(w), 4)  # 3 - 0.1 * 6
+        2.4
+        """
+        from ..tape import GradientTape
+        if tape is None:
+            if not callable(loss):
+                raise TypeError(f"{self.name}.minimize: without a tape, loss must be a callable "
+                                "returning the loss tensor")
+            with GradientTape() as tape:
+                value = loss()
+        else:
+            value = loss() if callable(loss) else loss
+        variables = var_list() if callable(var_list) else var_list
+        variables = nest.flatten(variables)
+        grads = tape.gradient(value, variables)
+        self.apply_gradients(zip(grads, variables))
+        return value
+
+    def __repr__(self):
+        return f"<{type(self).__name__} learning_rate={self._learning_rate!r} " \
+               f"iterations={self._step}>"
