@@ -18,7 +18,7 @@ def _chunk(tape, n, parallel_iterations):
         return max(1, min(n, int(parallel_iterations)))
     widest = 1
     for e in tape._entries:
-        widest = max(widest, int(np.prod(e.out_shape)), *(int(np.prod(s)) for s in e.in_shapes))
+        widest = max(widest, *(int(np.prod(s)) for s in e.in_shapes))
     return max(1, min(n, MEMORY_BUDGET // (8 * 4 * widest)))
 
 

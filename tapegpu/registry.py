@@ -25,6 +25,10 @@ Contract (what every rule may rely on, and must honour)
   None for zero tangents) for several. `elementwise=True` derives it from the VJP (the Jacobian
   is diagonal, so the JVP of each input is its VJP rule applied to the tangent); `linear=True`
   makes it the op itself applied to the tangents.
+* `fused_vjp` (optional, set in fused.py) is the same VJP as one array-level call
+  `rule(xp, g, *saved_arrays, **params)` (or a tuple, one per input), used by the sweep when no
+  tape records it (nothing needs the VJP's own graph). It must equal `vjp` exactly; the op
+  tests check that.
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
 
@@ -43,7 +47,7 @@ class InvalidArgumentError(ValueError):
 
 class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
-                 "linear", "batched", "same_dtype", "overrides", "variadic")
+                 "linear", "batched", "same_dtype", "overrides", "variadic", "fused_vjp")
 
     def __init__(self, name, forward, args, vjp, jvp, saves, elementwise, linear, batched,
                  same_dtype, variadic):
@@ -60,6 +64,7 @@ class Op:
         self.same_dtype = same_dtype
         self.overrides = {}
         self.variadic = variadic
+        self.fused_vjp = None  # optional array-level VJP (see fused.py)
 
     @property
     def differentiable(self):
@@ -67,8 +72,15 @@ class Op:
 
     def saved_values(self, inputs, out):
         """The declared residuals of one call, in the order the rules take them."""
+        plan = self.save_plan
+        if plan == _SAVE_OUT:
+            return (out,)
+        if plan == _SAVE_X:
+            return (inputs[0],)
+        if plan == _SAVE_XY and len(inputs) == 2:
+            return inputs
         vals = []
-        for kind, i in self.save_plan:
+        for kind, i in plan:
             if kind == 0:
                 vals.append(inputs[i])
             elif kind == 1:
@@ -81,6 +93,11 @@ class Op:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+
+_SAVE_OUT = ((1, -1),)
+_SAVE_X = ((0, 0),)
+_SAVE_XY = ((0, 0), (0, 1))
 
 
 def _plan(name, args, op):
@@ -112,21 +129,66 @@ def def_op(name, forward, args=("x",), vjp=None, jvp=None, saves=(), elementwise
 
 def apply(op, inputs, params):
     """Runs `op` on tensors `inputs` with keyword `params` and records it on active tapes."""
-    x0 = inputs[0]
-    dev = x0._dev
-    if len(inputs) > 1:
-        _check_inputs(op, inputs, dev)
+    if len(inputs) == 1:
+        return apply1(op, inputs[0], params)
+    if len(inputs) == 2:
+        return apply2(op, inputs[0], inputs[1], params)
+    dev = inputs[0]._dev
+    _check_inputs(op, inputs, dev)
     forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
     try:
         out = forward(dev.xp, *[t._data for t in inputs], **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
-        raise InvalidArgumentError(f"{op.name}: {e} (inputs: {describe(inputs)}"
-                                   f"{', params: ' + repr(params) if params else ''})") from None
+        raise _error(op, inputs, params, e) from None
+    return _output(op, inputs, out, dev, params)
+
+
+def apply1(op, x, params):
+    """`apply` for one input (the hot path of elementwise code)."""
+    dev = x._dev
+    forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
+    try:
+        out = forward(dev.xp, x._data, **params)
+    except (ValueError, TypeError, IndexError, ArithmeticError) as e:
+        raise _error(op, (x,), params, e) from None
+    y = Tensor(out, dev)
+    if _active and op.vjp is not None and out.dtype.kind in "fc":
+        for rec in _active:
+            rec.record(op, (x,), y, params)
+    return y
+
+
+def apply2(op, x, y, params):
+    """`apply` for two inputs."""
+    dev = x._dev
+    xd = x._data
+    yd = y._data
+    if y._dev is not dev or (op.same_dtype and yd.dtype is not xd.dtype and
+                             yd.dtype != xd.dtype):
+        _check_inputs(op, (x, y), dev)
+    forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
+    try:
+        out = forward(dev.xp, xd, yd, **params)
+    except (ValueError, TypeError, IndexError, ArithmeticError) as e:
+        raise _error(op, (x, y), params, e) from None
+    z = Tensor(out, dev)
+    if _active and op.vjp is not None and out.dtype.kind in "fc":
+        for rec in _active:
+            rec.record(op, (x, y), z, params)
+    return z
+
+
+def _output(op, inputs, out, dev, params):
     y = Tensor(out, dev)
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
             rec.record(op, inputs, y, params)
     return y
+
+
+def _error(op, inputs, params, e):
+    return InvalidArgumentError(f"{op.name}: {e} (inputs: {describe(inputs)}"
+                                f"{', params: ' + repr(params) if params else ''})")
 
 
 def _check_inputs(op, inputs, dev):

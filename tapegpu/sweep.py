@@ -3,47 +3,73 @@
 Every cotangent in one sweep carries the same leading `batch_shape` (empty for `gradient`, one
 axis for `jacobian`). Rules may return cotangents in the op's broadcast shape; `sum_to` reduces
 them to `batch_shape + input.shape` here, the one place where un-broadcasting happens.
+
+Two modes. When a tape is recording while the sweep runs (higher-order gradients), rules run on
+tensors, so the sweep's own ops are recorded. Otherwise nothing needs the VJP's graph and the
+sweep runs on the backend's arrays: an op's `fused_vjp` (one array-level call) when it has one,
+else its tensor rule on wrapped arrays. Both modes give identical results.
 """
 from . import ops
+from .tensor import Tensor, _active
+
+FUSED = True  # tests switch the array mode off to compare both
+
+
+def reachable(entries, sources):
+    """The entries that depend on a source, in recording order, and the ids they reach."""
+    reach = set(sources)
+    isdisjoint = reach.isdisjoint
+    add = reach.add
+    forward = []
+    append = forward.append
+    for e in entries:
+        if not isdisjoint(e.in_uids):
+            add(e.out_uid)
+            append(e)
+    return forward, reach
 
 
 def prune(entries, sources, seeds):
-    """The entries on a path from a source to a seeded tensor, in reverse recording order, and
-    the set of tensor ids that depend on a source (only they need cotangents)."""
-    reach = set(sources)
-    forward = []
-    for e in entries:
-        for u in e.in_uids:
-            if u in reach:
-                reach.add(e.out_uid)
-                forward.append(e)
-                break
+    """The entries on a path from a source to a seeded tensor, in reverse recording order."""
+    forward, reach = reachable(entries, sources)
     needed = set(seeds)
     plan = []
     for e in reversed(forward):
         if e.out_uid in needed:
             plan.append(e)
-            for u in e.in_uids:
-                if u in reach:
-                    needed.add(u)
+            needed.update(u for u in e.in_uids if u in reach)
     return plan, reach
 
 
 def backward(entries, seeds, sources, batch_ndim=0, release=False):
     """Cotangents of `sources` (a list of tensor ids) given `seeds` [(tensor id, cotangent)].
 
-    Returns {source id: cotangent or None}. With `release`, each entry's saved values are
-    dropped right after its rule ran (non-persistent tapes), and each cotangent is dropped after
-    its last use.
+    Visits only entries on a path from a source to a seed: those that depend on a source
+    (`reachable`) and whose output has a cotangent when the reverse walk gets to them.
+    Returns {source id: Tensor or None}. With `release`, each entry's saved values are dropped
+    right after its rule ran (non-persistent tapes); a cotangent is dropped as soon as its
+    producer's rule has consumed it.
     """
-    plan, reach = prune(entries, sources, [u for u, _ in seeds])
+    if not seeds:
+        return {u: None for u in sources}
+    dev = seeds[0][1]._dev
+    if FUSED and not _active:
+        grads = _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev)
+        return {u: (None if a is None else Tensor(a, dev)) for u, a in grads.items()}
+    return _sweep_tensors(entries, seeds, sources, batch_ndim, release)
+
+
+def _sweep_tensors(entries, seeds, sources, batch_ndim, release):
+    forward, reach = reachable(entries, sources)
     keep = set(sources)
+    add = ops.add
     grads = {}
     for u, g in seeds:
         prev = grads.get(u)
-        grads[u] = g if prev is None else ops.add(prev, g)
-    for e in plan:
-        g = grads.get(e.out_uid) if e.out_uid in keep else grads.pop(e.out_uid, None)
+        grads[u] = g if prev is None else add(prev, g)
+    for e in reversed(forward):
+        out = e.out_uid
+        g = grads.pop(out, None) if out not in keep else grads.get(out)
         if g is None:
             continue
         cts = vjp(e, g, reach, batch_ndim)
@@ -52,27 +78,81 @@ def backward(entries, seeds, sources, batch_ndim=0, release=False):
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
             if c is None or u not in reach:
                 continue
-            c = sum_to(c, batch_ndim, shape)
+            if batch_ndim or c._data.shape != shape:
+                c = sum_to(c, batch_ndim, shape)
             prev = grads.get(u)
-            grads[u] = c if prev is None else ops.add(prev, c)
+            grads[u] = c if prev is None else add(prev, c)
     return {u: grads.get(u) for u in sources}
 
 
+def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev):
+    """The same walk on raw arrays: no tensors, no dispatch, fused VJPs where ops have them."""
+    forward, reach = reachable(entries, sources)
+    keep = set(sources)
+    xp = dev.xp
+    grads = {}
+    for u, g in seeds:
+        prev = grads.get(u)
+        grads[u] = g._data if prev is None else prev + g._data
+    for e in reversed(forward):
+        out = e.out_uid
+        g = grads.pop(out, None) if out not in keep else grads.get(out)
+        if g is None:
+            continue
+        op = e.op
+        fused = op.fused_vjp
+        if fused is not None and (op.batched or not batch_ndim):
+            cts = _fused(e, fused, xp, g, reach)
+        else:
+            cts = [None if c is None else c._data
+                   for c in vjp(e, Tensor(g, dev), reach, batch_ndim)]
+        if release:
+            e.saved = None
+        for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
+            if c is None or u not in reach:
+                continue
+            if batch_ndim or c.shape != shape:
+                c = sum_to_array(xp, c, batch_ndim, shape)
+            prev = grads.get(u)
+            grads[u] = c if prev is None else prev + c
+    return {u: grads.get(u) for u in sources}
+
+
+def _fused(e, rule, xp, g, reach):
+    saved = e.saved
+    if saved is None:
+        raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
+                           "non-persistent tape can compute only one set of gradients")
+    arrays = [s._data if type(s) is Tensor else s for s in saved]
+    params = e.params
+    if type(rule) is tuple:
+        return [r(xp, g, *arrays, **params) if (r is not None and u in reach) else None
+                for r, u in zip(rule, e.in_uids)]
+    if len(e.in_uids) == 1 and not e.op.variadic:
+        return (rule(xp, g, *arrays, **params),)
+    return rule(xp, g, *arrays, **params)
+
+
 def vjp(e, g, reach, batch_ndim):
-    """The input cotangents of one entry (None where an input needs none)."""
+    """The input cotangents of one entry as tensors (None where an input needs none)."""
     op = e.op
     if batch_ndim and not op.batched:
         return _vjp_unbatched(e, g, reach, batch_ndim)
     rule = op.vjp
-    if e.saved is None:
+    saved = e.saved
+    if saved is None:
         raise RuntimeError(f"{op.name}: its saved values were already released; a non-persistent "
                            "tape can compute only one set of gradients")
+    params = e.params
     if type(rule) is tuple:
-        return [r(g, *e.saved, **e.params) if (r is not None and u in reach) else None
+        if params:
+            return [r(g, *saved, **params) if (r is not None and u in reach) else None
+                    for r, u in zip(rule, e.in_uids)]
+        return [r(g, *saved) if (r is not None and u in reach) else None
                 for r, u in zip(rule, e.in_uids)]
     if len(e.in_uids) == 1 and not op.variadic:
-        return (rule(g, *e.saved, **e.params),)
-    return rule(g, *e.saved, **e.params)
+        return (rule(g, *saved, **params) if params else rule(g, *saved),)
+    return rule(g, *saved, **params)
 
 
 def _vjp_unbatched(e, g, reach, batch_ndim):
@@ -91,22 +171,46 @@ def _vjp_unbatched(e, g, reach, batch_ndim):
     return out
 
 
+def _reduction_axes(cs, batch_ndim, shape):
+    """Axes of a cotangent of shape `cs` to sum so that it becomes `batch + shape`."""
+    lead = len(cs) - batch_ndim - len(shape)
+    axes = list(range(batch_ndim, batch_ndim + lead))
+    for i, s in enumerate(shape):
+        if s == 1 and cs[batch_ndim + lead + i] != 1:
+            axes.append(batch_ndim + lead + i)
+    return lead, tuple(axes)
+
+
 def sum_to(c, batch_ndim, shape):
     """Sums a cotangent of shape `batch + broadcast(shape)` down to `batch + shape`."""
     cs = c.shape
     target = cs[:batch_ndim] + tuple(shape)
     if cs == target:
         return c
-    lead = len(cs) - len(target)
+    lead, axes = _reduction_axes(cs, batch_ndim, shape)
     if lead >= 0:
-        axes = list(range(batch_ndim, batch_ndim + lead))
-        for i, s in enumerate(shape):
-            if s == 1 and cs[batch_ndim + lead + i] != 1:
-                axes.append(batch_ndim + lead + i)
         if axes:
-            c = ops.reduce_sum(c, axis=tuple(axes), keepdims=True)
+            c = ops.reduce_sum(c, axis=axes, keepdims=True)
         if lead:
             c = ops.reshape(c, c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
     if c.shape != target:
         c = ops.broadcast_to(c, target)
+    return c
+
+
+def sum_to_array(xp, c, batch_ndim, shape):
+    """`sum_to` on a raw array."""
+    cs = c.shape
+    target = cs[:batch_ndim] + tuple(shape)
+    if cs == target:
+        return c
+    lead, axes = _reduction_axes(cs, batch_ndim, shape)
+    if lead >= 0 and axes:
+        c = c.sum(axis=axes, keepdims=True)
+        if lead:
+            c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
+    elif lead > 0:
+        c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
+    if c.shape != target:
+        c = xp.broadcast_to(c, target)
     return c

@@ -22,16 +22,15 @@ class UnconnectedGradients(enum.Enum):
 class Entry:
     """One recorded op: the op, its input and output ids, declared residuals, params, and the
     input shapes (for un-broadcasting) — nothing else."""
-    __slots__ = ("op", "in_uids", "out_uid", "saved", "params", "in_shapes", "out_shape")
+    __slots__ = ("op", "in_uids", "out_uid", "saved", "params", "in_shapes")
 
-    def __init__(self, op, in_uids, out_uid, saved, params, in_shapes, out_shape):
+    def __init__(self, op, in_uids, out_uid, saved, params, in_shapes):
         self.op = op
         self.in_uids = in_uids
         self.out_uid = out_uid
         self.saved = saved
         self.params = params
         self.in_shapes = in_shapes
-        self.out_shape = out_shape
 
 
 class GradientTape:
@@ -143,12 +142,29 @@ class GradientTape:
     # -- recording (called by registry.apply and Variable._read) ------------------------------
     def record(self, op, inputs, out, params):
         tracked = self._tracked
-        in_uids = tuple(t._uid if t._uid in tracked else None for t in inputs)
-        if in_uids.count(None) == len(in_uids):
-            return
+        if len(inputs) == 1:
+            x = inputs[0]
+            if x._uid not in tracked:
+                return
+            in_uids = (x._uid,)
+            shapes = (x._data.shape,)
+        elif len(inputs) == 2:
+            x, y = inputs
+            ux = x._uid if x._uid in tracked else None
+            uy = y._uid if y._uid in tracked else None
+            if ux is None and uy is None:
+                return
+            in_uids = (ux, uy)
+            shapes = (x._data.shape, y._data.shape)
+        else:
+            in_uids = tuple([t._uid if t._uid in tracked else None for t in inputs])
+            if in_uids.count(None) == len(in_uids):
+                return
+            shapes = tuple([t._data.shape for t in inputs])
         tracked.add(out._uid)
-        self._entries.append(Entry(op, in_uids, out._uid, op.saved_values(inputs, out), params,
-                                   tuple(t._data.shape for t in inputs), out._data.shape))
+        self._entries.append(Entry(op, in_uids, out._uid,
+                                   op.saved_values(inputs, out) if op.save_plan else (),
+                                   params, shapes))
 
     def record_variable_read(self, var, out):
         uid = var._uid
@@ -161,7 +177,7 @@ class GradientTape:
             out = Tensor(var._value._data, var._value._dev)
         self._tracked.add(out._uid)
         self._entries.append(Entry(REGISTRY["identity"], (uid,), out._uid, (), {},
-                                   (var.shape,), var.shape))
+                                   (var.shape,)))
         return out
 
     # -- differentiation ----------------------------------------------------------------------

@@ -374,16 +374,27 @@ def constant(value, dtype=None, shape=None, name=None):
     return t
 
 
+_scalars = {}  # (value, type, dtype, device) -> Tensor: immutable, so safely shared
+
+
 def scalar_like(value, like):
     """A Python scalar as a tensor with the dtype and device of `like` (no silent promotion)."""
     npd = like._data.dtype
+    key = (value, type(value), npd, like._dev)
+    t = _scalars.get(key)
+    if t is not None:
+        return t
     if npd.kind in "iu":
         if isinstance(value, float) and not float(value).is_integer():
             raise TypeError(f"cannot use the float {value!r} with a tensor of dtype {npd.name}; "
                             "cast the tensor to a floating dtype first")
     elif npd.kind == "b" and not isinstance(value, bool):
         raise TypeError(f"cannot use {value!r} with a tensor of dtype bool")
-    return Tensor(like._dev.xp.asarray(value, dtype=npd), like._dev)
+    t = Tensor(like._dev.xp.asarray(value, dtype=npd), like._dev)
+    if len(_scalars) > 4096:
+        _scalars.clear()
+    _scalars[key] = t
+    return t
 
 
 def as_tensor_pair(x, y):

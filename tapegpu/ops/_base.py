@@ -1,6 +1,6 @@
 """Helpers the op families share: input conversion and axis normalisation."""
-from ..registry import InvalidArgumentError, apply
-from ..tensor import Tensor, as_tensor_pair, convert_to_tensor
+from ..registry import InvalidArgumentError, apply, apply1, apply2
+from ..tensor import Tensor, as_tensor_pair, convert_to_tensor, scalar_like
 
 EMPTY = {}  # shared params of ops without params; never mutated
 
@@ -19,12 +19,19 @@ def floating(x, op):
 
 
 def call1(op, x, params=EMPTY):
-    return apply(op, (x,), params)
+    return apply1(op, x, params)
 
 
 def call2(op, x, y, params=EMPTY):
+    """A binary op on tensors or Python scalars (which adopt the other operand's dtype)."""
+    if type(x) is Tensor:
+        ty = type(y)
+        if ty is Tensor:
+            return apply2(op, x, y, params)
+        if ty is float or ty is int:
+            return apply2(op, x, scalar_like(y, x), params)
     x, y = as_tensor_pair(x, y)
-    return apply(op, (x, y), params)
+    return apply2(op, x, y, params)
 
 
 def norm_axes(axis, ndim, op):

@@ -5,7 +5,7 @@ shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 """
 from ..registry import InvalidArgumentError, def_op
 from ..tensor import Tensor, as_tensor_pair, scalar_like
-from ._base import EMPTY, apply, call2, tensor
+from ._base import EMPTY, apply, apply2, call2, tensor
 from . import unary as _u  # rules call unary functions (resolved at call time)
 
 
@@ -14,6 +14,12 @@ def _binary(name, forward, vjp=None, saves=(), doc="", linear=False):
                 linear=linear)
 
     def fn(x, y, name=None):
+        if type(x) is Tensor:  # the hot path, inlined
+            ty = type(y)
+            if ty is Tensor:
+                return apply2(op, x, y, EMPTY)
+            if ty is float or ty is int:
+                return apply2(op, x, scalar_like(y, x), EMPTY)
         return call2(op, x, y)
 
     fn.__name__ = fn.__qualname__ = name
@@ -119,6 +125,12 @@ def _predicate(name, forward, doc):
     op = def_op(name, forward, args=("x", "y"))
 
     def fn(x, y, name=None):
+        if type(x) is Tensor:  # the hot path, inlined
+            ty = type(y)
+            if ty is Tensor:
+                return apply2(op, x, y, EMPTY)
+            if ty is float or ty is int:
+                return apply2(op, x, scalar_like(y, x), EMPTY)
         return call2(op, x, y)
 
     fn.__name__ = fn.__qualname__ = name

@@ -6,7 +6,8 @@ Each rule states its derivative; all are `elementwise`, so their JVPs are derive
 import math
 
 from ..registry import def_op
-from ._base import EMPTY, apply, floating, tensor
+from ..tensor import Tensor
+from ._base import EMPTY, apply, apply1, floating, tensor
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -18,10 +19,12 @@ def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True):
     """The public function of a one-input elementwise op."""
     if floats_only:
         def fn(x, name=None):
-            return apply(op, (floating(x, op.name),), EMPTY)
+            if type(x) is not Tensor or x._data.dtype.kind not in "fc":
+                x = floating(x, op.name)
+            return apply1(op, x, EMPTY)
     else:
         def fn(x, name=None):
-            return apply(op, (tensor(x),), EMPTY)
+            return apply1(op, x if type(x) is Tensor else tensor(x), EMPTY)
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"""{doc}
 

@@ -1,0 +1,206 @@
+"""Issue-2 figures: eager per-op overhead, Jacobian of an MLP, an MLP training step.
+
+    python -m benchmarks.core          (one thread, pinned; prints ratios; --json FILE)
+
+Each figure is a ratio to a baseline timed in the same run, interleaved round by round.
+"""
+from benchmarks.timing import pin_one_thread
+
+pin_one_thread()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import tapegpu as tg  # noqa: E402
+from benchmarks.timing import compare, table  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+    torch.set_num_threads(1)
+except ImportError:  # torch is optional: pip install torch==2.13.0
+    torch = None
+
+
+# -- W1: eager per-op overhead ------------------------------------------------------------------
+
+def overhead_cases(n_steps=100):
+    x0 = np.random.default_rng(0).standard_normal(16).astype(np.float32)
+    a = np.float32(1.01)
+    b = np.float32(0.1)
+
+    def numpy_by_hand():
+        # forward, keeping cos(y) for the backward, then the hand-written backward
+        y = x0
+        saved = []
+        for _ in range(n_steps):
+            saved.append(np.cos(y))
+            y = np.sin(y) * a + b
+        y.sum()
+        g = np.ones_like(y)
+        for c in reversed(saved):
+            g = g * a * c
+        return g
+
+    xt = tg.constant(x0)
+
+    def tapegpu_tape():
+        with tg.GradientTape() as tape:
+            tape.watch(xt)
+            y = xt
+            for _ in range(n_steps):
+                y = tg.sin(y) * 1.01 + 0.1
+            s = tg.reduce_sum(y)
+        return tape.gradient(s, xt)
+
+    cases = {"numpy by hand": numpy_by_hand, "tapegpu": tapegpu_tape}
+    if torch is not None:
+        xq = torch.tensor(x0, requires_grad=True)
+
+        def torch_autograd():
+            y = xq
+            for _ in range(n_steps):
+                y = torch.sin(y) * 1.01 + 0.1
+            return torch.autograd.grad(y.sum(), xq)[0]
+        cases["pytorch autograd"] = torch_autograd
+    np.testing.assert_allclose(tapegpu_tape().numpy(), numpy_by_hand(), rtol=1e-5)
+    return cases
+
+
+# -- W3: Jacobian of a 256-512-512-64 tanh MLP w.r.t. its input --------------------------------
+
+def jacobian_cases():
+    rng = np.random.default_rng(1)
+    sizes = [256, 512, 512, 64]
+    ws = [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32)
+          for i, o in zip(sizes[:-1], sizes[1:])]
+    bs = [np.zeros(o, np.float32) for o in sizes[1:]]
+    x0 = rng.standard_normal((1, 256)).astype(np.float32)
+    tw = [tg.constant(w) for w in ws]
+    tb = [tg.constant(b) for b in bs]
+    xt = tg.constant(x0)
+
+    def mlp(x):
+        for w, b in zip(tw, tb):
+            x = tg.tanh(tg.matmul(x, w) + b)
+        return x
+
+    def tapegpu_jacobian(pfor=True):
+        with tg.GradientTape() as tape:
+            tape.watch(xt)
+            y = mlp(xt)
+        return tape.jacobian(y, xt, experimental_use_pfor=pfor)
+
+    cases = {"tapegpu jacobian": tapegpu_jacobian,
+             "tapegpu loop (pfor=False)": lambda: tapegpu_jacobian(False)}
+    if torch is not None:
+        qw = [torch.tensor(w) for w in ws]
+        qb = [torch.tensor(b) for b in bs]
+
+        def f(x):
+            for w, b in zip(qw, qb):
+                x = torch.tanh(x @ w + b)
+            return x
+        xq = torch.tensor(x0)
+        jacrev = torch.func.jacrev(f)
+        cases["pytorch jacrev"] = lambda: jacrev(xq)
+        np.testing.assert_allclose(tapegpu_jacobian().numpy(), jacrev(xq).numpy(), rtol=1e-4,
+                                   atol=1e-6)
+    np.testing.assert_allclose(tapegpu_jacobian().numpy(), tapegpu_jacobian(False).numpy(),
+                               rtol=1e-6, atol=1e-7)
+    return cases
+
+
+# -- W2: one training step of a 784-1024-1024-10 ReLU MLP ----------------------------------------
+
+def training_cases(batch=256):
+    rng = np.random.default_rng(2)
+    sizes = [784, 1024, 1024, 10]
+    ws = [(rng.standard_normal((i, o)) * np.sqrt(2 / i)).astype(np.float32)
+          for i, o in zip(sizes[:-1], sizes[1:])]
+    bs = [np.zeros(o, np.float32) for o in sizes[1:]]
+    x = rng.standard_normal((batch, 784)).astype(np.float32)
+    labels = rng.integers(0, 10, batch).astype(np.int32)
+    h1 = np.maximum(x @ ws[0], 0)
+    h2 = np.maximum(h1 @ ws[1], 0)
+    g3 = np.ones((batch, 10), np.float32)
+
+    def floor_8_matmuls():
+        # the matmuls of forward (3) and backward (2 + 2 + 1): the floor any framework pays
+        a1 = x @ ws[0]
+        a2 = h1 @ ws[1]
+        a3 = h2 @ ws[2]
+        dw3 = h2.T @ g3
+        d2 = g3 @ ws[2].T
+        dw2 = h1.T @ d2
+        d1 = d2 @ ws[1].T
+        dw1 = x.T @ d1
+        return a1, a2, a3, dw1, dw2, dw3
+
+    vw = [tg.Variable(w) for w in ws]
+    vb = [tg.Variable(b) for b in bs]
+    xt = tg.constant(x)
+    yt = tg.constant(labels)
+
+    def tapegpu_step():
+        with tg.GradientTape() as tape:
+            h = xt
+            for i, (w, b) in enumerate(zip(vw, vb)):
+                h = tg.matmul(h, w) + b
+                if i < 2:
+                    h = tg.nn.relu(h)
+            loss = tg.reduce_mean(tg.nn.sparse_softmax_cross_entropy_with_logits(yt, h))
+        return tape.gradient(loss, vw + vb)
+
+    cases = {"numpy 8 matmuls (floor)": floor_8_matmuls, "tapegpu step": tapegpu_step}
+    if torch is not None:
+        qw = [torch.tensor(w, requires_grad=True) for w in ws]
+        qb = [torch.tensor(b, requires_grad=True) for b in bs]
+        qx = torch.tensor(x)
+        qy = torch.tensor(labels.astype(np.int64))
+
+        def torch_step():
+            h = qx
+            for i, (w, b) in enumerate(zip(qw, qb)):
+                h = h @ w + b
+                if i < 2:
+                    h = torch.relu(h)
+            loss = torch.nn.functional.cross_entropy(h, qy)
+            return torch.autograd.grad(loss, qw + qb)
+        cases["pytorch step"] = torch_step
+        got = [g.numpy() for g in tapegpu_step()]
+        want = [g.numpy() for g in torch_step()]
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-5)
+    return cases
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--repeats", type=int, default=9)
+    args = p.parse_args(argv)
+    results = {}
+    print(f"tapegpu {tg.__version__}, numpy {np.__version__}"
+          f"{', torch ' + torch.__version__ if torch is not None else ''}; one thread")
+    r = compare(overhead_cases(), "numpy by hand", repeats=args.repeats)
+    print(table("W1 eager overhead: 100 x (sin, *, +) on (16,), forward + backward", r,
+                "numpy by hand"))
+    results["overhead"] = r
+    r = compare(jacobian_cases(), "tapegpu jacobian", repeats=args.repeats)
+    print(table("W3 jacobian of a 256-512-512-64 tanh MLP w.r.t. its (1, 256) input", r,
+                "tapegpu jacobian"))
+    results["jacobian"] = r
+    r = compare(training_cases(), "numpy 8 matmuls (floor)", repeats=args.repeats)
+    print(table("W2 training step 784-1024-1024-10 ReLU, batch 256, softmax cross-entropy", r,
+                "numpy 8 matmuls (floor)"))
+    results["training"] = r
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()
