@@ -33,7 +33,7 @@ RUNTIME = HERE / "runtime.cpp"
 
 CXX = os.environ.get("CXX", "g++")
 BASE_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-gnu-unique",
-              "-fno-strict-aliasing", "-g1"]
+              "-fno-strict-aliasing", "-fstack-clash-protection", "-g1"]
 
 
 class EmuCompileError(RuntimeError):

@@ -180,6 +180,61 @@ static void ensure_stacks(size_t n) {
   for (size_t i = 0; i < n; ++i) mprotect(S.stacks + i * S.slot_size, page, PROT_NONE);
 }
 
+// A thread that overflows its stack touches a guard page: say so and abort,
+// rather than die with a bare SIGSEGV. The handler runs on an alternate stack
+// and hands every other fault to the handler that was installed before it.
+static struct sigaction previous_segv;
+
+static void on_segv(int sig, siginfo_t *info, void *context) {
+  unsigned char *a = (unsigned char *)info->si_addr;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (S.stacks && a >= S.stacks && a < S.stacks + S.stack_count * S.slot_size &&
+      (size_t)(a - S.stacks) % S.slot_size < page) {
+    char msg[256];
+    const emu_view &v = emu_current;
+    int n = snprintf(msg, sizeof msg,
+                     "tapegpu emu: stack overflow in block (%u,%u,%u) thread (%u,%u,%u): an emulated "
+                     "thread has %d KiB of stack; use fewer or smaller local arrays\n",
+                     v.block_idx.x, v.block_idx.y, v.block_idx.z, v.thread_idx.x, v.thread_idx.y,
+                     v.thread_idx.z, EMU_STACK_SIZE / 1024);
+    if (write(2, msg, n) < 0) {}
+    abort();
+  }
+  if (previous_segv.sa_flags & SA_SIGINFO) {
+    previous_segv.sa_sigaction(sig, info, context);
+  } else if (previous_segv.sa_handler != SIG_IGN && previous_segv.sa_handler != SIG_DFL) {
+    previous_segv.sa_handler(sig);
+  } else {
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
+  }
+}
+
+static void install_overflow_handler() {
+  static thread_local bool have_altstack = false;
+  if (!have_altstack) {
+    stack_t current;
+    if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+      stack_t alt;
+      alt.ss_size = 64 * 1024;
+      alt.ss_sp = malloc(alt.ss_size);  // kept for the life of the thread
+      alt.ss_flags = 0;
+      sigaltstack(&alt, nullptr);
+    }
+    have_altstack = true;
+  }
+  static bool installed = false;
+  if (!installed) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &previous_segv);
+    installed = true;
+  }
+}
+
 static unsigned char *stack_bottom(int t) {
   return S.stacks + (size_t)t * S.slot_size + (S.slot_size - EMU_STACK_SIZE);
 }
@@ -534,6 +589,9 @@ extern "C" EMU_HIDDEN int emu_run(const long long *config, void **args, emu_body
   S.nthreads = (int)(block.x * block.y * block.z);
   S.fibers.assign(S.nthreads, Fiber());
   ensure_stacks(S.nthreads);
+#ifndef EMU_ASAN
+  install_overflow_handler();  // ASan reports stack overflows itself
+#endif
   make_order();
   emu_current.grid_dim = grid;
   emu_current.block_dim = block;

@@ -534,3 +534,21 @@ def test_concurrent_builds_of_one_library(tmp_path):
         assert p.wait(timeout=60) == 0, p.stderr.read().decode()
     assert len([p for p in tmp_path.iterdir() if p.suffix == ".so"]) == 1
     assert not [p for p in tmp_path.iterdir() if p.suffix != ".so"]
+
+
+def test_stack_overflow_is_reported(tmp_path):
+    """A thread that outgrows its 64 KiB fiber stack hits a guard page; the
+    process then stops with a message instead of a bare SIGSEGV."""
+    script = (
+        "import numpy as np\n"
+        "from tapegpu.emu import RawModule\n"
+        "m = RawModule(code='''extern \"C\" __global__ void big(float *y) {\n"
+        "  volatile float local[64 * 1024];\n"
+        "  for (int i = 0; i < 64 * 1024; ++i) local[i] = (float)i;\n"
+        "  y[threadIdx.x] = local[threadIdx.x];\n"
+        "}''')\n"
+        "m.get_function('big')(1, 2, (np.zeros(2, np.float32),))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "stack overflow in block (0,0,0) thread (0,0,0)" in r.stderr or "stack-overflow" in r.stderr
