@@ -307,7 +307,7 @@ def _as_output(r, dtype, dev, label, k):
              (a.dtype.kind in "iub" and want.kind in "iub")
         if not ok:
             raise TypeError(f"numpy_function {label!r}: output {k} has dtype {a.dtype.name} but "
-                            f"Tout says {want.name}; return a {want.name} array")
+                            f"Tout says {want.name}; return an array of dtype {want.name}")
         a = a.astype(want)
     else:
         a = a.copy()
