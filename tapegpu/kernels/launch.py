@@ -25,8 +25,20 @@ import os
 
 import numpy as np
 
-KERNEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                          "cuda_kernels")
+
+
+def _kernel_dir():
+    """$TAPEGPU_KERNEL_DIR, else cuda_kernels/ of the source tree, else of the package."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    candidates = [os.environ.get("TAPEGPU_KERNEL_DIR"), os.path.join(os.path.dirname(package), "cuda_kernels"),
+                  os.path.join(package, "cuda_kernels")]
+    for d in candidates:
+        if d and os.path.isdir(d):
+            return d
+    return candidates[1]
+
+
+KERNEL_DIR = _kernel_dir()
 
 ACTIVATIONS = ("relu", "elu", "gelu", "sigmoid", "tanh", "softplus")
 # The codes bias_act_fwd understands (see activations.cu: apply_act).
