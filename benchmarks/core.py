@@ -92,8 +92,21 @@ def jacobian_cases():
             y = mlp(xt)
         return tape.jacobian(y, xt, experimental_use_pfor=pfor)
 
+    def numpy_by_hand():
+        # forward keeping activations, then J = I D3 W3^T D2 W2^T D1 W1^T, left to right
+        hs = []
+        h = x0
+        for w, b in zip(ws, bs):
+            h = np.tanh(h @ w + b)
+            hs.append(h)
+        g = np.eye(64, dtype=np.float32)
+        for w, h in zip(reversed(ws), reversed(hs)):
+            g = (g * (1 - h * h)) @ w.T
+        return g
+
     cases = {"tapegpu jacobian": tapegpu_jacobian,
-             "tapegpu loop (pfor=False)": lambda: tapegpu_jacobian(False)}
+             "tapegpu loop (pfor=False)": lambda: tapegpu_jacobian(False),
+             "numpy by hand": numpy_by_hand}
     if torch is not None:
         qw = [torch.tensor(w) for w in ws]
         qb = [torch.tensor(b) for b in bs]
@@ -109,6 +122,8 @@ def jacobian_cases():
                                    atol=1e-6)
     np.testing.assert_allclose(tapegpu_jacobian().numpy(), tapegpu_jacobian(False).numpy(),
                                rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(tapegpu_jacobian().numpy().reshape(64, 256), numpy_by_hand(),
+                               rtol=1e-5, atol=1e-6)
     return cases
 
 

@@ -13,13 +13,18 @@ from .tensor import Tensor, Variable
 MEMORY_BUDGET = 256 * 2**20  # bytes of cotangents one chunk may hold at its widest
 
 
-def _chunk(tape, n, parallel_iterations):
+def _chunk(tape, n, parallel_iterations, sources, itemsize):
+    """Rows per sweep: `parallel_iterations`, or as many as keep the widest cotangent row
+    (over the tensors that depend on a source) times a few live ones within MEMORY_BUDGET."""
     if parallel_iterations:
         return max(1, min(n, int(parallel_iterations)))
+    forward, reach = sweep.reachable(tape._entries, sources)
     widest = 1
-    for e in tape._entries:
-        widest = max(widest, *(int(np.prod(s)) for s in e.in_shapes))
-    return max(1, min(n, MEMORY_BUDGET // (8 * 4 * widest)))
+    for e in forward:
+        for u, s in zip(e.in_uids, e.in_shapes):
+            if u in reach:
+                widest = max(widest, int(np.prod(s)))
+    return max(1, min(n, MEMORY_BUDGET // (4 * itemsize * widest)))
 
 
 def _sources(sources):
@@ -49,7 +54,7 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
     chunks = {u: [] for u in uids}
     if y._data.dtype.kind in "fc" and n:
         if use_pfor:
-            k = _chunk(tape, n, parallel_iterations)
+            k = _chunk(tape, n, parallel_iterations, uids, y._data.itemsize)
             for start in range(0, n, k):
                 kk = min(k, n - start)
                 last = start + kk >= n
@@ -95,7 +100,7 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_p
     parts = []
     if y._data.dtype.kind in "fc" and x._data.dtype.kind in "fc" and m and b:
         xp = y._dev.xp
-        step = _chunk(tape, m, parallel_iterations) if use_pfor else 1
+        step = _chunk(tape, m, parallel_iterations, [uid], y._data.itemsize) if use_pfor else 1
         for start in range(0, m, step):
             k = min(step, m - start)
             # seed[j, i] = e_{start+j} for every row i: rows are independent, so one basis
