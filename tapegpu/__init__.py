@@ -113,6 +113,14 @@ def _config():
 config = _config()
 
 # -- forward mode (autodiff namespace): tapegpu/forward.py --------------------------------------
+from . import forward as _forward, forward_jacobian as _forward_jacobian  # noqa: E402
+autodiff.ForwardAccumulator = _forward.ForwardAccumulator
+autodiff.GradientTape = GradientTape
+autodiff.jvp = _forward.jvp
+autodiff.vjp = _forward.vjp
+autodiff.hvp = _forward.hvp
+autodiff.hessian = _forward_jacobian.hessian
+autodiff.NoJVPError = _forward.NoJVPError
 # -- neural-network pieces, optimizers, black-box ops: see tapegpu/nn, tapegpu/optimizers --------
 from . import models  # noqa: E402
 from .models import initializers, layers, losses  # noqa: E402,F401

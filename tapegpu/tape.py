@@ -278,18 +278,46 @@ class GradientTape:
         return nest.pack_sequence_as(sources, result)
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-                 parallel_iterations=None, experimental_use_pfor=True):
-        """The Jacobian `target.shape + source.shape`, by batched VJPs (see jacobian.py)."""
+                 parallel_iterations=None, experimental_use_pfor=True, mode="auto"):
+        """The Jacobian `target.shape + source.shape` for each source.
+
+        `mode='reverse'`: batched VJPs, one backward sweep per chunk of target elements (see
+        jacobian.py); `mode='forward'`: batched JVPs, one forward sweep over the recorded ops per
+        chunk of source elements (see forward_jacobian.py); `'auto'` (the default) picks forward
+        mode when the sources have fewer elements than the target. `parallel_iterations` bounds
+        the chunk size; `experimental_use_pfor=False` falls back to one reverse sweep per target
+        element (reverse mode only).
+
+        >>> x = tg.constant([1.0, 2.0])
+        >>> with tg.GradientTape() as t:
+        ...     t.watch(x)
+        ...     y = x * x
+        >>> t.jacobian(y, x, mode="forward").numpy()
+        array([[2., 0.],
+               [0., 4.]], dtype=float32)
+        """
+        from . import forward_jacobian as fj
+        unconnected = _unconnected(unconnected_gradients)
+        if (experimental_use_pfor or mode == "forward") and \
+                fj.use_forward(self, target, sources, mode, "jacobian"):
+            return fj.jacobian(self, target, sources, unconnected, parallel_iterations)
         from .jacobian import jacobian
-        return jacobian(self, target, sources, _unconnected(unconnected_gradients),
-                        parallel_iterations, experimental_use_pfor)
+        return jacobian(self, target, sources, unconnected, parallel_iterations,
+                        experimental_use_pfor)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
-                       parallel_iterations=None, experimental_use_pfor=True):
-        """Per-example Jacobians: `(b,) + target.shape[1:] + source.shape[1:]`."""
+                       parallel_iterations=None, experimental_use_pfor=True, mode="auto"):
+        """Per-example Jacobians: `(b,) + target.shape[1:] + source.shape[1:]`; `mode` as in
+        `jacobian` (forward mode when a row of the source is smaller than a row of the
+        target)."""
+        from . import forward_jacobian as fj
+        unconnected = _unconnected(unconnected_gradients)
+        if (experimental_use_pfor or mode == "forward") and \
+                fj.use_forward(self, target, source, mode, "batch_jacobian"):
+            return fj.batch_jacobian(self, target, source, unconnected, parallel_iterations)
         from .jacobian import batch_jacobian
-        return batch_jacobian(self, target, source, _unconnected(unconnected_gradients),
-                              parallel_iterations, experimental_use_pfor)
+        return batch_jacobian(self, target, source, unconnected, parallel_iterations,
+                              experimental_use_pfor)
 
 
 def _unconnected(value):

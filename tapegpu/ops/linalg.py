@@ -46,8 +46,30 @@ def _matmul_vjp_b(g, a, b, ta=False, tb=False):
     return matmul(g, a, transpose_a=True, transpose_b=ta)
 
 
+def _lift(t, x, other):
+    """Tangent t (batch + x.shape) with size-1 axes after its batch axes, so that its batch axes
+    stay in front when it broadcasts against `other`'s leading (matrix-batch) axes."""
+    k = other.ndim - x.ndim
+    if k <= 0:
+        return t
+    nb = t.ndim - x.ndim
+    return reshape(t, t.shape[:nb] + (1,) * k + t.shape[nb:])
+
+
+# d(op(A) op(B)) = op(dA) op(B) + op(A) op(dB)
+def _matmul_jvp(ts, a, b, ta=False, tb=False):
+    da, db = ts
+    out = None
+    if da is not None:
+        out = matmul(_lift(da, a, b), b, transpose_a=ta, transpose_b=tb)
+    if db is not None:
+        term = matmul(a, _lift(db, b, a), transpose_a=ta, transpose_b=tb)
+        out = term if out is None else out + term
+    return out
+
+
 _matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
-                 vjp=(_matmul_vjp_a, _matmul_vjp_b))
+                 vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp)
 
 
 _PARAMS = {(False, False): EMPTY, (True, False): {"ta": True}, (False, True): {"tb": True},
@@ -165,9 +187,26 @@ def _einsum_vjp(g, *operands, terms, out):
     return tuple(grads)
 
 
+def _einsum_jvp(ts, *operands, terms, out):
+    # einsum is multilinear: d einsum(X_1, ..., X_n) = sum_i einsum(X_1, ..., dX_i, ..., X_n),
+    # the tangent's batch axes getting letters of their own
+    used = set("".join(terms) + out)
+    spare = [c for c in string.ascii_letters if c not in used]
+    total = None
+    for i, t in enumerate(ts):
+        if t is None:
+            continue
+        batch = "".join(spare[:t.ndim - len(terms[i])])
+        subs = [batch + s if j == i else s for j, s in enumerate(terms)]
+        args = [t if j == i else x for j, x in enumerate(operands)]
+        term = einsum(",".join(subs) + "->" + batch + out, *args)
+        total = term if total is None else total + term
+    return total
+
+
 _einsum = def_op("einsum", lambda xp, *xs, terms, out:
                  xp.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2),
-                 args=("*",), saves=("*",), vjp=_einsum_vjp, variadic=True)
+                 args=("*",), saves=("*",), vjp=_einsum_vjp, jvp=_einsum_jvp, variadic=True)
 
 
 def einsum(equation, *inputs, name=None):
@@ -189,16 +228,29 @@ def _check_square(x, op):
                                    f"{x.shape}")
 
 
-def _solve_vjp(g, matrix, out, adjoint=False):
+def _solve_vjp(g, matrix, out, rhs_shape, adjoint=False):
     # X = A^-1 B:  dB = A^-T g,  dA = -dB X^T  (transposed when A enters adjoint)
     gb = solve(matrix, g, adjoint=not adjoint)
     ga = -matmul(gb, out, transpose_b=True) if not adjoint else -matmul(out, gb, transpose_b=True)
     return ga, gb
 
 
+def _solve_jvp(ts, matrix, out, rhs_shape, adjoint=False):
+    # X = A^-1 B:  dX = A^-1 (dB - dA X)  (A^T and dA^T when adjoint)
+    da, db = ts
+    rhs = None
+    if db is not None:
+        nb = db.ndim - len(rhs_shape)
+        rhs = reshape(db, db.shape[:nb] + (1,) * (out.ndim - len(rhs_shape)) + db.shape[nb:])
+    if da is not None:
+        dax = matmul(_lift(da, matrix, out), out, transpose_a=adjoint)
+        rhs = -dax if rhs is None else rhs - dax
+    return solve(matrix, rhs, adjoint=adjoint)
+
+
 _solve = def_op("solve", lambda xp, a, b, adjoint=False:
                 xp.linalg.solve(_mT(a) if adjoint else a, b), args=("matrix", "rhs"),
-                saves=("matrix", "out"), vjp=_solve_vjp)
+                saves=("matrix", "out", "rhs.shape"), vjp=_solve_vjp, jvp=_solve_jvp)
 
 
 def solve(matrix, rhs, adjoint=False, name=None):
@@ -221,7 +273,8 @@ solve.op = _solve
 # d(A^-1) = -A^-1 dA A^-1  =>  dA = -A^-T g A^-T
 _inv = def_op("inv", lambda xp, x: xp.linalg.inv(x), saves=("out",),
               vjp=lambda g, out: -matmul(out, matmul(g, out, transpose_b=True),
-                                         transpose_a=True))
+                                         transpose_a=True),
+              jvp=lambda t, out: -matmul(out, matmul(t, out)))
 
 
 def inv(input, adjoint=False, name=None):  # noqa: A002
@@ -246,10 +299,17 @@ def _expand2(s):
 
 # d det(A) = det(A) tr(A^-1 dA)  =>  dA = g det(A) A^-T
 _det = def_op("det", lambda xp, x: xp.linalg.det(x), saves=("x", "out"),
-              vjp=lambda g, x, out: _expand2(g * out) * matrix_transpose(inv(x)))
+              vjp=lambda g, x, out: _expand2(g * out) * matrix_transpose(inv(x)),
+              jvp=lambda t, x, out: out * _trace_inv_times(x, t))
 # d log|det A| = tr(A^-1 dA)  =>  dA = g A^-T
 _logabsdet = def_op("logabsdet", lambda xp, x: xp.linalg.slogdet(x)[1], saves=("x",),
-                    vjp=lambda g, x: _expand2(g) * matrix_transpose(inv(x)))
+                    vjp=lambda g, x: _expand2(g) * matrix_transpose(inv(x)),
+                    jvp=lambda t, x: _trace_inv_times(x, t))
+
+
+def _trace_inv_times(x, t):
+    # tr(A^-1 dA) = sum_ij (A^-T)_ij dA_ij
+    return reduce_sum(matrix_transpose(inv(x)) * t, axis=(-2, -1))
 
 
 def det(input, name=None):  # noqa: A002
@@ -305,7 +365,18 @@ def _cholesky_forward(xp, x):
         raise ValueError(f"the matrix is not positive definite ({e})") from None
 
 
-_cholesky = def_op("cholesky", _cholesky_forward, saves=("out",), vjp=_cholesky_vjp)
+def _cholesky_jvp(t, L):
+    # A = L L^T:  dL = L Phi(L^-1 dA L^-T), Phi as above; dA is symmetrised first, as the VJP
+    # treats the input as symmetric (its result is symmetric)
+    n = L.shape[-1]
+    phi = _const_like(L, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
+    Linv = inv(L)
+    sym = (t + matrix_transpose(t)) * 0.5
+    return matmul(L, matmul(Linv, matmul(sym, Linv, transpose_b=True)) * phi)
+
+
+_cholesky = def_op("cholesky", _cholesky_forward, saves=("out",), vjp=_cholesky_vjp,
+                   jvp=_cholesky_jvp)
 
 
 def cholesky(input, name=None):  # noqa: A002

@@ -18,14 +18,20 @@ def _log_softmax_forward(xp, x, axis=-1):
     return z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
 
 
-# softmax' g = y (g - <g, y>): the Jacobian diag(y) - y y^T is symmetric
-_softmax = def_op("softmax", _softmax_forward, saves=("out",),
-                  vjp=lambda g, out, axis=-1:
-                  out * (g - reduce_sum(g * out, axis=axis, keepdims=True)))
-# log_softmax' g = g - softmax * sum(g)
+def _softmax_vjp(g, out, axis=-1):
+    return out * (g - reduce_sum(g * out, axis=axis, keepdims=True))
+
+
+# softmax' g = y (g - <g, y>): the Jacobian diag(y) - y y^T is symmetric, so the JVP is the
+# same map
+_softmax = def_op("softmax", _softmax_forward, saves=("out",), vjp=_softmax_vjp,
+                  jvp=_softmax_vjp)
+# log_softmax' g = g - softmax * sum(g);  its JVP: t - <softmax, t>
 _log_softmax = def_op("log_softmax", _log_softmax_forward, saves=("out",),
                       vjp=lambda g, out, axis=-1:
-                      g - _u.exp(out) * reduce_sum(g, axis=axis, keepdims=True))
+                      g - _u.exp(out) * reduce_sum(g, axis=axis, keepdims=True),
+                      jvp=lambda t, out, axis=-1:
+                      t - reduce_sum(t * _u.exp(out), axis=axis, keepdims=True))
 
 
 def _axis_params(x, axis, op):
@@ -75,9 +81,16 @@ def _sparse_xent_vjp(g, labels, logits):
     return _expand_last(g) * (softmax(logits) - hot)
 
 
+def _sparse_xent_jvp(ts, labels, logits):
+    # <softmax(z) - onehot(label), dz> along the last axis (labels carry no tangent)
+    n = logits.shape[-1]
+    hot = _u.cast(_b.equal(_expand_last(labels), _arange_like(n, labels)), logits.dtype)
+    return reduce_sum((softmax(logits) - hot) * ts[1], axis=-1)
+
+
 _sparse_xent = def_op("sparse_softmax_cross_entropy_with_logits", _sparse_xent_forward,
                       args=("labels", "logits"), saves=("labels", "logits"),
-                      vjp=(None, _sparse_xent_vjp), same_dtype=False)
+                      vjp=(None, _sparse_xent_vjp), jvp=_sparse_xent_jvp, same_dtype=False)
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):

@@ -47,17 +47,48 @@ def _prod_vjp(g, x, out, axis, keepdims):
     return _expand(g, x.shape, axis, keepdims) * _prod_others(x, axis)
 
 
+# JVPs: the reduction applied to the tangent over the same axes, counted from the right so that
+# the tangent's leading batch axes pass through
+def _neg(axis, ndim):
+    return tuple(a - ndim for a in axis)
+
+
+def _sum_jvp(t, x_shape, axis, keepdims):
+    return reduce_sum(t, axis=_neg(axis, len(x_shape)), keepdims=keepdims)
+
+
+def _mean_jvp(t, x_shape, axis, keepdims):
+    return reduce_mean(t, axis=_neg(axis, len(x_shape)), keepdims=keepdims)
+
+
+def _extreme_jvp(t, x, out, axis, keepdims):
+    # d max(x) = the mean of dx over the elements equal to the extreme (ties shared, as the VJP)
+    ref = _expand(out, x.shape, axis, keepdims)
+    mask = _u.cast(_b.equal(x, ref), x.dtype)
+    weight = mask / reduce_sum(mask, axis=axis, keepdims=True)
+    return reduce_sum(t * weight, axis=_neg(axis, x.ndim), keepdims=keepdims)
+
+
+def _prod_jvp(t, x, out, axis, keepdims):
+    # d prod(x) = sum_i dx_i prod_{j != i} x_j
+    return reduce_sum(t * _prod_others(x, axis), axis=_neg(axis, x.ndim), keepdims=keepdims)
+
+
 def _forward(fn):
     def forward(xp, x, axis, keepdims):
         return getattr(xp, fn)(x, axis=axis, keepdims=keepdims)
     return forward
 
 
-_sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, saves=("x.shape",), linear=True)
-_mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, saves=("x.shape",), linear=True)
-_max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, saves=("x", "out"))
-_min = def_op("reduce_min", _forward("min"), vjp=_extreme_vjp, saves=("x", "out"))
-_prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, saves=("x", "out"))
+_sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
+              linear=True)
+_mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, jvp=_mean_jvp,
+               saves=("x.shape",), linear=True)
+_max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, jvp=_extreme_jvp,
+              saves=("x", "out"))
+_min = def_op("reduce_min", _forward("min"), vjp=_extreme_vjp, jvp=_extreme_jvp,
+              saves=("x", "out"))
+_prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, saves=("x", "out"))
 
 
 def _reduction(op, doc, floats_only=False, example="[[1.0, 2.0], [3.0, 4.0]]"):

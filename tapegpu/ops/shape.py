@@ -1,7 +1,8 @@
 """Shape ops: reshape, transpose, concatenation, slicing, gathering, tiling, padding.
 
 All are linear; their VJPs move `g` back into the input's layout with leading batch axes kept
-(the number of batch axes of `g` is `g.ndim - out.ndim`).
+(the number of batch axes of `g` is `g.ndim - out.ndim`). Their JVPs are the op itself applied
+to the tangent, with its axis parameters shifted past the tangent's batch axes.
 """
 import numpy as np
 
@@ -18,7 +19,8 @@ def _nb(g, out_ndim):
 
 _reshape = def_op("reshape", lambda xp, x, shape: xp.reshape(x, shape), saves=("x.shape",),
                   linear=True,
-                  vjp=lambda g, x_shape, shape: reshape(g, g.shape[:_nb(g, len(shape))] + x_shape))
+                  vjp=lambda g, x_shape, shape: reshape(g, g.shape[:_nb(g, len(shape))] + x_shape),
+                  jvp=lambda t, x_shape, shape: reshape(t, t.shape[:_nb(t, len(x_shape))] + shape))
 
 
 def reshape(tensor_, shape, name=None):
@@ -55,8 +57,13 @@ def _transpose_vjp(g, perm):
     return transpose(g, tuple(range(nb)) + tuple(nb + p for p in _inverse(perm)))
 
 
+def _transpose_jvp(t, perm):
+    nb = _nb(t, len(perm))
+    return transpose(t, tuple(range(nb)) + tuple(nb + p for p in perm))
+
+
 _transpose = def_op("transpose", lambda xp, x, perm: xp.transpose(x, perm), linear=True,
-                    vjp=_transpose_vjp)
+                    vjp=_transpose_vjp, jvp=_transpose_jvp)
 
 
 def transpose(a, perm=None, conjugate=False, name=None):
@@ -88,9 +95,18 @@ def matrix_transpose(a, name=None):
     return transpose(x, tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))
 
 
-# broadcast_to's VJP is g itself: the sweep sums it back to the input's shape
+def _broadcast_jvp(t, x_shape, shape):
+    # the tangent's batch axes stay in front: size-1 axes go in after them
+    nb = _nb(t, len(x_shape))
+    lifted = reshape(t, t.shape[:nb] + (1,) * (len(shape) - len(x_shape)) + tuple(x_shape))
+    return broadcast_to(lifted, t.shape[:nb] + tuple(shape))
+
+
+# broadcast_to's VJP is g itself: the sweep sums it back to the input's shape (the input's
+# shape is saved for the JVP, which needs its rank)
 _broadcast = def_op("broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
-                    vjp=lambda g, shape: g, linear=True)
+                    saves=("x.shape",), vjp=lambda g, x_shape, shape: g, jvp=_broadcast_jvp,
+                    linear=True)
 
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
@@ -152,8 +168,21 @@ def _concat_vjp(g, axis, sizes):
     return tuple(out)
 
 
+def _concat_jvp(ts, axis, sizes):
+    # concat of the tangents; a zero tangent becomes zeros of its input's (batched) shape
+    like = next(t for t in ts if t is not None)
+    parts = []
+    for t, n in zip(ts, sizes):
+        if t is None:
+            shape = list(like.shape)
+            shape[axis] = n
+            t = zeros(tuple(shape), dtype=like.dtype)
+        parts.append(t)
+    return concat(parts, axis=axis)
+
+
 _concat = def_op("concat", lambda xp, *xs, axis, sizes: xp.concatenate(xs, axis=axis),
-                 vjp=_concat_vjp, linear=True, variadic=True, args=("*",))
+                 vjp=_concat_vjp, jvp=_concat_jvp, linear=True, variadic=True, args=("*",))
 
 
 def concat(values, axis, name=None):
@@ -255,7 +284,9 @@ def _tile_vjp(g, x_shape, multiples):
 
 
 _tile = def_op("tile", lambda xp, x, multiples: xp.tile(x, multiples), saves=("x.shape",),
-               vjp=_tile_vjp, linear=True)
+               vjp=_tile_vjp, linear=True,
+               jvp=lambda t, x_shape, multiples:
+               tile(t, (1,) * _nb(t, len(x_shape)) + tuple(multiples)))
 
 
 def tile(input, multiples, name=None):  # noqa: A002
@@ -280,8 +311,13 @@ def _pad_vjp(g, paddings, constant_values):
     return getitem(g, key)
 
 
+def _pad_jvp(t, paddings, constant_values):
+    # pad is affine: its tangent is the tangent padded with zeros
+    return pad(t, ((0, 0),) * _nb(t, len(paddings)) + tuple(paddings))
+
+
 _pad = def_op("pad", lambda xp, x, paddings, constant_values:
-              xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp)
+              xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp, jvp=_pad_jvp)
 
 
 def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
@@ -409,8 +445,14 @@ def _gather_forward(xp, params, indices, axis):
     return xp.take(params, indices, axis=axis)
 
 
+def _gather_jvp(ts, p_shape, indices, axis):
+    # gather is linear in params; `axis` counts from the right, past the batch axes
+    return None if ts[0] is None else gather(ts[0], indices, axis=axis)
+
+
 _gather = def_op("gather", _gather_forward, args=("params", "indices"),
-                 saves=("params.shape", "indices"), vjp=(_gather_vjp, None), same_dtype=False)
+                 saves=("params.shape", "indices"), vjp=(_gather_vjp, None), jvp=_gather_jvp,
+                 same_dtype=False)
 
 
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
@@ -483,3 +525,4 @@ def size(input, out_type=np.int32, name=None):  # noqa: A002
 
 
 from .reduce import reduce_sum  # noqa: E402
+from ..creation import zeros  # noqa: E402
