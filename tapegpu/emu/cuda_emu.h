@@ -185,17 +185,20 @@ template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) 
 // "v*" void*.
 template <class T> static std::string emu_type_code() {
   typedef typename std::remove_cv<T>::type U;
-  if (std::is_pointer<U>::value) {
+  if constexpr (std::is_pointer<U>::value) {
     typedef typename std::remove_pointer<U>::type P;
     typedef typename std::remove_cv<P>::type E;
     std::string elem = std::is_pointer<E>::value ? std::string("?") : emu_type_code<E>();
     return (std::is_const<P>::value ? "c" : "") + elem + "*";
+  } else if constexpr (std::is_void<U>::value) {
+    return "v";
+  } else if constexpr (std::is_same<U, bool>::value) {
+    return "b1";
+  } else {
+    char kind = std::is_floating_point<U>::value ? 'f'
+              : std::is_integral<U>::value ? (std::is_signed<U>::value ? 'i' : 'u') : 'x';
+    return kind + std::to_string(sizeof(U));
   }
-  if (std::is_void<U>::value) return "v";
-  if (std::is_same<U, bool>::value) return "b1";
-  char kind = std::is_floating_point<U>::value ? 'f'
-            : std::is_integral<U>::value ? (std::is_signed<U>::value ? 'i' : 'u') : 'x';
-  return kind + std::to_string(std::is_void<U>::value ? 0 : sizeof(typename std::conditional<std::is_void<U>::value, char, U>::type));
 }
 
 template <class... P> static const char *emu_signature(void (*)(P...)) {

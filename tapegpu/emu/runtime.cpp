@@ -382,7 +382,7 @@ static void complete_warp_op(int warp, unsigned mask) {
   Fiber *lanes = &S.fibers[warp * 32];
   unsigned long long ballot = 0;
   for (int l = 0; l < 32; ++l)
-    if (mask >> l & 1) ballot |= (lanes[l].value != 0) << l;
+    if (mask >> l & 1) ballot |= (unsigned long long)(lanes[l].value != 0) << l;
   for (int l = 0; l < 32; ++l) {
     if (!(mask >> l & 1)) continue;
     Fiber &f = lanes[l];
@@ -431,8 +431,8 @@ extern "C" EMU_HIDDEN unsigned long long emu_warp(int kind, unsigned mask, unsig
   f.kind = kind; f.mask = mask; f.value = value; f.param = param; f.width = width; f.line = line;
   // Check the named lanes only once enough lanes of the warp wait.
   bool all_here = ++S.warp_waiting[warp] >= __builtin_popcount(mask);
-  for (int l = 0; l < 32 && all_here; ++l) {
-    const Fiber &o = S.fibers[warp * 32 + (l < lanes ? l : 0)];
+  for (int l = 0; l < lanes && all_here; ++l) {  // mask names no lane >= lanes (checked above)
+    const Fiber &o = S.fibers[warp * 32 + l];
     if (mask >> l & 1)
       all_here = o.state == Fiber::AT_WARP && o.mask == mask &&
                  (o.kind == kind || (o.kind <= EMU_SHFL_XOR && kind <= EMU_SHFL_XOR));

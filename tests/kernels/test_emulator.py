@@ -84,6 +84,16 @@ extern "C" __global__ void votes(const int *p, u32 *ballot, int *any, int *all) 
   }
 }
 
+// __syncwarp in two divergent halves, each naming its own lanes; then every lane is active.
+extern "C" __global__ void warp_sync(const float *x, float *y, u32 *active) {
+  __shared__ float s[64];
+  int t = threadIdx.x, lane = t & 31;
+  s[t] = x[t];
+  if (lane < 16) __syncwarp(0x0000ffffu); else __syncwarp(0xffff0000u);
+  y[t] = s[t ^ 1];  // the neighbour is in the same half
+  active[t] = __activemask();
+}
+
 // Every thread of every block adds into a few counters.
 extern "C" __global__ void atomics(float *fsum, double *dsum, int *isum, int *imax, int *imin,
                                    int *exch, int *cas_sum, const int *v) {
@@ -223,9 +233,12 @@ def test_shuffles(features, order, param, width):
     np.testing.assert_array_equal(outd, _shuffle_reference(xd, "xor", param, width))
 
 
-def test_votes_with_disjoint_masks(features, order):
-    p = (np.random.default_rng(1).random(64) < 0.4).astype(np.int32)
-    p[32:48] = 1
+@pytest.mark.parametrize("pattern", ["random", "ones", "zeros"])
+def test_votes_with_disjoint_masks(features, order, pattern):
+    p = {"random": (np.random.default_rng(1).random(64) < 0.4).astype(np.int32),
+         "ones": np.ones(64, np.int32), "zeros": np.zeros(64, np.int32)}[pattern]
+    if pattern == "random":
+        p[32:48] = 1
     ballot, any_, all_ = np.zeros(64, np.uint32), np.zeros(64, np.int32), np.zeros(64, np.int32)
     features[order].get_function("votes")((1,), (64,), (p, ballot, any_, all_))
     for t in range(64):
@@ -234,6 +247,20 @@ def test_votes_with_disjoint_masks(features, order):
         assert ballot[t] == bits
         assert any_[t] == int(bits != 0)
         assert all_[t] == int(all(p[(t // 32) * 32 + l] for l in lanes))
+
+
+def test_syncwarp_and_activemask(features, order):
+    x = np.arange(64, dtype=np.float32)
+    y, active = np.zeros(64, np.float32), np.zeros(64, np.uint32)
+    features[order].get_function("warp_sync")((1,), (64,), (x, y, active))
+    np.testing.assert_array_equal(y, x.reshape(-1, 2)[:, ::-1].ravel())
+    # __activemask: the lanes of the warp that have not exited. After the
+    # barrier-free tail, lanes exit one by one in resume order.
+    lanes = np.arange(64) % 32
+    own = (active >> lanes.astype(np.uint32)) & 1
+    assert own.all()
+    first = 0 if order == "forward" else 31
+    assert (active[lanes == first] == 0xFFFFFFFF).all()
 
 
 def test_atomics(features):
