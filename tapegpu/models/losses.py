@@ -9,6 +9,21 @@ axis), multiplies by `sample_weight` if given, and reduces as Keras does:
 Cross-entropies of logits (`from_logits=True`) use the stable log-softmax forms. Of
 probabilities, they renormalise the class axis and clip to [1e-7, 1 - 1e-7] before the log,
 as Keras does, so a probability of 0 gives a finite loss.
+
+Per-example gradients: compute the per-example losses (`reduction='none'`) under a tape and
+take `tape.jacobian(losses, variables)`. Each result has shape `(batch,) + variable.shape`; row
+i is the gradient of example i's loss. It is one forward pass and one batched backward sweep,
+not a loop over examples (see `examples/per_example_gradients.py` and
+`benchmarks/per_example.py`).
+
+>>> model = tg.layers.Sequential([tg.layers.Dense(3, activation="tanh"), tg.layers.Dense(2)])
+>>> x, y = tg.random.normal((5, 4)), tg.constant([0, 1, 1, 0, 1])
+>>> loss_fn = tg.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+>>> with tg.GradientTape() as tape:
+...     losses = loss_fn(y, model(x))           # shape (5,)
+>>> grads = tape.jacobian(losses, model.trainable_variables)
+>>> [g.shape for g in grads]
+[(5, 4, 3), (5, 3), (5, 3, 2), (5, 2)]
 """
 from .. import ops
 from ..tensor import Tensor, Variable, convert_to_tensor
