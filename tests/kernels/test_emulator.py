@@ -1,6 +1,7 @@
 """The emulator's execution model and every diagnostic it promises."""
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -579,3 +580,40 @@ def test_stack_overflow_is_reported(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "stack overflow in block (0,0,0) thread (0,0,0)" in r.stderr or "stack-overflow" in r.stderr
+
+
+AARCH64_MAIN = r'''
+#include <math.h>
+#include <stdio.h>
+extern "C" const char *emu_last_error(void);
+extern "C" const char *emu_context_switch(void);
+int main() {
+  static float x[128], y[128];
+  for (int i = 0; i < 128; ++i) x[i] = (float)(i % 7);
+  float *xp = x, *yp = y, *zp = y;
+  void *args[] = {&xp, &yp, &zp};
+  for (int order = 0; order < 3; ++order) {
+    long long config[9] = {2, 1, 1, 64, 1, 1, 256, order, 7};
+    if (emu_launch_reverse_shared(config, args)) { printf("%s\n", emu_last_error()); return 1; }
+    for (int i = 0; i < 128; ++i)
+      if (y[i] != 2.0f * x[(i / 64) * 64 + 63 - i % 64]) { printf("wrong at %d\n", i); return 1; }
+  }
+  printf("%s ok\n", emu_context_switch());
+  return 0;
+}
+'''
+
+
+@pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64")),
+                    reason="needs aarch64-linux-gnu-g++ and qemu-aarch64 (Debian: g++-aarch64-linux-gnu, "
+                           "qemu-user)")
+def test_aarch64_context_switch_under_qemu(tmp_path):
+    """The aarch64 assembly switch, cross-compiled and run under qemu-user."""
+    kernels, constants = emu_build.parse(emu_build.preprocess(FEATURES))
+    source = emu_build.generate(FEATURES, "features.cu", kernels, constants, "test")
+    (tmp_path / "main.cpp").write_text(source + AARCH64_MAIN)
+    exe = tmp_path / "features"
+    subprocess.run(["aarch64-linux-gnu-g++", "-std=c++17", "-O2", "-static", "-I", str(emu_build.HERE),
+                    str(tmp_path / "main.cpp"), str(emu_build.RUNTIME), "-o", str(exe)], check=True)
+    r = subprocess.run(["qemu-aarch64", str(exe)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "aarch64 assembly ok", r.stdout + r.stderr
