@@ -162,7 +162,7 @@ class Function:
         if len(args) != len(self.param_types):
             raise EmuArgumentError(f"{self.name} takes {len(self.param_types)} arguments "
                                    f"({', '.join(self.param_names)}), got {len(args)}")
-        slots, guarded = [], []
+        slots, guarded = [], {}
         for i, (arg, code) in enumerate(zip(args, self.param_types)):
             slots.append(self._marshal(i, arg, code, guarded))
         pointers = (ctypes.c_void_p * max(1, len(slots)))(*[ctypes.addressof(s) for s in slots])
@@ -173,8 +173,10 @@ class Function:
             error = self.module._lib.emu_last_error().decode() if status else ""
         if status:
             raise EmuKernelError(f"{self.name}: {error}")
-        for g in guarded:
-            g.finish(self.name)
+        for g in guarded.values():   # every guard first: nothing is copied back from a bad launch
+            g.check()
+        for g in guarded.values():
+            g.copy_back()
 
     def _check_config(self, grid, block, shared_mem):
         threads = block[0] * block[1] * block[2]
@@ -201,9 +203,7 @@ class Function:
                 raise EmuArgumentError(f"{what}: the array is not C-contiguous")
             if not const and not arg.flags.writeable:
                 raise EmuArgumentError(f"{what} is {_ctype(code)} but the array is read-only")
-            g = _Guarded(arg, what, copy_back=not const)
-            guarded.append(g)
-            return ctypes.c_void_p(g.address)
+            return ctypes.c_void_p(self._guard(arg, what, not const, guarded).address)
         if isinstance(arg, np.ndarray):
             raise EmuArgumentError(f"{what} is a scalar ({_ctype(code)}); got an array")
         if isinstance(arg, (bool, np.bool_)):
@@ -217,13 +217,28 @@ class Function:
         else:
             raise EmuArgumentError(f"{what}: cannot pass {type(arg).__name__} to a kernel")
         if _code(value.dtype) != code:
-            how = {"i8": "a Python int is passed as int64", "f8": "a Python float is passed as float64",
-                   "b1": "a bool is passed as bool"}.get(_code(value.dtype)) if not isinstance(
-                       arg, np.generic) else None
-            hint = f" ({how}, as CuPy does)" if how else ""
+            hint = "" if isinstance(arg, np.generic) else \
+                f" (a Python {type(arg).__name__} is passed as {value.dtype}, as CuPy does)"
             raise EmuArgumentError(f"{what} is {_ctype(code)} but gets {value.dtype}{hint}; "
                                    f"pass numpy.{_np_name(code)}(...)")
         return ctypes.create_string_buffer(value.tobytes(), max(8, value.nbytes))
+
+
+    @staticmethod
+    def _guard(arr, what, writes, guarded):
+        """The guarded copy of `arr`, shared when the same array is passed twice
+        (an in-place kernel then sees one buffer, as on a GPU)."""
+        key = (arr.ctypes.data, arr.nbytes)
+        if key in guarded:
+            guarded[key].writes |= writes
+            return guarded[key]
+        for other in guarded.values():
+            if arr.nbytes and other.arr.nbytes and np.may_share_memory(arr, other.arr):
+                raise EmuArgumentError(f"{what} overlaps {other.what.split(': ')[1]} without being the same "
+                                       "array; the emulator copies arguments, so pass one array or "
+                                       "disjoint ones")
+        guarded[key] = _Guarded(arr, what, writes)
+        return guarded[key]
 
 
 class _Guarded:
@@ -232,8 +247,8 @@ class _Guarded:
     Reads past the array see 0xFF bytes (NaN); writes past it are found when
     the guards are checked after the launch, before the data is copied back."""
 
-    def __init__(self, arr, what, copy_back):
-        self.arr, self.what, self.copy_back = arr, what, copy_back
+    def __init__(self, arr, what, writes):
+        self.arr, self.what, self.writes = arr, what, writes
         n = arr.nbytes
         self.buf = np.full(n + 2 * GUARD_BYTES + 256, GUARD_FILL, dtype=np.uint8)
         start = (-self.buf.ctypes.data) % 256          # 256-byte aligned, like cudaMalloc
@@ -243,7 +258,7 @@ class _Guarded:
         self.data[:] = arr.reshape(-1).view(np.uint8)
         self.address = self.data.ctypes.data
 
-    def finish(self, kernel):
+    def check(self):
         bad_lo = np.flatnonzero(self.lo != GUARD_FILL)
         bad_hi = np.flatnonzero(self.hi != GUARD_FILL)
         if bad_lo.size or bad_hi.size:
@@ -255,7 +270,9 @@ class _Guarded:
             raise EmuOutOfBoundsError(
                 f"out-of-bounds write in {self.what}: written up to {' and '.join(where)} "
                 f"(the array has {self.arr.size} x {self.arr.dtype} = {self.arr.nbytes} bytes)")
-        if self.copy_back and self.arr.nbytes:
+
+    def copy_back(self):
+        if self.writes and self.arr.nbytes:
             self.arr.reshape(-1).view(np.uint8)[:] = self.data
 
 

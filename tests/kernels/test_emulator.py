@@ -498,6 +498,16 @@ def test_bad_arguments(features, args, match):
         f((1,), (1,), args)
 
 
+def test_same_array_twice_is_one_buffer(features):
+    """In place: x and y are one array, as they would be one pointer on a GPU."""
+    x = np.arange(64, dtype=np.float32)
+    features["forward"].get_function("reverse_shared")((1,), (64,), (x, x, np.zeros(64, np.float32)),
+                                                       shared_mem=256)
+    np.testing.assert_array_equal(x, np.arange(64)[::-1])
+    with pytest.raises(EmuArgumentError, match=r"argument 1 \(y\) overlaps argument 0 \(x\)"):
+        features["forward"].get_function("reverse_shared")((1,), (32,), (x[:32], x[16:48], x[48:]))
+
+
 def test_read_only_array_for_a_writable_pointer(features):
     y = np.zeros(5, np.float32)
     y.flags.writeable = False
