@@ -156,3 +156,32 @@ def test_func_gets_copies_it_may_modify():
     y = tg.numpy_function(vandal, [x], tg.float32)
     np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])
     np.testing.assert_array_equal(y.numpy(), [1.0, 1.0])
+
+
+def test_forward_mode_through_an_estimated_op():
+    if getattr(tg.autodiff, "ForwardAccumulator", None) is None:
+        pytest.skip("forward mode (tg.autodiff.ForwardAccumulator) is not in this build")
+    x = tg.constant(np.array([0.5, -1.0, 2.0]))
+    t = tg.constant(np.array([1.0, 0.0, -2.0]))
+    with tg.autodiff.ForwardAccumulator(x, t) as acc:
+        y = tg.numpy_function(lambda v: np.exp(v) * v.sum(), [x], tg.float64,
+                              grad="central_difference")
+    v = x.numpy()
+    jac = np.diag(np.exp(v)) * v.sum() + np.exp(v)[:, None]
+    np.testing.assert_allclose(acc.jvp(y).numpy(), jac @ t.numpy(), rtol=1e-7)
+    with tg.GradientTape() as tape:  # tape.jacobian may pick forward mode: same Jacobian
+        tape.watch(x)
+        y = tg.numpy_function(lambda v: np.concatenate([v, v]) ** 2, [x], tg.float64,
+                              grad="central_difference")
+    np.testing.assert_allclose(tape.jacobian(y, x).numpy(),
+                               np.concatenate([np.diag(2 * v)] * 2), rtol=1e-7, atol=1e-9)
+
+
+def test_jacobian_through_a_user_grad_op_with_more_outputs_than_inputs():
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape() as tape:  # reverse mode (the rule has no JVP), one VJP per row
+        tape.watch(x)
+        y = tg.numpy_function(lambda v: np.concatenate([v, 3 * v, v * v]), [x], tg.float32,
+                              grad=lambda g, v: g[0:2] + 3 * g[2:4] + 2 * v * g[4:6])
+    want = np.concatenate([np.eye(2), 3 * np.eye(2), np.diag([2.0, 4.0])])
+    np.testing.assert_allclose(tape.jacobian(y, x).numpy(), want)

@@ -3,9 +3,8 @@
 Minimises `F(p) = 0.5 * ||r(p)||^2` over the variables `p` (all of them, flattened and
 concatenated), where `r` is the concatenation of every residual, flattened. Each iteration:
 
-1. r and the Jacobian J = dr/dp: `tape.jacobian` (batched VJPs) by default; forward mode
-   (`tg.autodiff.ForwardAccumulator`, one JVP per parameter) when there are more residuals than
-   parameters and forward mode is available;
+1. r and the Jacobian J = dr/dp by `tape.jacobian`: batched VJPs (reverse mode), or batched
+   JVPs (forward mode) when there are more residuals than parameters (`jacobian_mode='auto'`);
 2. the damped normal equations `(JᵀJ + λ D) δ = -Jᵀr`, D = diag(JᵀJ) (Marquardt's scaling,
    kept as the running maximum so it never shrinks to 0, as MINPACK) or the identity
    (Levenberg's), solved by Cholesky in the variables' dtype;
@@ -62,7 +61,8 @@ class LevenbergMarquardt:
       factor: with `damping_update='factor'`, λ is multiplied by it after a rejected step...
       decrease_factor: ...and divided by it after an accepted one (default: `factor`; 1 keeps
         λ from decreasing, as TensorFlow Graphics does).
-      jacobian_mode: 'auto', 'reverse' or 'forward'.
+      jacobian_mode: 'auto' (forward mode when the residuals outnumber the parameters),
+        'reverse' or 'forward': passed to `tape.jacobian(..., mode=)`.
 
     >>> x = tg.constant(np.linspace(0.0, 1.0, 20), dtype=tg.float64)
     >>> y = 2.0 * tg.exp(-1.5 * x) + 0.5
@@ -167,55 +167,27 @@ class _Problem:
 
     def residuals_and_jacobian(self, xp):
         """(r, J) as arrays: r of shape (m,), J of shape (m, n)."""
-        self.jacobian_evaluations += 1
-        forward = self._forward_mode()
-        if forward is not None:
-            return self._forward_jacobian(xp, forward)
         from ..tape import GradientTape
+        self.jacobian_evaluations += 1
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(self.variables)
             r = self.residuals()
-        self.m = r.shape[0]
-        jac = tape.jacobian(r, self.variables, unconnected_gradients="zero")
-        return r._data, xp.concatenate([j._data.reshape(self.m, -1) for j in jac], axis=1)
+        jac = tape.jacobian(r, self.variables, unconnected_gradients="zero", **self._mode())
+        m = r.shape[0]
+        return r._data, xp.concatenate([j._data.reshape(m, -1) for j in jac], axis=1)
 
-    def _forward_mode(self):
-        """ForwardAccumulator when forward mode is asked for, or when it is available and the
-        residuals (known after the first evaluation) outnumber the parameters."""
-        from .. import autodiff
-        accumulator = getattr(autodiff, "ForwardAccumulator", None)
-        if self.mode == "forward":
-            if accumulator is None:
-                raise RuntimeError(f"{self.name}: jacobian_mode='forward' needs "
-                                   "tg.autodiff.ForwardAccumulator, which this build lacks")
-            return accumulator
-        if self.mode == "auto" and accumulator is not None and getattr(self, "m", 0) > self.n:
-            return accumulator
-        return None
-
-    def _forward_jacobian(self, xp, accumulator):
-        """J by forward mode: one pass whose tangents carry a batch axis of the n parameter
-        basis vectors when the accumulator supports `batch_ndim`, else one pass per column."""
+    def _mode(self):
+        """`mode=` for `tape.jacobian` when this build has forward mode ('auto' there picks
+        forward mode when the residuals outnumber the parameters), else nothing (reverse)."""
         import inspect
-        eye = xp.eye(self.n, dtype=self.dtype)
-        tangents, start = [], 0
-        for v in self.variables:
-            size = int(v._value._data.size)
-            tangents.append(eye[:, start:start + size].reshape((self.n,) + v.shape))
-            start += size
-        dev = self.variables[0]._value._dev
-        if "batch_ndim" in inspect.signature(accumulator).parameters:
-            with accumulator(self.variables, [Tensor(t, dev) for t in tangents],
-                             batch_ndim=1) as acc:
-                r = self.residuals()
-            jvp = acc.jvp(r, unconnected_gradients="zero")._data
-            return r._data, jvp.reshape(self.n, r.shape[0]).T
-        cols = []
-        for i in range(self.n):
-            with accumulator(self.variables, [Tensor(t[i], dev) for t in tangents]) as acc:
-                r = self.residuals()
-            cols.append(acc.jvp(r, unconnected_gradients="zero")._data.reshape(-1))
-        return r._data, xp.stack(cols, axis=1)
+        from ..tape import GradientTape
+        if "mode" in inspect.signature(GradientTape.jacobian).parameters:
+            return {"mode": self.mode}
+        if self.mode == "forward":
+            raise RuntimeError(f"{self.name}: jacobian_mode='forward' needs forward-mode "
+                               "jacobians (tape.jacobian(..., mode='forward')), which this "
+                               "build lacks")
+        return {}
 
 
 class _Solver:
