@@ -31,7 +31,7 @@ for estimator in ("central_difference", tg.estimators.spsa(num_samples=16, seed=
           f"{float(tg.norm(grads[0])):.4f}")
 
 losses = []
-for step in range(150):
+for _ in range(150):
     with tg.GradientTape() as tape:
         value = tg.numpy_function(measure, [model(code)[0]], tg.float32,
                                   grad="central_difference")

@@ -158,8 +158,9 @@ def derivatives(model, x, y, out=sys.stdout):
     num = np.concatenate([h.numpy().ravel() for h in hvp])
     ref = np.concatenate([f.ravel() for f in fd])
     rel = float(np.linalg.norm(num - ref) / max(np.linalg.norm(ref), 1e-30))
-    print(f"Hessian-vector product by nested tapes over {sum(int(np.prod(w.shape)) for w in variables):,} "
-          f"parameters: {t_hvp * 1e3:.1f} ms, relative difference to central differences of "
+    n_params = sum(int(np.prod(w.shape)) for w in variables)
+    print(f"Hessian-vector product by nested tapes over {n_params:,} parameters: "
+          f"{t_hvp * 1e3:.1f} ms, relative difference to central differences of "
           f"the gradient {rel:.1e}", file=out)
     return jac, rel
 

@@ -240,3 +240,13 @@ def test_layers_get_unique_variable_names():
     a(tg.ones((1, 1)))
     b(tg.ones((1, 1)))
     assert a.kernel.name != b.kernel.name
+
+
+def test_batch_normalization_reports_mismatched_inputs():
+    bn = tg.layers.BatchNormalization()
+    bn(tg.ones((2, 3)))
+    with pytest.raises(ValueError, match="built for 3 features on axis 1, got inputs of shape "
+                                         r"\(2, 4\)"):
+        bn(tg.ones((2, 4)))
+    with pytest.raises(ValueError, match="built for 3 features"):
+        bn(tg.ones((3,)))

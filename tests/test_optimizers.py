@@ -233,3 +233,22 @@ def test_optimizer_arguments_are_checked():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tg.optimizers.SGD(0.1).apply_gradients([])
+
+
+def test_fused_hook_with_the_emulated_cuda_kernels():
+    try:
+        from tapegpu.kernels.launch import KernelSet
+        kernels = KernelSet.emulated()
+    except Exception as e:  # no C++ compiler for the emulator here
+        pytest.skip(f"the CUDA emulator is unavailable: {e}")
+    dev = _FakeBackend()
+    dev.kernels = kernels
+    for make in (lambda: tg.optimizers.SGD(0.1, momentum=0.9, nesterov=True),
+                 lambda: tg.optimizers.SGD(0.1), lambda: tg.optimizers.Adam(0.01)):
+        w = tg.Variable(P0.astype(np.float32))
+        w._value = tg.Tensor(P0.astype(np.float32), dev)
+        opt = make()
+        for g in GRADS:
+            opt.apply_gradients([(tg.Tensor(g.astype(np.float32), dev), w)])
+        np.testing.assert_allclose(w.numpy(), _run(make(), np.float32)[-1], rtol=1e-6,
+                                   atol=1e-7)

@@ -220,9 +220,10 @@ class BatchNormalization(Layer):
 
     def call(self, inputs, training=False):
         ndim = inputs.ndim
-        if inputs.shape[self.axis] != self.moving_mean.shape[0] or ndim <= self.axis:
-            raise ValueError(f"BatchNormalization {self.name!r}: built for {self.moving_mean.shape[0]} "
-                             f"features on axis {self.axis}, got inputs of shape {inputs.shape}")
+        features = self.moving_mean.shape[0]
+        if ndim <= self.axis or inputs.shape[self.axis] != features:
+            raise ValueError(f"BatchNormalization {self.name!r}: built for {features} features "
+                             f"on axis {self.axis}, got inputs of shape {inputs.shape}")
         bshape = [1] * ndim
         bshape[self.axis] = inputs.shape[self.axis]
         if training:
@@ -299,6 +300,7 @@ class Sequential(Layer):
         self.layers.append(layer)
 
     def __call__(self, inputs, training=False):
+        self.built = True
         x = inputs
         for layer in self.layers:
             if _takes_training(layer):

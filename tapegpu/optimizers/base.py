@@ -53,7 +53,8 @@ class Optimizer:
                  global_clipnorm=None):
         if clipnorm is not None and global_clipnorm is not None:
             raise ValueError(f"{type(self).__name__}: set clipnorm or global_clipnorm, not both")
-        if not (isinstance(learning_rate, numbers.Real) or callable(learning_rate)):
+        if not (isinstance(learning_rate, (numbers.Real, Tensor, Variable)) or
+                callable(learning_rate)):
             raise TypeError(f"{type(self).__name__}: learning_rate must be a number, a "
                             f"LearningRateSchedule or a callable of the step, got "
                             f"{learning_rate!r}")
@@ -81,7 +82,8 @@ class Optimizer:
 
     def _current_lr(self):
         lr = self._learning_rate
-        if isinstance(lr, LearningRateSchedule) or callable(lr):
+        if isinstance(lr, LearningRateSchedule) or (callable(lr) and
+                                                    not isinstance(lr, (Tensor, Variable))):
             lr = lr(self._step)
         return float(lr.numpy() if isinstance(lr, (Tensor, Variable)) else lr)
 
