@@ -250,3 +250,17 @@ def test_batch_normalization_reports_mismatched_inputs():
         bn(tg.ones((2, 4)))
     with pytest.raises(ValueError, match="built for 3 features"):
         bn(tg.ones((3,)))
+
+
+def test_keras_weight_accessors_and_rank_check():
+    layer = tg.layers.Dense(2)
+    with pytest.raises(ValueError, match=r"Dense 'dense.*rank >= 2.*shape \(3,\)"):
+        layer(tg.ones(3))
+    layer(tg.ones((1, 3)))
+    assert layer.weights == [layer.kernel, layer.bias] and layer.non_trainable_weights == []
+    values = [np.full((3, 2), 0.5, np.float32), np.array([1.0, -1.0], np.float32)]
+    layer.set_weights(values)
+    np.testing.assert_array_equal(layer(tg.ones((1, 3))).numpy(), [[2.5, 0.5]])
+    assert [w.shape for w in layer.get_weights()] == [(3, 2), (2,)]
+    with pytest.raises(ValueError, match="set_weights got 1 arrays for 2 variables"):
+        layer.set_weights(values[:1])

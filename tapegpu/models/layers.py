@@ -73,6 +73,24 @@ class Layer(Module):
         """Creates the layer's variables; `input_shape` is the first input's shape."""
         self.built = True
 
+    # Keras' names for the variables
+    weights = property(lambda self: list(self.variables))
+    trainable_weights = property(lambda self: list(self.trainable_variables))
+    non_trainable_weights = property(lambda self: list(self.non_trainable_variables))
+
+    def get_weights(self):
+        """The variables' values as numpy arrays (Keras' `get_weights`)."""
+        return [v.numpy() for v in self.variables]
+
+    def set_weights(self, weights):
+        """Assigns arrays to the variables, in the order of `get_weights`."""
+        variables = self.variables
+        if len(weights) != len(variables):
+            raise ValueError(f"{type(self).__name__} {self.name!r}: set_weights got "
+                             f"{len(weights)} arrays for {len(variables)} variables")
+        for v, w in zip(variables, weights):
+            v.assign(np.asarray(w, dtype=v.dtype.as_numpy_dtype))
+
     def call(self, inputs, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must implement call(inputs)")
 
@@ -137,16 +155,17 @@ class Dense(Layer):
         self.bias = None
 
     def build(self, input_shape):
-        if len(input_shape) < 1 or input_shape[-1] is None:
-            raise ValueError(f"Dense {self.name!r}: inputs need a known last dimension, got "
-                             f"shape {input_shape}")
+        if len(input_shape) < 2:
+            raise ValueError(f"Dense {self.name!r}: inputs must have rank >= 2 (batch, ..., "
+                             f"features), got shape {input_shape}; add a batch axis with "
+                             "tg.expand_dims(x, 0)")
         self.kernel = self.add_weight("kernel", (input_shape[-1], self.units),
                                       self.kernel_initializer)
         if self.use_bias:
             self.bias = self.add_weight("bias", (self.units,), self.bias_initializer)
 
     def call(self, inputs):
-        if inputs.ndim < 1 or inputs.shape[-1] != self.kernel.shape[0]:
+        if inputs.ndim < 2 or inputs.shape[-1] != self.kernel.shape[0]:
             raise ValueError(f"Dense {self.name!r}: expected inputs with last dimension "
                              f"{self.kernel.shape[0]}, got shape {inputs.shape}")
         y = ops.matmul(inputs, self.kernel)
