@@ -101,10 +101,13 @@ class Optimizer:
         return Tensor(var._value._dev.xp.array(arr, copy=True), var._value._dev)
 
     def variables(self):
-        """The optimizer's state: `iterations` then every slot, as tensors."""
+        """The optimizer's state: `iterations` then copies of every slot, as tensors (the slots
+        themselves are updated in place, so a tensor never shares their memory)."""
         out = [self._iterations]
         for var, slots in self._slots.values():
-            out += [Tensor(s, var._value._dev) for s in slots if s is not None]
+            xp = var._value._dev.xp
+            out += [Tensor(xp.array(s, copy=True), var._value._dev) for s in slots
+                    if s is not None]
         return out
 
     def _slots_for(self, var):

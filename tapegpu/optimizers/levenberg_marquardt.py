@@ -30,7 +30,9 @@ class LevenbergMarquardtResult:
     """What `LevenbergMarquardt.minimize` found.
 
     `objective` is 0.5 * ||r||^2 at the final variables (half the sum of squares, as
-    TensorFlow Graphics' `l2_loss`); `iterations` counts trial steps (accepted or not).
+    TensorFlow Graphics' `l2_loss`); `iterations` counts trial steps (accepted or not);
+    `function_evaluations` counts calls of the residual function (one per trial step, plus the
+    first), `jacobian_evaluations` the Jacobians taken (one per accepted step, plus the first).
     """
     converged: bool
     message: str
@@ -165,16 +167,20 @@ class _Problem:
         parts = [ops.reshape(r, (-1,)) for r in flat]
         return parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
 
-    def residuals_and_jacobian(self, xp):
-        """(r, J) as arrays: r of shape (m,), J of shape (m, n)."""
+    def evaluate(self):
+        """The residuals at the variables' current values, recorded on a tape (r, tape)."""
         from ..tape import GradientTape
-        self.jacobian_evaluations += 1
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(self.variables)
             r = self.residuals()
+        return r, tape
+
+    def jacobian(self, xp, r, tape):
+        """J (m, n) of the residuals `r` recorded on `tape`."""
+        self.jacobian_evaluations += 1
         jac = tape.jacobian(r, self.variables, unconnected_gradients="zero", **self._mode())
         m = r.shape[0]
-        return r._data, xp.concatenate([j._data.reshape(m, -1) for j in jac], axis=1)
+        return xp.concatenate([j._data.reshape(m, -1) for j in jac], axis=1)
 
     def _mode(self):
         """`mode=` for `tape.jacobian` when this build has forward mode ('auto' there picks
@@ -201,56 +207,56 @@ class _Solver:
 
     def run(self, max_iterations, gtol, xtol, ftol, callback):
         xp, o, prob = self.xp, self.o, self.p
-        r, jac = prob.residuals_and_jacobian(xp)
+        r, tape = prob.evaluate()
+        jac = prob.jacobian(xp, r, tape)
+        r = r._data
         f = f0 = self._objective(r)
         a, g = jac.T @ jac, jac.T @ r
-        diag = xp.diagonal(a).copy()
-        relative = o.scaling == "levenberg" and o.damping_update == "nielsen"
-        lam = o.damping * (float(diag.max()) if relative and diag.size else 1.0)
-        nu, history = 2.0, [f]
-        message, converged, it = f"reached max_iterations={max_iterations}", False, 0
+        marquardt = o.scaling == "marquardt"
+        d = xp.diagonal(a).copy() if marquardt else xp.ones(a.shape[0], dtype=a.dtype)
+        lam = o.damping
+        if not marquardt and o.damping_update == "nielsen" and a.size:
+            lam *= float(xp.diagonal(a).max())  # Nielsen's τ, relative to the curvature
+        nu, history, it = 2.0, [f], 0
+        message, converged = f"reached max_iterations={max_iterations}", False
         while it < max_iterations:
             gnorm = float(xp.max(xp.abs(g))) if g.size else 0.0
             if gnorm <= gtol:
                 message, converged = f"gradient norm {gnorm:.3g} <= {gtol:.3g}", True
                 break
             it += 1
-            d = xp.maximum(diag, xp.diagonal(a)) if o.scaling == "marquardt" else \
-                xp.ones_like(diag)
-            diag = d if o.scaling == "marquardt" else diag
+            stop = None
+            if marquardt:
+                d = xp.maximum(d, xp.diagonal(a))  # the running maximum, as MINPACK
             step = _solve_damped(xp, a, d, lam, g)
             if step is None:  # not positive definite at this damping: damp more
                 lam, nu = self._reject(lam, nu)
-                continue
-            p_old = prob.arrays()
-            x = prob.flat_params(xp)
-            small = float(xp.linalg.norm(step)) <= xtol * (float(xp.linalg.norm(x)) + xtol)
-            prob.set_arrays(prob.unflatten(xp, x + step))
-            r_new = prob.residuals()._data
-            f_new = self._objective(r_new)
-            predicted = 0.5 * float(step.astype(np.float64) @ (lam * d * step - g).astype(
-                np.float64))
-            rho = (f - f_new) / predicted if predicted > 0 else -1.0
-            if rho > 0 and math.isfinite(f_new):
-                reduction = f - f_new
-                f = f_new
-                r, jac = prob.residuals_and_jacobian(xp)
-                a, g = jac.T @ jac, jac.T @ r
-                lam, nu = self._accept(lam, rho)
-                if reduction <= ftol * f:
-                    message, converged = "relative reduction of the objective below " \
-                                         f"{ftol:.3g}", True
-                    history.append(f)
-                    break
             else:
-                prob.set_arrays(p_old)  # the old arrays were never written: restore them
-                lam, nu = self._reject(lam, nu)
+                x = prob.flat_params(xp)
+                if float(xp.linalg.norm(step)) <= xtol * (float(xp.linalg.norm(x)) + xtol):
+                    stop = f"step norm below {xtol:.3g} relative to the parameters"
+                old = prob.arrays()
+                prob.set_arrays(prob.unflatten(xp, x + step))
+                r_new, tape = prob.evaluate()
+                f_new = self._objective(r_new._data)
+                # the linear model's predicted reduction: L(0) - L(δ) = δᵀ(λ D δ - g) / 2
+                predicted = 0.5 * float((step * (lam * d * step - g)).astype(np.float64).sum())
+                rho = (f - f_new) / predicted if predicted > 0 else -1.0
+                if rho > 0 and math.isfinite(f_new):
+                    if f - f_new <= ftol * f_new and stop is None:
+                        stop = f"relative reduction of the objective below {ftol:.3g}"
+                    f, r = f_new, r_new._data
+                    jac = prob.jacobian(xp, r_new, tape)
+                    a, g = jac.T @ jac, jac.T @ r
+                    lam, nu = self._accept(lam, rho)
+                else:
+                    prob.set_arrays(old)  # the old arrays were never written: restore them
+                    lam, nu = self._reject(lam, nu)
             history.append(f)
             if callback is not None:
                 callback(it, f, prob.variables)
-            if small:
-                message, converged = f"step norm below {xtol:.3g} relative to the parameters", \
-                    True
+            if stop is not None:
+                message, converged = stop, True
                 break
             if not math.isfinite(lam) or lam > 1e30:
                 message = "the damping grew without bound: no step reduces the objective " \
