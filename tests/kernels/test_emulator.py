@@ -575,14 +575,14 @@ def test_concurrent_builds_of_one_library(tmp_path):
 
 
 def test_stack_overflow_is_reported(tmp_path):
-    """A thread that outgrows its 64 KiB fiber stack hits a guard page; the
+    """A thread that outgrows its fiber stack (64 KiB, 512 KiB under ASan) hits a guard page; the
     process then stops with a message instead of a bare SIGSEGV."""
     script = (
         "import numpy as np\n"
         "from tapegpu.emu import RawModule\n"
         "m = RawModule(code='''extern \"C\" __global__ void big(float *y) {\n"
-        "  volatile float local[64 * 1024];\n"
-        "  for (int i = 0; i < 64 * 1024; ++i) local[i] = (float)i;\n"
+        "  volatile float local[256 * 1024];\n"
+        "  for (int i = 0; i < 256 * 1024; ++i) local[i] = (float)i;\n"
         "  y[threadIdx.x] = local[threadIdx.x];\n"
         "}''')\n"
         "m.get_function('big')(1, 2, (np.zeros(2, np.float32),))\n")
