@@ -29,12 +29,13 @@ from .tensor import Tensor, Variable, _active, convert_to_tensor
 class JacobianEstimator:
     """Estimates the Jacobian of a black-box function from evaluations of it.
 
-    `jacobian(func, inputs, outputs)` gets the input arrays, the outputs `func` returned for
-    them, and returns `J[k][i]`, the Jacobian of output k with respect to input i as a float64
-    array of shape `(outputs[k].size, inputs[i].size)`, or None for a non-floating input.
+    `jacobian(func, inputs, n_outputs)` gets the function, the input arrays (its own copies)
+    and the number of outputs, and returns `J[k][i]`, the Jacobian of output k with respect to
+    input i as a float64 array of shape `(size of output k, inputs[i].size)`, or None for a
+    non-floating input.
     """
 
-    def jacobian(self, func, inputs, outputs):
+    def jacobian(self, func, inputs, n_outputs):
         raise NotImplementedError
 
 
@@ -66,28 +67,27 @@ class _Difference(JacobianEstimator):
         base = eps ** (1.0 / 3.0) if self.central else math.sqrt(eps)
         return base * np.maximum(1.0, np.abs(x.astype(np.float64)))
 
-    def jacobian(self, func, inputs, outputs):
-        f0 = [np.asarray(o, dtype=np.float64).reshape(-1) for o in outputs]
-        result = [[None] * len(inputs) for _ in outputs]
+    def jacobian(self, func, inputs, n_outputs):
+        # the forward difference measures f(x) again, next to its shifted evaluations (a
+        # drifting measurement then differences consistently)
+        f0 = None if self.central else _evaluate(func, inputs, n_outputs)
+        result = [[None] * len(inputs) for _ in range(n_outputs)]
         for i, x in enumerate(inputs):
             if not _floating(x):
                 continue
-            flat = x.reshape(-1)
-            hs = self._h(flat)
-            cols = [np.empty((f.size, flat.size)) for f in f0]
-            for j in range(flat.size):
+            hs = self._h(x.reshape(-1))
+            cols = []
+            for j in range(x.size):
                 plus, h_plus = _shifted(inputs, i, j, hs[j])
-                fp = _evaluate(func, plus, len(f0))
+                fp = _evaluate(func, plus, n_outputs)
                 if self.central:
                     minus, h_minus = _shifted(inputs, i, j, -hs[j])
-                    fm = _evaluate(func, minus, len(f0))
-                    for k in range(len(f0)):
-                        cols[k][:, j] = (fp[k] - fm[k]) / (h_plus - h_minus)
+                    fm = _evaluate(func, minus, n_outputs)
+                    cols.append([(a - b) / (h_plus - h_minus) for a, b in zip(fp, fm)])
                 else:
-                    for k in range(len(f0)):
-                        cols[k][:, j] = (fp[k] - f0[k]) / h_plus
-            for k in range(len(f0)):
-                result[k][i] = cols[k]
+                    cols.append([(a - b) / h_plus for a, b in zip(fp, f0)])
+            for k in range(n_outputs):
+                result[k][i] = np.stack([c[k] for c in cols], axis=1)
         return result
 
 
@@ -113,8 +113,9 @@ class CentralDifference(_Difference):
 
 
 class ForwardDifference(_Difference):
-    """(f(x + h e_j) - f(x)) / h for each input element j: 1 evaluation per element (the
-    forward value is reused), error O(h); h = sqrt(eps) * max(1, |x_j|) unless `step`."""
+    """(f(x + h e_j) - f(x)) / h for each input element j: 1 evaluation per element plus one
+    of f(x) (measured again, next to the others), error O(h); h = sqrt(eps) * max(1, |x_j|)
+    unless `step`."""
 
     def __repr__(self):
         return f"forward_difference(step={self.step})"
@@ -138,27 +139,27 @@ class SPSA(JacobianEstimator):
     def __repr__(self):
         return f"spsa(num_samples={self.num_samples}, seed={self.seed})"
 
-    def jacobian(self, func, inputs, outputs):
+    def jacobian(self, func, inputs, n_outputs):
         idx = [i for i, x in enumerate(inputs) if _floating(x)]
         sizes = [inputs[i].size for i in idx]
         n = sum(sizes)
         if not idx:
-            return [[None] * len(inputs) for _ in outputs]
+            return [[None] * len(inputs) for _ in range(n_outputs)]
         c = self.perturbation
         if c is None:
             scale = max([1.0] + [float(np.abs(inputs[i]).max()) for i in idx if inputs[i].size])
             c = float(np.finfo(inputs[idx[0]].dtype).eps) ** (1.0 / 3.0) * scale
-        totals = [np.zeros((np.asarray(o).size, n)) for o in outputs]
+        totals = None
         for _ in range(self.num_samples):
             delta = self._rng.choice(np.array([-1.0, 1.0]), size=n)
             plus, minus = _perturbed(inputs, idx, sizes, delta * c)
-            fp = _evaluate(func, plus, len(outputs))
-            fm = _evaluate(func, minus, len(outputs))
-            steps = _taken(inputs, idx, sizes, plus, minus)  # 2c Δ as represented
-            for k in range(len(outputs)):
-                totals[k] += np.outer(fp[k] - fm[k], 1.0 / steps)
-        result = [[None] * len(inputs) for _ in outputs]
-        for k in range(len(outputs)):
+            fp = _evaluate(func, plus, n_outputs)
+            fm = _evaluate(func, minus, n_outputs)
+            steps = _taken(idx, plus, minus)  # 2c Δ as represented in the dtype
+            sample = [np.outer(a - b, 1.0 / steps) for a, b in zip(fp, fm)]
+            totals = sample if totals is None else [t + e for t, e in zip(totals, sample)]
+        result = [[None] * len(inputs) for _ in range(n_outputs)]
+        for k in range(n_outputs):
             start = 0
             for i, size in zip(idx, sizes):
                 result[k][i] = totals[k][:, start:start + size] / self.num_samples
@@ -177,7 +178,7 @@ def _perturbed(inputs, idx, sizes, shift):
     return plus, minus
 
 
-def _taken(inputs, idx, sizes, plus, minus):
+def _taken(idx, plus, minus):
     return np.concatenate([plus[i].astype(np.float64).reshape(-1) -
                            minus[i].astype(np.float64).reshape(-1) for i in idx])
 
@@ -274,13 +275,12 @@ def numpy_function(func, inp, Tout, grad=None, stateful=True, name=None):
     inputs = [_as_input(x, label) for x in (inp if isinstance(inp, (list, tuple)) else [inp])]
     single = not isinstance(Tout, (list, tuple))
     touts = [Tout] if single else list(Tout)
-    host = [x.numpy() for x in inputs]
-    result = func(*[h.copy() for h in host])
+    result = func(*[x.numpy() for x in inputs])
     results = [result] if single else _as_list(result, len(touts), label)
     dev = inputs[0]._dev if inputs else _backend.current()
     outs = [_as_output(r, dt, dev, label, k) for k, (r, dt) in enumerate(zip(results, touts))]
     if _active and any(x._data.dtype.kind in "fc" for x in inputs):
-        _record(func, grad, estimator, inputs, host, outs, label, single)
+        _record(func, grad, estimator, inputs, outs, label, single)
     return outs[0] if single else outs
 
 
@@ -314,41 +314,44 @@ def _as_output(r, dtype, dev, label, k):
     return Tensor(a if dev.xp is np else dev.asarray(a), dev)
 
 
-def _record(func, grad, estimator, inputs, host, outs, label, single):
-    """One recorded op per floating output; the estimated Jacobian is shared between them."""
-    float_outs = [k for k, o in enumerate(outs) if o._data.dtype.kind in "fc"]
+def _record(func, grad, estimator, inputs, outs, label, single):
+    """One recorded op per floating output. Each op declares the inputs as its saved values
+    (its rule gets them back from the tape); the closures keep only the function, output
+    shapes and dtypes, and the estimated Jacobian, which the outputs' ops share."""
+    out_specs = [(o.shape, o.dtype) for o in outs]
+    args = tuple(f"a{i}" for i in range(len(inputs)))
     cache = {}
 
-    def jacobian():
+    def jacobian(saved):
         if "J" not in cache:
-            cache["J"] = estimator.jacobian(func, [h.copy() for h in host],
-                                            [outs[k].numpy() for k in range(len(outs))])
+            cache["J"] = estimator.jacobian(func, [x.numpy() for x in saved], len(outs))
         return cache["J"]
 
-    for k in float_outs:
+    for k, out in enumerate(outs):
+        if out._data.dtype.kind not in "fc":
+            continue
+        saves = args
         if estimator is not None:
-            vjp, jvp, batched = _estimated_vjp(jacobian, k, inputs, outs), \
-                _estimated_jvp(jacobian, k, inputs, outs), True
+            vjp, jvp, batched = _estimated_vjp(jacobian, k, out.shape), \
+                _estimated_jvp(jacobian, k, out.shape), True
         elif grad is not None:
-            vjp, jvp, batched = _user_vjp(grad, k, inputs, outs, label, single), None, False
+            vjp, jvp, batched = _user_vjp(grad, k, out_specs, label, single), None, False
         else:
-            vjp, jvp, batched = _missing_vjp(label), None, True
-        op = Op(f"numpy_function:{label}", None, tuple(f"a{i}" for i in range(len(inputs))),
-                vjp, jvp, (), False, False, batched, False, True)
+            vjp, jvp, batched, saves = _missing_vjp(label), None, True, ()
+        op = Op(f"numpy_function:{label}", None, args, vjp, jvp, saves, False, False, batched,
+                False, True)
         for rec in list(_active):
-            rec.record(op, inputs, outs[k], {})
+            rec.record(op, inputs, out, {})
 
 
-def _estimated_vjp(jacobian, k, inputs, outs):
+def _estimated_vjp(jacobian, k, out_shape):
     # x_i's cotangent = g_k @ J[k][i], with g carrying any leading batch axes
-    def vjp(g):
+    def vjp(g, *inputs):
         from . import ops
-        jac = jacobian()[k]
-        out_shape = outs[k].shape
         batch = g.shape[:g.ndim - len(out_shape)]
-        flat = ops.reshape(g, (-1, outs[k]._data.size))
+        flat = ops.reshape(g, (-1, int(np.prod(out_shape))))
         grads = []
-        for x, j in zip(inputs, jac):
+        for x, j in zip(inputs, jacobian(inputs)[k]):
             if j is None:
                 grads.append(None)
                 continue
@@ -358,19 +361,18 @@ def _estimated_vjp(jacobian, k, inputs, outs):
     return vjp
 
 
-def _estimated_jvp(jacobian, k, inputs, outs):
+def _estimated_jvp(jacobian, k, out_shape):
     # out_k's tangent = sum_i J[k][i] t_i, with t carrying any leading batch axes
-    def jvp(ts):
+    def jvp(ts, *inputs):
         from . import ops
-        jac = jacobian()[k]
         total = None
-        for x, j, t in zip(inputs, jac, ts):
+        for x, j, t in zip(inputs, jacobian(inputs)[k], ts):
             if j is None or t is None:
                 continue
             batch = t.shape[:t.ndim - x.ndim]
             jt = Tensor(_to_dev(j.T.astype(t._data.dtype), x._dev), x._dev)
             part = ops.reshape(ops.matmul(ops.reshape(t, (-1, x._data.size)), jt),
-                               batch + outs[k].shape)
+                               batch + tuple(out_shape))
             total = part if total is None else total + part
         return total
     return jvp
@@ -380,11 +382,11 @@ def _to_dev(a, dev):
     return a if dev.xp is np else dev.asarray(a)
 
 
-def _user_vjp(grad, k, inputs, outs, label, single):
-    def vjp(g):
+def _user_vjp(grad, k, out_specs, label, single):
+    def vjp(g, *inputs):
         from . import ops
-        upstream = [g] if single else [g if j == k else ops.zeros_like(o)
-                                       for j, o in enumerate(outs)]
+        upstream = [g] if single else [g if j == k else ops.zeros(shape, dtype=dtype)
+                                       for j, (shape, dtype) in enumerate(out_specs)]
         got = grad(*upstream, *inputs)
         got = list(got) if isinstance(got, (list, tuple)) else [got]
         if len(got) != len(inputs):
@@ -404,7 +406,7 @@ def _grad_tensor(c, x, label):
 
 
 def _missing_vjp(label):
-    def vjp(g):
+    def vjp(g):  # saves nothing: it only explains
         raise NoGradientError(
             f"numpy_function {label!r} has no gradient: it wraps a black-box Python function. "
             f"Pass grad= to tg.numpy_function: a callable grad(upstream, *inputs) returning one "

@@ -185,3 +185,25 @@ def test_jacobian_through_a_user_grad_op_with_more_outputs_than_inputs():
                               grad=lambda g, v: g[0:2] + 3 * g[2:4] + 2 * v * g[4:6])
     want = np.concatenate([np.eye(2), 3 * np.eye(2), np.diag([2.0, 4.0])])
     np.testing.assert_allclose(tape.jacobian(y, x).numpy(), want)
+
+
+def test_evaluation_counts_of_the_estimators():
+    calls = []
+
+    def f(v):
+        calls.append(1)
+        return v ** 2
+
+    x = tg.constant(np.arange(5.0))
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.numpy_function(f, [x], tg.float64, grad="forward_difference")
+    g = tape.gradient(y, x)
+    assert len(calls) == 1 + 5 + 1  # forward call, one per element, f(x) once more
+    np.testing.assert_allclose(g.numpy(), 2 * np.arange(5.0), rtol=1e-6, atol=1e-6)
+    calls.clear()
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.numpy_function(f, [x], tg.float64, grad=tg.estimators.spsa(num_samples=3))
+    tape.gradient(y, x)
+    assert len(calls) == 1 + 2 * 3  # SPSA: two per sample, whatever the input size
