@@ -119,6 +119,7 @@ class Loss:
     reduces them."""
 
     def __init__(self, reduction="sum_over_batch_size", name=None):
+        reduction = "none" if reduction is None else reduction  # Keras 3 spells it None
         if reduction not in _REDUCTIONS:
             raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, "
                              f"got {reduction!r}")
