@@ -6,7 +6,8 @@
 3. a curve fitted by Levenberg–Marquardt;
 4. a Jacobian (per-example input gradients) and a Hessian-vector product by nested tapes.
 
-`--small` runs a short version (for CI); `main` returns the numbers it printed.
+`--small` runs a short version (for CI). `main` returns the exit status; `run` returns the
+numbers it printed.
 """
 import argparse
 import sys
@@ -179,6 +180,12 @@ def _shifted_gradient(model, loss_fn, xb, yb, v, step):
 
 
 def main(argv=None):
+    """`python -m tapegpu demo [--small] [--epochs N]`: runs the demo; returns 0."""
+    run(argv)
+    return 0
+
+
+def run(argv=None):
     """Runs the demo; returns a dict of what it measured."""
     parser = argparse.ArgumentParser(prog="python -m tapegpu demo",
                                      description="A short tour of tapegpu.")
@@ -204,4 +211,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,7 +18,7 @@ SMALL_ACCURACY = 0.85  # the --small run's stated floor on the test split
 def _run_demo(argv):
     buf = io.StringIO()
     with redirect_stdout(buf):
-        result = demo.main(argv)
+        result = demo.run(argv)
     return result, buf.getvalue()
 
 
@@ -42,6 +42,14 @@ def test_demo_falls_back_to_generated_digits(monkeypatch):
     result, text = _run_demo(["--small"])
     assert "generated 8x8 digits" in text
     assert result["accuracy"] >= SMALL_ACCURACY, text
+
+
+def test_python_m_tapegpu_demo_exits_with_status_0():
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "tapegpu", "demo", "--small"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "test accuracy" in proc.stdout
 
 
 def test_there_are_examples():
