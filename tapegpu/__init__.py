@@ -25,12 +25,14 @@ from .ops import (abs, add, add_n, argmax, argmin, broadcast_to, cast, clip_by_n
 from .ops import unary as _u, binary as _b, reduce as _r, linalg as _l, nn as _n
 import importlib as _importlib
 _s = _importlib.import_module(".ops.shape", __name__)  # `ops.shape` is also a function
-from . import fused as _fused  # noqa: F401  (array-level VJPs for the sweep)
 from .tape import GradientTape, UnconnectedGradients  # noqa: F401
+from . import fused as _fused  # noqa: F401  (array-level VJPs for the sweep)
 from .custom import custom_gradient  # noqa: F401
 from .device import copy_to, device  # noqa: F401
 from . import random  # noqa: F401
 from . import testing as test  # noqa: F401
+from .profiler import profile as profiler  # noqa: F401
+from .checkpoint import recompute_grad  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -46,3 +46,11 @@ _device_stack = [NUMPY]
 
 def current():
     return _device_stack[-1]
+
+
+def all_backends():
+    """The backends created so far (numpy always)."""
+    return [NUMPY] + [b for b in _extra_backends if b is not NUMPY]
+
+
+_extra_backends = []

@@ -36,6 +36,8 @@ Adding an op: write `forward`, declare `saves`, write `vjp` (and `jvp` if it is 
 elementwise nor linear), define the public function in the family's file under `ops/`, and add a
 spec to `tests/op_specs.py` (a meta-test fails for an op without one).
 """
+from . import profiler as _profiler
+from .profiler import _active as _profilers
 from .tensor import Tensor, _active
 
 REGISTRY = {}
@@ -155,6 +157,8 @@ def apply1(op, x, params):
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
             rec.record(op, (x,), y, params)
+    if _profilers:
+        _profiler.on_forward(op, (x,), out, params)
     return y
 
 
@@ -175,6 +179,8 @@ def apply2(op, x, y, params):
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
             rec.record(op, (x, y), z, params)
+    if _profilers:
+        _profiler.on_forward(op, (x, y), out, params)
     return z
 
 

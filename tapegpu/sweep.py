@@ -9,7 +9,8 @@ tensors, so the sweep's own ops are recorded. Otherwise nothing needs the VJP's 
 sweep runs on the backend's arrays: an op's `fused_vjp` (one array-level call) when it has one,
 else its tensor rule on wrapped arrays. Both modes give identical results.
 """
-from . import ops
+from . import ops, profiler
+from .profiler import _active as _profilers
 from .tensor import Tensor, _active
 
 FUSED = True  # tests switch the array mode off to compare both
@@ -41,20 +42,28 @@ def prune(entries, sources, seeds):
     return plan, reach
 
 
-def backward(entries, seeds, sources, batch_ndim=0, release=False):
+def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None):
     """Cotangents of `sources` (a list of tensor ids) given `seeds` [(tensor id, cotangent)].
 
     Visits only entries on a path from a source to a seed: those that depend on a source
     (`reachable`) and whose output has a cotangent when the reverse walk gets to them.
     Returns {source id: Tensor or None}. With `release`, each entry's saved values are dropped
     right after its rule ran (non-persistent tapes); a cotangent is dropped as soon as its
-    producer's rule has consumed it.
+    producer's rule has consumed it. A `memory.Ledger` records the peak bytes of saved values
+    plus cotangents (array mode).
     """
     if not seeds:
         return {u: None for u in sources}
     dev = seeds[0][1]._dev
+    if _profilers:
+        with profiler.backward_phase():
+            return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev)
+    return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev)
+
+
+def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev):
     if FUSED and not _active:
-        grads = _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev)
+        grads = _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger)
         return {u: (None if a is None else Tensor(a, dev)) for u, a in grads.items()}
     return _sweep_tensors(entries, seeds, sources, batch_ndim, release)
 
@@ -72,7 +81,17 @@ def _sweep_tensors(entries, seeds, sources, batch_ndim, release):
         g = grads.pop(out, None) if out not in keep else grads.get(out)
         if g is None:
             continue
-        cts = vjp(e, g, reach, batch_ndim)
+        if e.saved is None and e.recompute is not None:
+            raise RuntimeError(
+                f"{e.op.name}: its saved values were dropped under the tape's memory_budget, and "
+                "a tape is recording this sweep (a higher-order gradient); recomputed values "
+                "would not be connected to it. Use a tape without memory_budget for Hessians")
+        if _profilers:
+            with profiler.muted():
+                cts = vjp(e, g, reach, batch_ndim)
+            profiler.on_vjp(e, g._data, [c._data for c in cts if c is not None])
+        else:
+            cts = vjp(e, g, reach, batch_ndim)
         if release:
             e.saved = None
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
@@ -85,27 +104,55 @@ def _sweep_tensors(entries, seeds, sources, batch_ndim, release):
     return {u: grads.get(u) for u in sources}
 
 
-def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev):
+def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
     """The same walk on raw arrays: no tensors, no dispatch, fused VJPs where ops have them."""
     forward, reach = reachable(entries, sources)
     keep = set(sources)
     xp = dev.xp
+    track = ledger is not None
+    if track:
+        from .memory import saved_arrays
+        for e in forward:
+            for a in saved_arrays(e):
+                ledger.hold(a)
+    restored = []
     grads = {}
     for u, g in seeds:
         prev = grads.get(u)
         grads[u] = g._data if prev is None else prev + g._data
+        if track:
+            ledger.hold(grads[u])
     for e in reversed(forward):
         out = e.out_uid
         g = grads.pop(out, None) if out not in keep else grads.get(out)
         if g is None:
             continue
+        if e.saved is None and e.recompute is not None:  # a checkpointed segment
+            e.recompute.restore()
+            restored.append(e.recompute)
+            if track:
+                for r in e.recompute.entries:
+                    for a in saved_arrays(r):
+                        ledger.hold(a)
         op = e.op
         fused = op.fused_vjp
         if fused is not None and (op.batched or not batch_ndim):
             cts = _fused(e, fused, xp, g, reach)
+        elif _profilers:
+            with profiler.muted():
+                cts = [None if c is None else c._data
+                       for c in vjp(e, Tensor(g, dev), reach, batch_ndim)]
         else:
             cts = [None if c is None else c._data
                    for c in vjp(e, Tensor(g, dev), reach, batch_ndim)]
+        if _profilers:
+            profiler.on_vjp(e, g, cts)
+        if track:
+            if out not in keep:
+                ledger.drop(g)
+            if release:
+                for a in saved_arrays(e):
+                    ledger.drop(a)
         if release:
             e.saved = None
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
@@ -114,7 +161,18 @@ def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev):
             if batch_ndim or c.shape != shape:
                 c = sum_to_array(xp, c, batch_ndim, shape)
             prev = grads.get(u)
-            grads[u] = c if prev is None else prev + c
+            if prev is None:
+                grads[u] = c
+                if track:
+                    ledger.hold(c)
+            else:
+                grads[u] = prev + c
+                if track:
+                    ledger.drop(prev)
+                    ledger.hold(grads[u])
+    if not release:
+        for seg in restored:
+            seg.drop()  # a persistent tape keeps to its budget between sweeps
     return {u: grads.get(u) for u in sources}
 
 

@@ -9,8 +9,15 @@ import contextlib
 import enum
 
 from . import nest, ops, sweep
-from .registry import REGISTRY
+from .registry import def_op
+from .checkpoint import Budget
+from .memory import Ledger
 from .tensor import Tensor, Variable, _active
+
+
+# a variable read under a tape: identity from the variable's id to the value it returned
+READ_VARIABLE = def_op("read_variable", lambda xp, x: x, vjp=lambda g: g, elementwise=True,
+                       linear=True)
 
 
 class UnconnectedGradients(enum.Enum):
@@ -22,7 +29,7 @@ class UnconnectedGradients(enum.Enum):
 class Entry:
     """One recorded op: the op, its input and output ids, declared residuals, params, and the
     input shapes (for un-broadcasting) — nothing else."""
-    __slots__ = ("op", "in_uids", "out_uid", "saved", "params", "in_shapes")
+    __slots__ = ("op", "in_uids", "out_uid", "saved", "params", "in_shapes", "args", "recompute")
 
     def __init__(self, op, in_uids, out_uid, saved, params, in_shapes):
         self.op = op
@@ -31,6 +38,7 @@ class Entry:
         self.saved = saved
         self.params = params
         self.in_shapes = in_shapes
+        self.recompute = None  # the checkpoint segment that can restore `saved` (memory budget)
 
 
 class GradientTape:
@@ -55,8 +63,13 @@ class GradientTape:
     18.0
     """
 
-    def __init__(self, persistent=False, watch_accessed_variables=True):
+    def __init__(self, persistent=False, watch_accessed_variables=True, memory_budget=None,
+                 track_memory=False):
         self._persistent = bool(persistent)
+        self._track_memory = bool(track_memory) or bool(memory_budget)
+        self._budget_bytes = memory_budget
+        self._budget = Budget(memory_budget) if memory_budget else None
+        self._peak_bytes = None
         self._watch_accessed = bool(watch_accessed_variables)
         self._tracked = set()
         self._entries = []
@@ -119,6 +132,38 @@ class GradientTape:
         self._entries = []
         self._variables = {}
         self._spent = False
+        self._budget = Budget(self._budget_bytes) if self._budget_bytes else None
+
+    # -- memory ---------------------------------------------------------------------------------
+    def stats(self):
+        """What the tape holds: recorded ops, saved bytes (all, activations only, by op type),
+        the budget's checkpoints, and the peak of saved plus cotangent bytes of the last sweep
+        (`peak_bytes`, measured when the tape has `track_memory=True` or a `memory_budget`, or
+        runs inside `tg.profiler`; None otherwise, as measuring costs time per op).
+
+        >>> x = tg.ones((256, 256))
+        >>> with tg.GradientTape() as t:
+        ...     t.watch(x)
+        ...     y = tg.reduce_sum(tg.exp(x))
+        >>> t.stats()["saved_bytes_by_op"]["exp"]
+        262144
+        """
+        from .memory import tape_stats
+        st = tape_stats(self)
+        if self._spent:  # released by its one sweep: report what it had recorded
+            st["recorded_ops"] = self._recorded_before_release
+        if self._budget is not None:
+            st["memory_budget"] = self._budget.limit
+            st["checkpoint_bytes"] = self._budget.kept_checkpoints
+            st["peak_kept_bytes"] = self._budget.peak_kept
+            st["segments"] = len(self._budget.closed)
+        return st
+
+    def plan(self, target, sources):
+        """Before running backward: what each VJP frees, what is recomputed, the predicted
+        peak (a `memory.Plan`; print it for a table)."""
+        from .memory import plan
+        return plan(self, target, sources)
 
     # -- watching -----------------------------------------------------------------------------
     def watch(self, tensor):
@@ -162,9 +207,11 @@ class GradientTape:
                 return
             shapes = tuple([t._data.shape for t in inputs])
         tracked.add(out._uid)
-        self._entries.append(Entry(op, in_uids, out._uid,
-                                   op.saved_values(inputs, out) if op.save_plan else (),
-                                   params, shapes))
+        e = Entry(op, in_uids, out._uid, op.saved_values(inputs, out) if op.save_plan else (),
+                  params, shapes)
+        self._entries.append(e)
+        if self._budget is not None:
+            self._budget.on_record(e, inputs, out)
 
     def record_variable_read(self, var, out):
         uid = var._uid
@@ -176,9 +223,17 @@ class GradientTape:
         if out is None:
             out = Tensor(var._value._data, var._value._dev)
         self._tracked.add(out._uid)
-        self._entries.append(Entry(REGISTRY["identity"], (uid,), out._uid, (), {},
-                                   (var.shape,)))
+        e = Entry(READ_VARIABLE, (uid,), out._uid, (), {}, (var.shape,))
+        self._entries.append(e)
+        if self._budget is not None:
+            self._budget.on_record(e, (Tensor(var._value._data, var._value._dev),), out)
         return out
+
+    def note_variable(self, var):
+        """Watches `var` if this tape watches the variables it sees read."""
+        if self._watch_accessed and var.trainable and var._uid not in self._tracked:
+            self._variables[var._uid] = var
+            self._tracked.add(var._uid)
 
     # -- differentiation ----------------------------------------------------------------------
     def _check_usable(self, what):
@@ -195,6 +250,7 @@ class GradientTape:
     def _finish(self):
         if not self._persistent:
             self._spent = True
+            self._recorded_before_release = len(self._entries)
             self._entries = []
             self._tracked = set()
 
@@ -233,7 +289,11 @@ class GradientTape:
                                      "must match")
                 if _is_float(t):
                     seeds.append((_target_uid(t), og))
-        grads = sweep.backward(self._entries, seeds, src_uids, 0, release=not self._persistent)
+        ledger = Ledger() if self._track_memory or _profiling() else None
+        grads = sweep.backward(self._entries, seeds, src_uids, 0, release=not self._persistent,
+                               ledger=ledger)
+        if ledger is not None:
+            self._peak_bytes = ledger.peak
         for u, g in seeds:  # a source that is itself a target gets its seed
             if u in grads and grads[u] is None:
                 grads[u] = g
@@ -318,6 +378,11 @@ class GradientTape:
         from .jacobian import batch_jacobian
         return batch_jacobian(self, target, source, unconnected, parallel_iterations,
                               experimental_use_pfor)
+
+
+def _profiling():
+    from .profiler import _active as profilers
+    return bool(profilers)
 
 
 def _unconnected(value):
