@@ -219,10 +219,39 @@ def test_reverse_over_forward_hvp():
             y = f(x)
         jv = acc.jvp(y)
     rev_fwd = tape.gradient(jv, x)
-    fwd_rev = tg.autodiff.hvp(f, x, v)
     H = tg.autodiff.hessian(f, x).numpy()
     np.testing.assert_allclose(rev_fwd.numpy(), H @ v.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(fwd_rev.numpy(), H @ v.numpy(), rtol=1e-12)
+    for mode in ("reverse_over_forward", "forward_over_reverse"):
+        got = tg.autodiff.hvp(f, x, v, mode=mode)
+        np.testing.assert_allclose(got.numpy(), H @ v.numpy(), rtol=1e-12, err_msg=mode)
+
+
+@pytest.mark.parametrize("mode", ["reverse_over_forward", "forward_over_reverse"])
+def test_hvp_of_an_mlp_with_variables(mode):
+    rng = np.random.default_rng(5)
+    x = tg.constant(rng.standard_normal((4, 3)))
+    labels = tg.constant(np.array([0, 1, 1, 0], np.int32))
+    ws = [tg.Variable(rng.standard_normal((3, 5))), tg.Variable(rng.standard_normal(5)),
+          tg.Variable(rng.standard_normal((5, 2)))]
+    vs = [tg.constant(rng.standard_normal(w.shape)) for w in ws]
+
+    def loss(w1, b1, w2):
+        h = tg.tanh(tg.matmul(x, w1) + b1)
+        return tg.reduce_mean(tg.nn.sparse_softmax_cross_entropy_with_logits(
+            labels, tg.matmul(h, w2)))
+
+    got = tg.autodiff.hvp(loss, ws, vs, mode=mode)
+    flat = np.concatenate([w.numpy().ravel() for w in ws])
+    sizes = np.cumsum([0] + [w.numpy().size for w in ws])
+
+    def f_flat(theta):
+        parts = [tg.reshape(theta[a:b], w.shape) for a, b, w in zip(sizes, sizes[1:], ws)]
+        return loss(*parts)
+
+    H = tg.autodiff.hessian(f_flat, tg.constant(flat)).numpy()
+    want = H @ np.concatenate([v.numpy().ravel() for v in vs])
+    np.testing.assert_allclose(np.concatenate([g.numpy().ravel() for g in got]), want,
+                               rtol=1e-10, atol=1e-12)
 
 
 def test_variable_reads_under_accumulator_and_tape():
