@@ -14,7 +14,7 @@ forward-mode Jacobian over that tape (which holds both the forward and the backw
 import numpy as np
 
 from . import nest, ops, sweep
-from .forward import has_jvp, push
+from .forward import NoJVPError, has_jvp, push  # noqa: F401 (NoJVPError: for tape.py)
 from .jacobian import MEMORY_BUDGET, _basis
 from .tensor import Tensor, Variable
 
@@ -118,9 +118,8 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations):
             if parts:
                 full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
                 full = _columns_last(full, v.shape)
-        if full is None and _float(s) and (unconnected is UnconnectedGradients.ZERO or
-                                           not (n and y.size)) and _float(target):
-            full = ops.zeros(y.shape + v.shape, dtype=v.dtype)
+        if full is None and _float(s) and unconnected is UnconnectedGradients.ZERO:
+            full = ops.zeros(y.shape + v.shape, dtype=v.dtype)  # as the reverse path does
         out.append(full)
     tape._finish()
     return nest.pack_sequence_as(sources, out)
@@ -165,7 +164,7 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
         return None
     if not parts:
         return ops.zeros((b,) + y.shape[1:] + x.shape[1:], dtype=x.dtype) \
-            if unconnected is UnconnectedGradients.ZERO or not (m and b) else None
+            if unconnected is UnconnectedGradients.ZERO else None
     full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
     return _columns_last(full, x.shape[1:])
 

@@ -360,7 +360,11 @@ class GradientTape:
         unconnected = _unconnected(unconnected_gradients)
         if (experimental_use_pfor or mode == "forward") and \
                 fj.use_forward(self, target, sources, mode, "jacobian"):
-            return fj.jacobian(self, target, sources, unconnected, parallel_iterations)
+            try:
+                return fj.jacobian(self, target, sources, unconnected, parallel_iterations)
+            except fj.NoJVPError:  # a custom gradient that supports reverse mode only
+                if mode == "forward":
+                    raise
         from .jacobian import jacobian
         return jacobian(self, target, sources, unconnected, parallel_iterations,
                         experimental_use_pfor)
@@ -374,7 +378,11 @@ class GradientTape:
         unconnected = _unconnected(unconnected_gradients)
         if (experimental_use_pfor or mode == "forward") and \
                 fj.use_forward(self, target, source, mode, "batch_jacobian"):
-            return fj.batch_jacobian(self, target, source, unconnected, parallel_iterations)
+            try:
+                return fj.batch_jacobian(self, target, source, unconnected, parallel_iterations)
+            except fj.NoJVPError:
+                if mode == "forward":
+                    raise
         from .jacobian import batch_jacobian
         return batch_jacobian(self, target, source, unconnected, parallel_iterations,
                               experimental_use_pfor)

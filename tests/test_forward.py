@@ -411,3 +411,10 @@ def test_custom_gradient_outside_tapegpu_is_reverse_only():
     with FA(x, tg.constant([1.0, 1.0])):
         with pytest.raises(NoJVPError, match="reverse mode only"):
             f(x)
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = tg.tile(f(x), [3])  # 6 outputs from 2 inputs: 'auto' would pick forward mode
+    with pytest.raises(NoJVPError):
+        tape.jacobian(y, x, mode="forward")
+    want = np.tile(np.diag(np.cos([0.5, 1.0])), (3, 1))
+    np.testing.assert_allclose(tape.jacobian(y, x).numpy(), want, rtol=1e-6)  # falls back
