@@ -80,7 +80,7 @@ def ignored(rel, patterns):
     return False
 
 
-@pytest.mark.parametrize("dockerfile", [GPU, CPU], ids=["gpu", "cpu"])
+@pytest.mark.parametrize("dockerfile", [GPU, CPU], ids=["Dockerfile", "Dockerfile.cpu"])
 def test_copy_sources_exist_and_are_in_the_context(dockerfile):
     copies = [a for i, a in instructions(dockerfile) if i in ("COPY", "ADD")]
     assert copies, f"{dockerfile.name} copies nothing"
