@@ -6,7 +6,8 @@ maps its input tangents to the output tangent `batch_shape + out.shape` (`push`)
 found in this order, and derived here once for every op that has no rule of its own:
 
 1. `op.jvp`, a native rule, `jvp(t, *saved, **params)` (one tensor argument) or
-   `jvp(ts, *saved, **params)` (several; `ts` a tuple with None for zero tangents);
+   `jvp(ts, *saved, **params)` (several; `ts` a tuple with None for zero tangents), which
+   returns the tangent in exactly `batch_shape + out.shape` (or None);
 2. `elementwise=True`: the Jacobian of each input is diagonal, so it is its own transpose and
    `J t = sum_i vjp_i(t_i)`. Each `t_i` is first lifted to the output's rank (size-1 axes
    inserted after the batch axes) so that it broadcasts against the saved values exactly as
