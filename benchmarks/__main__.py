@@ -20,6 +20,8 @@ def parse(argv=None):
                                                  "results"))
     p.add_argument("--fresh", action="store_true",
                    help="drop the other thread mode's results from latest.json")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rewrite latest.md and ratios.png from latest.json")
     args = p.parse_args(argv)
     if args.repeats < 7:
         p.error("--repeats must be at least 7 (medians of fewer rounds are noise here)")

@@ -37,27 +37,22 @@ def emu_device():
 
 
 def _profiler_bytes(tg, fn):
-    """Bytes moved by `fn()` according to `tg.profiler`, if it offers a way to ask; else None."""
+    """{"bytes", "flops"} of `fn()` by `tg.profiler` (forward + backward), or None without it."""
     prof = getattr(tg, "profiler", None)
-    if prof is None:
+    if prof is None or not callable(prof):
         return None
-    for ctx_name in ("profile", "Profiler", "trace"):
-        ctx = getattr(prof, ctx_name, None)
-        if ctx is None:
-            continue
-        try:
-            with ctx() as p:
-                fn()
-        except Exception:
-            continue
-        for attr in ("bytes_moved", "bytes", "total_bytes"):
-            v = getattr(p, attr, None)
-            v = v() if callable(v) else v
-            if isinstance(v, (int, float)):
-                return int(v)
-            if isinstance(v, dict):
-                return int(sum(v.values()))
-    return None
+    try:
+        with prof() as p:
+            fn()
+        d = p.as_dict()
+    except Exception:  # a profiler without this interface: no byte counts
+        return None
+    total = {"bytes": 0, "flops": 0}
+    for sweep_name in ("forward", "backward"):
+        for stats in (d.get(sweep_name) or {}).values():
+            for k in total:
+                total[k] += int(stats.get(k, 0))
+    return total
 
 
 def count(dev, fn):
@@ -100,7 +95,7 @@ def main(argv=None):
                 try:
                     launches = count(dev, fn)
                     entry[mode] = {"launches": sum(launches.values()), "per_kernel": launches,
-                                   "bytes": _profiler_bytes(tg, fn)}
+                                   "bytes": _profiler_bytes(tg, fn) if fused else None}
                 except Exception as e:
                     entry[mode] = {"error": f"{type(e).__name__}: {e}"}
                 finally:
@@ -110,7 +105,8 @@ def main(argv=None):
             line = f"{key}: {row}: launches fused {f.get('launches', f.get('error'))}, " \
                    f"unfused {u.get('launches', u.get('error'))}"
             if f.get("bytes") is not None:
-                line += f"; bytes fused {f['bytes']:,}, unfused {u.get('bytes') or 0:,}"
+                line += f"; bytes moved {f['bytes']['bytes'] / 2**20:,.2f} MiB, " \
+                        f"{f['bytes']['flops'] / 1e6:,.1f} MFLOP"
             print(line, flush=True)
             top = sorted(f.get("per_kernel", {}).items(), key=lambda kv: -kv[1])[:6]
             if top:

@@ -281,6 +281,9 @@ def markdown(doc):
     return "\n".join(lines)
 
 
+MEMORY_LABEL = "W7: peak memory, 16 x 1024 ReLU MLP step"
+
+
 def plot(doc, path):
     """Horizontal bars: each framework's time over tapegpu's (log scale), per workload row."""
     try:
@@ -296,6 +299,8 @@ def plot(doc, path):
     colors = dict(zip(fws, ["#7f7f7f", "#ee4c2c", "#4285f4", "#ff8f00", "#2ca02c"]))
     first = doc["runs"][modes[0]]
     labels = [f"{k}: {row}" for k, w in first["workloads"].items() for row in w["rows"]]
+    if first.get("memory"):
+        labels.append(MEMORY_LABEL)
     fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 0.55 * len(labels) + 2),
                              squeeze=False, sharey=True)
     h = 0.8 / len(fws)
@@ -303,6 +308,8 @@ def plot(doc, path):
         run = doc["runs"][mode]
         rows = [(f"{k}: {row}", cells) for k, w in run["workloads"].items()
                 for row, cells in w["rows"].items()]
+        if run.get("memory"):
+            rows.append((MEMORY_LABEL, run["memory"]))
         index = {lab: i for i, lab in enumerate(labels)}
         for j, f in enumerate(fws):
             ys, xs = [], []
@@ -318,12 +325,13 @@ def plot(doc, path):
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels(labels, fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlabel("time / tapegpu time, same round (log; > 1: tapegpu faster)")
+        ax.set_xlabel("time (W7: peak memory) / tapegpu's, same round (log; > 1: tapegpu "
+                      "better)")
         ax.set_title("one thread" if mode == "1" else "all threads")
         ax.grid(axis="x", which="both", alpha=0.3)
-    axes[0][0].legend(fontsize=8, loc="lower right")
+    axes[0][0].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=3)
     fig.suptitle(f"tapegpu vs peers on {doc['machine']['cpu']} ({doc['machine']['cores']} cores)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
@@ -336,6 +344,8 @@ def main(args):
     import tapegpu as tg
     from benchmarks import workloads
 
+    if args.report_only:
+        return write_reports(args.out)
     wanted = None if args.frameworks is None else set(args.frameworks.split(","))
     fw, versions, missing = import_peers(args.threads, wanted)
     versions = {"tapegpu": tg.__version__, "numpy": np.__version__, **versions}
@@ -382,8 +392,15 @@ def main(args):
     doc["runs"][args.threads] = run
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
-    with open(os.path.join(args.out, "latest.md"), "w") as f:
+    return write_reports(args.out)
+
+
+def write_reports(out):
+    """latest.md and ratios.png from latest.json."""
+    with open(os.path.join(out, "latest.json")) as f:
+        doc = json.load(f)
+    with open(os.path.join(out, "latest.md"), "w") as f:
         f.write(markdown(doc))
-    plot(doc, os.path.join(args.out, "ratios.png"))
-    print(f"wrote {path}, latest.md, ratios.png")
+    plot(doc, os.path.join(out, "ratios.png"))
+    print(f"wrote {out}/latest.json, latest.md, ratios.png")
     return doc
