@@ -52,7 +52,7 @@ def push(op, ts, saved, params, in_shapes):
         return _elementwise_jvp(op, ts, saved, params, in_shapes, nb)
     if op.linear:
         batch = ts[k].shape[:nb]
-        return apply(op, tuple(_zeros(batch, s, ts[k]) if t is None else t
+        return apply(op, tuple(zeros_on(ts[k], batch + tuple(s)) if t is None else t
                                for t, s in zip(ts, in_shapes)), params)
     raise NoJVPError(f"{op.name}: this op has a gradient (VJP) but no forward-mode (JVP) rule, "
                      "so it supports reverse mode only; use tg.GradientTape, or give the op a "
@@ -107,8 +107,9 @@ def fit(t, batch, shape):
     return ops.broadcast_to(lift(t, len(batch), len(shape)), target)
 
 
-def _zeros(batch, shape, like):
-    return ops.zeros(tuple(batch) + tuple(shape), dtype=like.dtype)
+def zeros_on(like, shape):
+    """Zeros of `shape` with the dtype and device of `like` (not the current device's)."""
+    return Tensor(like._dev.xp.zeros(tuple(shape), dtype=like._data.dtype), like._dev)
 
 
 # -- the transpose trick, for custom gradients ---------------------------------------------------
@@ -286,7 +287,7 @@ class ForwardAccumulator:
             if t is None and zero:
                 v = x._value if isinstance(x, Variable) else x
                 batch = self._batch_shape()
-                t = ops.zeros(batch + v.shape, dtype=v.dtype)
+                t = zeros_on(v, batch + v.shape)
             return t
         return nest.map_structure(fetch, primals)
 

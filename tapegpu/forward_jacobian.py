@@ -14,7 +14,7 @@ forward-mode Jacobian over that tape (which holds both the forward and the backw
 import numpy as np
 
 from . import nest, ops, sweep
-from .forward import NoJVPError, has_jvp, push  # noqa: F401 (NoJVPError: for tape.py)
+from .forward import NoJVPError, has_jvp, push, zeros_on  # noqa: F401 (NoJVPError: tape.py)
 from .jacobian import MEMORY_BUDGET, _basis
 from .tensor import Tensor, Variable
 
@@ -119,7 +119,7 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations):
                 full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
                 full = _columns_last(full, v.shape)
         if full is None and _float(s) and unconnected is UnconnectedGradients.ZERO:
-            full = ops.zeros(y.shape + v.shape, dtype=v.dtype)  # as the reverse path does
+            full = zeros_on(v, y.shape + v.shape)  # as the reverse path does
         out.append(full)
     tape._finish()
     return nest.pack_sequence_as(sources, out)
@@ -163,7 +163,7 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
     if not _float(source):
         return None
     if not parts:
-        return ops.zeros((b,) + y.shape[1:] + x.shape[1:], dtype=x.dtype) \
+        return zeros_on(x, (b,) + y.shape[1:] + x.shape[1:]) \
             if unconnected is UnconnectedGradients.ZERO else None
     full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
     return _columns_last(full, x.shape[1:])
@@ -208,7 +208,7 @@ def hessian(f, primals):
         for j, xj in enumerate(xs):
             t = None if i is None else cols[j][i]
             shape = _value(xi).shape + _value(xj).shape
-            row.append(ops.zeros(shape, dtype=_value(xi).dtype) if t is None else
+            row.append(zeros_on(_value(xi), shape) if t is None else
                        _columns_last(t, _value(xj).shape))
         rows.append(row)
     return rows[0][0] if single else rows

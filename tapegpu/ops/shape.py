@@ -176,7 +176,7 @@ def _concat_jvp(ts, axis, sizes):
         if t is None:
             shape = list(like.shape)
             shape[axis] = n
-            t = zeros(tuple(shape), dtype=like.dtype)
+            t = Tensor(like._dev.xp.zeros(tuple(shape), dtype=like._data.dtype), like._dev)
         parts.append(t)
     return concat(parts, axis=axis)
 
@@ -525,4 +525,3 @@ def size(input, out_type=np.int32, name=None):  # noqa: A002
 
 
 from .reduce import reduce_sum  # noqa: E402
-from ..creation import zeros  # noqa: E402
