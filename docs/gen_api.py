@@ -27,6 +27,11 @@ OPTIONAL = ("layers", "losses", "optimizers", "initializers", "estimators", "pro
             "experimental")
 
 
+# Op-author helpers that `from .ops import *` in tapegpu/__init__.py leaks into `tg`; they are
+# not user API (STYLE.md: the op-author API belongs in tapegpu/extend.py) and are not listed.
+NOT_API = {"tg": {"apply", "apply1", "def_op", "floating", "tensor"}}
+
+
 def namespaces():
     """[(qualified name, namespace object)] in the order the page lists them."""
     out = [(f"tg.{n}", getattr(tg, n)) for n in NAMESPACES if hasattr(tg, n)]
@@ -47,13 +52,14 @@ def _defined_in(obj, module):
 
 def public_names(ns):
     """Public callables and constants of a namespace, sorted: those defined by tapegpu (a
-    module's imports of numpy and the like are not its API)."""
+    module's imports of numpy and the like are not its API), less NOT_API."""
+    skip = NOT_API.get("tg") if ns is tg else ()
     names = getattr(ns, "__all__", None)
     own_only = names is None and getattr(ns, "__file__", None) is not None
     if names is None:
         names = [n for n in dir(ns) if not n.startswith("_")]
     out = []
-    for n in sorted(set(names)):
+    for n in sorted(set(names) - set(skip)):
         obj = getattr(ns, n, None)
         if obj is None or isinstance(obj, types.ModuleType):
             continue
