@@ -27,8 +27,11 @@ import importlib as _importlib
 _s = _importlib.import_module(".ops.shape", __name__)  # `ops.shape` is also a function
 from .tape import GradientTape, UnconnectedGradients  # noqa: F401
 from . import fused as _fused  # noqa: F401  (array-level VJPs for the sweep)
+from . import dispatch as _dispatch  # noqa: F401  (kernel overrides on cuda / cuda_emu)
 from .custom import custom_gradient  # noqa: F401
 from .device import copy_to, device  # noqa: F401
+from . import experimental  # noqa: F401
+from .experimental import from_dlpack  # noqa: F401
 from . import random  # noqa: F401
 from . import testing as test  # noqa: F401
 from .profiler import profile as profiler  # noqa: F401
@@ -98,18 +101,8 @@ autodiff = _autodiff()
 
 
 def _config():
-    from .device import list_backends
-
-    class _Dev(tuple):
-        pass
-
-    def list_devices():
-        """The devices tapegpu can use here, as `(name, device_type)` records."""
-        from collections import namedtuple
-        Dev = namedtuple("PhysicalDevice", "name device_type")
-        return [Dev(b.device, b.short.split(":")[0].upper()) for b in list_backends()]
-
-    return _namespace("config", list_devices=list_devices)
+    from .device import default_device, list_devices
+    return _namespace("config", list_devices=list_devices, default_device=default_device)
 
 
 config = _config()

@@ -41,6 +41,9 @@ from .profiler import _active as _profilers
 from .tensor import Tensor, _active
 
 REGISTRY = {}
+# ops that return views or metadata: no kernel launch on a GPU
+VIEW_OPS = frozenset(("reshape", "transpose", "broadcast_to", "identity", "read_variable",
+                      "stop_gradient", "expand_dims", "squeeze"))
 
 
 class InvalidArgumentError(ValueError):
@@ -49,7 +52,8 @@ class InvalidArgumentError(ValueError):
 
 class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
-                 "linear", "batched", "same_dtype", "overrides", "variadic", "fused_vjp")
+                 "linear", "batched", "same_dtype", "overrides", "variadic", "fused_vjp",
+                 "fused_overrides")
 
     def __init__(self, name, forward, args, vjp, jvp, saves, elementwise, linear, batched,
                  same_dtype, variadic):
@@ -67,6 +71,7 @@ class Op:
         self.overrides = {}
         self.variadic = variadic
         self.fused_vjp = None  # optional array-level VJP (see fused.py)
+        self.fused_overrides = {}  # backend name -> fused VJP launching kernels (dispatch.py)
 
     @property
     def differentiable(self):
@@ -142,7 +147,15 @@ def apply(op, inputs, params):
         out = forward(dev.xp, *[t._data for t in inputs], **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, inputs, params, e) from None
-    return _output(op, inputs, out, dev, params)
+    if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
+        dev.launches[op.name] += 1
+    y = Tensor(out, dev)
+    if _active and op.vjp is not None and out.dtype.kind in "fc":
+        for rec in _active:
+            rec.record(op, inputs, y, params)
+    if _profilers:
+        _profiler.on_forward(op, inputs, out, params)
+    return y
 
 
 def apply1(op, x, params):
@@ -153,6 +166,8 @@ def apply1(op, x, params):
         out = forward(dev.xp, x._data, **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x,), params, e) from None
+    if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
+        dev.launches[op.name] += 1  # one library launch (CuPy/cuBLAS) on a GPU
     y = Tensor(out, dev)
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
@@ -175,6 +190,8 @@ def apply2(op, x, y, params):
         out = forward(dev.xp, xd, yd, **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x, y), params, e) from None
+    if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
+        dev.launches[op.name] += 1  # one library launch (CuPy/cuBLAS) on a GPU
     z = Tensor(out, dev)
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
@@ -182,14 +199,6 @@ def apply2(op, x, y, params):
     if _profilers:
         _profiler.on_forward(op, (x, y), out, params)
     return z
-
-
-def _output(op, inputs, out, dev, params):
-    y = Tensor(out, dev)
-    if _active and op.vjp is not None and out.dtype.kind in "fc":
-        for rec in _active:
-            rec.record(op, inputs, y, params)
-    return y
 
 
 def _error(op, inputs, params, e):

@@ -135,9 +135,13 @@ def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
                     for a in saved_arrays(r):
                         ledger.hold(a)
         op = e.op
-        fused = op.fused_vjp
-        if fused is not None and (op.batched or not batch_ndim):
+        fused = op.fused_overrides.get(dev.name) if op.fused_overrides else None
+        if fused is not None:  # kernels: they count their own launches
             cts = _fused(e, fused, xp, g, reach)
+        elif op.fused_vjp is not None and (op.batched or not batch_ndim):
+            cts = _fused(e, op.fused_vjp, xp, g, reach)
+            if dev.counts_launches:
+                _count_library_launches(dev, op, g, cts)
         elif _profilers:
             with profiler.muted():
                 cts = [None if c is None else c._data
@@ -159,7 +163,7 @@ def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
             if c is None or u not in reach:
                 continue
             if batch_ndim or c.shape != shape:
-                c = sum_to_array(xp, c, batch_ndim, shape)
+                c = sum_to_array(xp, c, batch_ndim, shape, dev)
             prev = grads.get(u)
             if prev is None:
                 grads[u] = c
@@ -256,13 +260,23 @@ def sum_to(c, batch_ndim, shape):
     return c
 
 
-def sum_to_array(xp, c, batch_ndim, shape):
-    """`sum_to` on a raw array."""
+def _count_library_launches(dev, op, g, cts):
+    """One launch per cotangent a fused `xp` rule computed (not for g itself or its views)."""
+    for c in cts:
+        if c is not None and c is not g and getattr(c, "base", None) is not g:
+            dev.launches[op.name + ".vjp"] += 1
+
+
+def sum_to_array(xp, c, batch_ndim, shape, dev=None):
+    """`sum_to` on a raw array (one un-broadcast kernel on backends with kernels)."""
     cs = c.shape
     target = cs[:batch_ndim] + tuple(shape)
     if cs == target:
         return c
     lead, axes = _reduction_axes(cs, batch_ndim, shape)
+    if dev is not None and dev.kernels is not None and axes and lead >= 0 and \
+            c.dtype.kind == "f" and c.dtype.itemsize in (4, 8):
+        return dev.kernels.unbroadcast(c, batch_ndim, shape)
     if lead >= 0 and axes:
         c = c.sum(axis=axes, keepdims=True)
         if lead:

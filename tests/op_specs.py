@@ -64,7 +64,6 @@ def _away_from(points, eps=0.15):
     return make
 
 
-_VAR = tg.Variable(1.5, dtype=tg.float64)
 LABELS = np.array([0, 2, 1, 3], dtype=np.int32)
 INDICES = np.array([[2, 0], [1, 2]], dtype=np.int64)
 MASK = np.array([[True, False, True, True], [False, True, False, True],
@@ -114,7 +113,7 @@ SPECS = [
     Spec("leaky_relu", tg.nn.leaky_relu, (U,), lambda x: np.where(x > 0, x, 0.2 * x),
          make=_away_from([0.0])),
     Spec("identity", tg.identity, (U,), lambda x: x),
-    Spec("read_variable", lambda x: x * tg.cast(_VAR.read_value(), x.dtype), (U,),
+    Spec("read_variable", lambda x: x * tg.Variable(1.5, dtype=x.dtype).read_value(), (U,),
          lambda x: x * 1.5,
          covers=("read_variable", "multiply")),
     Spec("stop_gradient", tg.stop_gradient, (U,), lambda x: x, grad=False),

@@ -101,8 +101,9 @@ def test_every_registered_op_has_a_spec():
 
 @pytest.mark.parametrize("batch", [(), (3,)], ids=["plain", "batched"])
 @pytest.mark.parametrize("spec", DIFF, ids=str)
-def test_array_sweep_equals_tensor_sweep(spec, batch, monkeypatch):
-    """The sweep on raw arrays (fused VJPs) gives the same bits as the sweep on tensors."""
+def test_array_sweep_equals_tensor_sweep(spec, batch, monkeypatch, tg_device):
+    """The sweep on raw arrays (fused VJPs) gives the same bits as the sweep on tensors (on
+    numpy; with kernels, which sum and round in their own order, to a few ulps)."""
     from tapegpu import sweep
     rng = np.random.default_rng(3)
     xs = sample(spec, np.float64)
@@ -113,5 +114,7 @@ def test_array_sweep_equals_tensor_sweep(spec, batch, monkeypatch):
     plain = tape.batched_gradient(y, ts, us, batch_ndim=len(batch))
     for a, b in zip(fused, plain):
         assert (a is None) == (b is None)
-        if a is not None:
+        if a is not None and tg_device == "numpy":
             np.testing.assert_array_equal(a.numpy(), b.numpy())
+        elif a is not None:
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-13, atol=1e-15)

@@ -123,7 +123,7 @@ class KernelSet:
         return min(self.block, max(32, 32 * -(-cols // 32)))
 
     def _float(self, x, what):
-        x = self.xp.ascontiguousarray(x)
+        x = self.xp.asarray(x, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
         if x.dtype.name not in DTYPES:
             raise TypeError(f"{what} must be float32 or float64, got {x.dtype}")
         return x
@@ -211,7 +211,7 @@ class KernelSet:
         return self._softmax_bwd("log_softmax_bwd", g, y)
 
     def _labels(self, labels, rows, cols):
-        labels = self.xp.ascontiguousarray(labels)
+        labels = self.xp.asarray(labels, order="C")
         if labels.dtype.kind not in "iu" or labels.shape != (rows,):
             raise ValueError(f"labels must be integers of shape ({rows},), got {labels.shape} {labels.dtype}")
         return labels.astype(np.int64, copy=False)

@@ -30,7 +30,7 @@ def _fused_update(kind, var, g, slots, hyper):
         return False
     xp = var._value._dev.xp
     new = xp.array(var._value._data, copy=True, order="C")
-    fn(new, xp.ascontiguousarray(g), *slots, **hyper)
+    fn(new, xp.asarray(g, order="C"), *slots, **hyper)  # (keeps 0-d arrays 0-d)
     var._assign_array(new)
     return True
 

@@ -1,5 +1,7 @@
 """The emulator's execution model and every diagnostic it promises."""
 
+SINGLE_DEVICE = True  # about the kernels themselves, not a tapegpu device
+
 import os
 import shutil
 import subprocess

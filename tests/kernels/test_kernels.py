@@ -4,6 +4,8 @@ Each case runs in forward and in reverse resume order, in float32 and float64,
 on sizes that cover one element, partial blocks, grid-stride tails (the
 KernelSet is capped at 3 blocks) and empty inputs (no launch)."""
 
+SINGLE_DEVICE = True  # about the kernels themselves, not a tapegpu device
+
 import glob
 import os
 

@@ -3,6 +3,8 @@ exports exactly the entry points the launch table expects.
 
 Needs the PyPI packages cuda-bindings and nvidia-cuda-nvrtc (no GPU)."""
 
+SINGLE_DEVICE = True  # about the kernels themselves, not a tapegpu device
+
 import os
 
 import pytest

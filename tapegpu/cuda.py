@@ -1,0 +1,67 @@
+"""The GPU backend: CuPy arrays, our kernels through `cupy.RawModule`, the rest through CuPy
+(cuBLAS, cuSOLVER, its elementwise kernels and reductions). This is the only module that
+imports CuPy, and it is imported only when a GPU is asked for. Everything that can be shared
+with the tested paths is: grid/block choice and launches live in `kernels.KernelSet`, the op
+overrides and fused VJPs in `dispatch.py`, both exercised on every test run by `cuda_emu`."""
+import collections
+
+import cupy  # noqa: F401  (ImportError here means no GPU backend; backend.lookup says so)
+
+
+def device_count():
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+def _load_module(path, names):
+    with open(path) as f:
+        return cupy.RawModule(code=f.read(), options=("-std=c++17",))
+
+
+class CudaBackend:
+    """Arrays on GPU `index`, in CuPy's memory pool, on CuPy's current stream."""
+
+    counts_launches = True
+    device_type = "GPU"
+
+    def __init__(self, index=0):
+        self.index = index
+        self.name = "cuda"
+        self.short = f"gpu:{index}"
+        self.device = f"/job:localhost/replica:0/task:0/device:GPU:{index}"
+        self.xp = cupy
+        self.launches = collections.Counter()
+        self._kernels = None
+
+    @property
+    def kernels(self):
+        if self._kernels is None:
+            from .kernels import KernelSet
+            with cupy.cuda.Device(self.index):
+                self._kernels = KernelSet(cupy, _load_module)
+            self._kernels.launches = self.launches
+        return self._kernels
+
+    def context(self):
+        return cupy.cuda.Device(self.index)
+
+    def asarray(self, value, dtype=None):
+        with cupy.cuda.Device(self.index):
+            return cupy.asarray(value, dtype=dtype)
+
+    def to_numpy(self, array):
+        return cupy.asnumpy(array)
+
+    def synchronize(self):
+        cupy.cuda.Device(self.index).synchronize()
+
+    def memory_stats(self):
+        pool = cupy.get_default_memory_pool()
+        return {"pool_used_bytes": pool.used_bytes(), "pool_total_bytes": pool.total_bytes()}
+
+    def properties(self):
+        p = cupy.cuda.runtime.getDeviceProperties(self.index)
+        return {"name": p["name"].decode(), "memory_bytes": p["totalGlobalMem"],
+                "compute_capability": f"{p['major']}.{p['minor']}"}
+
+    def __repr__(self):
+        return f"<backend cuda:{self.index}>"

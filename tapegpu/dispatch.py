@@ -1,0 +1,117 @@
+"""Kernel dispatch: ops and fused VJPs that launch our CUDA kernels on backends that have
+them (`cuda` on a GPU, `cuda_emu` on the CPU). Each override falls back to the op's
+`xp`-generic reference for parameters or dtypes no kernel covers, so results never depend on
+whether a kernel exists — only the number of launches does.
+
+Registered here, per backend name, without touching the op definitions:
+  forward:   relu elu gelu sigmoid tanh softplus (elementwise kernels), softmax and
+             log_softmax over the last axis, sparse softmax cross-entropy (2-d logits);
+  fused VJP: the same activations' backward from their saved output or input (one launch,
+             any number of leading batch axes), softmax/log-softmax backward, sparse
+             cross-entropy backward; un-broadcasting of cotangents (sweep.sum_to_array).
+"""
+import numpy as np
+
+from . import backend
+from .registry import REGISTRY
+
+KERNEL_BACKENDS = ("cuda_emu", "cuda")
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _backend_kernels(name):
+    """The kernel set of backend `name` (for `cuda`: the current GPU's; one GPU at a time)."""
+    return lambda: (backend.CUDA_EMU.kernels if name == "cuda_emu" else
+                    backend.current().kernels)
+
+
+def _ok(*arrays):
+    return all(a.dtype in _FLOATS for a in arrays)
+
+
+def _tensor_rule(op, xp, g, *saved, **params):
+    """An op's tensor VJP on arrays (for parameters no kernel or fused rule covers)."""
+    from .tensor import Tensor
+    dev = backend.CUDA_EMU if xp is np else backend.current()
+    out = op.vjp(Tensor(g, dev), *[Tensor(s, dev) for s in saved], **params)
+    return None if out is None else out._data
+
+
+def _activation(act, kernels_of):
+    """Forward and fused VJP of an activation; kernels only for the default parameters."""
+    op = REGISTRY[act]
+    ref_fwd, ref_vjp = op.forward, op.fused_vjp
+
+    def forward(xp, x, **params):
+        if params or not _ok(x):
+            return ref_fwd(xp, x, **params)
+        return kernels_of().act_fwd(act, x)
+
+    def vjp(xp, g, saved, **params):
+        if params or not _ok(g, saved) or g.dtype != saved.dtype:
+            if ref_vjp is None:
+                return _tensor_rule(op, xp, g, saved, **params)
+            return ref_vjp(xp, g, saved, **params)
+        return kernels_of().act_bwd(act, g, saved)
+
+    return forward, vjp
+
+
+def _softmax(name, kernels_of):
+    op = REGISTRY[name]
+    ref_fwd, ref_vjp = op.forward, op.fused_vjp
+    k_fwd, k_bwd = f"{name}_fwd", f"{name}_bwd"
+
+    def forward(xp, x, axis=-1):
+        if axis != -1 or not _ok(x) or x.ndim == 0:
+            return ref_fwd(xp, x, axis=axis)
+        return getattr(kernels_of(), k_fwd)(x)
+
+    def vjp(xp, g, out, axis=-1):
+        if axis != -1 or not _ok(g, out) or g.dtype != out.dtype:
+            return ref_vjp(xp, g, out, axis=axis)
+        return getattr(kernels_of(), k_bwd)(g, out)
+
+    return forward, vjp
+
+
+def _sparse_xent(kernels_of):
+    op = REGISTRY["sparse_softmax_cross_entropy_with_logits"]
+    ref_fwd = op.forward
+    ref_vjp = op.fused_vjp[1]
+
+    def forward(xp, labels, logits):
+        if logits.ndim != 2 or not _ok(logits):
+            return ref_fwd(xp, labels, logits)
+        n = logits.shape[-1]
+        if labels.size and (labels.min() < 0 or labels.max() >= n):
+            return ref_fwd(xp, labels, logits)  # the reference raises the clear error
+        return kernels_of().sparse_xent_fwd(logits, labels)[0]
+
+    def vjp(xp, g, labels, logits):
+        if logits.ndim != 2 or g.shape != logits.shape[:1] or not _ok(g, logits):
+            return ref_vjp(xp, g, labels, logits)  # e.g. batched cotangents (Jacobians)
+        k = kernels_of()
+        return k.sparse_xent_bwd(g, k.softmax_fwd(logits), labels)
+
+    return forward, vjp
+
+
+def install():
+    for name in KERNEL_BACKENDS:
+        kernels_of = _backend_kernels(name)
+        for act in ("relu", "elu", "gelu", "sigmoid", "tanh", "softplus"):
+            fwd, vjp = _activation(act, kernels_of)
+            REGISTRY[act].overrides[name] = fwd
+            REGISTRY[act].fused_overrides[name] = vjp
+        for sm in ("softmax", "log_softmax"):
+            fwd, vjp = _softmax(sm, kernels_of)
+            REGISTRY[sm].overrides[name] = fwd
+            REGISTRY[sm].fused_overrides[name] = vjp
+        fwd, vjp = _sparse_xent(kernels_of)
+        xent = REGISTRY["sparse_softmax_cross_entropy_with_logits"]
+        xent.overrides[name] = fwd
+        xent.fused_overrides[name] = (None, vjp)
+
+
+install()
