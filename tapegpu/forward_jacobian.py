@@ -52,10 +52,16 @@ def tangents(entries, seeds, targets):
             last[u] = i
     keep = set(targets)
     ts = dict(seeds)
+    segment = None  # the checkpointed segment restored last (tapes with a memory budget)
     for i, e in enumerate(plan):
         ins = [None if u is None else ts.get(u) for u in e.in_uids]
         if all(t is None for t in ins):
             continue
+        if e.saved is None and getattr(e, "recompute", None) is not None:
+            if segment is not None and segment is not e.recompute:
+                segment.drop()  # segments come in recording order: that one is done
+            segment = e.recompute
+            segment.restore()
         if e.saved is None:
             raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
                                "non-persistent tape can compute only one set of gradients")
@@ -65,6 +71,8 @@ def tangents(entries, seeds, targets):
         for u in e.in_uids:
             if u is not None and last.get(u) == i and u not in keep:
                 ts.pop(u, None)
+    if segment is not None:
+        segment.drop()
     return [ts.get(u) for u in targets]
 
 

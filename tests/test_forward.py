@@ -437,3 +437,19 @@ def test_docstring_examples_run():
     for module in (forward, forward_jacobian):
         result = doctest.testmod(module, extraglobs={"tg": tg, "np": np})
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_forward_jacobian_on_a_tape_with_a_memory_budget():
+    """Checkpointed segments (saved values dropped) are restored for the forward sweep too."""
+    x = tg.constant(np.linspace(0.1, 0.5, 4))
+    with tg.GradientTape(persistent=True, memory_budget=600) as tape:
+        tape.watch(x)
+        h = x
+        for _ in range(12):
+            h = tg.sin(h) * 0.9 + h * tg.cos(h)
+    assert tape.stats()["segments"] >= 2
+    fwd = tape.jacobian(h, x, mode="forward").numpy()
+    rev = tape.jacobian(h, x, mode="reverse").numpy()
+    assert np.abs(rev).max() > 1e-3
+    np.testing.assert_allclose(fwd, rev, rtol=1e-12)
+    np.testing.assert_allclose(tape.jacobian(h, x, mode="forward").numpy(), fwd, rtol=0)
