@@ -4,13 +4,15 @@ The function runs normally (outer tapes record its inside, which `grad_fn` may c
 higher-order gradients); its outputs get fresh identities whose only recorded producer is one
 entry calling `grad_fn`. Variables read inside the function are found by a watcher and passed
 to `grad_fn(*upstream, variables=...)`, which then returns `(input_grads, variable_grads)`.
-In forward mode the entry's JVP is grad_fn transposed (it is linear in the upstream), which
+In forward mode the entry's JVP is grad_fn transposed (`forward.jvp_from_vjp`: grad_fn is
+linear in the upstream, so its derivative with respect to the upstream is the Jacobian), which
 needs grad_fn written with tapegpu ops; otherwise the function supports reverse mode only.
 """
 import functools
 import inspect
 
 from . import nest
+from .forward import jvp_from_vjp
 from .registry import Op
 from .tensor import Tensor, Variable, _active, _variable_watchers
 
@@ -68,7 +70,7 @@ def custom_gradient(f=None):
         for k, out in enumerate(float_outs):
             rule = _rule(grad_fn, k, float_outs, len(args), arg_pos, variables)
             op = Op(f.__name__, None, tuple(f"a{i}" for i in range(len(inputs))), rule,
-                    _transposed(rule, out, [x._data.shape for x in inputs], f.__name__), (),
+                    jvp_from_vjp(rule, out, [x._data.shape for x in inputs], f.__name__), (),
                     False, False, False, False, True)
             for rec in _active:
                 rec.record(op, inputs, out, {})
@@ -97,16 +99,6 @@ def _rule(grad_fn, k, outs, n_args, arg_pos, variables):
         picked = [_as_tensor(in_grads[i]) for i in arg_pos]
         return tuple(picked + [_as_tensor(v) for v in var_grads])
     return vjp
-
-
-def _transposed(vjp, out, in_shapes, name):
-    """The JVP of output k, from its VJP by the transpose trick (see forward.transpose_vjp):
-    grad_fn is linear in the upstream, so differentiating it with respect to the upstream gives
-    the Jacobian itself. A grad_fn not written with tapegpu ops makes this a clear error."""
-    def jvp(ts):
-        from .forward import transpose_vjp
-        return transpose_vjp(vjp, out, ts, in_shapes, name)
-    return jvp
 
 
 def _as_tensor(g):

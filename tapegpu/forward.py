@@ -114,7 +114,21 @@ def zeros_on(like, shape):
 
 # -- the transpose trick, for custom gradients ---------------------------------------------------
 
-def transpose_vjp(vjp, out, ts, in_shapes, name):
+def jvp_from_vjp(vjp, out, in_shapes, name):
+    """A JVP rule, for an op built per call (custom gradients, and any op whose owner opts in),
+    from its VJP rule `vjp(g, *saved, **params)` (a tuple of cotangents, linear in g) by
+    `transpose_vjp`. Keeps only the output's shape, dtype and device."""
+    spec = (out._data.shape, out._data.dtype, out._dev)
+
+    def jvp(ts, *saved, **params):
+        def rule(g):
+            cts = vjp(g, *saved, **params)
+            return cts if isinstance(cts, (tuple, list)) else (cts,)
+        return transpose_vjp(rule, spec, ts, in_shapes, name)
+    return jvp
+
+
+def transpose_vjp(vjp, out_spec, ts, in_shapes, name):
     """J t from a VJP rule `g -> (J_1^T g, J_2^T g, ...)` that is linear in g.
 
     For every g, <g, J t> = sum_i <J_i^T g, t_i>, so J t is the gradient with respect to g of
@@ -127,7 +141,8 @@ def transpose_vjp(vjp, out, ts, in_shapes, name):
     from .tape import GradientTape
     k = _first(ts)
     nb = ts[k].ndim - len(in_shapes[k])
-    g = ops.ones_like(out)
+    shape, dtype, dev = out_spec
+    g = Tensor(dev.xp.ones(shape, dtype=dtype), dev)
     with GradientTape() as tape:
         tape.watch(g)
         cts = vjp(g)
