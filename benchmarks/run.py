@@ -225,6 +225,14 @@ def markdown(doc):
     lines = ["# tapegpu benchmarks", "",
              f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}; "
              f"{m['platform']}.", ""]
+    lines += ["How each framework runs: tapegpu, PyTorch, TensorFlow and HIPS autograd eagerly "
+              "(TensorFlow with `tf.GradientTape`, no `tf.function`); JAX under `jax.jit`, as it "
+              "is meant to be used, except the loop rows of W3 (a Python loop over an eager "
+              "`vjp_fn`). \"numpy (floor)\" is the same computation written by hand in numpy "
+              "(for W2: only its 8 matmuls). Loops: a Python loop of one VJP per output row "
+              "(`experimental_use_pfor=False` for tapegpu and TensorFlow; `autograd.jacobian` "
+              "is such a loop). Every result is cross-checked against the floor or tapegpu "
+              "(`np.testing.assert_allclose`, float32 tolerances) before anything is timed.", ""]
     for mode, run in sorted(doc["runs"].items()):
         vers = ", ".join(f"{k} {v}" for k, v in run["versions"].items())
         threads = "one thread, pinned to one core" if mode == "1" else "all threads"
