@@ -114,10 +114,10 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations):
         v = _value(s)
         n = v.size
         full = None
-        if _float(target) and _float(s) and n and y.size:
+        if _float(target) and _float(s) and y.size:
             k = _chunk(tape, n, parallel_iterations, s)
             parts = []
-            for start in range(0, n, k):
+            for start in range(0, n, k) if n else [0]:  # an empty source: one empty chunk
                 t = tangents(tape._entries, {u: _basis(v, start, min(k, n - start), n)},
                              [target._uid])[0]
                 if t is None:

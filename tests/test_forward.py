@@ -453,3 +453,17 @@ def test_forward_jacobian_on_a_tape_with_a_memory_budget():
     assert np.abs(rev).max() > 1e-3
     np.testing.assert_allclose(fwd, rev, rtol=1e-12)
     np.testing.assert_allclose(tape.jacobian(h, x, mode="forward").numpy(), fwd, rtol=0)
+
+
+def test_forward_jacobian_edge_cases():
+    x = tg.constant([1.0, 2.0, 3.0])
+    e = tg.zeros((0,))
+    i = tg.constant([1, 2])
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch([x, e])
+        y = tg.concat([x, e], 0) * 2.0
+    np.testing.assert_array_equal(tape.jacobian(x, x, mode="forward").numpy(), np.eye(3))
+    jx, je, ji = tape.jacobian(y, [x, e, i], mode="forward")
+    np.testing.assert_array_equal(jx.numpy(), 2 * np.eye(3))
+    assert je.shape == (3, 0) and ji is None
+    assert tape.jacobian(y, e, mode="reverse").shape == (3, 0)
