@@ -373,7 +373,19 @@ class GradientTape:
                        parallel_iterations=None, experimental_use_pfor=True, mode="auto"):
         """Per-example Jacobians: `(b,) + target.shape[1:] + source.shape[1:]`; `mode` as in
         `jacobian` (forward mode when a row of the source is smaller than a row of the
-        target)."""
+        target).
+
+        >>> x = tg.constant([[1.0, 2.0], [3.0, 4.0]])
+        >>> with tg.GradientTape() as t:
+        ...     t.watch(x)
+        ...     y = x * x
+        >>> t.batch_jacobian(y, x).numpy()
+        array([[[2., 0.],
+                [0., 4.]],
+        <BLANKLINE>
+               [[6., 0.],
+                [0., 8.]]], dtype=float32)
+        """
         from . import forward_jacobian as fj
         unconnected = _unconnected(unconnected_gradients)
         if (experimental_use_pfor or mode == "forward") and \
