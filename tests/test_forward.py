@@ -467,3 +467,17 @@ def test_forward_jacobian_edge_cases():
     np.testing.assert_array_equal(jx.numpy(), 2 * np.eye(3))
     assert je.shape == (3, 0) and ji is None
     assert tape.jacobian(y, e, mode="reverse").shape == (3, 0)
+
+
+@pytest.mark.parametrize("key", [(np.array([0, 1]), slice(None), np.array([1, 0])),
+                                 (0, slice(None), np.array([1, 0, 3])),
+                                 (None, np.array([1]), slice(None), 0)], ids=str)
+def test_getitem_with_separated_index_arrays_keeps_batch_axes_in_front(key):
+    """numpy moves the axes of index arrays that a slice separates to the front; the batch
+    axes of a tangent must stay in front all the same."""
+    rng = np.random.default_rng(6)
+    x = tg.constant(rng.standard_normal((2, 3, 4)))
+    vs = rng.standard_normal((5, 2, 3, 4))
+    with FA(x, tg.constant(vs), batch_ndim=1) as acc:
+        y = x[key]
+    np.testing.assert_array_equal(acc.jvp(y).numpy(), np.stack([v[key] for v in vs]))

@@ -355,10 +355,34 @@ def _scatter_forward(xp, g, key, inner_shape, r, advanced):
     return out
 
 
+def _separated_advanced(key):
+    """Whether numpy moves the indexed axes to the front: integer arrays (and, with them,
+    integers) that a slice or None separates."""
+    if not any(isinstance(k, np.ndarray) for k in key):
+        return False
+    pos = [i for i, k in enumerate(key) if isinstance(k, (np.ndarray, int))]
+    return pos[-1] - pos[0] + 1 != len(pos)
+
+
+def _getitem_jvp(t, x_shape, key, inner):
+    # getitem is linear: t[key] over the primal's axes. Separated integer arrays put their axes
+    # in front of every sliced axis, the batch axes included, so then the batch axes go last
+    # (as sliced axes after the key) and come back to the front after indexing.
+    nb = t.ndim - len(x_shape)
+    if not nb or not _separated_advanced(key):
+        return apply(_getitem, (t,), {"key": key, "inner": inner})
+    nd = t.ndim
+    moved = transpose(t, tuple(range(nb, nd)) + tuple(range(nb)))
+    out = apply(_getitem, (moved,), {"key": key + (slice(None),) * nb, "inner": inner + nb})
+    m = out.ndim
+    return transpose(out, tuple(range(m - nb, m)) + tuple(range(m - nb)))
+
+
 # getitem and its scatter are each other's transposes
 _getitem = def_op("getitem", _getitem_forward, saves=("x.shape",), linear=True,
                   vjp=lambda g, x_shape, key, inner: _scatter(g, key, x_shape[len(x_shape) - inner:],
-                                                              g_inner_ndim(key, x_shape, inner)))
+                                                              g_inner_ndim(key, x_shape, inner)),
+                  jvp=_getitem_jvp)
 _scatter_op = def_op("getitem_grad", _scatter_forward, linear=True,
                      vjp=lambda g, key, inner_shape, r, advanced:
                      apply(_getitem, (g,), {"key": key, "inner": len(inner_shape)}))
