@@ -69,7 +69,7 @@ nn = _namespace(
     **{k: getattr(_n, k) for k in (
         "softmax", "log_softmax", "sparse_softmax_cross_entropy_with_logits",
         "softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits", "l2_loss",
-        "batch_normalization", "dropout", "bias_add")},
+        "batch_normalization", "dropout", "bias_add", "bias_act")},
     moments=_r.moments)
 linalg = _namespace(
     "linalg", **{k: getattr(_l, k) for k in (

@@ -113,7 +113,12 @@ class Segment:
             dev = x0._dev
             op = e.op
             fwd = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
-            out = Tensor(fwd(dev.xp, *[t._data for t in inputs], **e.params), dev)
+            result = fwd(dev.xp, *[t._data for t in inputs], **e.params)
+            if op.residuals:
+                result, res = result
+            out = Tensor(result, dev)
+            if op.residuals:
+                out._res = tuple(Tensor(r, dev) for r in res)
             values[e.out_uid] = out
             e.saved = op.saved_values(inputs, out) if op.save_plan else ()
 

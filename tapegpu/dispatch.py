@@ -4,8 +4,9 @@ them (`cuda` on a GPU, `cuda_emu` on the CPU). Each override falls back to the o
 whether a kernel exists — only the number of launches does.
 
 Registered here, per backend name, without touching the op definitions:
-  forward:   relu elu gelu sigmoid tanh softplus (elementwise kernels), softmax and
-             log_softmax over the last axis, sparse softmax cross-entropy (2-d logits);
+  forward:   relu elu gelu sigmoid tanh softplus (elementwise kernels), bias + activation,
+             softmax and log_softmax over the last axis, sparse softmax cross-entropy (2-d
+             logits; it also returns the softmax its backward kernel uses);
   fused VJP: the same activations' backward from their saved output or input (one launch,
              any number of leading batch axes), softmax/log-softmax backward, sparse
              cross-entropy backward; un-broadcasting of cotangents (sweep.sum_to_array).
@@ -86,13 +87,31 @@ def _sparse_xent(kernels_of):
         n = logits.shape[-1]
         if labels.size and (labels.min() < 0 or labels.max() >= n):
             return ref_fwd(xp, labels, logits)  # the reference raises the clear error
-        return kernels_of().sparse_xent_fwd(logits, labels)[0]
+        loss, probs = kernels_of().sparse_xent_fwd(logits, labels)
+        return loss, (probs,)
 
-    def vjp(xp, g, labels, logits):
+    def vjp(xp, g, labels, logits, probs):
         if logits.ndim != 2 or g.shape != logits.shape[:1] or not _ok(g, logits):
-            return ref_vjp(xp, g, labels, logits)  # e.g. batched cotangents (Jacobians)
-        k = kernels_of()
-        return k.sparse_xent_bwd(g, k.softmax_fwd(logits), labels)
+            return ref_vjp(xp, g, labels, logits, probs)  # e.g. batched cotangents (Jacobians)
+        return kernels_of().sparse_xent_bwd(g, probs, labels)
+
+    return forward, vjp
+
+
+def _bias_act(kernels_of):
+    op = REGISTRY["bias_act"]
+    ref_fwd, ref_vjp = op.forward, op.fused_vjp
+
+    def forward(xp, x, b, act):
+        if not _ok(x, b) or x.dtype != b.dtype:
+            return ref_fwd(xp, x, b, act)
+        return kernels_of().bias_act_fwd(act, x, b)
+
+    def vjp(xp, g, out, act):
+        if not _ok(g, out) or g.dtype != out.dtype:
+            return ref_vjp(xp, g, out, act)
+        gz = kernels_of().act_bwd(act, g, out)
+        return gz, gz
 
     return forward, vjp
 
@@ -112,6 +131,9 @@ def install():
         xent = REGISTRY["sparse_softmax_cross_entropy_with_logits"]
         xent.overrides[name] = fwd
         xent.fused_overrides[name] = (None, vjp)
+        fwd, vjp = _bias_act(kernels_of)
+        REGISTRY["bias_act"].overrides[name] = fwd
+        REGISTRY["bias_act"].fused_overrides[name] = vjp
 
 
 install()

@@ -129,10 +129,18 @@ fuse("log_softmax", lambda xp, g, out, axis=-1:
      g - xp.exp(out) * g.sum(axis=axis, keepdims=True))
 
 
-def _sparse_xent(xp, g, labels, logits):
+def _sparse_xent(xp, g, labels, logits, probs):
     n = logits.shape[-1]
     hot = (labels[..., None] == xp.arange(n, dtype=labels.dtype)).astype(logits.dtype)
-    return g[..., None] * (_nn._softmax_forward(xp, logits) - hot)
+    return g[..., None] * (probs - hot)
 
 
 fuse("sparse_softmax_cross_entropy_with_logits", None, _sparse_xent)
+
+
+def _bias_act(xp, g, out, act):
+    gz = REGISTRY[act].fused_vjp(xp, g, out)
+    return gz, gz
+
+
+fuse("bias_act", _bias_act)

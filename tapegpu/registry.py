@@ -6,7 +6,9 @@ Contract (what every rule may rely on, and must honour)
   or cupy). It is the reference every backend can run; a backend may override it with a custom
   kernel (`overrides[backend_name]`, same signature).
 * `saves` declares what the VJP sees, in order: an argument name (the input tensor), `"out"`
-  (the output tensor) or `"<arg>.shape"` (only the input's shape). The rule gets exactly these,
+  (the output tensor), `"<arg>.shape"` (only the input's shape), or the name of a derived
+  residual: an op with `residuals=("probs",)` returns `(out, (probs,))` from its forward, and
+  the residual is saved like an output (sparse cross-entropy keeps its softmax this way). The rule gets exactly these,
   then the op's params as keywords. Nothing else is kept alive by a tape.
 * `vjp` is either a tuple with one rule per tensor argument (`None` for an argument with no
   gradient, such as indices or a condition), each `rule(g, *saved, **params) -> cotangent`, or
@@ -53,17 +55,18 @@ class InvalidArgumentError(ValueError):
 class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "overrides", "variadic", "fused_vjp",
-                 "fused_overrides")
+                 "fused_overrides", "residuals")
 
     def __init__(self, name, forward, args, vjp, jvp, saves, elementwise, linear, batched,
-                 same_dtype, variadic):
+                 same_dtype, variadic, residuals=()):
         self.name = name
         self.forward = forward
         self.args = args
         self.vjp = vjp
         self.jvp = jvp
         self.saves = saves
-        self.save_plan = tuple(_plan(s, args, name) for s in saves)
+        self.residuals = residuals
+        self.save_plan = tuple(_plan(s, args, name, residuals) for s in saves)
         self.elementwise = elementwise
         self.linear = linear
         self.batched = batched
@@ -94,6 +97,8 @@ class Op:
                 vals.append(out)
             elif kind == 2:
                 vals.append(inputs[i]._data.shape)
+            elif kind == 4:
+                vals.append(out._res[i])
             else:
                 vals.extend(inputs)
         return tuple(vals)
@@ -107,10 +112,13 @@ _SAVE_X = ((0, 0),)
 _SAVE_XY = ((0, 0), (0, 1))
 
 
-def _plan(name, args, op):
-    """Where one declared save comes from: (0, arg index), (1, out) or (2, arg index) for shape."""
+def _plan(name, args, op, residuals=()):
+    """Where one declared save comes from: (0, arg index), (1, out), (2, arg index) for the
+    shape, (3, all inputs) or (4, residual index)."""
     if name == "out":
         return (1, -1)
+    if name in residuals:
+        return (4, residuals.index(name))
     base, _, attr = name.partition(".")
     if base == "*":  # every input, for variadic ops (einsum)
         return (3, -1)
@@ -124,12 +132,12 @@ def _plan(name, args, op):
 
 
 def def_op(name, forward, args=("x",), vjp=None, jvp=None, saves=(), elementwise=False,
-           linear=False, batched=True, same_dtype=True, variadic=False):
+           linear=False, batched=True, same_dtype=True, variadic=False, residuals=()):
     """Registers an op and returns its entry. See the module docstring for the contract."""
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
     op = Op(name, forward, tuple(args), vjp, jvp, tuple(saves), elementwise, linear, batched,
-            same_dtype, variadic)
+            same_dtype, variadic, tuple(residuals))
     REGISTRY[name] = op
     return op
 
@@ -147,6 +155,8 @@ def apply(op, inputs, params):
         out = forward(dev.xp, *[t._data for t in inputs], **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, inputs, params, e) from None
+    if op.residuals:
+        return _with_residuals(op, inputs, out, dev, params, forward)
     if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
         dev.launches[op.name] += 1
     y = Tensor(out, dev)
@@ -166,6 +176,8 @@ def apply1(op, x, params):
         out = forward(dev.xp, x._data, **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x,), params, e) from None
+    if op.residuals:
+        return _with_residuals(op, (x,), out, dev, params, forward)
     if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
         dev.launches[op.name] += 1  # one library launch (CuPy/cuBLAS) on a GPU
     y = Tensor(out, dev)
@@ -190,6 +202,8 @@ def apply2(op, x, y, params):
         out = forward(dev.xp, xd, yd, **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x, y), params, e) from None
+    if op.residuals:
+        return _with_residuals(op, (x, y), out, dev, params, forward)
     if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
         dev.launches[op.name] += 1  # one library launch (CuPy/cuBLAS) on a GPU
     z = Tensor(out, dev)
@@ -199,6 +213,23 @@ def apply2(op, x, y, params):
     if _profilers:
         _profiler.on_forward(op, (x, y), out, params)
     return z
+
+
+def _with_residuals(op, inputs, result, dev, params, forward):
+    """The output of an op whose forward also returned residuals for its VJP: recorders read
+    them from the output while recording; afterwards the output no longer holds them."""
+    out, res = result
+    if dev.counts_launches and forward is op.forward:
+        dev.launches[op.name] += 1
+    y = Tensor(out, dev)
+    if _active and op.vjp is not None and out.dtype.kind in "fc":
+        y._res = tuple(Tensor(r, dev) for r in res)
+        for rec in _active:
+            rec.record(op, inputs, y, params)
+        del y._res
+    if _profilers:
+        _profiler.on_forward(op, inputs, out, params)
+    return y
 
 
 def _error(op, inputs, params, e):

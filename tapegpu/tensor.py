@@ -35,7 +35,7 @@ class Tensor:
            [15., 22.]], dtype=float32)
     """
 
-    __slots__ = ("_data", "_dev", "_uid", "__weakref__")
+    __slots__ = ("_data", "_dev", "_uid", "_res", "__weakref__")  # _res: see registry
     __array_ufunc__ = None  # numpy defers to our reflected operators: np_array + tensor -> Tensor
     __hash__ = None  # `==` is elementwise, as in TensorFlow 2; use `.ref()` as a key
 

@@ -12,6 +12,7 @@ from .. import ops
 from ..dtypes import np_dtype
 from ..tensor import Tensor, Variable, convert_to_tensor
 from . import initializers
+from ..ops.nn import BIAS_ACTIVATIONS, bias_act
 from .module import Module
 
 _ACTIVATIONS = {
@@ -20,6 +21,15 @@ _ACTIVATIONS = {
     "softmax": ops.softmax, "log_softmax": ops.log_softmax, "softplus": ops.softplus,
     "leaky_relu": ops.leaky_relu, "swish": lambda x: x * ops.sigmoid(x),
 }
+
+
+def _fusable():
+    """Activation functions that bias_act computes together with the bias, by function."""
+    from ..ops import unary
+    return {getattr(unary, name): name for name in BIAS_ACTIVATIONS}
+
+
+_FUSABLE = _fusable()
 
 
 def get_activation(identifier):
@@ -169,6 +179,9 @@ class Dense(Layer):
             raise ValueError(f"Dense {self.name!r}: expected inputs with last dimension "
                              f"{self.kernel.shape[0]}, got shape {inputs.shape}")
         y = ops.matmul(inputs, self.kernel)
+        fused = _FUSABLE.get(self.activation)
+        if self.use_bias and fused is not None:
+            return bias_act(y, self.bias, fused)  # one op (one kernel on a GPU)
         if self.use_bias:
             y = y + self.bias
         return self.activation(y) if self.activation is not None else y
