@@ -275,7 +275,7 @@ class ForwardAccumulator:
         self._keep(out, t)
         return out
 
-    # -- results ------------------------------------------------------------------------------------
+    # -- results -----------------------------------------------------------------------------------
     def jvp(self, primals, unconnected_gradients="none"):
         """The JVPs computed for `primals` (a tensor, variable or nested structure of them):
         tensors of the primals' shapes (plus batch axes), or None where no JVP was computed

@@ -152,7 +152,7 @@ def test_tf_doc_linear_regression_columns_match_gradient():
     np.testing.assert_allclose(bias_grad.numpy(), bias_fprop.numpy()[None], rtol=1e-6)
 
 
-# -- ForwardAccumulator semantics -------------------------------------------------------------------
+# -- ForwardAccumulator semantics ------------------------------------------------------------------
 
 def test_nested_structures_and_variables():
     a = tg.constant([1.0, 2.0])
