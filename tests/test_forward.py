@@ -481,3 +481,22 @@ def test_getitem_with_separated_index_arrays_keeps_batch_axes_in_front(key):
     with FA(x, tg.constant(vs), batch_ndim=1) as acc:
         y = x[key]
     np.testing.assert_array_equal(acc.jvp(y).numpy(), np.stack([v[key] for v in vs]))
+
+
+@pytest.mark.parametrize("mode", ["reverse_over_forward", "forward_over_reverse"])
+def test_hvp_through_a_custom_gradient(mode):
+    @tg.custom_gradient
+    def log1pexp(x):
+        e = tg.exp(x)
+
+        def grad(dy):
+            return dy * (1 - 1 / (1 + e))
+        return tg.math.log(1 + e), grad
+
+    x = tg.constant([0.0, 1.0, 2.0], dtype=tg.float64)
+    v = tg.constant([1.0, -2.0, 0.5], dtype=tg.float64)
+    s = 1 / (1 + np.exp(-x.numpy()))
+    # f = sum(softplus(x) x):  f'' = s (1 - s) x + 2 s, diagonal
+    want = (s * (1 - s) * x.numpy() + 2 * s) * v.numpy()
+    got = tg.autodiff.hvp(lambda x: tg.reduce_sum(log1pexp(x) * x), x, v, mode=mode)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
