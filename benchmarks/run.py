@@ -332,11 +332,11 @@ def plot(doc, path):
         ax.set_xscale("log")
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels(labels, fontsize=8)
-        ax.invert_yaxis()
         ax.set_xlabel("time (W7: peak memory) / tapegpu's, same round (log; > 1: tapegpu "
                       "better)")
         ax.set_title("one thread" if mode == "1" else "all threads")
         ax.grid(axis="x", which="both", alpha=0.3)
+    axes[0][0].invert_yaxis()  # once: the y axis is shared
     axes[0][0].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=3)
     fig.suptitle(f"tapegpu vs peers on {doc['machine']['cpu']} ({doc['machine']['cores']} cores)")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
