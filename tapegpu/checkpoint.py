@@ -105,12 +105,18 @@ class Segment:
         return self.dropped_bytes
 
     def restore(self):
-        """Re-runs the forwards of the segment, giving every entry its saved values back."""
+        """Re-runs the forwards of the segment, giving every entry its saved values back.
+        A recomputed output is dropped after its last use inside the segment, so only what
+        the entries save stays alive."""
+        last = {}
+        for i, e in enumerate(self.entries):
+            for a in e.args:
+                if type(a) is int:
+                    last[a] = i
         values = {}
-        for e in self.entries:
+        for i, e in enumerate(self.entries):
             inputs = [values[a] if type(a) is int else a for a in e.args]
-            x0 = inputs[0]
-            dev = x0._dev
+            dev = inputs[0]._dev
             op = e.op
             fwd = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
             result = fwd(dev.xp, *[t._data for t in inputs], **e.params)
@@ -119,8 +125,12 @@ class Segment:
             out = Tensor(result, dev)
             if op.residuals:
                 out._res = tuple(Tensor(r, dev) for r in res)
-            values[e.out_uid] = out
             e.saved = op.saved_values(inputs, out) if op.save_plan else ()
+            if last.get(e.out_uid, -1) > i:
+                values[e.out_uid] = out
+            for a in e.args:
+                if type(a) is int and last[a] == i:
+                    del values[a]
 
     def drop(self):
         for e in self.entries:
@@ -142,15 +152,19 @@ class Budget:
     def on_record(self, entry, inputs, out):
         entry.args = tuple(inputs)
         self.produced.add(entry.out_uid)
-        self.open.append(entry)
+        new = {}
         for s in entry.saved:
             if isinstance(s, Tensor) and s._uid in self.produced:
                 r = root(s._data)
-                self.open_buffers[id(r)] = r.nbytes
+                if id(r) not in self.open_buffers:
+                    new[id(r)] = r.nbytes
         open_bytes = sum(self.open_buffers.values())
-        self.peak_kept = max(self.peak_kept, open_bytes + self.kept_checkpoints)
-        if open_bytes >= self.limit // 2:
-            self._close(open_bytes)
+        if self.open and open_bytes + sum(new.values()) > self.limit // 2:
+            self._close(open_bytes)  # close before this entry would overflow the open half
+        self.open.append(entry)
+        self.open_buffers.update(new)
+        self.peak_kept = max(self.peak_kept,
+                             sum(self.open_buffers.values()) + self.kept_checkpoints)
 
     def _close(self, open_bytes):
         seg = Segment(self.open, open_bytes)

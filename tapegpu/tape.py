@@ -99,11 +99,15 @@ class GradientTape:
         self._recording = True
 
     def _pop(self):
+        """Stops recording; returns where the tape was among the active recorders."""
         for i in range(len(_active) - 1, -1, -1):
             if _active[i] is self:
                 del _active[i]
                 break
+        else:
+            i = len(_active)
         self._recording = False
+        return i
 
     @contextlib.contextmanager
     def stop_recording(self):
@@ -120,11 +124,12 @@ class GradientTape:
         if not self._recording:
             raise ValueError("GradientTape.stop_recording: the tape is not recording (use it "
                              "inside the tape's `with` block)")
-        self._pop()
+        where = self._pop()
         try:
             yield
-        finally:
-            self._push()
+        finally:  # back in its place: its nesting with accumulators and other tapes is kept
+            _active.insert(min(where, len(_active)), self)
+            self._recording = True
 
     def reset(self):
         """Clears everything recorded and watched so far (the tape keeps recording)."""

@@ -224,6 +224,8 @@ SPECS = [
     Spec("getitem_array", lambda x: x[np.array([2, 0, 2])], ((3, 4),),
          lambda x: x[[2, 0, 2]], covers=("getitem", "getitem_grad")),
     Spec("getitem_mask", lambda x: x[MASK], ((3, 4),), lambda x: x[MASK], covers=("getitem",)),
+    Spec("getitem_separated", lambda x: x[np.array([2, 0, 2]), :, 1], ((3, 4, 2),),
+         lambda x: x[[2, 0, 2], :, 1], covers=("getitem", "getitem_grad")),
     Spec("one_hot", lambda x: tg.one_hot(tg.argmax(x, axis=1), 4), ((3, 4),),
          lambda x: np.eye(4, dtype=np.float32)[x.argmax(1)], grad=False,
          extra={"out_dtype": np.float32}),

@@ -604,3 +604,23 @@ def test_check_gradients_catches_a_wrong_rule(monkeypatch):
     monkeypatch.setattr(op, "fused_vjp", None)
     with pytest.raises(AssertionError, match="order 1"):
         tg.test.check_gradients(tg.sin, [np.array([0.3, 0.8])])
+
+
+def test_stop_recording_keeps_the_tape_nested_inside_an_accumulator():
+    x = tg.constant(0.5, dtype=tg.float64)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        with tg.autodiff.ForwardAccumulator(x, tg.constant(1.0, dtype=tg.float64)) as acc:
+            with tape.stop_recording():
+                pass
+            y = tg.sin(x)
+            dy = acc.jvp(y)  # recorded by the tape: reverse over forward
+    assert float(tape.gradient(dy, x)) == pytest.approx(-np.sin(0.5))
+
+
+def test_layer_built_by_hand_keeps_its_variables():
+    dense = tg.layers.Dense(3)
+    dense.build([None, 2])
+    kernel = dense.kernel
+    dense(tg.ones((1, 2)))
+    assert dense.kernel is kernel and dense.built

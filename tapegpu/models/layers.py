@@ -4,6 +4,7 @@ A layer is a `Module` that creates its variables on its first call, from the inp
 dtype (`build`), then computes `call(inputs, ...)`. Layers whose behaviour differs between
 training and inference take `training=` (default False, as Keras outside `fit`).
 """
+import functools
 import inspect
 
 import numpy as np
@@ -103,6 +104,17 @@ class Layer(Module):
 
     def call(self, inputs, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must implement call(inputs)")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "build" in cls.__dict__:  # a layer built by hand is built (Keras' `layer.build(shape)`)
+            user_build = cls.__dict__["build"]
+
+            @functools.wraps(user_build)
+            def build(self, input_shape):
+                user_build(self, input_shape)
+                self.built = True
+            cls.build = build
 
     def add_weight(self, name, shape, initializer="zeros", trainable=True, dtype=None):
         """Creates a variable named `<layer>/<name>` initialised by `initializer`."""

@@ -340,19 +340,35 @@ def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
 
 # -- indexing ------------------------------------------------------------------------------------
 
+# Leading axes (the op's own batch or a sweep's batch axes) are indexed by full slices in
+# front of the key. numpy moves the axes of integer arrays that a slice separates to the very
+# front, in front of those leading axes too; both functions put the leading axes back first.
+
 def _getitem_forward(xp, x, key, inner):
-    return x[(slice(None),) * (x.ndim - inner) + key]
+    lead = x.ndim - inner
+    out = x[(slice(None),) * lead + key]
+    if lead and _separated_advanced(key):
+        k = _advanced_ndim(key)
+        out = xp.moveaxis(out, tuple(range(k, k + lead)), tuple(range(lead)))
+    return out
 
 
 def _scatter_forward(xp, g, key, inner_shape, r, advanced):
     lead = g.ndim - r
     out = xp.zeros(g.shape[:lead] + inner_shape, dtype=g.dtype)
     full = (slice(None),) * lead + key
+    if lead and _separated_advanced(key):
+        k = _advanced_ndim(key)
+        g = xp.moveaxis(g, tuple(range(lead)), tuple(range(k, k + lead)))
     if advanced:
         xp.add.at(out, full, g)  # repeated indices add up
     else:
         out[full] = g
     return out
+
+
+def _advanced_ndim(key):
+    return len(np.broadcast_shapes(*[k.shape for k in key if isinstance(k, np.ndarray)]))
 
 
 def _separated_advanced(key):
@@ -365,17 +381,8 @@ def _separated_advanced(key):
 
 
 def _getitem_jvp(t, x_shape, key, inner):
-    # getitem is linear: t[key] over the primal's axes. Separated integer arrays put their axes
-    # in front of every sliced axis, the batch axes included, so then the batch axes go last
-    # (as sliced axes after the key) and come back to the front after indexing.
-    nb = t.ndim - len(x_shape)
-    if not nb or not _separated_advanced(key):
-        return apply(_getitem, (t,), {"key": key, "inner": inner})
-    nd = t.ndim
-    moved = transpose(t, tuple(range(nb, nd)) + tuple(range(nb)))
-    out = apply(_getitem, (moved,), {"key": key + (slice(None),) * nb, "inner": inner + nb})
-    m = out.ndim
-    return transpose(out, tuple(range(m - nb, m)) + tuple(range(m - nb)))
+    # linear: the tangent indexed the same way (its batch axes lead, as the forward keeps them)
+    return apply(_getitem, (t,), {"key": key, "inner": inner})
 
 
 # getitem and its scatter are each other's transposes
