@@ -5,6 +5,8 @@ whose cotangents fit `MEMORY_BUDGET`; `batch_jacobian` uses the independence of 
 `(m, b) + y.shape[1:]` instead of `(b*m, b) + ...`. The loop fallback
 (`experimental_use_pfor=False`) runs one sweep per target element.
 """
+import math
+
 import numpy as np
 
 from . import nest, ops, sweep
@@ -23,7 +25,7 @@ def _chunk(tape, n, parallel_iterations, sources, itemsize):
     for e in forward:
         for u, s in zip(e.in_uids, e.in_shapes):
             if u in reach:
-                widest = max(widest, int(np.prod(s)))
+                widest = max(widest, math.prod(s))
     return max(1, min(n, MEMORY_BUDGET // (4 * itemsize * widest)))
 
 
