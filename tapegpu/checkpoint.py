@@ -13,7 +13,7 @@ import functools
 
 from .memory import root
 from .registry import Op
-from .tensor import Tensor, Variable, _active, _variable_watchers
+from .tensor import Tensor, _active, _variable_watchers
 
 
 # -- recompute_grad ------------------------------------------------------------------------------

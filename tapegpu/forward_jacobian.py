@@ -15,7 +15,7 @@ import numpy as np
 
 from . import nest, ops, sweep
 from .forward import NoJVPError, has_jvp, push, zeros_on  # noqa: F401 (NoJVPError: tape.py)
-from .jacobian import MEMORY_BUDGET, _basis
+from .jacobian import MEMORY_BUDGET, _basis, batch_basis
 from .tensor import Tensor, Variable
 
 
@@ -155,13 +155,10 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
     m = int(np.prod(x.shape[1:]))
     parts = []
     if _float(target) and _float(source) and m and b and y.size:
-        xp = x._dev.xp
         step = _chunk(tape, m, parallel_iterations, source)
         for start in range(0, m, step):
             k = min(step, m - start)
-            e = xp.zeros((k, 1, m), dtype=x._data.dtype)
-            e[xp.arange(k), 0, start + xp.arange(k)] = 1
-            seed = Tensor(xp.broadcast_to(e, (k, b, m)).reshape((k, b) + x.shape[1:]), x._dev)
+            seed = batch_basis(x, start, k, b, x.shape[1:])
             t = tangents(tape._entries, {uid: seed}, [target._uid])[0]
             if t is None:
                 parts = []

@@ -5,8 +5,7 @@ point operations (so both sweep modes give identical bits), but on the backend's
 no tensors and no dispatch. Backends with custom kernels may route these through a kernel
 (`dev.kernels`). Ops without an entry here use their tensor rule on wrapped arrays.
 """
-from .ops import linalg as _linalg, nn as _nn, unary as _unary
-from .ops import reduce as _reduce
+from .ops import linalg as _linalg, unary as _unary
 from .registry import REGISTRY
 import importlib
 

@@ -47,6 +47,16 @@ def _basis(target, start, k, n):
     return Tensor(seed.reshape((k,) + target.shape), target._dev)
 
 
+def batch_basis(like, start, k, b, inner_shape):
+    """Rows start..start+k of the identity over `inner_shape`, repeated for each of `b`
+    independent rows: shape (k, b) + inner_shape (batch_jacobian's seeds, both modes)."""
+    xp = like._dev.xp
+    m = math.prod(inner_shape)
+    e = xp.zeros((k, 1, m), dtype=like._data.dtype)
+    e[xp.arange(k), 0, start + xp.arange(k)] = 1
+    return Tensor(xp.broadcast_to(e, (k, b, m)).reshape((k, b) + tuple(inner_shape)), like._dev)
+
+
 def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
     from .tape import UnconnectedGradients
     tape._begin("jacobian")
@@ -101,15 +111,11 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_p
     m = int(np.prod(y.shape[1:]))
     parts = []
     if y._data.dtype.kind in "fc" and x._data.dtype.kind in "fc" and m and b:
-        xp = y._dev.xp
         step = _chunk(tape, m, parallel_iterations, [uid], y._data.itemsize) if use_pfor else 1
         for start in range(0, m, step):
             k = min(step, m - start)
-            # seed[j, i] = e_{start+j} for every row i: rows are independent, so one basis
-            # vector per output coordinate serves the whole batch
-            e = xp.zeros((k, 1, m), dtype=y._data.dtype)
-            e[xp.arange(k), 0, start + xp.arange(k)] = 1
-            seed = Tensor(xp.broadcast_to(e, (k, b, m)).reshape((k, b) + y.shape[1:]), y._dev)
+            # rows are independent, so one basis vector per output coordinate serves them all
+            seed = batch_basis(y, start, k, b, y.shape[1:])
             got = sweep.backward(tape._entries, [(target._uid, seed)], [uid], 1,
                                  release=start + k >= m and not tape._persistent)[uid]
             parts.append(got)

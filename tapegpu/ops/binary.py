@@ -9,10 +9,8 @@ from ._base import EMPTY, apply, apply2, call2, tensor
 from . import unary as _u  # rules call unary functions (resolved at call time)
 
 
-def _binary(name, forward, vjp=None, saves=(), doc="", linear=False):
-    op = def_op(name, forward, args=("x", "y"), vjp=vjp, saves=saves, elementwise=True,
-                linear=linear)
-
+def _public(op, doc):
+    """The public function of a binary op: Python scalars adopt the tensor's dtype."""
     def fn(x, y, name=None):
         if type(x) is Tensor:  # the hot path, inlined
             ty = type(y)
@@ -22,14 +20,20 @@ def _binary(name, forward, vjp=None, saves=(), doc="", linear=False):
                 return apply2(op, x, scalar_like(y, x), EMPTY)
         return call2(op, x, y)
 
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"""{doc}
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = doc
+    fn.op = op
+    return fn
+
+
+def _binary(name, forward, vjp=None, saves=(), doc="", linear=False):
+    op = def_op(name, forward, args=("x", "y"), vjp=vjp, saves=saves, elementwise=True,
+                linear=linear)
+    return _public(op, f"""{doc}
 
     >>> tg.{name}(tg.constant([1.0, 2.0]), 3.0).shape
     (2,)
-    """
-    fn.op = op
-    return fn
+    """)
 
 
 add = _binary("add", lambda xp, x, y: x + y, vjp=(lambda g: g, lambda g: g), linear=True,
@@ -123,24 +127,11 @@ where.op = _where_op
 
 def _predicate(name, forward, doc):
     op = def_op(name, forward, args=("x", "y"))
-
-    def fn(x, y, name=None):
-        if type(x) is Tensor:  # the hot path, inlined
-            ty = type(y)
-            if ty is Tensor:
-                return apply2(op, x, y, EMPTY)
-            if ty is float or ty is int:
-                return apply2(op, x, scalar_like(y, x), EMPTY)
-        return call2(op, x, y)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"""{doc} (a bool tensor; no gradient).
+    return _public(op, f"""{doc} (a bool tensor; no gradient).
 
     >>> tg.{name}(tg.constant([1.0, 2.0]), 1.5).dtype
     tg.bool
-    """
-    fn.op = op
-    return fn
+    """)
 
 
 equal = _predicate("equal", lambda xp, x, y: xp.equal(x, y), "x == y, elementwise")

@@ -3,7 +3,7 @@ input; rules turn them into negative axes so that leading batch axes of `g` pass
 import numpy as np
 
 from ..registry import InvalidArgumentError, def_op
-from ..tensor import Tensor
+
 from ._base import apply, floating, norm_axes, tensor
 from . import binary as _b, unary as _u
 
