@@ -67,10 +67,25 @@ def count(dev, fn):
     return {k: v for k, v in after.items() if v}
 
 
+def markdown(report):
+    """The counts as a markdown table."""
+    lines = ["| workload | launches (fused) | launches (unfused) | MiB moved | MFLOP |",
+             "|---|---:|---:|---:|---:|"]
+    for name, e in report.items():
+        f, u = e.get("fused", {}), e.get("unfused", {})
+        b = f.get("bytes") or {}
+        lines.append(f"| {name} | {f.get('launches', 'error')} | {u.get('launches', 'error')} | "
+                     f"{b['bytes'] / 2**20:.1f} | {b['flops'] / 1e6:.1f} |" if b else
+                     f"| {name} | {f.get('launches', 'error')} | {u.get('launches', 'error')} "
+                     "| | |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="comma-separated workloads (default: W1-W6)")
     p.add_argument("--json", help="also write the counts here")
+    p.add_argument("--markdown", action="store_true", help="also print a markdown table")
     args = p.parse_args(argv)
     import tapegpu as tg
     from tapegpu import sweep
@@ -114,6 +129,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=1)
+    if args.markdown:
+        print(markdown(report))
     return 0
 
 
