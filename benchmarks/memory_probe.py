@@ -1,6 +1,7 @@
 """W7: peak memory of one forward + backward step, in a fresh process per framework.
 
-    python -m benchmarks.memory_probe tapegpu [--threads 1|all] [--layers 16 --width 1024 --batch 512]
+    python -m benchmarks.memory_probe tapegpu [--threads 1|all] [--layers 16 --width 1024]
+                                              [--batch 512]
 
 The model is a `layers`-deep, `width`-wide ReLU MLP (kernels only), float32, loss
 `mean(y ** 2)`; the step computes the gradients of all kernels and keeps them. The process

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
 
-# -- set-up: threads first (before numpy is imported), then the peers ------------------------------
+# -- set-up: threads first (before numpy is imported), then the peers -----------------------------
 
 def configure_threads(mode):
     """`"1"`: one BLAS/OpenMP thread per library and one core; `"all"`: the libraries' defaults.
@@ -108,7 +108,7 @@ def machine():
             "platform": platform.platform()}
 
 
-# -- correctness, then timing ------------------------------------------------------------------------
+# -- correctness, then timing ---------------------------------------------------------------------
 
 def cross_check(w):
     """Runs every case once and compares it with its row's reference. Returns
@@ -207,7 +207,7 @@ def run_memory(mode, frameworks):
     return out
 
 
-# -- reports -------------------------------------------------------------------------------------------
+# -- reports --------------------------------------------------------------------------------------
 
 def _fmt_ratio(cell):
     if cell is None:
@@ -345,7 +345,7 @@ def plot(doc, path):
     return True
 
 
-# -- main ------------------------------------------------------------------------------------------------
+# -- main -----------------------------------------------------------------------------------------
 
 def main(args):
     import numpy as np
@@ -409,6 +409,6 @@ def write_reports(out):
         doc = json.load(f)
     with open(os.path.join(out, "latest.md"), "w") as f:
         f.write(markdown(doc))
-    plot(doc, os.path.join(out, "ratios.png"))
-    print(f"wrote {out}/latest.json, latest.md, ratios.png")
+    plotted = plot(doc, os.path.join(out, "ratios.png"))
+    print(f"wrote {out}/latest.json, latest.md" + (", ratios.png" if plotted else ""))
     return doc

@@ -74,7 +74,7 @@ def _qt(fw, a, **kw):
     return fw["torch"].tensor(a, device=fw.get("torch_device", "cpu"), **kw)
 
 
-# -- W1: eager per-op overhead -------------------------------------------------------------------
+# -- W1: eager per-op overhead --------------------------------------------------------------------
 
 def w1_overhead(fw, steps=100):
     """300 elementwise ops on a (16,) vector, forward + backward."""
@@ -153,7 +153,7 @@ def w1_overhead(fw, steps=100):
                     reference={row: FLOOR})
 
 
-# -- W2: MLP training step -------------------------------------------------------------------------
+# -- W2: MLP training step ------------------------------------------------------------------------
 
 def w2_training(fw, batch=256, lr=1e-3):
     """One SGD step of a 784-1024-1024-10 ReLU MLP with softmax cross-entropy; the result is
@@ -289,7 +289,7 @@ def w2_training(fw, batch=256, lr=1e-3):
                     reference={row: TAPEGPU}, unchecked=((floor_row, FLOOR),))
 
 
-# -- W3: Jacobians of a tanh MLP w.r.t. its input and its first kernel -------------------------------
+# -- W3: Jacobians of a tanh MLP w.r.t. its input and its first kernel ----------------------------
 
 def w3_jacobian(fw):
     rng = _rng(1)
@@ -422,7 +422,7 @@ def w3_jacobian(fw):
                                                  r_k_loop: FLOOR})
 
 
-# -- W4: batch_jacobian of an ELU MLP ----------------------------------------------------------------
+# -- W4: batch_jacobian of an ELU MLP -------------------------------------------------------------
 
 def w4_batch_jacobian(fw, batch=128):
     rng = _rng(4)
@@ -527,7 +527,7 @@ def w4_batch_jacobian(fw, batch=128):
                     "input", cases, tol=(2e-4, 1e-6), reference={row: FLOOR})
 
 
-# -- W5: Hessian-vector product of a tanh MLP, and its ratio to a gradient ---------------------------
+# -- W5: Hessian-vector product of a tanh MLP, and its ratio to a gradient ------------------------
 
 def w5_hvp(fw, batch=64):
     rng = _rng(5)
@@ -667,7 +667,7 @@ def w5_hvp(fw, batch=64):
                     reference={r_g: TAPEGPU, r_fr: TAPEGPU, r_rr: TAPEGPU})
 
 
-# -- W6: per-example gradients ---------------------------------------------------------------------
+# -- W6: per-example gradients --------------------------------------------------------------------
 
 def w6_per_example(fw, batch=64):
     rng = _rng(6)

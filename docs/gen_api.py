@@ -145,8 +145,8 @@ def document(qual, obj, level=3):
     if kind(obj) == "class":
         for name, attr in methods(obj):
             if isinstance(attr, property):
-                lines += [f"- `{qual}.{name}` (property): "
-                          f"{(inspect.getdoc(attr) or '').splitlines()[0] if inspect.getdoc(attr) else ''}"]
+                first = (inspect.getdoc(attr) or "").split("\n")[0]
+                lines += [f"- `{qual}.{name}` (property): {first}"]
                 continue
             lines += ["", f"{'#' * (level + 1)} `{qual}.{name}{signature(attr)}`", ""]
             lines += render_doc(inspect.getdoc(attr))

@@ -40,7 +40,6 @@ KNOWN_GAPS = {
     "tg.initializers.GlorotUniform", "tg.initializers.HeNormal", "tg.initializers.HeUniform",
     "tg.initializers.LecunNormal", "tg.initializers.make", "tg.DType",
     "tg.GradientTape.watch", "tg.GradientTape.watched_variables", "tg.GradientTape.reset",
-    "tg.GradientTape.batch_jacobian",
 }
 
 
