@@ -29,11 +29,14 @@ _INTS = {2: "int16", 4: "int32", 8: "int64"}
 
 def keep_where(xp, mask, g):
     """where(mask, g, 0), exactly (inf and nan included), without branches: the bits of g ANDed
-    with all-ones or all-zeros. numpy's `where` is several times slower on irregular masks."""
+    with all-ones (0 - True) or all-zeros (0 - False), in the mask's own buffer. numpy's
+    `where` is several times slower on irregular masks."""
     ints = getattr(xp, _INTS[g.dtype.itemsize])
-    m = mask.astype(ints)
-    xp.negative(m, out=m)
-    return (g.view(ints) & m).view(g.dtype)
+    m = xp.subtract(0, mask, dtype=ints)
+    if m.shape != g.shape:  # the mask broadcasts against batch axes of g
+        return xp.bitwise_and(m, g.view(ints)).view(g.dtype)
+    xp.bitwise_and(m, g.view(ints), out=m)
+    return m.view(g.dtype)
 
 
 # -- elementwise -------------------------------------------------------------------------------

@@ -379,7 +379,15 @@ def _unique_name(cls):
 
 def _takes_training(layer):
     fn = layer.call if isinstance(layer, Layer) else layer
-    try:
-        return "training" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+    key = getattr(fn, "__func__", fn)  # a layer class's call, or a plain callable
+    known = _TAKES_TRAINING.get(key)
+    if known is None:
+        try:
+            known = "training" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            known = False
+        _TAKES_TRAINING[key] = known
+    return known
+
+
+_TAKES_TRAINING = {}  # function -> whether it takes `training` (inspect is slow per call)

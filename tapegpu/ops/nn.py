@@ -221,7 +221,12 @@ BIAS_ACTIVATIONS = ("relu", "sigmoid", "tanh", "elu")
 
 
 def _bias_act_forward(xp, x, b, act):
-    return REGISTRY[act].forward(xp, x + b)
+    z = x + b  # a temporary of our own: the activations that can, work in place on it
+    if act == "relu":
+        return xp.maximum(z, 0, out=z)
+    if act == "tanh":
+        return xp.tanh(z, out=z)
+    return REGISTRY[act].forward(xp, z)
 
 
 # act(x + b)' = act'(out) for both x and b (the sweep sums b's cotangent over the rows)
