@@ -14,14 +14,13 @@ from .dtypes import (DType, as_dtype, bool, complex64, complex128, float16, floa
                      float64, int8, int16, int32, int64, uint8)
 from .tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
 from .registry import InvalidArgumentError  # noqa: F401
-from .ops import *  # noqa: F401,F403
 from .ops import (abs, add, add_n, argmax, argmin, broadcast_to, cast, clip_by_norm,  # noqa: F401,A004
                   clip_by_value, concat, cos, cosh, divide, einsum, equal, exp, expand_dims,
                   eye, fill, gather, greater, identity, linspace, log, matmul, maximum, minimum,
                   multiply, norm, one_hot, ones, ones_like, pad, pow, range, reduce_max,
                   reduce_mean, reduce_sum, reshape, round, shape, sigmoid, split, squeeze,
                   stack, stop_gradient, subtract, tanh, tensordot, tile, transpose, unstack,
-                  where, zeros, zeros_like)
+                  where, zeros, zeros_like, rank, size)
 from .ops import unary as _u, binary as _b, reduce as _r, linalg as _l, nn as _n
 import importlib as _importlib
 _s = _importlib.import_module(".ops.shape", __name__)  # `ops.shape` is also a function

@@ -70,5 +70,9 @@ def list_devices():
 
 
 def default_device():
-    """The device new tensors go to outside any `tg.device` block."""
+    """The device new tensors go to outside any `tg.device` block.
+
+    >>> tg.config.default_device() == tg.zeros(1).device
+    True
+    """
     return _backend._default().device

@@ -8,6 +8,12 @@ import numpy as np
 
 
 class DType:
+    """A tensor's element type: TensorFlow's name over a numpy dtype.
+
+    >>> tg.float32.name, tg.float32.is_floating, tg.float32 == np.float32
+    ('float32', True, True)
+    """
+
     __slots__ = ("name", "as_numpy_dtype", "_np")
 
     def __init__(self, np_dtype):

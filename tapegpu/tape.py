@@ -132,7 +132,18 @@ class GradientTape:
             self._recording = True
 
     def reset(self):
-        """Clears everything recorded and watched so far (the tape keeps recording)."""
+        """Clears everything recorded and watched so far (the tape keeps recording).
+
+        >>> x = tg.constant(3.0)
+        >>> with tg.GradientTape() as t:
+        ...     t.watch(x)
+        ...     y = x * x
+        ...     t.reset()
+        ...     t.watch(x)
+        ...     z = x * 2.0
+        >>> float(t.gradient(z, x))
+        2.0
+        """
         self._tracked = set()
         self._entries = []
         self._variables = {}
@@ -172,7 +183,15 @@ class GradientTape:
 
     # -- watching -----------------------------------------------------------------------------
     def watch(self, tensor):
-        """Makes the tape track `tensor` (a tensor, variable or nested structure of them)."""
+        """Makes the tape track `tensor` (a tensor, variable or nested structure of them).
+
+        >>> x = tg.constant([1.0, 2.0])
+        >>> with tg.GradientTape() as t:
+        ...     t.watch(x)
+        ...     y = tg.reduce_sum(x * x)
+        >>> t.gradient(y, x).numpy()
+        array([2., 4.], dtype=float32)
+        """
         self._check_usable("watch")
         for t in nest.flatten(tensor):
             if isinstance(t, Variable):
@@ -186,7 +205,14 @@ class GradientTape:
                                 f"{type(t).__name__}; convert it with tg.constant first")
 
     def watched_variables(self):
-        """The variables watched so far (explicitly or by being read), in first-watch order."""
+        """The variables watched so far (explicitly or by being read), in first-watch order.
+
+        >>> v = tg.Variable(1.0, name="v")
+        >>> with tg.GradientTape() as t:
+        ...     y = v * 2.0
+        >>> [w.name for w in t.watched_variables()]
+        ['v']
+        """
         return tuple(self._variables.values())
 
     # -- recording (called by registry.apply and Variable._read) ------------------------------

@@ -50,7 +50,11 @@ def _numerical(f, xs, i, delta, ysize):
 
 
 def max_error(grad1, grad2):
-    """The largest absolute difference between two lists of Jacobians."""
+    """The largest absolute difference between two lists of Jacobians.
+
+    >>> tg.test.max_error(*tg.test.compute_gradient(tg.sin, [np.array([0.5])])) < 1e-6
+    True
+    """
     return max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
                if np.size(a) else 0.0 for a, b in zip(grad1, grad2))
 

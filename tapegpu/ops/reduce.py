@@ -76,6 +76,10 @@ def _prod_jvp(t, x, out, axis, keepdims):
 
 def _forward(fn):
     def forward(xp, x, axis, keepdims):
+        # integers stay in their dtype (numpy would widen int32 to int64, or to float64 for a
+        # mean; TensorFlow keeps int32, and a mean of integers truncates)
+        if fn in ("sum", "prod", "mean") and x.dtype.kind in "iu":
+            return getattr(xp, fn)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
         return getattr(xp, fn)(x, axis=axis, keepdims=keepdims)
     return forward
 
