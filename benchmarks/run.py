@@ -141,18 +141,8 @@ def cross_check(w):
 
 def time_cases(cases, repeats, warmup, target):
     """Per-case times (seconds per call), one per round, case order rotating each round."""
-    from benchmarks.timing import _inner_for, _time_once
-    names = list(cases)
-    for fn in cases.values():
-        for _ in range(warmup):
-            fn()
-    inner = {n: _inner_for(cases[n], target) for n in names}
-    times = {n: [] for n in names}
-    for r in range(repeats):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for n in order:
-            times[n].append(_time_once(cases[n], inner[n]))
-    return times, inner
+    from benchmarks.timing import time_rounds
+    return time_rounds(cases, repeats, warmup, target)
 
 
 def summarize(w, times, inner, status):

@@ -35,8 +35,9 @@ def _inner_for(fn, target=0.05):
     return max(1, int(target / max(t, 1e-7)))
 
 
-def compare(cases, baseline, repeats=9, warmup=2, target=0.05):
-    """{name: {"median_s", "ratio"}}: per-round ratios to `baseline`, median over rounds."""
+def time_rounds(cases, repeats=9, warmup=2, target=0.05):
+    """({name: [seconds per call, one per round]}, {name: calls per timing}): every case timed
+    once per round, the order of the cases rotating from round to round."""
     names = list(cases)
     for fn in cases.values():
         for _ in range(warmup):
@@ -47,8 +48,14 @@ def compare(cases, baseline, repeats=9, warmup=2, target=0.05):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
             times[n].append(_time_once(cases[n], inner[n]))
+    return times, inner
+
+
+def compare(cases, baseline, repeats=9, warmup=2, target=0.05):
+    """{name: {"median_s", "ratio"}}: per-round ratios to `baseline`, median over rounds."""
+    times, inner = time_rounds(cases, repeats, warmup, target)
     out = {}
-    for n in names:
+    for n in cases:
         ratios = [a / b for a, b in zip(times[n], times[baseline])]
         out[n] = {"median_s": statistics.median(times[n]), "ratio": statistics.median(ratios),
                   "repeats": repeats, "inner": inner[n]}

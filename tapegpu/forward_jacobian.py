@@ -15,7 +15,7 @@ import numpy as np
 
 from . import nest, ops, sweep
 from .forward import NoJVPError, has_jvp, push, zeros_on  # noqa: F401 (NoJVPError: tape.py)
-from .jacobian import MEMORY_BUDGET, _basis, batch_basis
+from .jacobian import MEMORY_BUDGET, _basis, batch_arguments, batch_basis
 from .tensor import Tensor, Variable
 
 
@@ -143,15 +143,8 @@ def _columns_last(t, x_shape):
 def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
     """`tape.batch_jacobian(..., mode='forward')`: rows are independent, so one basis vector per
     source coordinate, repeated over the batch, gives that column for every row at once."""
-    from .tape import UnconnectedGradients, _source_uid
-    tape._begin("batch_jacobian")
-    y = _value(target)
-    x = _value(source)
-    uid = _source_uid(source, 0)
-    if y.ndim < 1 or x.ndim < 1 or y.shape[0] != x.shape[0]:
-        raise ValueError(f"batch_jacobian: target {y.shape} and source {x.shape} must share "
-                         "their first (batch) dimension")
-    b = y.shape[0]
+    from .tape import UnconnectedGradients
+    y, x, uid, b = batch_arguments(tape, target, source)
     m = int(np.prod(x.shape[1:]))
     parts = []
     if _float(target) and _float(source) and m and b and y.size:

@@ -98,8 +98,9 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
     return nest.pack_sequence_as(sources, out)
 
 
-def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_pfor):
-    from .tape import UnconnectedGradients, _source_uid
+def batch_arguments(tape, target, source):
+    """(target value, source value, source id, batch size), checked: both share axis 0."""
+    from .tape import _source_uid
     tape._begin("batch_jacobian")
     y = _value(target)
     x = _value(source)
@@ -107,7 +108,12 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_p
     if y.ndim < 1 or x.ndim < 1 or y.shape[0] != x.shape[0]:
         raise ValueError(f"batch_jacobian: target {y.shape} and source {x.shape} must share "
                          "their first (batch) dimension")
-    b = y.shape[0]
+    return y, x, uid, y.shape[0]
+
+
+def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_pfor):
+    from .tape import UnconnectedGradients
+    y, x, uid, b = batch_arguments(tape, target, source)
     m = int(np.prod(y.shape[1:]))
     parts = []
     if y._data.dtype.kind in "fc" and x._data.dtype.kind in "fc" and m and b:
