@@ -6,10 +6,11 @@ Contract (what every rule may rely on, and must honour)
   or cupy). It is the reference every backend can run; a backend may override it with a custom
   kernel (`overrides[backend_name]`, same signature).
 * `saves` declares what the VJP sees, in order: an argument name (the input tensor), `"out"`
-  (the output tensor), `"<arg>.shape"` (only the input's shape), or the name of a derived
-  residual: an op with `residuals=("probs",)` returns `(out, (probs,))` from its forward, and
-  the residual is saved like an output (sparse cross-entropy keeps its softmax this way). The rule gets exactly these,
-  then the op's params as keywords. Nothing else is kept alive by a tape.
+  (the output tensor), `"<arg>.shape"` (only the input's shape), `"*"` (every input, for
+  variadic ops), or the name of a derived residual: an op with `residuals=("probs",)` returns
+  `(out, (probs,))` from its forward, and the residual is saved like an output (sparse
+  cross-entropy keeps its softmax this way). The rule gets exactly these, then the op's params
+  as keywords. Nothing else is kept alive by a tape.
 * `vjp` is either a tuple with one rule per tensor argument (`None` for an argument with no
   gradient, such as indices or a condition), each `rule(g, *saved, **params) -> cotangent`, or
   one rule returning a tuple of cotangents (for ops whose input gradients share work or whose
@@ -18,7 +19,6 @@ Contract (what every rule may rely on, and must honour)
   axes. Rules index from the right (negative axes, `...`). A rule may return a cotangent that
   still has the broadcast shape of the op's output: the sweep sums it to `batch_shape +
   input.shape` in one place (`sweep.sum_to`), so rules never un-broadcast.
-  `"*"` saves every input (variadic ops).
 * Rules are written with tapegpu ops, never raw numpy/cupy, so that they are themselves
   recorded by outer tapes (higher-order gradients) and run on any device.
 * `None` is the one spelling of a zero cotangent: a rule may return None, and is never called
@@ -30,7 +30,9 @@ Contract (what every rule may rely on, and must honour)
 * `fused_vjp` (optional, set in fused.py) is the same VJP as one array-level call
   `rule(xp, g, *saved_arrays, **params)` (or a tuple, one per input), used by the sweep when no
   tape records it (nothing needs the VJP's own graph). It must equal `vjp` exactly; the op
-  tests check that.
+  tests check that. `fused_overrides[backend]` launches a kernel instead (dispatch.py).
+* On backends that count launches (`cuda`, `cuda_emu`), a reference forward counts as one
+  library launch unless the op only makes a view (`VIEW_OPS`).
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
 

@@ -9,6 +9,8 @@ tensors, so the sweep's own ops are recorded. Otherwise nothing needs the VJP's 
 sweep runs on the backend's arrays: an op's `fused_vjp` (one array-level call) when it has one,
 else its tensor rule on wrapped arrays. Both modes give identical results.
 """
+import sys
+
 from . import ops, profiler
 from .profiler import _active as _profilers
 from .tensor import Tensor, _active
@@ -169,6 +171,8 @@ def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
                 grads[u] = c
                 if track:
                     ledger.hold(c)
+            elif _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
+                prev += c  # nobody else holds this buffer: accumulate in place
             else:
                 grads[u] = prev + c
                 if track:
@@ -178,6 +182,13 @@ def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
         for seg in restored:
             seg.drop()  # a persistent tape keeps to its budget between sweeps
     return {u: grads.get(u) for u in sources}
+
+
+def _owned(a):
+    """Whether only the sweep holds `a`'s buffer: it owns its memory (not a view), is writeable,
+    and its references are the grads dict's, the caller's local and this call's own two."""
+    return getattr(a, "base", 0) is None and getattr(a.flags, "writeable", True) and \
+        sys.getrefcount(a) <= 4
 
 
 def _fused(e, rule, xp, g, reach):

@@ -1,5 +1,5 @@
 """Helpers the op families share: input conversion and axis normalisation."""
-from ..registry import InvalidArgumentError, apply, apply1, apply2
+from ..registry import InvalidArgumentError, apply, apply1, apply2  # noqa: F401 (re-exported)
 from ..tensor import Tensor, as_tensor_pair, convert_to_tensor, scalar_like
 
 EMPTY = {}  # shared params of ops without params; never mutated
@@ -16,10 +16,6 @@ def floating(x, op):
         raise InvalidArgumentError(f"{op}: expected a floating tensor, got {x.dtype.name} of "
                                    f"shape {x.shape}; use tg.cast(x, tg.float32) first")
     return x
-
-
-def call1(op, x, params=EMPTY):
-    return apply1(op, x, params)
 
 
 def call2(op, x, y, params=EMPTY):
