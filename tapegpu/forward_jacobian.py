@@ -11,7 +11,8 @@ elements than the target, and when every entry on the path has a JVP rule.
 `hessian(f, x)` is forward-over-reverse: the gradient computed under an outer tape, then its
 forward-mode Jacobian over that tape (which holds both the forward and the backward ops).
 """
-import numpy as np
+import math
+
 
 from . import nest, ops, sweep
 from .forward import NoJVPError, has_jvp, push, zeros_on  # noqa: F401 (NoJVPError: tape.py)
@@ -27,7 +28,7 @@ def _chunk(tape, n, parallel_iterations, source):
     widest = 1
     for e in tape._entries:
         for s in e.in_shapes:
-            widest = max(widest, int(np.prod(s)))
+            widest = max(widest, math.prod(s))
     itemsize = _value(source)._data.itemsize
     return max(1, min(n, MEMORY_BUDGET // (4 * itemsize * widest)))
 
@@ -96,7 +97,7 @@ def use_forward(tape, target, sources, mode, what):
     n_in = sum(_value(s).size for s in flat if _float(s))
     if what == "batch_jacobian":
         n_in = n_in // max(_value(target).shape[0], 1) if _value(target).ndim else n_in
-        n_out = int(np.prod(_value(target).shape[1:]))
+        n_out = math.prod(_value(target).shape[1:])
     else:
         n_out = _value(target).size
     return n_in < n_out and supported(tape, sources, target)
@@ -145,7 +146,7 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
     source coordinate, repeated over the batch, gives that column for every row at once."""
     from .tape import UnconnectedGradients
     y, x, uid, b = batch_arguments(tape, target, source)
-    m = int(np.prod(x.shape[1:]))
+    m = math.prod(x.shape[1:])
     parts = []
     if _float(target) and _float(source) and m and b and y.size:
         step = _chunk(tape, m, parallel_iterations, source)

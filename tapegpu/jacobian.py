@@ -7,7 +7,6 @@ whose cotangents fit `MEMORY_BUDGET`; `batch_jacobian` uses the independence of 
 """
 import math
 
-import numpy as np
 
 from . import nest, ops, sweep
 from .tensor import Tensor, Variable
@@ -114,7 +113,7 @@ def batch_arguments(tape, target, source):
 def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_pfor):
     from .tape import UnconnectedGradients
     y, x, uid, b = batch_arguments(tape, target, source)
-    m = int(np.prod(y.shape[1:]))
+    m = math.prod(y.shape[1:])
     parts = []
     if y._data.dtype.kind in "fc" and x._data.dtype.kind in "fc" and m and b:
         step = _chunk(tape, m, parallel_iterations, [uid], y._data.itemsize) if use_pfor else 1

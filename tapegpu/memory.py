@@ -5,7 +5,8 @@ an activation saved by two ops (a ReLU's output that the next matmul also saves)
 activation. Arrays under `MIN_TRACKED` bytes are not tracked in sweeps: they are negligible
 next to activations, and tracking them would cost more time than they weigh.
 """
-import numpy as np
+import math
+
 
 MIN_TRACKED = 4096
 
@@ -152,7 +153,7 @@ def plan(tape, target, sources):
             cts.pop(e.out_uid, None)
         for u, shape in zip(e.in_uids, e.in_shapes):
             if u in reach and u not in cts:
-                cts[u] = int(np.prod(shape)) * size
+                cts[u] = math.prod(shape) * size
         peak = max(peak, held + sum(cts.values()))
         held -= freed_at[i]
         steps.append((e.op.name, freed_at[i], sum(cts.values())))

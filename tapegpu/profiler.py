@@ -14,7 +14,8 @@ tensor ops (whose own dispatches are then not counted again).
 """
 import collections
 
-import numpy as np
+import math
+
 
 _active = []  # open profilers; registry.apply and the sweep report to them
 
@@ -24,7 +25,7 @@ def _nbytes(a):
 
 
 def _size(shape):
-    return int(np.prod(shape)) if shape else 1
+    return math.prod(shape) if shape else 1
 
 
 def flops(op_name, in_shapes, out_shape, params):

@@ -5,6 +5,8 @@ matrices or a Jacobian's batch of cotangents — broadcast through `matmul` and 
 """
 import string
 
+import math
+
 import numpy as np
 
 from ..registry import InvalidArgumentError, def_op
@@ -121,7 +123,7 @@ def tensordot(a, b, axes, name=None):
                                    f"{ax_b} of {b.shape} differ in size")
     free_a = [i for i in range(a.ndim) if i not in ax_a]
     free_b = [i for i in range(b.ndim) if i not in ax_b]
-    k = int(np.prod([a.shape[i] for i in ax_a]))
+    k = math.prod([a.shape[i] for i in ax_a])
     at = reshape(transpose(a, free_a + ax_a), (-1, k))
     bt = reshape(transpose(b, ax_b + free_b), (k, -1))
     out = matmul(at, bt)

@@ -1,5 +1,4 @@
 """Neural-network ops: softmax family, cross-entropies, normalisation, dropout."""
-import numpy as np
 
 from ..registry import REGISTRY, InvalidArgumentError, def_op
 from ..tensor import Tensor

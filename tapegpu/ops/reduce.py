@@ -1,5 +1,7 @@
 """Reductions over axes. `axis` is normalised to a sorted tuple of non-negative axes of the
 input; rules turn them into negative axes so that leading batch axes of `g` pass through."""
+import math
+
 import numpy as np
 
 from ..registry import InvalidArgumentError, def_op
@@ -29,7 +31,7 @@ def _sum_vjp(g, x_shape, axis, keepdims):
 
 
 def _mean_vjp(g, x_shape, axis, keepdims):
-    n = int(np.prod([x_shape[i] for i in axis])) if axis else 1
+    n = math.prod([x_shape[i] for i in axis]) if axis else 1
     return _sum_vjp(g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
@@ -243,7 +245,7 @@ def _prod_others(x, axis):
     perm = rest + list(axis)
     xt = transpose(x, perm)
     lead = xt.shape[:len(rest)]
-    n = int(np.prod([x.shape[i] for i in axis])) if axis else 1
+    n = math.prod([x.shape[i] for i in axis]) if axis else 1
     flat = reshape(xt, lead + (n,))
     # exclusive products from the left and from the right, one column at a time: O(n) ops but
     # reductions here are small in practice; a cumprod op would make this one call

@@ -4,11 +4,13 @@ All are linear; their VJPs move `g` back into the input's layout with leading ba
 (the number of batch axes of `g` is `g.ndim - out.ndim`). Their JVPs are the op itself applied
 to the tangent, with its axis parameters shifted past the tangent's batch axes.
 """
+import math
+
 import numpy as np
 
 from ..registry import InvalidArgumentError, def_op
 from ..tensor import Tensor, convert_to_tensor
-from ._base import EMPTY, apply, norm_axes, norm_axis, tensor
+from ._base import apply, norm_axes, norm_axis, tensor
 
 
 def _nb(g, out_ndim):
@@ -35,7 +37,7 @@ def reshape(tensor_, shape, name=None):
     shape = tuple(int(s) for s in shape)
     if shape == x._data.shape:
         return x
-    known = int(np.prod([s for s in shape if s != -1]))
+    known = math.prod([s for s in shape if s != -1])
     if shape.count(-1) > 1 or (-1 in shape and (known == 0 or x.size % known)) or \
             (-1 not in shape and known != x.size):
         raise InvalidArgumentError(f"reshape: cannot reshape a tensor of shape {x.shape} "

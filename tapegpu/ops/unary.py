@@ -41,7 +41,7 @@ def _unary(name, forward, vjp=None, saves=(), doc="", floats_only=True, example=
 
 
 # The rules below call the public functions defined in this file and in binary.py.
-from .binary import add, divide, multiply, subtract, where, greater, less, logical_and  # noqa: E402
+from .binary import greater, less, logical_and, where  # noqa: E402
 
 
 def _zeros_where(cond, g):
