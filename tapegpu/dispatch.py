@@ -21,9 +21,11 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _backend_kernels(name):
-    """The kernel set of backend `name` (for `cuda`: the current GPU's; one GPU at a time)."""
-    return lambda: (backend.CUDA_EMU.kernels if name == "cuda_emu" else
-                    backend.current().kernels)
+    """`kernels_of(array)`: the kernel set of backend `name` for an array (on `cuda`, of the
+    GPU the array lives on)."""
+    if name == "cuda_emu":
+        return lambda a: backend.CUDA_EMU.kernels
+    return lambda a: backend.gpu(a.device.id).kernels
 
 
 def _ok(*arrays):
@@ -46,14 +48,14 @@ def _activation(act, kernels_of):
     def forward(xp, x, **params):
         if params or not _ok(x):
             return ref_fwd(xp, x, **params)
-        return kernels_of().act_fwd(act, x)
+        return kernels_of(x).act_fwd(act, x)
 
     def vjp(xp, g, saved, **params):
         if params or not _ok(g, saved) or g.dtype != saved.dtype:
             if ref_vjp is None:
                 return _tensor_rule(op, xp, g, saved, **params)
             return ref_vjp(xp, g, saved, **params)
-        return kernels_of().act_bwd(act, g, saved)
+        return kernels_of(g).act_bwd(act, g, saved)
 
     return forward, vjp
 
@@ -66,12 +68,12 @@ def _softmax(name, kernels_of):
     def forward(xp, x, axis=-1):
         if axis != -1 or not _ok(x) or x.ndim == 0:
             return ref_fwd(xp, x, axis=axis)
-        return getattr(kernels_of(), k_fwd)(x)
+        return getattr(kernels_of(x), k_fwd)(x)
 
     def vjp(xp, g, out, axis=-1):
         if axis != -1 or not _ok(g, out) or g.dtype != out.dtype:
             return ref_vjp(xp, g, out, axis=axis)
-        return getattr(kernels_of(), k_bwd)(g, out)
+        return getattr(kernels_of(g), k_bwd)(g, out)
 
     return forward, vjp
 
@@ -87,13 +89,13 @@ def _sparse_xent(kernels_of):
         n = logits.shape[-1]
         if labels.size and (labels.min() < 0 or labels.max() >= n):
             return ref_fwd(xp, labels, logits)  # the reference raises the clear error
-        loss, probs = kernels_of().sparse_xent_fwd(logits, labels)
+        loss, probs = kernels_of(logits).sparse_xent_fwd(logits, labels)
         return loss, (probs,)
 
     def vjp(xp, g, labels, logits, probs):
         if logits.ndim != 2 or g.shape != logits.shape[:1] or not _ok(g, logits):
             return ref_vjp(xp, g, labels, logits, probs)  # e.g. batched cotangents (Jacobians)
-        return kernels_of().sparse_xent_bwd(g, probs, labels)
+        return kernels_of(g).sparse_xent_bwd(g, probs, labels)
 
     return forward, vjp
 
@@ -105,12 +107,12 @@ def _bias_act(kernels_of):
     def forward(xp, x, b, act):
         if not _ok(x, b) or x.dtype != b.dtype:
             return ref_fwd(xp, x, b, act)
-        return kernels_of().bias_act_fwd(act, x, b)
+        return kernels_of(x).bias_act_fwd(act, x, b)
 
     def vjp(xp, g, out, act):
         if not _ok(g, out) or g.dtype != out.dtype:
             return ref_vjp(xp, g, out, act)
-        gz = kernels_of().act_bwd(act, g, out)
+        gz = kernels_of(g).act_bwd(act, g, out)
         return gz, gz
 
     return forward, vjp

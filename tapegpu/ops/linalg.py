@@ -363,7 +363,7 @@ def _cholesky_vjp(g, L):
 def _cholesky_forward(xp, x):
     try:
         return xp.linalg.cholesky(x)
-    except xp.linalg.LinAlgError as e:
+    except np.linalg.LinAlgError as e:  # CuPy raises numpy's too
         raise ValueError(f"the matrix is not positive definite ({e})") from None
 
 
