@@ -68,7 +68,9 @@ class Op:
         self.jvp = jvp
         self.saves = saves
         self.residuals = residuals
-        self.save_plan = tuple(_plan(s, args, name, residuals) for s in saves)
+        plan = tuple(_plan(s, args, name, residuals) for s in saves)
+        # the common plans as shared objects, so that saved_values can test them by identity
+        self.save_plan = next((c for c in _COMMON_PLANS if c == plan), plan)
         self.elementwise = elementwise
         self.linear = linear
         self.batched = batched
@@ -85,11 +87,11 @@ class Op:
     def saved_values(self, inputs, out):
         """The declared residuals of one call, in the order the rules take them."""
         plan = self.save_plan
-        if plan == _SAVE_OUT:
+        if plan is _SAVE_OUT:
             return (out,)
-        if plan == _SAVE_X:
+        if plan is _SAVE_X:
             return (inputs[0],)
-        if plan == _SAVE_XY and len(inputs) == 2:
+        if plan is _SAVE_XY and len(inputs) == 2:
             return inputs
         vals = []
         for kind, i in plan:
@@ -112,6 +114,7 @@ class Op:
 _SAVE_OUT = ((1, -1),)
 _SAVE_X = ((0, 0),)
 _SAVE_XY = ((0, 0), (0, 1))
+_COMMON_PLANS = (_SAVE_OUT, _SAVE_X, _SAVE_XY)
 
 
 def _plan(name, args, op, residuals=()):
