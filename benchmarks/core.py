@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 
 import tapegpu as tg  # noqa: E402
 from benchmarks.timing import compare, table  # noqa: E402
+from benchmarks.workloads import matmul_floor  # noqa: E402
 
 try:
     import torch  # noqa: E402
@@ -137,21 +138,7 @@ def training_cases(batch=256):
     bs = [np.zeros(o, np.float32) for o in sizes[1:]]
     x = rng.standard_normal((batch, 784)).astype(np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
-    h1 = np.maximum(x @ ws[0], 0)
-    h2 = np.maximum(h1 @ ws[1], 0)
-    g3 = np.ones((batch, 10), np.float32)
-
-    def floor_8_matmuls():
-        # the matmuls of forward (3) and backward (2 + 2 + 1): the floor any framework pays
-        a1 = x @ ws[0]
-        a2 = h1 @ ws[1]
-        a3 = h2 @ ws[2]
-        dw3 = h2.T @ g3
-        d2 = g3 @ ws[2].T
-        dw2 = h1.T @ d2
-        d1 = d2 @ ws[1].T
-        dw1 = x.T @ d1
-        return a1, a2, a3, dw1, dw2, dw3
+    floor_8_matmuls = matmul_floor(x, ws, bs)
 
     model = tg.layers.Sequential([tg.layers.Dense(1024, activation="relu"),
                                   tg.layers.Dense(1024, activation="relu"),
