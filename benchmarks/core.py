@@ -26,46 +26,13 @@ except ImportError:  # torch is optional: pip install torch==2.13.0
 
 # -- W1: eager per-op overhead ------------------------------------------------------------------
 
-def overhead_cases(n_steps=100):
-    x0 = np.random.default_rng(0).standard_normal(16).astype(np.float32)
-    a = np.float32(1.01)
-    b = np.float32(0.1)
-
-    def numpy_by_hand():
-        # forward, keeping cos(y) for the backward, then the hand-written backward
-        y = x0
-        saved = []
-        for _ in range(n_steps):
-            saved.append(np.cos(y))
-            y = np.sin(y) * a + b
-        y.sum()
-        g = np.ones_like(y)
-        for c in reversed(saved):
-            g = g * a * c
-        return g
-
-    xt = tg.constant(x0)
-
-    def tapegpu_tape():
-        with tg.GradientTape() as tape:
-            tape.watch(xt)
-            y = xt
-            for _ in range(n_steps):
-                y = tg.sin(y) * 1.01 + 0.1
-            s = tg.reduce_sum(y)
-        return tape.gradient(s, xt)
-
-    cases = {"numpy by hand": numpy_by_hand, "tapegpu": tapegpu_tape}
-    if torch is not None:
-        xq = torch.tensor(x0, requires_grad=True)
-
-        def torch_autograd():
-            y = xq
-            for _ in range(n_steps):
-                y = torch.sin(y) * 1.01 + 0.1
-            return torch.autograd.grad(y.sum(), xq)[0]
-        cases["pytorch autograd"] = torch_autograd
-    np.testing.assert_allclose(tapegpu_tape().numpy(), numpy_by_hand(), rtol=1e-5)
+def overhead_cases():
+    """W1 of the harness (workloads.w1_overhead): hand-written numpy, tapegpu, PyTorch."""
+    from benchmarks.workloads import FLOOR, TAPEGPU, w1_overhead
+    w = w1_overhead({"torch": torch})
+    names = {FLOOR: "numpy by hand", TAPEGPU: "tapegpu", "pytorch": "pytorch autograd"}
+    cases = {names[fw]: fn for (_, fw), fn in w.cases.items()}
+    np.testing.assert_allclose(cases["tapegpu"]().numpy(), cases["numpy by hand"](), rtol=1e-5)
     return cases
 
 
