@@ -7,6 +7,7 @@ no tensors and no dispatch. Backends with custom kernels may route these through
 """
 from .ops import linalg as _linalg, unary as _unary
 from .registry import REGISTRY
+from .sweep import PASS
 import importlib
 
 import numpy as np
@@ -15,7 +16,8 @@ _shape = importlib.import_module(".ops.shape", __package__)
 
 
 def fuse(name, *rules):
-    """Attaches the array-level VJP `rules` (one callable, or one per input) to op `name`."""
+    """Attaches the array-level VJP `rules` (one callable, or one per input; `PASS` where the
+    cotangent is g itself) to op `name`."""
     op = REGISTRY[name]
     op.fused_vjp = rules[0] if len(rules) == 1 else tuple(rules)
 
@@ -41,8 +43,8 @@ def keep_where(xp, mask, g):
 
 # -- elementwise -------------------------------------------------------------------------------
 fuse("negative", lambda xp, g: -g)
-fuse("identity", lambda xp, g: g)
-fuse("read_variable", lambda xp, g: g)
+fuse("identity", PASS)
+fuse("read_variable", PASS)
 fuse("abs", lambda xp, g, x: g * xp.sign(x))
 fuse("square", lambda xp, g, x: g * (x * 2.0))
 fuse("sqrt", lambda xp, g, out: g / (out * 2.0))
@@ -57,8 +59,8 @@ fuse("relu", lambda xp, g, out: keep_where(xp, out > 0.0, g))
 fuse("elu", lambda xp, g, out, alpha=1.0: xp.where(out > 0.0, g, g * (out + alpha)))
 fuse("leaky_relu", lambda xp, g, x, alpha=0.2:
      xp.where(x > 0.0, g, g * xp.asarray(alpha, dtype=g.dtype)))
-fuse("add", lambda xp, g: g, lambda xp, g: g)
-fuse("subtract", lambda xp, g: g, lambda xp, g: -g)
+fuse("add", PASS, PASS)
+fuse("subtract", PASS, lambda xp, g: -g)
 fuse("multiply", lambda xp, g, x, y: g * y, lambda xp, g, x, y: g * x)
 fuse("divide", lambda xp, g, x, y: g / y, lambda xp, g, x, y: -g * (x / (y * y)))
 fuse("maximum", lambda xp, g, x, y: keep_where(xp, x >= y, g),
@@ -103,7 +105,7 @@ def _mean(xp, g, x_shape, axis, keepdims):
 fuse("reduce_sum", _sum)
 fuse("reduce_mean", _mean)
 fuse("reshape", lambda xp, g, x_shape, shape: g.reshape(g.shape[:_nb(g, len(shape))] + x_shape))
-fuse("broadcast_to", lambda xp, g, x_shape, shape: g)
+fuse("broadcast_to", PASS)
 
 
 def _transpose(xp, g, perm):

@@ -56,8 +56,8 @@ class InvalidArgumentError(ValueError):
 
 class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
-                 "linear", "batched", "same_dtype", "overrides", "variadic", "fused_vjp",
-                 "fused_overrides", "residuals")
+                 "linear", "batched", "same_dtype", "overrides", "variadic", "_fused_vjp",
+                 "fused_overrides", "residuals", "steps")
 
     def __init__(self, name, forward, args, vjp, jvp, saves, elementwise, linear, batched,
                  same_dtype, variadic, residuals=()):
@@ -77,8 +77,18 @@ class Op:
         self.same_dtype = same_dtype
         self.overrides = {}
         self.variadic = variadic
+        self.steps = {}  # the array sweep's VJP per (backend, batched): see sweep._array_step
         self.fused_vjp = None  # optional array-level VJP (see fused.py)
         self.fused_overrides = {}  # backend name -> fused VJP launching kernels (dispatch.py)
+
+    @property
+    def fused_vjp(self):
+        return self._fused_vjp
+
+    @fused_vjp.setter
+    def fused_vjp(self, rule):
+        self._fused_vjp = rule
+        self.steps.clear()  # the array sweep's steps are built from it
 
     @property
     def differentiable(self):

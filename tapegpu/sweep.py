@@ -117,56 +117,39 @@ def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
         for e in forward:
             for a in saved_arrays(e):
                 ledger.hold(a)
+    key = (dev.name, bool(batch_ndim))
+    watched = track or bool(_profilers)
     restored = []
     grads = {}
+    get = grads.get
+    pop = grads.pop
     for u, g in seeds:
-        prev = grads.get(u)
+        prev = get(u)
         grads[u] = g._data if prev is None else prev + g._data
         if track:
             ledger.hold(grads[u])
     for e in reversed(forward):
         out = e.out_uid
-        g = grads.pop(out, None) if out not in keep else grads.get(out)
+        g = get(out) if out in keep else pop(out, None)
         if g is None:
             continue
-        if e.saved is None and e.recompute is not None:  # a checkpointed segment
-            e.recompute.restore()
-            restored.append(e.recompute)
-            if track:
-                for r in e.recompute.entries:
-                    for a in saved_arrays(r):
-                        ledger.hold(a)
+        if e.saved is None:
+            _restore(e, restored, ledger)
         op = e.op
-        fused = op.fused_overrides.get(dev.name) if op.fused_overrides else None
-        if fused is not None:  # kernels: they count their own launches
-            cts = _fused(e, fused, xp, g, reach)
-        elif op.fused_vjp is not None and (op.batched or not batch_ndim):
-            cts = _fused(e, op.fused_vjp, xp, g, reach)
-            if dev.counts_launches:
-                _count_library_launches(dev, op, g, cts)
-        elif _profilers:
-            with profiler.muted():
-                cts = [None if c is None else c._data
-                       for c in vjp(e, Tensor(g, dev), reach, batch_ndim)]
-        else:
-            cts = [None if c is None else c._data
-                   for c in vjp(e, Tensor(g, dev), reach, batch_ndim)]
-        if _profilers:
-            profiler.on_vjp(e, g, cts)
-        if track:
-            if out not in keep:
-                ledger.drop(g)
-            if release:
-                for a in saved_arrays(e):
-                    ledger.drop(a)
+        step = op.steps.get(key)
+        if step is None:
+            step = op.steps[key] = _array_step(op, dev, batch_ndim)
+        cts = step(xp, g, e, reach)
+        if watched:
+            _account(e, g, cts, out in keep, release, ledger)
         if release:
             e.saved = None
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
-            if c is None or u not in reach:
+            if c is None:
                 continue
             if batch_ndim or c.shape != shape:
                 c = sum_to_array(xp, c, batch_ndim, shape, dev)
-            prev = grads.get(u)
+            prev = get(u)
             if prev is None:
                 grads[u] = c
                 if track:
@@ -181,7 +164,34 @@ def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
     if not release:
         for seg in restored:
             seg.drop()  # a persistent tape keeps to its budget between sweeps
-    return {u: grads.get(u) for u in sources}
+    return {u: get(u) for u in sources}
+
+
+def _restore(e, restored, ledger):
+    """Gives a checkpointed entry its saved values back (by recomputing its segment)."""
+    if e.recompute is None:
+        raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
+                           "non-persistent tape can compute only one set of gradients")
+    e.recompute.restore()
+    restored.append(e.recompute)
+    if ledger is not None:
+        from .memory import saved_arrays
+        for r in e.recompute.entries:
+            for a in saved_arrays(r):
+                ledger.hold(a)
+
+
+def _account(e, g, cts, kept, release, ledger):
+    """Profiler and memory ledger bookkeeping after one entry's VJP."""
+    if _profilers:
+        profiler.on_vjp(e, g, cts)
+    if ledger is not None:
+        from .memory import saved_arrays
+        if not kept:
+            ledger.drop(g)
+        if release:
+            for a in saved_arrays(e):
+                ledger.drop(a)
 
 
 def _owned(a):
@@ -191,19 +201,134 @@ def _owned(a):
         sys.getrefcount(a) <= 4
 
 
-def _fused(e, rule, xp, g, reach):
-    saved = e.saved
-    if saved is None:
-        raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
-                           "non-persistent tape can compute only one set of gradients")
-    arrays = [s._data if type(s) is Tensor else s for s in saved]
-    params = e.params
+# -- array-level steps: each op's VJP on one device as one call ----------------------------------
+
+def _array_step(op, dev, batch_ndim):
+    """`step(xp, g, entry, reach) -> cotangents`, one array (or None) per input of `op`: its
+    kernel VJP on `dev` if it has one, else its fused VJP, else its tensor rule on wrapped
+    arrays. Inputs not in `reach` get None. Built once per op, device and batchedness
+    (`op.steps`, cleared when the op's fused rule changes)."""
+    rule = op.fused_overrides.get(dev.name) if op.fused_overrides else None
+    if rule is not None:
+        return _fused_step(op, rule)  # kernels count their own launches
+    if op.fused_vjp is not None and (op.batched or not batch_ndim):
+        step = _fused_step(op, op.fused_vjp)
+        if dev.counts_launches:
+            return _counting(step, dev, op.name + ".vjp")
+        return step
+    return _tensor_step(dev, batch_ndim)
+
+
+PASS = "pass"  # a fused rule that hands g on unchanged (add, identity): no call at all
+
+
+def _reader(plan):
+    """`read(saved) -> tuple of arrays` for an op's save plan (tensors unwrapped, shapes kept),
+    and how many arrays it gives when all are tensors (else None)."""
+    if all(kind in (0, 1, 4) for kind, _ in plan):
+        if len(plan) == 1:
+            return (lambda saved: (saved[0]._data,)), 1
+        if len(plan) == 2:
+            return (lambda saved: (saved[0]._data, saved[1]._data)), 2
+    return (lambda saved: tuple([s._data if type(s) is Tensor else s for s in saved])), None
+
+
+def _fused_step(op, rule):
+    """The step of an array-level rule: one callable (one input, or a tuple of cotangents) or
+    a tuple of callables (one per input, None for none, PASS for g itself)."""
+    read, n = _reader(op.save_plan)
+    if type(rule) is tuple and len(rule) == 2:
+        return _binary_step(rule, read, n)
     if type(rule) is tuple:
-        return [r(xp, g, *arrays, **params) if (r is not None and u in reach) else None
-                for r, u in zip(rule, e.in_uids)]
-    if len(e.in_uids) == 1 and not e.op.variadic:
-        return (rule(xp, g, *arrays, **params),)
-    return rule(xp, g, *arrays, **params)
+        def step(xp, g, e, reach):
+            a = read(e.saved)
+            p = e.params
+            return [(g if r is PASS else r(xp, g, *a, **p))
+                    if (r is not None and u in reach) else None
+                    for r, u in zip(rule, e.in_uids)]
+    elif len(op.args) == 1 and not op.variadic:
+        return _unary_step(rule, read, n)
+    else:
+        def step(xp, g, e, reach):
+            cts = rule(xp, g, *read(e.saved), **e.params)
+            return [c if u in reach else None for c, u in zip(cts, e.in_uids)]
+    return step
+
+
+def _unary_step(r, read, n):
+    # the hot path of elementwise code: one call of the rule, no argument packing
+    if r is PASS:
+        return lambda xp, g, e, reach: (g,)
+    if n == 1:
+        def step(xp, g, e, reach):
+            p = e.params
+            x = e.saved[0]._data
+            return (r(xp, g, x, **p) if p else r(xp, g, x),)
+    else:
+        def step(xp, g, e, reach):
+            p = e.params
+            return (r(xp, g, *read(e.saved), **p),)
+    return step
+
+
+def _binary_step(rule, read, n):
+    r0, r1 = rule
+    if r0 is PASS and r1 is PASS:  # add
+        def step(xp, g, e, reach):
+            u0, u1 = e.in_uids
+            return (g if u0 in reach else None, g if u1 in reach else None)
+        return step
+    if n == 2 and r0 not in (None, PASS) and r1 not in (None, PASS):  # multiply, divide, ...
+        def step(xp, g, e, reach):
+            u0, u1 = e.in_uids
+            s = e.saved
+            x = s[0]._data
+            y = s[1]._data
+            p = e.params
+            if p:
+                return (r0(xp, g, x, y, **p) if u0 in reach else None,
+                        r1(xp, g, x, y, **p) if u1 in reach else None)
+            return (r0(xp, g, x, y) if u0 in reach else None,
+                    r1(xp, g, x, y) if u1 in reach else None)
+        return step
+
+    def step(xp, g, e, reach):
+        u0, u1 = e.in_uids
+        need0 = r0 is not None and u0 in reach
+        need1 = r1 is not None and u1 in reach
+        if (need0 and r0 is not PASS) or (need1 and r1 is not PASS):
+            a = read(e.saved)
+            p = e.params
+        return ((g if r0 is PASS else r0(xp, g, *a, **p)) if need0 else None,
+                (g if r1 is PASS else r1(xp, g, *a, **p)) if need1 else None)
+    return step
+
+
+def _counting(step, dev, name):
+    """`step`, counting one library launch per cotangent it computed (not for g itself or its
+    views)."""
+    def counted(xp, g, e, reach):
+        cts = step(xp, g, e, reach)
+        for c in cts:
+            if c is not None and c is not g and getattr(c, "base", None) is not g:
+                dev.launches[name] += 1
+        return cts
+    return counted
+
+
+def _tensor_step(dev, batch_ndim):
+    def step(xp, g, e, reach):
+        if e.saved is None:
+            raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
+                               "non-persistent tape can compute only one set of gradients")
+        if _profilers:
+            with profiler.muted():
+                cts = vjp(e, Tensor(g, dev), reach, batch_ndim)
+        else:
+            cts = vjp(e, Tensor(g, dev), reach, batch_ndim)
+        return [None if c is None or u not in reach else c._data
+                for c, u in zip(cts, e.in_uids)]
+    return step
 
 
 def vjp(e, g, reach, batch_ndim):
@@ -269,13 +394,6 @@ def sum_to(c, batch_ndim, shape):
     if c.shape != target:
         c = ops.broadcast_to(c, target)
     return c
-
-
-def _count_library_launches(dev, op, g, cts):
-    """One launch per cotangent a fused `xp` rule computed (not for g itself or its views)."""
-    for c in cts:
-        if c is not None and c is not g and getattr(c, "base", None) is not g:
-            dev.launches[op.name + ".vjp"] += 1
 
 
 def sum_to_array(xp, c, batch_ndim, shape, dev=None):
