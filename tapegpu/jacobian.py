@@ -14,12 +14,15 @@ from .tensor import Tensor, Variable
 MEMORY_BUDGET = 256 * 2**20  # bytes of cotangents one chunk may hold at its widest
 
 
-def _chunk(tape, n, parallel_iterations, sources, itemsize):
+def _chunk(tape, n, parallel_iterations, sources, itemsize, reach):
     """Rows per sweep: `parallel_iterations`, or as many as keep the widest cotangent row
     (over the tensors that depend on a source) times a few live ones within MEMORY_BUDGET."""
     if parallel_iterations:
         return max(1, min(n, int(parallel_iterations)))
-    forward, reach = sweep.reachable(tape._entries, sources)
+    if reach is None:
+        forward, reach = sweep.reachable(tape._entries, sources)
+    else:
+        forward = tape._entries
     widest = 1
     for e in forward:
         for u, s in zip(e.in_uids, e.in_shapes):
@@ -64,20 +67,22 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
     n = y.size
     chunks = {u: [] for u in uids}
     if y._data.dtype.kind in "fc" and n:
+        reach = tape._reach(uids)
         if use_pfor:
-            k = _chunk(tape, n, parallel_iterations, uids, y._data.itemsize)
+            k = _chunk(tape, n, parallel_iterations, uids, y._data.itemsize, reach)
             for start in range(0, n, k):
                 kk = min(k, n - start)
                 last = start + kk >= n
                 got = sweep.backward(tape._entries, [(target._uid, _basis(y, start, kk, n))],
-                                     uids, 1, release=last and not tape._persistent)
+                                     uids, 1, release=last and not tape._persistent,
+                                     reach=reach)
                 for u in uids:
                     chunks[u].append(got[u])
         else:
             for i in range(n):  # plain gradients, no batch axis: the reference for the above
                 seed = Tensor(_basis(y, i, 1, n)._data.reshape(y.shape), y._dev)
                 got = sweep.backward(tape._entries, [(target._uid, seed)], uids, 0,
-                                     release=i == n - 1 and not tape._persistent)
+                                     release=i == n - 1 and not tape._persistent, reach=reach)
                 for u, s in zip(uids, flat):
                     g = got[u]
                     chunks[u].append(None if g is None else ops.reshape(g, (1,) + tuple(s.shape)))
@@ -116,13 +121,16 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_p
     m = math.prod(y.shape[1:])
     parts = []
     if y._data.dtype.kind in "fc" and x._data.dtype.kind in "fc" and m and b:
-        step = _chunk(tape, m, parallel_iterations, [uid], y._data.itemsize) if use_pfor else 1
+        reach = tape._reach([uid])
+        step = _chunk(tape, m, parallel_iterations, [uid], y._data.itemsize, reach) \
+            if use_pfor else 1
         for start in range(0, m, step):
             k = min(step, m - start)
             # rows are independent, so one basis vector per output coordinate serves them all
             seed = batch_basis(y, start, k, b, y.shape[1:])
             got = sweep.backward(tape._entries, [(target._uid, seed)], [uid], 1,
-                                 release=start + k >= m and not tape._persistent)[uid]
+                                 release=start + k >= m and not tape._persistent,
+                                 reach=reach)[uid]
             parts.append(got)
     tape._finish()
     if x._data.dtype.kind not in "fc":

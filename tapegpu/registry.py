@@ -97,11 +97,11 @@ class Op:
     def saved_values(self, inputs, out):
         """The declared residuals of one call, in the order the rules take them."""
         plan = self.save_plan
-        if plan is _SAVE_OUT:
+        if plan is SAVE_OUT:
             return (out,)
-        if plan is _SAVE_X:
+        if plan is SAVE_X:
             return (inputs[0],)
-        if plan is _SAVE_XY and len(inputs) == 2:
+        if plan is SAVE_XY and len(inputs) == 2:
             return inputs
         vals = []
         for kind, i in plan:
@@ -121,10 +121,10 @@ class Op:
         return f"<op {self.name}>"
 
 
-_SAVE_OUT = ((1, -1),)
-_SAVE_X = ((0, 0),)
-_SAVE_XY = ((0, 0), (0, 1))
-_COMMON_PLANS = (_SAVE_OUT, _SAVE_X, _SAVE_XY)
+SAVE_OUT = ((1, -1),)
+SAVE_X = ((0, 0),)
+SAVE_XY = ((0, 0), (0, 1))
+_COMMON_PLANS = (SAVE_OUT, SAVE_X, SAVE_XY)
 
 
 def _plan(name, args, op, residuals=()):
@@ -188,7 +188,7 @@ def apply1(op, x, params):
     dev = x._dev
     forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
     try:
-        out = forward(dev.xp, x._data, **params)
+        out = forward(dev.xp, x._data, **params) if params else forward(dev.xp, x._data)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x,), params, e) from None
     if op.residuals:
@@ -214,7 +214,7 @@ def apply2(op, x, y, params):
         _check_inputs(op, (x, y), dev)
     forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
     try:
-        out = forward(dev.xp, xd, yd, **params)
+        out = forward(dev.xp, xd, yd, **params) if params else forward(dev.xp, xd, yd)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x, y), params, e) from None
     if op.residuals:

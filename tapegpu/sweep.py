@@ -44,7 +44,7 @@ def prune(entries, sources, seeds):
     return plan, reach
 
 
-def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None):
+def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None, reach=None):
     """Cotangents of `sources` (a list of tensor ids) given `seeds` [(tensor id, cotangent)].
 
     Visits only entries on a path from a source to a seed: those that depend on a source
@@ -52,26 +52,27 @@ def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None):
     Returns {source id: Tensor or None}. With `release`, each entry's saved values are dropped
     right after its rule ran (non-persistent tapes); a cotangent is dropped as soon as its
     producer's rule has consumed it. A `memory.Ledger` records the peak bytes of saved values
-    plus cotangents (array mode).
+    plus cotangents (array mode). `reach`, when the caller knows that every entry depends on a
+    source, is the set of ids that do (the tape's tracked ids): it saves the `reachable` pass.
     """
     if not seeds:
         return {u: None for u in sources}
     dev = seeds[0][1]._dev
     if _profilers:
         with profiler.backward_phase():
-            return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev)
-    return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev)
+            return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach)
+    return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach)
 
 
-def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev):
+def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
+    forward, reach = (entries, reach) if reach is not None else reachable(entries, sources)
     if FUSED and not _active:
-        grads = _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger)
+        grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger)
         return {u: (None if a is None else Tensor(a, dev)) for u, a in grads.items()}
-    return _sweep_tensors(entries, seeds, sources, batch_ndim, release)
+    return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release)
 
 
-def _sweep_tensors(entries, seeds, sources, batch_ndim, release):
-    forward, reach = reachable(entries, sources)
+def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release):
     keep = set(sources)
     add = ops.add
     grads = {}
@@ -106,9 +107,8 @@ def _sweep_tensors(entries, seeds, sources, batch_ndim, release):
     return {u: grads.get(u) for u in sources}
 
 
-def _sweep_arrays(entries, seeds, sources, batch_ndim, release, dev, ledger):
+def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger):
     """The same walk on raw arrays: no tensors, no dispatch, fused VJPs where ops have them."""
-    forward, reach = reachable(entries, sources)
     keep = set(sources)
     xp = dev.xp
     track = ledger is not None

@@ -9,7 +9,7 @@ import contextlib
 import enum
 
 from . import nest, ops, sweep
-from .registry import def_op
+from .registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op
 from .checkpoint import Budget
 from .memory import Ledger
 from .tensor import Tensor, Variable, _active
@@ -71,7 +71,8 @@ class GradientTape:
         self._budget = Budget(memory_budget) if memory_budget else None
         self._peak_bytes = None
         self._watch_accessed = bool(watch_accessed_variables)
-        self._tracked = set()
+        self._tracked = set()  # ids that depend on what the tape watches
+        self._roots = set()  # ids watched (tensors and variables)
         self._entries = []
         self._variables = {}
         self._recording = False
@@ -145,6 +146,7 @@ class GradientTape:
         2.0
         """
         self._tracked = set()
+        self._roots = set()
         self._entries = []
         self._variables = {}
         self._spent = False
@@ -196,10 +198,10 @@ class GradientTape:
         for t in nest.flatten(tensor):
             if isinstance(t, Variable):
                 self._variables.setdefault(t._uid, t)
-                self._tracked.add(t._uid)
+                self._watch_uid(t._uid)
             elif isinstance(t, Tensor):
                 if t._data.dtype.kind in "fc":  # only floating tensors carry gradients
-                    self._tracked.add(t._uid)
+                    self._watch_uid(t._uid)
             else:
                 raise TypeError(f"GradientTape.watch: expected a tg.Tensor or tg.Variable, got "
                                 f"{type(t).__name__}; convert it with tg.constant first")
@@ -218,12 +220,15 @@ class GradientTape:
     # -- recording (called by registry.apply and Variable._read) ------------------------------
     def record(self, op, inputs, out, params):
         tracked = self._tracked
-        if len(inputs) == 1:
+        if len(inputs) == 1:  # the hot path: no loops, the common save plans inline
             x = inputs[0]
             if x._uid not in tracked:
                 return
             in_uids = (x._uid,)
             shapes = (x._data.shape,)
+            plan = op.save_plan
+            saved = (x,) if plan is SAVE_X else (out,) if plan is SAVE_OUT else \
+                op.saved_values(inputs, out) if plan else ()
         elif len(inputs) == 2:
             x, y = inputs
             ux = x._uid if x._uid in tracked else None
@@ -232,14 +237,16 @@ class GradientTape:
                 return
             in_uids = (ux, uy)
             shapes = (x._data.shape, y._data.shape)
+            plan = op.save_plan
+            saved = inputs if plan is SAVE_XY else op.saved_values(inputs, out) if plan else ()
         else:
             in_uids = tuple([t._uid if t._uid in tracked else None for t in inputs])
             if in_uids.count(None) == len(in_uids):
                 return
             shapes = tuple([t._data.shape for t in inputs])
+            saved = op.saved_values(inputs, out) if op.save_plan else ()
         tracked.add(out._uid)
-        e = Entry(op, in_uids, out._uid, op.saved_values(inputs, out) if op.save_plan else (),
-                  params, shapes)
+        e = Entry(op, in_uids, out._uid, saved, params, shapes)
         self._entries.append(e)
         if self._budget is not None:
             self._budget.on_record(e, inputs, out)
@@ -250,7 +257,7 @@ class GradientTape:
             if not (self._watch_accessed and var.trainable):
                 return out
             self._variables[uid] = var
-            self._tracked.add(uid)
+            self._watch_uid(uid)
         if out is None:
             out = Tensor(var._value._data, var._value._dev)
         self._tracked.add(out._uid)
@@ -264,7 +271,16 @@ class GradientTape:
         """Watches `var` if this tape watches the variables it sees read."""
         if self._watch_accessed and var.trainable and var._uid not in self._tracked:
             self._variables[var._uid] = var
-            self._tracked.add(var._uid)
+            self._watch_uid(var._uid)
+
+    def _watch_uid(self, uid):
+        self._tracked.add(uid)
+        self._roots.add(uid)
+
+    def _reach(self, sources):
+        """The tape's tracked ids when `sources` include everything it watches: then every
+        entry depends on a source and the sweep can skip `sweep.reachable`. Else None."""
+        return self._tracked if self._roots.issubset(sources) else None
 
     # -- differentiation ----------------------------------------------------------------------
     def _check_usable(self, what):
@@ -284,6 +300,7 @@ class GradientTape:
             self._recorded_before_release = len(self._entries)
             self._entries = []
             self._tracked = set()
+            self._roots = set()
 
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
@@ -322,7 +339,7 @@ class GradientTape:
                     seeds.append((_target_uid(t), og))
         ledger = Ledger() if self._track_memory or _profiling() else None
         grads = sweep.backward(self._entries, seeds, src_uids, 0, release=not self._persistent,
-                               ledger=ledger)
+                               ledger=ledger, reach=self._reach(src_uids))
         if ledger is not None:
             self._peak_bytes = ledger.peak
         for u, g in seeds:  # a source that is itself a target gets its seed
@@ -362,7 +379,7 @@ class GradientTape:
                              f"{batch_ndim} batch axes")
         seeds = [(_target_uid(target), og)] if _is_float(target) else []
         grads = sweep.backward(self._entries, seeds, src_uids, batch_ndim,
-                               release=not self._persistent)
+                               release=not self._persistent, reach=self._reach(src_uids))
         self._finish()
         result = [_finalize(grads.get(u), s, unconnected, batch) for u, s in
                   zip(src_uids, flat_sources)]

@@ -506,6 +506,18 @@ def test_python_scalars_adopt_dtype():
         i + 1.5
 
 
+def test_python_scalars_keep_the_sign_of_zero_and_bool_checks():
+    # scalars are cached per dtype and device; -0.0 == 0.0 as a key but not as a summand
+    z = tg.constant([-0.0])
+    assert np.signbit((z + 0.0).numpy()[0]) == np.signbit(np.float32(-0.0) + np.float32(0.0))
+    assert np.signbit((z + -0.0).numpy()[0])
+    assert np.signbit((z + -0.0).numpy()[0])  # a second time, after 0.0 is cached
+    b = tg.constant([True])
+    assert tg.logical_and(b, True).dtype == tg.bool
+    with pytest.raises(TypeError, match="bool"):
+        tg.logical_and(b, 1)  # True == 1 as a key: a cached True must not let 1 through
+
+
 def test_no_recording_without_a_tape():
     from tapegpu.tensor import _active
     assert not _active
