@@ -239,6 +239,9 @@ SPECS = [
          lambda a, b: a.T @ b, covers=("matmul",)),
     Spec("matmul_tb", lambda a, b: tg.matmul(a, b, transpose_b=True), ((2, 3, 4), (5, 4)),
          lambda a, b: a @ b.T, covers=("matmul",)),
+    # few rows against a larger b: computed as (b a^T)^T (see linalg._matmul_forward)
+    Spec("matmul_tb_skinny", lambda a, b: tg.matmul(a, b, transpose_b=True), ((3, 1, 4), (7, 4)),
+         lambda a, b: a @ b.T, covers=("matmul",)),
     Spec("matmul_tab", lambda a, b: tg.matmul(a, b, transpose_a=True, transpose_b=True),
          ((4, 3), (5, 4)), lambda a, b: a.T @ b.T, covers=("matmul",)),
     Spec("matmul_op", lambda a, b: a @ b, ((2, 3, 4), (2, 4, 2)), np.matmul,

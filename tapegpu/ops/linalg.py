@@ -18,9 +18,20 @@ def _mT(x):
     return x.swapaxes(-1, -2)
 
 
+_SKINNY = 128  # rows up to which a b^T runs as (b a^T)^T (see _matmul_forward)
+
+
 def _matmul_forward(xp, a, b, ta=False, tb=False):
     if ta:
         a = _mT(a)
+    elif tb and b.ndim == 2 and a.ndim >= 2 and \
+            1 < math.prod(a.shape[:-1]) <= min(_SKINNY, b.shape[0] - 1):
+        # a b^T for a with few rows (a Jacobian's cotangents, a small batch) as (b a^T)^T:
+        # OpenBLAS packs the larger matrix faster as the first operand, 20-45% less time for
+        # 8-64 rows against a (512, 512) or (1024, 1024) weight, none from 256 rows on. The
+        # result is column-major, which the next such product reads without a copy.
+        rows = a.reshape(-1, a.shape[-1])
+        return (b @ rows.T).T.reshape(a.shape[:-1] + (b.shape[0],))
     if tb:
         b = _mT(b)
     # one large GEMM instead of a loop of small ones when only one side carries leading axes
