@@ -318,9 +318,6 @@ def _counting(step, dev, name):
 
 def _tensor_step(dev, batch_ndim):
     def step(xp, g, e, reach):
-        if e.saved is None:
-            raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
-                               "non-persistent tape can compute only one set of gradients")
         if _profilers:
             with profiler.muted():
                 cts = vjp(e, Tensor(g, dev), reach, batch_ndim)
