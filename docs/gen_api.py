@@ -29,7 +29,10 @@ OPTIONAL = ("layers", "losses", "optimizers", "initializers", "estimators", "pro
 
 # Op-author helpers that `from .ops import *` in tapegpu/__init__.py leaks into `tg`; they are
 # not user API (STYLE.md: the op-author API belongs in tapegpu/extend.py) and are not listed.
-NOT_API = {"tg": {"apply", "apply1", "def_op", "floating", "tensor"}}
+# The tape's recording protocol (called by ops and variables, not by users) is not listed either:
+# with the compiled core, `record` is a C method.
+NOT_API = {"tg": {"apply", "apply1", "def_op", "floating", "tensor"},
+           "tg.GradientTape": {"record", "record_variable_read", "note_variable"}}
 
 
 def namespaces():
@@ -204,7 +207,7 @@ def _tape_section():
     lines += render_doc(inspect.getdoc(cls))
     lines.append("")
     for name, attr in methods(cls):
-        if isinstance(attr, property):
+        if isinstance(attr, property) or name in NOT_API["tg.GradientTape"]:
             continue
         lines += [f"#### `tg.GradientTape.{name}{signature(attr)}`", ""]
         lines += render_doc(inspect.getdoc(attr))

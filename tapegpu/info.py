@@ -58,6 +58,16 @@ def _emulator():
     return "ok (tanh kernel run and checked)"
 
 
+def _compiled_core():
+    import os
+    from .compiled import core
+    if core is not None:
+        return "yes (tapegpu._core)"
+    if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
+        return "off (TAPEGPU_PURE_PYTHON is set)"
+    return "no: not built (a C compiler at install builds it); the pure-Python tape runs"
+
+
 def report(check_kernels=True):
     """A dict: versions, devices, GPUs, kernel status, default device."""
     import tapegpu as tg
@@ -66,6 +76,7 @@ def report(check_kernels=True):
         "tapegpu": tg.__version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
+        "compiled core": _compiled_core(),
         "cupy": _cupy(),
         "backends": [f"{b.name} ({b.short})" for b in backend.available()],
         "gpus": _gpus() or "none",

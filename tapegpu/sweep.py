@@ -12,10 +12,12 @@ else its tensor rule on wrapped arrays. Both modes give identical results.
 import sys
 
 from . import ops, profiler
+from .compiled import core as _core
 from .profiler import _active as _profilers
 from .tensor import Tensor, _active
 
 FUSED = True  # tests switch the array mode off to compare both
+IN_PLACE = True  # tests switch in-place accumulation off to measure what it saves
 
 
 def reachable(entries, sources):
@@ -128,6 +130,13 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
         grads[u] = g._data if prev is None else prev + g._data
         if track:
             ledger.hold(grads[u])
+    if _core is not None and not watched:  # the same loop, compiled
+        _core.sweep_arrays(forward if type(forward) is list else list(forward), keep, grads,
+                           reach, key, xp, batch_ndim, release, IN_PLACE,
+                           lambda e: _restore(e, restored, None),
+                           lambda op: op.steps.setdefault(key, _array_step(op, dev, batch_ndim)),
+                           lambda c, shape: sum_to_array(xp, c, batch_ndim, shape, dev))
+        forward = ()
     for e in reversed(forward):
         out = e.out_uid
         g = get(out) if out in keep else pop(out, None)
@@ -154,7 +163,7 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
                 grads[u] = c
                 if track:
                     ledger.hold(c)
-            elif _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
+            elif IN_PLACE and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
                 prev += c  # nobody else holds this buffer: accumulate in place
             else:
                 grads[u] = prev + c

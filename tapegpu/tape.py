@@ -11,6 +11,7 @@ import enum
 from . import nest, ops, sweep
 from .registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op
 from .checkpoint import Budget
+from .compiled import core as _core
 from .memory import Ledger
 from .tensor import Tensor, Variable, _active
 
@@ -26,7 +27,7 @@ class UnconnectedGradients(enum.Enum):
     ZERO = "zero"
 
 
-class Entry:
+class PyEntry:
     """One recorded op: the op, its input and output ids, declared residuals, params, and the
     input shapes (for un-broadcasting) — nothing else."""
     __slots__ = ("op", "in_uids", "out_uid", "saved", "params", "in_shapes", "args", "recompute")
@@ -41,7 +42,55 @@ class Entry:
         self.recompute = None  # the checkpoint segment that can restore `saved` (memory budget)
 
 
-class GradientTape:
+class PyRecorder:
+    """The part of a tape that runs once per recorded op. The compiled core replaces it with
+    the same code in C (`_core.Recorder`, with `_tracked`, `_entries` and `_budget` as its
+    fields)."""
+
+    def record(self, op, inputs, out, params):
+        """Records one op run on `inputs` when one of them is tracked."""
+        tracked = self._tracked
+        if len(inputs) == 1:  # the hot path: no loops, the common save plans inline
+            x = inputs[0]
+            if x._uid not in tracked:
+                return
+            in_uids = (x._uid,)
+            shapes = (x._data.shape,)
+            plan = op.save_plan
+            saved = (x,) if plan is SAVE_X else (out,) if plan is SAVE_OUT else \
+                op.saved_values(inputs, out) if plan else ()
+        elif len(inputs) == 2:
+            x, y = inputs
+            ux = x._uid if x._uid in tracked else None
+            uy = y._uid if y._uid in tracked else None
+            if ux is None and uy is None:
+                return
+            in_uids = (ux, uy)
+            shapes = (x._data.shape, y._data.shape)
+            plan = op.save_plan
+            saved = inputs if plan is SAVE_XY else op.saved_values(inputs, out) if plan else ()
+        else:
+            in_uids = tuple([t._uid if t._uid in tracked else None for t in inputs])
+            if in_uids.count(None) == len(in_uids):
+                return
+            shapes = tuple([t._data.shape for t in inputs])
+            saved = op.saved_values(inputs, out) if op.save_plan else ()
+        tracked.add(out._uid)
+        e = Entry(op, in_uids, out._uid, saved, params, shapes)
+        self._entries.append(e)
+        if self._budget is not None:
+            self._budget.on_record(e, inputs, out)
+
+
+# PyEntry and PyRecorder are the reference; the compiled core's classes do the same in C
+if _core is not None:
+    Entry, Recorder = _core.Entry, _core.Recorder
+    _core.configure(SAVE_X, SAVE_OUT, SAVE_XY)
+else:
+    Entry, Recorder = PyEntry, PyRecorder
+
+
+class GradientTape(Recorder):
     """Records operations for automatic differentiation, with TensorFlow's semantics.
 
     >>> x = tg.constant(3.0)
@@ -217,40 +266,7 @@ class GradientTape:
         """
         return tuple(self._variables.values())
 
-    # -- recording (called by registry.apply and Variable._read) ------------------------------
-    def record(self, op, inputs, out, params):
-        tracked = self._tracked
-        if len(inputs) == 1:  # the hot path: no loops, the common save plans inline
-            x = inputs[0]
-            if x._uid not in tracked:
-                return
-            in_uids = (x._uid,)
-            shapes = (x._data.shape,)
-            plan = op.save_plan
-            saved = (x,) if plan is SAVE_X else (out,) if plan is SAVE_OUT else \
-                op.saved_values(inputs, out) if plan else ()
-        elif len(inputs) == 2:
-            x, y = inputs
-            ux = x._uid if x._uid in tracked else None
-            uy = y._uid if y._uid in tracked else None
-            if ux is None and uy is None:
-                return
-            in_uids = (ux, uy)
-            shapes = (x._data.shape, y._data.shape)
-            plan = op.save_plan
-            saved = inputs if plan is SAVE_XY else op.saved_values(inputs, out) if plan else ()
-        else:
-            in_uids = tuple([t._uid if t._uid in tracked else None for t in inputs])
-            if in_uids.count(None) == len(in_uids):
-                return
-            shapes = tuple([t._data.shape for t in inputs])
-            saved = op.saved_values(inputs, out) if op.save_plan else ()
-        tracked.add(out._uid)
-        e = Entry(op, in_uids, out._uid, saved, params, shapes)
-        self._entries.append(e)
-        if self._budget is not None:
-            self._budget.on_record(e, inputs, out)
-
+    # -- recording (record itself is _Recorder's, called by registry.apply) ------------------
     def record_variable_read(self, var, out):
         uid = var._uid
         if uid not in self._tracked:

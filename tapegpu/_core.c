@@ -1,0 +1,552 @@
+/* tapegpu._core: the compiled form of the tape's per-op bookkeeping.
+ *
+ * Three pieces of tape.py and sweep.py run once per recorded op, and in an eager loop of small
+ * ops their Python costs more than the ops' own numpy calls. This module does exactly what the
+ * Python code beside it does, in C:
+ *
+ *   Entry           tape.Entry: one recorded op (the same eight attributes).
+ *   Recorder        the base of tape.GradientTape: its `record` method and the three attributes
+ *                   it uses (`_tracked`, `_entries`, `_budget`).
+ *   sweep_arrays    the loop of sweep._sweep_arrays for a sweep that nothing watches (no memory
+ *                   ledger, no profiler); rare cases (restoring checkpoints, un-broadcasting)
+ *                   call back into sweep.py.
+ *
+ * The Python code is the reference and the fallback (no compiler, or TAPEGPU_PURE_PYTHON=1);
+ * tests/test_compiled_core.py runs both on the same programs and requires identical entries and
+ * bit-identical gradients. Only the CPython C API is used (no numpy headers).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY;  /* registry's shared save plans (configure) */
+static PyObject *S_uid, *S_data, *S_shape, *S_save_plan, *S_saved_values, *S_on_record,
+    *S_steps, *S_base, *S_flags, *S_writeable, *S_dtype;
+
+/* -- Entry ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *op, *in_uids, *out_uid, *saved, *params, *in_shapes, *args, *recompute;
+} Entry;
+
+static PyTypeObject EntryType;
+
+static Entry *entry_new(PyObject *op, PyObject *in_uids, PyObject *out_uid, PyObject *saved,
+                        PyObject *params, PyObject *in_shapes)
+{
+    /* steals nothing: every field gets a new reference */
+    Entry *e = PyObject_GC_New(Entry, &EntryType);
+    if (e == NULL)
+        return NULL;
+    Py_INCREF(op); e->op = op;
+    Py_INCREF(in_uids); e->in_uids = in_uids;
+    Py_INCREF(out_uid); e->out_uid = out_uid;
+    Py_INCREF(saved); e->saved = saved;
+    Py_INCREF(params); e->params = params;
+    Py_INCREF(in_shapes); e->in_shapes = in_shapes;
+    e->args = NULL;
+    Py_INCREF(Py_None); e->recompute = Py_None;
+    PyObject_GC_Track(e);
+    return e;
+}
+
+static PyObject *Entry_tp_new(PyTypeObject *type, PyObject *a, PyObject *kw)
+{
+    static char *names[] = {"op", "in_uids", "out_uid", "saved", "params", "in_shapes", NULL};
+    PyObject *op, *in_uids, *out_uid, *saved, *params, *in_shapes;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, "OOOOOO:Entry", names, &op, &in_uids, &out_uid,
+                                     &saved, &params, &in_shapes))
+        return NULL;
+    return (PyObject *)entry_new(op, in_uids, out_uid, saved, params, in_shapes);
+}
+
+static int Entry_traverse(Entry *e, visitproc visit, void *arg)
+{
+    Py_VISIT(e->op); Py_VISIT(e->in_uids); Py_VISIT(e->out_uid); Py_VISIT(e->saved);
+    Py_VISIT(e->params); Py_VISIT(e->in_shapes); Py_VISIT(e->args); Py_VISIT(e->recompute);
+    return 0;
+}
+
+static int Entry_clear(Entry *e)
+{
+    Py_CLEAR(e->op); Py_CLEAR(e->in_uids); Py_CLEAR(e->out_uid); Py_CLEAR(e->saved);
+    Py_CLEAR(e->params); Py_CLEAR(e->in_shapes); Py_CLEAR(e->args); Py_CLEAR(e->recompute);
+    return 0;
+}
+
+static void Entry_dealloc(Entry *e)
+{
+    PyObject_GC_UnTrack(e);
+    Py_TRASHCAN_BEGIN(e, Entry_dealloc)
+    Entry_clear(e);
+    PyObject_GC_Del(e);
+    Py_TRASHCAN_END
+}
+
+static PyMemberDef Entry_members[] = {
+    {"op", T_OBJECT_EX, offsetof(Entry, op), 0, NULL},
+    {"in_uids", T_OBJECT_EX, offsetof(Entry, in_uids), 0, NULL},
+    {"out_uid", T_OBJECT_EX, offsetof(Entry, out_uid), 0, NULL},
+    {"saved", T_OBJECT_EX, offsetof(Entry, saved), 0, NULL},
+    {"params", T_OBJECT_EX, offsetof(Entry, params), 0, NULL},
+    {"in_shapes", T_OBJECT_EX, offsetof(Entry, in_shapes), 0, NULL},
+    {"args", T_OBJECT_EX, offsetof(Entry, args), 0, NULL},
+    {"recompute", T_OBJECT_EX, offsetof(Entry, recompute), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tapegpu._core.Entry",
+    .tp_doc = "One recorded op: the op, its input and output ids, declared residuals, params, "
+              "and the input shapes (for un-broadcasting).",
+    .tp_basicsize = sizeof(Entry),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = Entry_tp_new,
+    .tp_traverse = (traverseproc)Entry_traverse,
+    .tp_clear = (inquiry)Entry_clear,
+    .tp_dealloc = (destructor)Entry_dealloc,
+    .tp_members = Entry_members,
+};
+
+/* -- Recorder --------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *tracked, *entries, *budget;
+} Recorder;
+
+static int Recorder_traverse(Recorder *r, visitproc visit, void *arg)
+{
+    Py_VISIT(r->tracked); Py_VISIT(r->entries); Py_VISIT(r->budget);
+    return 0;
+}
+
+static int Recorder_clear(Recorder *r)
+{
+    Py_CLEAR(r->tracked); Py_CLEAR(r->entries); Py_CLEAR(r->budget);
+    return 0;
+}
+
+static void Recorder_dealloc(Recorder *r)
+{
+    /* a Python subclass's instance (GradientTape): subtype_dealloc releases the type */
+    PyObject_GC_UnTrack(r);
+    Recorder_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* x._uid if it is in `tracked`, else NULL with no error; -1 on error (in *err) */
+static PyObject *tracked_uid(PyObject *tracked, PyObject *x, int *err)
+{
+    PyObject *uid = PyObject_GetAttr(x, S_uid);
+    if (uid == NULL) {
+        *err = 1;
+        return NULL;
+    }
+    int in = PySet_Contains(tracked, uid);
+    if (in <= 0) {
+        Py_DECREF(uid);
+        if (in < 0)
+            *err = 1;
+        return NULL;
+    }
+    return uid;
+}
+
+static PyObject *data_shape(PyObject *x)
+{
+    PyObject *data = PyObject_GetAttr(x, S_data);
+    if (data == NULL)
+        return NULL;
+    PyObject *shape = PyObject_GetAttr(data, S_shape);
+    Py_DECREF(data);
+    return shape;
+}
+
+/* what an op declared to keep: the common plans inline, the others by op.saved_values */
+static PyObject *saved_values(PyObject *op, PyObject *inputs, PyObject *out, Py_ssize_t n)
+{
+    PyObject *plan = PyObject_GetAttr(op, S_save_plan);
+    if (plan == NULL)
+        return NULL;
+    PyObject *saved;
+    if (n == 1 && plan == SAVE_X)
+        saved = PyTuple_Pack(1, PySequence_Fast_GET_ITEM(inputs, 0));
+    else if (plan == SAVE_OUT)
+        saved = PyTuple_Pack(1, out);
+    else if (n == 2 && plan == SAVE_XY)
+        saved = PyTuple_Pack(2, PySequence_Fast_GET_ITEM(inputs, 0),
+                             PySequence_Fast_GET_ITEM(inputs, 1));
+    else if (PyTuple_Check(plan) && PyTuple_GET_SIZE(plan) == 0)
+        saved = PyTuple_New(0);
+    else
+        saved = PyObject_CallMethodObjArgs(op, S_saved_values, inputs, out, NULL);
+    Py_DECREF(plan);
+    return saved;
+}
+
+static PyObject *Recorder_record(Recorder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "record(op, inputs, out, params)");
+        return NULL;
+    }
+    PyObject *op = args[0], *inputs_arg = args[1], *out = args[2], *params = args[3];
+    PyObject *tracked = self->tracked, *entries = self->entries;
+    if (tracked == NULL || !PyAnySet_Check(tracked) || entries == NULL ||
+        !PyList_Check(entries)) {
+        PyErr_SetString(PyExc_TypeError, "record: the tape's _tracked must be a set and its "
+                        "_entries a list");
+        return NULL;
+    }
+    PyObject *inputs = PySequence_Fast(inputs_arg, "record: inputs must be a sequence");
+    if (inputs == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(inputs);
+    PyObject *in_uids = NULL, *shapes = NULL, *saved = NULL, *out_uid = NULL;
+    Entry *e = NULL;
+    int err = 0, any = 0;
+    in_uids = PyTuple_New(n);
+    shapes = PyTuple_New(n);
+    if (in_uids == NULL || shapes == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(inputs, i);
+        PyObject *uid = tracked_uid(tracked, x, &err);
+        if (err)
+            goto fail;
+        if (uid == NULL) {
+            if (n == 1)
+                goto untracked;
+            Py_INCREF(Py_None);
+            uid = Py_None;
+        } else {
+            any = 1;
+        }
+        PyTuple_SET_ITEM(in_uids, i, uid);
+    }
+    if (!any)
+        goto untracked;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *shape = data_shape(PySequence_Fast_GET_ITEM(inputs, i));
+        if (shape == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(shapes, i, shape);
+    }
+    saved = saved_values(op, inputs, out, n);
+    if (saved == NULL)
+        goto fail;
+    out_uid = PyObject_GetAttr(out, S_uid);
+    if (out_uid == NULL || PySet_Add(tracked, out_uid) < 0)
+        goto fail;
+    e = entry_new(op, in_uids, out_uid, saved, params, shapes);
+    if (e == NULL || PyList_Append(entries, (PyObject *)e) < 0)
+        goto fail;
+    if (self->budget != NULL && self->budget != Py_None) {
+        PyObject *r = PyObject_CallMethodObjArgs(self->budget, S_on_record, (PyObject *)e,
+                                                 inputs_arg, out, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    Py_DECREF(e); Py_DECREF(out_uid); Py_DECREF(saved); Py_DECREF(shapes); Py_DECREF(in_uids);
+    Py_DECREF(inputs);
+    Py_RETURN_NONE;
+untracked:
+    Py_XDECREF(in_uids); Py_XDECREF(shapes); Py_DECREF(inputs);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(e); Py_XDECREF(out_uid); Py_XDECREF(saved); Py_XDECREF(shapes);
+    Py_XDECREF(in_uids); Py_DECREF(inputs);
+    return NULL;
+}
+
+static PyMethodDef Recorder_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))Recorder_record, METH_FASTCALL,
+     "record(op, inputs, out, params): records one op if one of its inputs is tracked."},
+    {NULL}
+};
+
+static PyMemberDef Recorder_members[] = {
+    {"_tracked", T_OBJECT_EX, offsetof(Recorder, tracked), 0, NULL},
+    {"_entries", T_OBJECT_EX, offsetof(Recorder, entries), 0, NULL},
+    {"_budget", T_OBJECT_EX, offsetof(Recorder, budget), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tapegpu._core.Recorder",
+    .tp_doc = "The recording part of a GradientTape.",
+    .tp_basicsize = sizeof(Recorder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)Recorder_traverse,
+    .tp_clear = (inquiry)Recorder_clear,
+    .tp_dealloc = (destructor)Recorder_dealloc,
+    .tp_methods = Recorder_methods,
+    .tp_members = Recorder_members,
+};
+
+/* -- the array sweep's loop --------------------------------------------------------------------- */
+
+/* sweep._owned: only the grads dict (whose reference `a` is borrowed here) holds the buffer, it
+ * owns its memory and is writeable */
+static int owned(PyObject *a)
+{
+    if (Py_REFCNT(a) != 1)
+        return 0;
+    PyObject *base = PyObject_GetAttr(a, S_base);
+    if (base == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(base);
+    if (base != Py_None)
+        return 0;
+    PyObject *flags = PyObject_GetAttr(a, S_flags);
+    if (flags == NULL)
+        return -1;
+    PyObject *w = PyObject_GetAttr(flags, S_writeable);
+    Py_DECREF(flags);
+    if (w == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    int r = PyObject_IsTrue(w);
+    Py_DECREF(w);
+    return r;
+}
+
+/* attribute `name` of a and b compare equal: 1, 0, or -1 on error */
+static int same_attr(PyObject *a, PyObject *b, PyObject *name)
+{
+    PyObject *x = PyObject_GetAttr(a, name);
+    if (x == NULL)
+        return -1;
+    PyObject *y = PyObject_GetAttr(b, name);
+    if (y == NULL) {
+        Py_DECREF(x);
+        return -1;
+    }
+    int r = PyObject_RichCompareBool(x, y, Py_EQ);
+    Py_DECREF(x);
+    Py_DECREF(y);
+    return r;
+}
+
+/* grads[u] += c, in place when the sweep alone holds grads[u] (sweep._sweep_arrays) */
+static int accumulate(PyObject *grads, PyObject *u, PyObject *c, int in_place)
+{
+    PyObject *prev = PyDict_GetItemWithError(grads, u);  /* borrowed */
+    if (prev == NULL)
+        return PyErr_Occurred() ? -1 : PyDict_SetItem(grads, u, c);
+    int own = in_place ? owned(prev) : 0;
+    if (own > 0)
+        own = same_attr(prev, c, S_shape);
+    if (own > 0)
+        own = same_attr(prev, c, S_dtype);
+    if (own < 0)
+        return -1;
+    if (own) {
+        Py_INCREF(prev);  /* the in-place add needs its own reference */
+        PyObject *r = PyNumber_InPlaceAdd(prev, c);
+        Py_DECREF(prev);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    PyObject *sum = PyNumber_Add(prev, c);
+    if (sum == NULL)
+        return -1;
+    int r = PyDict_SetItem(grads, u, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* one entry's cotangents into grads; `g` is the entry's output cotangent */
+static int step_entry(Entry *e, PyObject *g, PyObject *grads, PyObject *reach, PyObject *key,
+                      PyObject *xp, int batched, int release, int in_place, PyObject *restore,
+                      PyObject *build_step, PyObject *sum_to)
+{
+    if (e->saved == Py_None) {
+        PyObject *r = PyObject_CallOneArg(restore, (PyObject *)e);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    PyObject *steps = PyObject_GetAttr(e->op, S_steps);
+    if (steps == NULL)
+        return -1;
+    PyObject *step = PyDict_Check(steps) ? PyDict_GetItemWithError(steps, key) : NULL;
+    Py_XINCREF(step);
+    Py_DECREF(steps);
+    if (step == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        step = PyObject_CallOneArg(build_step, e->op);
+        if (step == NULL)
+            return -1;
+    }
+    PyObject *call[4] = {xp, g, (PyObject *)e, reach};
+    PyObject *cts = PyObject_Vectorcall(step, call, 4, NULL);
+    Py_DECREF(step);
+    if (cts == NULL)
+        return -1;
+    if (release)
+        Py_SETREF(e->saved, Py_NewRef(Py_None));
+    PyObject *seq = PySequence_Fast(cts, "a VJP step must return a sequence of cotangents");
+    Py_DECREF(cts);
+    if (seq == NULL)
+        return -1;
+    PyObject *uids = e->in_uids, *shapes = e->in_shapes;
+    if (!PyTuple_Check(uids) || !PyTuple_Check(shapes)) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_TypeError, "an entry's in_uids and in_shapes must be tuples");
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (PyTuple_GET_SIZE(uids) < n)
+        n = PyTuple_GET_SIZE(uids);
+    if (PyTuple_GET_SIZE(shapes) < n)
+        n = PyTuple_GET_SIZE(shapes);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *c = PySequence_Fast_GET_ITEM(seq, k);
+        if (c == Py_None)
+            continue;
+        PyObject *shape = PyTuple_GET_ITEM(shapes, k);
+        Py_INCREF(c);
+        int reduce = batched;
+        if (!reduce) {
+            PyObject *cs = PyObject_GetAttr(c, S_shape);
+            reduce = cs == NULL ? -1 : PyObject_RichCompareBool(cs, shape, Py_NE);
+            Py_XDECREF(cs);
+        }
+        if (reduce) {
+            PyObject *r = reduce < 0 ? NULL : PyObject_CallFunctionObjArgs(sum_to, c, shape, NULL);
+            Py_DECREF(c);
+            if (r == NULL) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            c = r;
+        }
+        int r = accumulate(grads, PyTuple_GET_ITEM(uids, k), c, in_place);
+        Py_DECREF(c);
+        if (r < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *sweep_arrays(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "sweep_arrays(forward, keep, grads, reach, key, xp, "
+                        "batch_ndim, release, in_place, restore, build_step, sum_to)");
+        return NULL;
+    }
+    PyObject *forward = args[0], *keep = args[1], *grads = args[2], *reach = args[3];
+    PyObject *key = args[4], *xp = args[5];
+    PyObject *restore = args[9], *build_step = args[10], *sum_to = args[11];
+    int batched = PyObject_IsTrue(args[6]), release = PyObject_IsTrue(args[7]);
+    int in_place = PyObject_IsTrue(args[8]);
+    if (batched < 0 || release < 0 || in_place < 0)
+        return NULL;
+    if (!PyList_Check(forward) || !PyAnySet_Check(keep) || !PyDict_Check(grads)) {
+        PyErr_SetString(PyExc_TypeError, "sweep_arrays: forward must be a list, keep a set and "
+                        "grads a dict");
+        return NULL;
+    }
+    for (Py_ssize_t i = PyList_GET_SIZE(forward) - 1; i >= 0; i--) {
+        if (i >= PyList_GET_SIZE(forward))
+            continue;  /* a callback shortened the list */
+        PyObject *item = PyList_GET_ITEM(forward, i);
+        if (Py_TYPE(item) != &EntryType) {
+            PyErr_Format(PyExc_TypeError, "sweep_arrays: expected tape entries, got %.100s",
+                         Py_TYPE(item)->tp_name);
+            return NULL;
+        }
+        Entry *e = (Entry *)item;
+        Py_INCREF(e);
+        int kept = PySet_Contains(keep, e->out_uid);
+        PyObject *g = kept < 0 ? NULL : PyDict_GetItemWithError(grads, e->out_uid);
+        Py_XINCREF(g);
+        if (g == NULL && PyErr_Occurred()) {
+            Py_DECREF(e);
+            return NULL;
+        }
+        if (g != NULL && !kept && PyDict_DelItem(grads, e->out_uid) < 0) {
+            Py_DECREF(g);
+            Py_DECREF(e);
+            return NULL;
+        }
+        int r = 0;
+        if (g != NULL && g != Py_None)
+            r = step_entry(e, g, grads, reach, key, xp, batched, release, in_place, restore,
+                           build_step, sum_to);
+        Py_XDECREF(g);
+        Py_DECREF(e);
+        if (r < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* -- module ----------------------------------------------------------------------------------- */
+
+static PyObject *configure(PyObject *mod, PyObject *args)
+{
+    PyObject *x, *o, *xy;
+    if (!PyArg_ParseTuple(args, "OOO:configure", &x, &o, &xy))
+        return NULL;
+    Py_XSETREF(SAVE_X, Py_NewRef(x));
+    Py_XSETREF(SAVE_OUT, Py_NewRef(o));
+    Py_XSETREF(SAVE_XY, Py_NewRef(xy));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"sweep_arrays", (PyCFunction)(void (*)(void))sweep_arrays, METH_FASTCALL,
+     "The loop of sweep._sweep_arrays when nothing watches the sweep."},
+    {"configure", configure, METH_VARARGS,
+     "configure(SAVE_X, SAVE_OUT, SAVE_XY): the registry's shared save plans."},
+    {NULL}
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT, "tapegpu._core",
+    "The compiled form of the tape's per-op bookkeeping (see tape.py and sweep.py).", -1,
+    module_methods,
+};
+
+#define INTERN(var, s) if ((var = PyUnicode_InternFromString(s)) == NULL) return NULL
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    INTERN(S_uid, "_uid"); INTERN(S_data, "_data"); INTERN(S_shape, "shape");
+    INTERN(S_save_plan, "save_plan"); INTERN(S_saved_values, "saved_values");
+    INTERN(S_on_record, "on_record"); INTERN(S_steps, "steps"); INTERN(S_base, "base");
+    INTERN(S_flags, "flags"); INTERN(S_writeable, "writeable"); INTERN(S_dtype, "dtype");
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&RecorderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&core_module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Entry", (PyObject *)&EntryType) < 0 ||
+        PyModule_AddObjectRef(m, "Recorder", (PyObject *)&RecorderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,112 @@
+"""The compiled core (tapegpu/_core.c) against its Python reference (tape.PyRecorder,
+tape.PyEntry, the loop of sweep._sweep_arrays): the same entries, bit-identical gradients, the
+same in-place accumulation. tests/test_pure_python.py runs the tape suite without it."""
+import gc
+import numpy as np
+import pytest
+
+import tapegpu as tg
+from tapegpu import sweep, tape as tape_mod
+from tapegpu.compiled import core
+
+needs_core = pytest.mark.skipif(core is None, reason="the compiled core is not built here")
+
+
+class _ReferenceTape(tg.GradientTape):
+    """A tape whose `record` is the Python reference."""
+    record = tape_mod.PyRecorder.record
+
+
+def _program(x, w, v):
+    """Ops of every recording shape: one input (save x, save out), two inputs with a Python
+    scalar or both tracked, broadcasting, a variadic op, an op with residuals, a shape save, a
+    variable read, an op with params."""
+    a = tg.sin(x) * 1.01 + 0.1
+    b = tg.exp(a) / (x + 2.0)
+    c = tg.concat([a, b, a], axis=0)
+    d = tg.matmul(tg.reshape(c, (3, 4)), w) + v
+    e = tg.reduce_sum(d * d, axis=1, keepdims=True) - tg.reduce_mean(d)
+    labels = tg.constant(np.array([0, 2, 1], np.int32))
+    loss = tg.nn.sparse_softmax_cross_entropy_with_logits(labels, d)
+    return tg.reduce_sum(e) + tg.reduce_sum(loss) + tg.einsum("ij,ij->", d, d)
+
+
+def _inputs():
+    rng = np.random.default_rng(3)
+    x = tg.constant(rng.standard_normal(4))
+    w = tg.constant(rng.standard_normal((4, 5)))
+    v = tg.Variable(rng.standard_normal(5))
+    return x, w, v
+
+
+@needs_core
+def test_compiled_record_makes_the_same_entries_as_the_reference():
+    x, w, v = _inputs()
+    with tg.GradientTape() as compiled, _ReferenceTape() as reference:
+        compiled.watch([x, w])
+        reference.watch([x, w])
+        _program(x, w, v)
+    assert type(compiled._entries[0]) is core.Entry
+    assert len(compiled._entries) == len(reference._entries) > 10
+    for c, r in zip(compiled._entries, reference._entries):
+        assert c.op is r.op
+        assert (c.in_uids, c.out_uid, c.in_shapes) == (r.in_uids, r.out_uid, r.in_shapes)
+        assert len(c.saved) == len(r.saved)
+        for a, b in zip(c.saved, r.saved):  # the same tensors (shapes are equal tuples)
+            assert a is b if isinstance(a, tg.Tensor) else a == b, c.op.name
+        assert c.params == r.params and c.recompute is None and r.recompute is None
+    assert compiled._tracked == reference._tracked
+
+
+@needs_core
+def test_compiled_entry_behaves_like_the_python_one():
+    for cls in (core.Entry, tape_mod.PyEntry):
+        e = cls("op", (1, None), 2, ("s",), {}, ((3,), ()))
+        assert (e.op, e.in_uids, e.out_uid, e.saved, e.params, e.in_shapes, e.recompute) == \
+            ("op", (1, None), 2, ("s",), {}, ((3,), ()), None)
+        with pytest.raises(AttributeError):
+            e.args  # set only by a checkpoint segment
+        e.args, e.saved = ("a",), None
+        assert (e.args, e.saved) == (("a",), None)
+    e = core.Entry("op", (), 1, (), {}, ())
+    e.recompute = [e]  # a cycle, as checkpoint segments make: the collector must see it
+    assert gc.is_tracked(e) and e.recompute in gc.get_referents(e)
+
+
+def _gradients(persistent):
+    """Sweeps through every path of the array sweep: a chain, fan-out into one tensor
+    (accumulated in place), broadcasting (un-broadcast), kept targets, batched cotangents."""
+    x, w, v = _inputs()
+    with tg.GradientTape(persistent=True) as t:
+        t.watch([x, w])
+        y = _program(x, w, v)
+        z = tg.add_n([tg.sin(x) * float(k) for k in range(1, 5)])
+    out = list(t.gradient(y, [x, w, v]))
+    out += t.gradient([y, z], [x, z])
+    out.append(t.jacobian(z, x))
+    out += t.batched_gradient(z, [x, w], tg.eye(4, dtype=tg.float64), unconnected_gradients="zero")
+    return [g.numpy() for g in out]
+
+
+@needs_core
+@pytest.mark.parametrize("in_place", [True, False])
+def test_compiled_sweep_gives_bit_identical_gradients(monkeypatch, in_place):
+    monkeypatch.setattr(sweep, "IN_PLACE", in_place)
+    compiled = _gradients(persistent=True)
+    monkeypatch.setattr(sweep, "_core", None)
+    reference = _gradients(persistent=True)
+    assert len(compiled) == len(reference)
+    for c, r in zip(compiled, reference):
+        assert c.dtype == r.dtype
+        np.testing.assert_array_equal(c, r)
+
+
+@needs_core
+def test_compiled_sweep_passes_on_errors_from_rules(monkeypatch):
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = tg.sin(x)
+    monkeypatch.setitem(tg.sin.op.steps, (x._dev.name, False), lambda xp, g, e, reach: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        t.gradient(y, x)
