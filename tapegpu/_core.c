@@ -1,9 +1,12 @@
 /* tapegpu._core: the compiled form of the tape's per-op bookkeeping.
  *
- * Three pieces of tape.py and sweep.py run once per recorded op, and in an eager loop of small
- * ops their Python costs more than the ops' own numpy calls. This module does exactly what the
- * Python code beside it does, in C:
+ * A few pieces of tensor.py, registry.py, tape.py and sweep.py run once per op, and in an eager
+ * loop of small ops their Python costs more than the ops' own numpy calls. This module does
+ * exactly what the Python code beside it does, in C:
  *
+ *   TensorBase      the fields of tensor.Tensor (`_data`, `_dev`, `_uid`, `_res`) and its
+ *                   constructor; `next_uid` is the one counter of tensor and variable ids.
+ *   apply1, apply2  registry.apply1 and apply2: run an op's forward, wrap the result, record it.
  *   Entry           tape.Entry: one recorded op (the same eight attributes).
  *   Recorder        the base of tape.GradientTape: its `record` method and the three attributes
  *                   it uses (`_tracked`, `_entries`, `_budget`).
@@ -13,15 +16,474 @@
  *
  * The Python code is the reference and the fallback (no compiler, or TAPEGPU_PURE_PYTHON=1);
  * tests/test_compiled_core.py runs both on the same programs and requires identical entries and
- * bit-identical gradients. Only the CPython C API is used (no numpy headers).
+ * bit-identical gradients, and tests/test_pure_python.py runs the tape suite without this module.
+ * Only the CPython C API is used (no numpy headers). Rare paths (errors, ops with residuals,
+ * launch counting, profilers) call back into the Python code, so they exist once.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
 static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY;  /* registry's shared save plans (configure) */
-static PyObject *S_uid, *S_data, *S_shape, *S_save_plan, *S_saved_values, *S_on_record,
-    *S_steps, *S_base, *S_flags, *S_writeable, *S_dtype;
+static PyObject *S_dev, *S_name, *S_xp, *S_counts_launches, *S_kind, *S_record;
+static PyObject *S_uid, *S_data, *S_shape, *S_saved_values, *S_on_record, *S_base, *S_flags,
+    *S_writeable, *S_dtype;
+
+/* -- TensorBase --------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *data, *dev, *uid, *res, *weakrefs;
+} TensorBase;
+
+static PyTypeObject TensorBaseType;
+static long long uid_counter = 0;
+static PyObject *default_device;  /* backend.current (configure_tensor) */
+
+static PyObject *new_uid(void)
+{
+    return PyLong_FromLongLong(++uid_counter);
+}
+
+static PyObject *next_uid(PyObject *mod, PyObject *unused)
+{
+    return new_uid();
+}
+
+static int TensorBase_init(TensorBase *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"data", "dev", NULL};
+    PyObject *data, *dev = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Tensor", names, &data, &dev))
+        return -1;
+    if (dev == Py_None) {
+        if (default_device == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "tapegpu._core is not configured");
+            return -1;
+        }
+        dev = PyObject_CallNoArgs(default_device);
+        if (dev == NULL)
+            return -1;
+    } else {
+        Py_INCREF(dev);
+    }
+    PyObject *uid = new_uid();
+    if (uid == NULL) {
+        Py_DECREF(dev);
+        return -1;
+    }
+    Py_INCREF(data);
+    Py_XSETREF(self->data, data);
+    Py_XSETREF(self->dev, dev);
+    Py_XSETREF(self->uid, uid);
+    return 0;
+}
+
+/* a new tensor of `type` (a subclass of TensorBase without fields of its own) */
+static PyObject *tensor_new(PyTypeObject *type, PyObject *data, PyObject *dev)
+{
+    PyObject *uid = new_uid();
+    if (uid == NULL)
+        return NULL;
+    TensorBase *t = (TensorBase *)type->tp_alloc(type, 0);
+    if (t == NULL) {
+        Py_DECREF(uid);
+        return NULL;
+    }
+    Py_INCREF(data); t->data = data;
+    Py_INCREF(dev); t->dev = dev;
+    t->uid = uid;
+    return (PyObject *)t;
+}
+
+static int TensorBase_traverse(TensorBase *t, visitproc visit, void *arg)
+{
+    /* subtype_traverse visits the (heap) type of a Tensor */
+    Py_VISIT(t->data); Py_VISIT(t->dev); Py_VISIT(t->uid); Py_VISIT(t->res);
+    return 0;
+}
+
+static int TensorBase_clear(TensorBase *t)
+{
+    Py_CLEAR(t->data); Py_CLEAR(t->dev); Py_CLEAR(t->uid); Py_CLEAR(t->res);
+    return 0;
+}
+
+static void TensorBase_dealloc(TensorBase *t)
+{
+    /* Tensor is a Python subclass: subtype_dealloc releases the type */
+    PyObject_GC_UnTrack(t);
+    if (t->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)t);
+    TensorBase_clear(t);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyMemberDef TensorBase_members[] = {
+    {"_data", T_OBJECT_EX, offsetof(TensorBase, data), 0, NULL},
+    {"_dev", T_OBJECT_EX, offsetof(TensorBase, dev), 0, NULL},
+    {"_uid", T_OBJECT_EX, offsetof(TensorBase, uid), 0, NULL},
+    {"_res", T_OBJECT_EX, offsetof(TensorBase, res), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject TensorBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tapegpu._core.TensorBase",
+    .tp_doc = "TensorBase(data, dev=None)\n--\n\n"
+              "The fields of a tensor: its array, its backend and its id.",
+    .tp_basicsize = sizeof(TensorBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)TensorBase_init,
+    .tp_traverse = (traverseproc)TensorBase_traverse,
+    .tp_clear = (inquiry)TensorBase_clear,
+    .tp_dealloc = (destructor)TensorBase_dealloc,
+    .tp_members = TensorBase_members,
+    .tp_weaklistoffset = offsetof(TensorBase, weakrefs),
+};
+
+/* x._data, x._dev, x._uid: the fields themselves for a tensor, else by attribute */
+static PyObject *tensor_field(PyObject *x, Py_ssize_t offset, PyObject *name)
+{
+    if (PyObject_TypeCheck(x, &TensorBaseType)) {
+        PyObject *v = *(PyObject **)((char *)x + offset);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(x, name);
+}
+
+#define T_DATA(x) tensor_field(x, offsetof(TensorBase, data), S_data)
+#define T_DEV(x) tensor_field(x, offsetof(TensorBase, dev), S_dev)
+#define T_UID(x) tensor_field(x, offsetof(TensorBase, uid), S_uid)
+
+/* registry.Op's slots read by offset (configure_apply finds them): op.forward and the like
+ * cost a pointer read instead of an attribute lookup */
+static PyTypeObject *OpType;
+enum { F_FORWARD, F_OVERRIDES, F_RESIDUALS, F_VJP, F_SAME_DTYPE, F_SAVE_PLAN, F_STEPS, N_FIELDS };
+static const char *op_field_names[N_FIELDS] = {"forward", "overrides", "residuals", "vjp",
+                                               "same_dtype", "save_plan", "steps"};
+static PyObject *op_field_strs[N_FIELDS];
+static Py_ssize_t op_offsets[N_FIELDS];
+
+static PyObject *op_attr(PyObject *op, int field)
+{
+    if (Py_TYPE(op) == OpType && op_offsets[field] > 0) {
+        PyObject *v = *(PyObject **)((char *)op + op_offsets[field]);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(op, op_field_strs[field]);
+}
+
+static int find_op_offsets(PyObject *op_type)
+{
+    for (int f = 0; f < N_FIELDS; f++) {
+        op_offsets[f] = -1;
+        PyObject *d = PyObject_GetAttrString(op_type, op_field_names[f]);
+        if (d == NULL)
+            return -1;
+        if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            if (m->type == T_OBJECT_EX)
+                op_offsets[f] = m->offset;
+        }
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
+/* -- apply1, apply2 ---------------------------------------------------------------------------- */
+
+/* registry's objects (configure_apply) */
+static PyTypeObject *TensorType;         /* tensor.Tensor */
+static PyObject *active_list;            /* tensor._active: recording tapes and accumulators */
+static PyObject *profilers_list;         /* profiler._active */
+static PyObject *raise_error;            /* registry._raise_error(op, inputs, params, e) */
+static PyObject *with_residuals;         /* registry._with_residuals */
+static PyObject *check_inputs;           /* registry._check_inputs(op, inputs, dev) */
+static PyObject *count_launch;           /* registry._count_launch(op, dev): not for views */
+static PyObject *on_forward;             /* profiler.on_forward */
+
+static PyObject *Recorder_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+static PyTypeObject RecorderType;
+
+/* the forward `registry.apply` would call: op.overrides[dev.name] or op.forward */
+static PyObject *forward_of(PyObject *op, PyObject *dev, PyObject **default_forward)
+{
+    PyObject *fwd = op_attr(op, F_FORWARD);
+    *default_forward = fwd;
+    if (fwd == NULL)
+        return NULL;
+    PyObject *ov = op_attr(op, F_OVERRIDES);
+    if (ov == NULL)
+        return NULL;
+    PyObject *chosen = fwd;
+    int any = PyObject_IsTrue(ov);
+    if (any > 0) {
+        PyObject *name = PyObject_GetAttr(dev, S_name);
+        PyObject *f = name == NULL ? NULL : PyObject_GetItem(ov, name);
+        Py_XDECREF(name);
+        if (f == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                Py_DECREF(ov);
+                return NULL;
+            }
+            PyErr_Clear();
+        } else {
+            Py_DECREF(f);  /* the overrides dict keeps it alive */
+            chosen = f;
+        }
+    }
+    Py_DECREF(ov);
+    if (any < 0)
+        return NULL;
+    Py_INCREF(chosen);
+    return chosen;
+}
+
+/* forward(dev.xp, *arrays, **params); a bad-input error becomes registry._error's message */
+static PyObject *run_forward(PyObject *op, PyObject *forward, PyObject *dev, PyObject *inputs,
+                             PyObject **arrays, Py_ssize_t n, PyObject *params)
+{
+    PyObject *xp = PyObject_GetAttr(dev, S_xp);
+    if (xp == NULL)
+        return NULL;
+    PyObject *call[3] = {xp, arrays[0], n > 1 ? arrays[1] : NULL};
+    PyObject *out;
+    if (PyDict_GET_SIZE(params) == 0) {
+        out = PyObject_Vectorcall(forward, call, n + 1, NULL);
+    } else {
+        PyObject *a = PyTuple_New(n + 1);
+        if (a == NULL) {
+            Py_DECREF(xp);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i <= n; i++)
+            PyTuple_SET_ITEM(a, i, Py_NewRef(call[i]));
+        out = PyObject_Call(forward, a, params);
+        Py_DECREF(a);
+    }
+    Py_DECREF(xp);
+    if (out == NULL && (PyErr_ExceptionMatches(PyExc_ValueError) ||
+                        PyErr_ExceptionMatches(PyExc_TypeError) ||
+                        PyErr_ExceptionMatches(PyExc_IndexError) ||
+                        PyErr_ExceptionMatches(PyExc_ArithmeticError))) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyObject *r = PyObject_CallFunctionObjArgs(raise_error, op, inputs, params,
+                                                   value ? value : Py_None, NULL);
+        Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+        Py_XDECREF(r);  /* raise_error raises: r is NULL */
+        if (r != NULL)
+            PyErr_SetString(PyExc_SystemError, "registry._raise_error returned");
+        return NULL;
+    }
+    return out;
+}
+
+/* the end of registry.apply1/apply2: count the launch, wrap, record, report */
+static PyObject *finish(PyObject *op, PyObject *inputs, PyObject *out, PyObject *dev,
+                        PyObject *params, PyObject *forward, PyObject *default_forward)
+{
+    PyObject *res = op_attr(op, F_RESIDUALS);
+    if (res == NULL)
+        return NULL;
+    int has_res = PyObject_IsTrue(res);
+    Py_DECREF(res);
+    if (has_res < 0)
+        return NULL;
+    if (has_res)
+        return PyObject_CallFunctionObjArgs(with_residuals, op, inputs, out, dev, params,
+                                            forward, NULL);
+    PyObject *counts = PyObject_GetAttr(dev, S_counts_launches);
+    if (counts == NULL)
+        return NULL;
+    int c = PyObject_IsTrue(counts);
+    Py_DECREF(counts);
+    if (c < 0)
+        return NULL;
+    if (c && forward == default_forward) {
+        PyObject *r = PyObject_CallFunctionObjArgs(count_launch, op, dev, NULL);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    PyObject *y = tensor_new(TensorType, out, dev);
+    if (y == NULL)
+        return NULL;
+    if (PyList_GET_SIZE(active_list)) {
+        PyObject *vjp = op_attr(op, F_VJP);
+        int rec = vjp != NULL && vjp != Py_None;
+        Py_XDECREF(vjp);
+        if (vjp == NULL)
+            goto fail;
+        if (rec) {  /* out.dtype.kind in "fc" */
+            PyObject *dt = PyObject_GetAttr(out, S_dtype);
+            PyObject *kind = dt == NULL ? NULL : PyObject_GetAttr(dt, S_kind);
+            Py_XDECREF(dt);
+            if (kind == NULL)
+                goto fail;
+            rec = PyUnicode_Check(kind) && PyUnicode_GET_LENGTH(kind) == 1 &&
+                  (PyUnicode_READ_CHAR(kind, 0) == 'f' || PyUnicode_READ_CHAR(kind, 0) == 'c');
+            Py_DECREF(kind);
+        }
+        if (rec) {
+            PyObject *recs = PyList_GetSlice(active_list, 0, PyList_GET_SIZE(active_list));
+            if (recs == NULL)
+                goto fail;
+            PyObject *args[4] = {op, inputs, y, params};
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recs); i++) {
+                PyObject *r = PyList_GET_ITEM(recs, i), *ok;
+                if (PyObject_TypeCheck(r, &RecorderType) &&
+                    Py_TYPE(r)->tp_getattro == PyObject_GenericGetAttr &&
+                    _PyType_Lookup(Py_TYPE(r), S_record) == _PyType_Lookup(&RecorderType, S_record))
+                    ok = Recorder_record(r, args, 4);
+                else
+                    ok = PyObject_CallMethodObjArgs(r, S_record, op, inputs, y, params, NULL);
+                if (ok == NULL) {
+                    Py_DECREF(recs);
+                    goto fail;
+                }
+                Py_DECREF(ok);
+            }
+            Py_DECREF(recs);
+        }
+    }
+    if (PyList_GET_SIZE(profilers_list)) {
+        PyObject *r = PyObject_CallFunctionObjArgs(on_forward, op, inputs, out, params, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    return y;
+fail:
+    Py_DECREF(y);
+    return NULL;
+}
+
+static PyObject *apply_n(PyObject *op, PyObject **xs, Py_ssize_t n, PyObject *params)
+{
+    if (!PyDict_Check(params)) {
+        PyErr_SetString(PyExc_TypeError, "apply: params must be a dict");
+        return NULL;
+    }
+    PyObject *arrays[2] = {NULL, NULL}, *dev = NULL, *forward = NULL, *default_forward = NULL;
+    PyObject *inputs = NULL, *out = NULL, *y = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((arrays[i] = T_DATA(xs[i])) == NULL)
+            goto done;
+    if ((dev = T_DEV(xs[0])) == NULL)
+        goto done;
+    inputs = n == 1 ? PyTuple_Pack(1, xs[0]) : PyTuple_Pack(2, xs[0], xs[1]);
+    if (inputs == NULL)
+        goto done;
+    if (n == 2) {  /* devices and dtypes: registry._check_inputs explains a mismatch */
+        PyObject *dev1 = T_DEV(xs[1]);
+        if (dev1 == NULL)
+            goto done;
+        Py_DECREF(dev1);
+        int check = dev1 != dev;
+        if (!check) {
+            PyObject *same = op_attr(op, F_SAME_DTYPE);
+            int sd = same == NULL ? -1 : PyObject_IsTrue(same);
+            Py_XDECREF(same);
+            if (sd < 0)
+                goto done;
+            if (sd) {
+                PyObject *d0 = PyObject_GetAttr(arrays[0], S_dtype);
+                PyObject *d1 = d0 == NULL ? NULL : PyObject_GetAttr(arrays[1], S_dtype);
+                check = d1 == NULL ? -1 : d0 == d1 ? 0 : PyObject_RichCompareBool(d1, d0, Py_NE);
+                Py_XDECREF(d0); Py_XDECREF(d1);
+                if (check < 0)
+                    goto done;
+            }
+        }
+        if (check) {
+            PyObject *r = PyObject_CallFunctionObjArgs(check_inputs, op, inputs, dev, NULL);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+        }
+    }
+    if ((forward = forward_of(op, dev, &default_forward)) == NULL)
+        goto done;
+    if ((out = run_forward(op, forward, dev, inputs, arrays, n, params)) == NULL)
+        goto done;
+    y = finish(op, inputs, out, dev, params, forward, default_forward);
+done:
+    Py_XDECREF(arrays[0]); Py_XDECREF(arrays[1]); Py_XDECREF(dev); Py_XDECREF(forward);
+    Py_XDECREF(default_forward); Py_XDECREF(inputs); Py_XDECREF(out);
+    return y;
+}
+
+static int configured(void)
+{
+    if (TensorType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "tapegpu._core.configure_apply was not called");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *apply1(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "apply1(op, x, params)");
+        return NULL;
+    }
+    if (!configured())
+        return NULL;
+    PyObject *xs[1] = {args[1]};
+    return apply_n(args[0], xs, 1, args[2]);
+}
+
+static PyObject *apply2(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "apply2(op, x, y, params)");
+        return NULL;
+    }
+    if (!configured())
+        return NULL;
+    PyObject *xs[2] = {args[1], args[2]};
+    return apply_n(args[0], xs, 2, args[3]);
+}
+
+static PyObject *configure_tensor(PyObject *mod, PyObject *current)
+{
+    Py_XSETREF(default_device, Py_NewRef(current));
+    Py_RETURN_NONE;
+}
+
+static PyObject *configure_apply(PyObject *mod, PyObject *args)
+{
+    PyObject *tensor, *op, *active, *profilers, *err, *res, *check, *count, *onf;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOOOO:configure_apply", &PyType_Type, &tensor,
+                          &PyType_Type, &op, &PyList_Type, &active, &PyList_Type, &profilers,
+                          &err, &res, &check, &count, &onf))
+        return NULL;
+    if (find_op_offsets(op) < 0)
+        return NULL;
+    Py_XSETREF(OpType, (PyTypeObject *)Py_NewRef(op));
+    if (!PyType_IsSubtype((PyTypeObject *)tensor, &TensorBaseType) ||
+        ((PyTypeObject *)tensor)->tp_basicsize != TensorBaseType.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "configure_apply: the tensor type must derive from "
+                        "TensorBase with no fields of its own (__slots__ = ())");
+        return NULL;
+    }
+    Py_XSETREF(TensorType, (PyTypeObject *)Py_NewRef(tensor));
+    Py_XSETREF(active_list, Py_NewRef(active));
+    Py_XSETREF(profilers_list, Py_NewRef(profilers));
+    Py_XSETREF(raise_error, Py_NewRef(err));
+    Py_XSETREF(with_residuals, Py_NewRef(res));
+    Py_XSETREF(check_inputs, Py_NewRef(check));
+    Py_XSETREF(count_launch, Py_NewRef(count));
+    Py_XSETREF(on_forward, Py_NewRef(onf));
+    Py_RETURN_NONE;
+}
 
 /* -- Entry ------------------------------------------------------------------------------------ */
 
@@ -140,7 +602,7 @@ static void Recorder_dealloc(Recorder *r)
 /* x._uid if it is in `tracked`, else NULL with no error; -1 on error (in *err) */
 static PyObject *tracked_uid(PyObject *tracked, PyObject *x, int *err)
 {
-    PyObject *uid = PyObject_GetAttr(x, S_uid);
+    PyObject *uid = T_UID(x);
     if (uid == NULL) {
         *err = 1;
         return NULL;
@@ -157,7 +619,7 @@ static PyObject *tracked_uid(PyObject *tracked, PyObject *x, int *err)
 
 static PyObject *data_shape(PyObject *x)
 {
-    PyObject *data = PyObject_GetAttr(x, S_data);
+    PyObject *data = T_DATA(x);
     if (data == NULL)
         return NULL;
     PyObject *shape = PyObject_GetAttr(data, S_shape);
@@ -168,7 +630,7 @@ static PyObject *data_shape(PyObject *x)
 /* what an op declared to keep: the common plans inline, the others by op.saved_values */
 static PyObject *saved_values(PyObject *op, PyObject *inputs, PyObject *out, Py_ssize_t n)
 {
-    PyObject *plan = PyObject_GetAttr(op, S_save_plan);
+    PyObject *plan = op_attr(op, F_SAVE_PLAN);
     if (plan == NULL)
         return NULL;
     PyObject *saved;
@@ -187,8 +649,9 @@ static PyObject *saved_values(PyObject *op, PyObject *inputs, PyObject *out, Py_
     return saved;
 }
 
-static PyObject *Recorder_record(Recorder *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *Recorder_record(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs)
 {
+    Recorder *self = (Recorder *)self_obj;
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "record(op, inputs, out, params)");
         return NULL;
@@ -238,7 +701,7 @@ static PyObject *Recorder_record(Recorder *self, PyObject *const *args, Py_ssize
     saved = saved_values(op, inputs, out, n);
     if (saved == NULL)
         goto fail;
-    out_uid = PyObject_GetAttr(out, S_uid);
+    out_uid = T_UID(out);
     if (out_uid == NULL || PySet_Add(tracked, out_uid) < 0)
         goto fail;
     e = entry_new(op, in_uids, out_uid, saved, params, shapes);
@@ -382,7 +845,7 @@ static int step_entry(Entry *e, PyObject *g, PyObject *grads, PyObject *reach, P
             return -1;
         Py_DECREF(r);
     }
-    PyObject *steps = PyObject_GetAttr(e->op, S_steps);
+    PyObject *steps = op_attr(e->op, F_STEPS);
     if (steps == NULL)
         return -1;
     PyObject *step = PyDict_Check(steps) ? PyDict_GetItemWithError(steps, key) : NULL;
@@ -519,6 +982,16 @@ static PyObject *configure(PyObject *mod, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"sweep_arrays", (PyCFunction)(void (*)(void))sweep_arrays, METH_FASTCALL,
      "The loop of sweep._sweep_arrays when nothing watches the sweep."},
+    {"apply1", (PyCFunction)(void (*)(void))apply1, METH_FASTCALL,
+     "registry.apply1(op, x, params), compiled."},
+    {"apply2", (PyCFunction)(void (*)(void))apply2, METH_FASTCALL,
+     "registry.apply2(op, x, y, params), compiled."},
+    {"next_uid", next_uid, METH_NOARGS, "A new tensor or variable id (never reused)."},
+    {"configure_apply", configure_apply, METH_VARARGS,
+     "configure_apply(Tensor, Op, _active, profilers, _raise_error, _with_residuals, "
+     "_check_inputs, _count_launch, on_forward): registry's objects."},
+    {"configure_tensor", configure_tensor, METH_O,
+     "configure_tensor(current): the device of a tensor made without one."},
     {"configure", configure, METH_VARARGS,
      "configure(SAVE_X, SAVE_OUT, SAVE_XY): the registry's shared save plans."},
     {NULL}
@@ -534,16 +1007,23 @@ static struct PyModuleDef core_module = {
 
 PyMODINIT_FUNC PyInit__core(void)
 {
+    INTERN(S_dev, "_dev"); INTERN(S_name, "name"); INTERN(S_xp, "xp");
+    INTERN(S_counts_launches, "counts_launches"); INTERN(S_kind, "kind");
+    INTERN(S_record, "record");
+    for (int f = 0; f < N_FIELDS; f++)
+        INTERN(op_field_strs[f], op_field_names[f]);
     INTERN(S_uid, "_uid"); INTERN(S_data, "_data"); INTERN(S_shape, "shape");
-    INTERN(S_save_plan, "save_plan"); INTERN(S_saved_values, "saved_values");
-    INTERN(S_on_record, "on_record"); INTERN(S_steps, "steps"); INTERN(S_base, "base");
+    INTERN(S_saved_values, "saved_values");
+    INTERN(S_on_record, "on_record"); INTERN(S_base, "base");
     INTERN(S_flags, "flags"); INTERN(S_writeable, "writeable"); INTERN(S_dtype, "dtype");
-    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&RecorderType) < 0)
+    if (PyType_Ready(&TensorBaseType) < 0 || PyType_Ready(&EntryType) < 0 ||
+        PyType_Ready(&RecorderType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&core_module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "Entry", (PyObject *)&EntryType) < 0 ||
+    if (PyModule_AddObjectRef(m, "TensorBase", (PyObject *)&TensorBaseType) < 0 ||
+        PyModule_AddObjectRef(m, "Entry", (PyObject *)&EntryType) < 0 ||
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&RecorderType) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -41,6 +41,7 @@ elementwise nor linear), define the public function in the family's file under `
 spec to `tests/op_specs.py` (a meta-test fails for an op without one).
 """
 from . import profiler as _profiler
+from .compiled import core as _core
 from .profiler import _active as _profilers
 from .tensor import Tensor, _active
 
@@ -172,8 +173,8 @@ def apply(op, inputs, params):
         raise _error(op, inputs, params, e) from None
     if op.residuals:
         return _with_residuals(op, inputs, out, dev, params, forward)
-    if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
-        dev.launches[op.name] += 1
+    if dev.counts_launches and forward is op.forward:
+        _count_launch(op, dev)
     y = Tensor(out, dev)
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
@@ -193,8 +194,8 @@ def apply1(op, x, params):
         raise _error(op, (x,), params, e) from None
     if op.residuals:
         return _with_residuals(op, (x,), out, dev, params, forward)
-    if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
-        dev.launches[op.name] += 1  # one library launch (CuPy/cuBLAS) on a GPU
+    if dev.counts_launches and forward is op.forward:
+        _count_launch(op, dev)
     y = Tensor(out, dev)
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
@@ -219,8 +220,8 @@ def apply2(op, x, y, params):
         raise _error(op, (x, y), params, e) from None
     if op.residuals:
         return _with_residuals(op, (x, y), out, dev, params, forward)
-    if dev.counts_launches and forward is op.forward and op.name not in VIEW_OPS:
-        dev.launches[op.name] += 1  # one library launch (CuPy/cuBLAS) on a GPU
+    if dev.counts_launches and forward is op.forward:
+        _count_launch(op, dev)
     z = Tensor(out, dev)
     if _active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in _active:
@@ -228,6 +229,19 @@ def apply2(op, x, y, params):
     if _profilers:
         _profiler.on_forward(op, (x, y), out, params)
     return z
+
+
+def _count_launch(op, dev):
+    """A reference forward is one library launch (CuPy/cuBLAS) on a GPU, unless it only makes
+    a view."""
+    if op.name not in VIEW_OPS:
+        dev.launches[op.name] += 1
+
+
+# registry.apply1 and apply2 above are the reference; the compiled core does the same in C
+py_apply1, py_apply2 = apply1, apply2
+if _core is not None:
+    apply1, apply2 = _core.apply1, _core.apply2
 
 
 def _with_residuals(op, inputs, result, dev, params, forward):
@@ -245,6 +259,10 @@ def _with_residuals(op, inputs, result, dev, params, forward):
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y
+
+
+def _raise_error(op, inputs, params, e):
+    raise _error(op, inputs, params, e) from None
 
 
 def _error(op, inputs, params, e):
@@ -267,3 +285,9 @@ def _check_inputs(op, inputs, dev):
 
 def describe(tensors):
     return ", ".join(f"{t.dtype.name}{list(t.shape)}@{t._dev.short}" for t in tensors)
+
+
+if _core is not None:
+    _core.configure_apply(Tensor, Op, _active, _profilers, _raise_error, _with_residuals,
+                          _check_inputs, _count_launch,
+                          lambda *a: _profiler.on_forward(*a))

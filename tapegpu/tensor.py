@@ -16,8 +16,7 @@ import numpy as np
 
 from . import backend as _backend
 from . import dtypes
-
-_next_uid = itertools.count(1).__next__
+from .compiled import core as _core
 
 # Tapes and forward accumulators that are recording, innermost last (see tape.py).
 _active = []
@@ -25,7 +24,25 @@ _active = []
 _variable_watchers = []
 
 
-class Tensor:
+class PyTensorBase:
+    """A tensor's fields and constructor. The compiled core has the same in C
+    (`_core.TensorBase`, with `_core.next_uid` as the counter of ids)."""
+    __slots__ = ("_data", "_dev", "_uid", "_res", "__weakref__")  # _res: see registry
+
+    def __init__(self, data, dev=None):
+        self._data = data
+        self._dev = dev if dev is not None else _backend.current()
+        self._uid = _next_uid()
+
+
+if _core is not None:
+    TensorBase, _next_uid = _core.TensorBase, _core.next_uid
+    _core.configure_tensor(lambda: _backend.current())
+else:
+    TensorBase, _next_uid = PyTensorBase, itertools.count(1).__next__
+
+
+class Tensor(TensorBase):
     """An immutable n-d array on one device.
 
     >>> x = tg.constant([[1.0, 2.0], [3.0, 4.0]])
@@ -36,14 +53,9 @@ class Tensor:
            [15., 22.]], dtype=float32)
     """
 
-    __slots__ = ("_data", "_dev", "_uid", "_res", "__weakref__")  # _res: see registry
+    __slots__ = ()  # the fields are TensorBase's
     __array_ufunc__ = None  # numpy defers to our reflected operators: np_array + tensor -> Tensor
     __hash__ = None  # `==` is elementwise, as in TensorFlow 2; use `.ref()` as a key
-
-    def __init__(self, data, dev=None):
-        self._data = data
-        self._dev = dev if dev is not None else _backend.current()
-        self._uid = _next_uid()
 
     # -- attributes -----------------------------------------------------------------------
     @property
