@@ -25,7 +25,7 @@
 #include <structmember.h>
 
 static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY;  /* registry's shared save plans (configure) */
-static PyObject *S_dev, *S_name, *S_xp, *S_counts_launches, *S_kind, *S_record;
+static PyObject *S_dev, *S_name, *S_xp, *S_counts_launches, *S_kind, *S_record, *S_fast;
 static PyObject *S_uid, *S_data, *S_shape, *S_saved_values, *S_on_record, *S_base, *S_flags,
     *S_writeable, *S_dtype;
 
@@ -834,6 +834,74 @@ static int accumulate(PyObject *grads, PyObject *u, PyObject *c, int in_place)
     return r;
 }
 
+/* a rule called as rule(xp, g, *arrays, **params) */
+static PyObject *call_rule(PyObject *rule, PyObject *xp, PyObject *g, PyObject **arrays,
+                           Py_ssize_t n, PyObject *params)
+{
+    PyObject *call[4] = {xp, g, arrays[0], n > 1 ? arrays[1] : NULL};
+    if (!PyDict_Check(params) || PyDict_GET_SIZE(params) == 0)
+        return PyObject_Vectorcall(rule, call, n + 2, NULL);
+    PyObject *a = PyTuple_New(n + 2);
+    if (a == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n + 2; i++)
+        PyTuple_SET_ITEM(a, i, Py_NewRef(call[i]));
+    PyObject *r = PyObject_Call(rule, a, params);
+    Py_DECREF(a);
+    return r;
+}
+
+/* what sweep's steps with a `fast` description return (sweep.FAST_*), without calling them;
+ * NULL with no error when the entry does not fit the description (the step is called) */
+enum { FAST_PASS = 1, FAST_UNARY = 2, FAST_ADD = 3, FAST_BINARY = 4 };
+
+static PyObject *fast_step(PyObject *fast, PyObject *xp, PyObject *g, Entry *e, PyObject *reach)
+{
+    if (!PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 3)
+        return NULL;
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
+    if (kind == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *r[2] = {PyTuple_GET_ITEM(fast, 1), PyTuple_GET_ITEM(fast, 2)};
+    if (kind == FAST_PASS)
+        return PyTuple_Pack(1, g);
+    PyObject *uids = e->in_uids, *saved = e->saved;
+    Py_ssize_t n = kind == FAST_UNARY ? 1 : 2;
+    if (!PyTuple_Check(uids) || PyTuple_GET_SIZE(uids) != (kind == FAST_UNARY ? 1 : 2))
+        return NULL;
+    if (kind == FAST_ADD) {
+        PyObject *c[2];
+        for (int i = 0; i < 2; i++) {
+            int in = PySet_Contains(reach, PyTuple_GET_ITEM(uids, i));
+            if (in < 0)
+                return NULL;
+            c[i] = in ? g : Py_None;
+        }
+        return PyTuple_Pack(2, c[0], c[1]);
+    }
+    if ((kind != FAST_UNARY && kind != FAST_BINARY) || !PyTuple_Check(saved) ||
+        PyTuple_GET_SIZE(saved) < n)
+        return NULL;
+    PyObject *arrays[2] = {NULL, NULL}, *c[2] = {NULL, NULL}, *out = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((arrays[i] = T_DATA(PyTuple_GET_ITEM(saved, i))) == NULL)
+            goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int in = kind == FAST_UNARY ? 1 : PySet_Contains(reach, PyTuple_GET_ITEM(uids, i));
+        if (in < 0)
+            goto done;
+        c[i] = in ? call_rule(r[i], xp, g, arrays, n, e->params) : Py_NewRef(Py_None);
+        if (c[i] == NULL)
+            goto done;
+    }
+    out = n == 1 ? PyTuple_Pack(1, c[0]) : PyTuple_Pack(2, c[0], c[1]);
+done:
+    Py_XDECREF(arrays[0]); Py_XDECREF(arrays[1]); Py_XDECREF(c[0]); Py_XDECREF(c[1]);
+    if (out == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_SystemError, "fast_step failed without an error");
+    return out;
+}
+
 /* one entry's cotangents into grads; `g` is the entry's output cotangent */
 static int step_entry(Entry *e, PyObject *g, PyObject *grads, PyObject *reach, PyObject *key,
                       PyObject *xp, int batched, int release, int in_place, PyObject *restore,
@@ -858,8 +926,15 @@ static int step_entry(Entry *e, PyObject *g, PyObject *grads, PyObject *reach, P
         if (step == NULL)
             return -1;
     }
-    PyObject *call[4] = {xp, g, (PyObject *)e, reach};
-    PyObject *cts = PyObject_Vectorcall(step, call, 4, NULL);
+    PyObject *cts = NULL;
+    PyObject *fdict = PyFunction_Check(step) ? ((PyFunctionObject *)step)->func_dict : NULL;
+    PyObject *fast = fdict != NULL ? PyDict_GetItemWithError(fdict, S_fast) : NULL;
+    if (fast != NULL)
+        cts = fast_step(fast, xp, g, e, reach);
+    if (cts == NULL && !PyErr_Occurred()) {
+        PyObject *call[4] = {xp, g, (PyObject *)e, reach};
+        cts = PyObject_Vectorcall(step, call, 4, NULL);
+    }
     Py_DECREF(step);
     if (cts == NULL)
         return -1;
@@ -1009,7 +1084,7 @@ PyMODINIT_FUNC PyInit__core(void)
 {
     INTERN(S_dev, "_dev"); INTERN(S_name, "name"); INTERN(S_xp, "xp");
     INTERN(S_counts_launches, "counts_launches"); INTERN(S_kind, "kind");
-    INTERN(S_record, "record");
+    INTERN(S_record, "record"); INTERN(S_fast, "fast");
     for (int f = 0; f < N_FIELDS; f++)
         INTERN(op_field_strs[f], op_field_names[f]);
     INTERN(S_uid, "_uid"); INTERN(S_data, "_data"); INTERN(S_shape, "shape");

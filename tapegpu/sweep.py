@@ -264,15 +264,26 @@ def _fused_step(op, rule):
     return step
 
 
+# The common steps also describe themselves as `step.fast = (kind, rule0, rule1)`, which the
+# compiled core's sweep runs without calling the step (tapegpu/_core.c, fast_step).
+FAST_PASS, FAST_UNARY, FAST_ADD, FAST_BINARY = 1, 2, 3, 4
+
+
+def _fast(step, kind, r0=None, r1=None):
+    step.fast = (kind, r0, r1)
+    return step
+
+
 def _unary_step(r, read, n):
     # the hot path of elementwise code: one call of the rule, no argument packing
     if r is PASS:
-        return lambda xp, g, e, reach: (g,)
+        return _fast(lambda xp, g, e, reach: (g,), FAST_PASS)
     if n == 1:
         def step(xp, g, e, reach):
             p = e.params
             x = e.saved[0]._data
             return (r(xp, g, x, **p) if p else r(xp, g, x),)
+        return _fast(step, FAST_UNARY, r)
     else:
         def step(xp, g, e, reach):
             p = e.params
@@ -286,7 +297,7 @@ def _binary_step(rule, read, n):
         def step(xp, g, e, reach):
             u0, u1 = e.in_uids
             return (g if u0 in reach else None, g if u1 in reach else None)
-        return step
+        return _fast(step, FAST_ADD)
     if n == 2 and r0 not in (None, PASS) and r1 not in (None, PASS):  # multiply, divide, ...
         def step(xp, g, e, reach):
             u0, u1 = e.in_uids
@@ -299,7 +310,7 @@ def _binary_step(rule, read, n):
                         r1(xp, g, x, y, **p) if u1 in reach else None)
             return (r0(xp, g, x, y) if u0 in reach else None,
                     r1(xp, g, x, y) if u1 in reach else None)
-        return step
+        return _fast(step, FAST_BINARY, r0, r1)
 
     def step(xp, g, e, reach):
         u0, u1 = e.in_uids

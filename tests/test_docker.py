@@ -121,6 +121,20 @@ def test_gpu_image_installs_the_cuda_extra_readme_names():
     assert cmds == ["python -m tapegpu info"]
 
 
+@pytest.mark.parametrize("dockerfile", [GPU, CPU], ids=["Dockerfile", "Dockerfile.cpu"])
+def test_images_can_build_the_compiled_core(dockerfile):
+    """Without a C compiler the install falls back to the pure-Python tape without a word; the
+    images must have one, and the sources the build needs."""
+    ins = instructions(dockerfile)
+    runs = " ".join(command(a) for i, a in ins if i == "RUN")
+    assert re.search(r"(?<![\w-])(gcc|g\+\+|build-essential)(?![\w-])", runs), dockerfile.name
+    copied = " ".join(a for i, a in ins if i in ("COPY", "ADD"))
+    for needed in ("setup.py", "tapegpu"):
+        assert needed in copied.split() or "." in copied.split(), (dockerfile.name, needed)
+    if "python:" not in [a for i, a in ins if i == "FROM"][0]:  # official images have headers
+        assert "python3-dev" in runs, dockerfile.name
+
+
 def test_cpu_image_runs_readme_test_command():
     install, test = readme_test_command()
     ins = instructions(CPU)
