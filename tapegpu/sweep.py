@@ -205,9 +205,24 @@ def _account(e, g, cts, kept, release, ledger):
 
 def _owned(a):
     """Whether only the sweep holds `a`'s buffer: it owns its memory (not a view), is writeable,
-    and its references are the grads dict's, the caller's local and this call's own two."""
+    and its references are the grads dict's, the caller's local and this call's own."""
     return getattr(a, "base", 0) is None and getattr(a.flags, "writeable", True) and \
-        sys.getrefcount(a) <= 4
+        sys.getrefcount(a) <= _OWNED_REFS
+
+
+def _refs_inside_owned():
+    """sys.getrefcount inside `_owned` of a buffer that only a dict holds, called as the sweep
+    calls it: 4 on CPython 3.11 and later; 3.10 keeps one more on the caller's stack."""
+    grads = {0: bytearray(1)}
+    prev = grads.get(0)
+    return _probe(prev)
+
+
+def _probe(a):
+    return sys.getrefcount(a)
+
+
+_OWNED_REFS = _refs_inside_owned()
 
 
 # -- array-level steps: each op's VJP on one device as one call ----------------------------------
