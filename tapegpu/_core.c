@@ -4,21 +4,23 @@
  * loop of small ops their Python costs more than the ops' own numpy calls. This module does
  * exactly what the Python code beside it does, in C:
  *
- *   TensorBase      the fields of tensor.Tensor (`_data`, `_dev`, `_uid`, `_res`) and its
- *                   constructor; `next_uid` is the one counter of tensor and variable ids.
- *   apply1, apply2  registry.apply1 and apply2: run an op's forward, wrap the result, record it.
- *   Entry           tape.Entry: one recorded op (the same eight attributes).
- *   Recorder        the base of tape.GradientTape: its `record` method and the three attributes
- *                   it uses (`_tracked`, `_entries`, `_budget`).
+ *   TensorBase      tensor.PyTensorBase: a tensor's fields (`_data`, `_dev`, `_uid`, `_res`)
+ *                   and constructor; `next_uid` is the one counter of tensor and variable ids.
+ *   apply1, apply2  registry.py_apply1 and py_apply2: run an op's forward, wrap the result,
+ *                   offer it to the recording tapes.
+ *   Entry           tape.PyEntry: one recorded op (the same eight attributes).
+ *   Recorder        tape.PyRecorder, the base of GradientTape: `record` and the three
+ *                   attributes it uses (`_tracked`, `_entries`, `_budget`).
  *   sweep_arrays    the loop of sweep._sweep_arrays for a sweep that nothing watches (no memory
- *                   ledger, no profiler); rare cases (restoring checkpoints, un-broadcasting)
- *                   call back into sweep.py.
+ *                   ledger, no profiler); it runs the common steps from their descriptions
+ *                   (`step.fast`, see sweep.py) and calls the others.
  *
  * The Python code is the reference and the fallback (no compiler, or TAPEGPU_PURE_PYTHON=1);
  * tests/test_compiled_core.py runs both on the same programs and requires identical entries and
  * bit-identical gradients, and tests/test_pure_python.py runs the tape suite without this module.
  * Only the CPython C API is used (no numpy headers). Rare paths (errors, ops with residuals,
- * launch counting, profilers) call back into the Python code, so they exist once.
+ * launch counting, profilers, restoring checkpoints, un-broadcasting) call back into the
+ * Python code, so they exist once.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -883,6 +885,7 @@ static PyObject *fast_step(PyObject *fast, PyObject *xp, PyObject *g, Entry *e, 
         PyTuple_GET_SIZE(saved) < n)
         return NULL;
     PyObject *arrays[2] = {NULL, NULL}, *c[2] = {NULL, NULL}, *out = NULL;
+    Py_INCREF(uids);  /* held: the rules run Python */
     for (Py_ssize_t i = 0; i < n; i++)
         if ((arrays[i] = T_DATA(PyTuple_GET_ITEM(saved, i))) == NULL)
             goto done;
@@ -897,6 +900,7 @@ static PyObject *fast_step(PyObject *fast, PyObject *xp, PyObject *g, Entry *e, 
     out = n == 1 ? PyTuple_Pack(1, c[0]) : PyTuple_Pack(2, c[0], c[1]);
 done:
     Py_XDECREF(arrays[0]); Py_XDECREF(arrays[1]); Py_XDECREF(c[0]); Py_XDECREF(c[1]);
+    Py_DECREF(uids);
     if (out == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_SystemError, "fast_step failed without an error");
     return out;
@@ -944,11 +948,12 @@ static int step_entry(Entry *e, PyObject *g, PyObject *grads, PyObject *reach, P
     Py_DECREF(cts);
     if (seq == NULL)
         return -1;
-    PyObject *uids = e->in_uids, *shapes = e->in_shapes;
+    /* held: the rules and un-broadcasts called below run Python */
+    PyObject *uids = Py_NewRef(e->in_uids), *shapes = Py_NewRef(e->in_shapes);
+    int status = -1;
     if (!PyTuple_Check(uids) || !PyTuple_Check(shapes)) {
-        Py_DECREF(seq);
         PyErr_SetString(PyExc_TypeError, "an entry's in_uids and in_shapes must be tuples");
-        return -1;
+        goto out;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (PyTuple_GET_SIZE(uids) < n)
@@ -970,21 +975,21 @@ static int step_entry(Entry *e, PyObject *g, PyObject *grads, PyObject *reach, P
         if (reduce) {
             PyObject *r = reduce < 0 ? NULL : PyObject_CallFunctionObjArgs(sum_to, c, shape, NULL);
             Py_DECREF(c);
-            if (r == NULL) {
-                Py_DECREF(seq);
-                return -1;
-            }
+            if (r == NULL)
+                goto out;
             c = r;
         }
         int r = accumulate(grads, PyTuple_GET_ITEM(uids, k), c, in_place);
         Py_DECREF(c);
-        if (r < 0) {
-            Py_DECREF(seq);
-            return -1;
-        }
+        if (r < 0)
+            goto out;
     }
+    status = 0;
+out:
+    Py_DECREF(uids);
+    Py_DECREF(shapes);
     Py_DECREF(seq);
-    return 0;
+    return status;
 }
 
 static PyObject *sweep_arrays(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
