@@ -196,7 +196,9 @@ def run(argv=None):
     out = sys.stdout
     devices = tg.config.list_devices()
     probe = tg.ones((2,))
-    print(f"tapegpu {tg.__version__}; devices: " +
+    from .compiled import core
+    print(f"tapegpu {tg.__version__} ({'compiled core' if core else 'pure-Python tape'}); "
+          "devices: " +
           ", ".join(f"{d.name} ({d.device_type})" for d in devices), file=out)
     print(f"tensors are created on {probe.device}", file=out)
     print("\n[1] MLP classifier", file=out)
