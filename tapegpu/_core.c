@@ -27,7 +27,8 @@
 #include <structmember.h>
 
 static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY;  /* registry's shared save plans (configure) */
-static PyObject *S_dev, *S_name, *S_xp, *S_counts_launches, *S_kind, *S_record, *S_fast;
+static PyObject *S_dev, *S_name, *S_xp, *S_counts_launches, *S_kind, *S_record, *S_fast,
+    *S_recorders;
 static PyObject *S_uid, *S_data, *S_shape, *S_saved_values, *S_on_record, *S_base, *S_flags,
     *S_writeable, *S_dtype;
 
@@ -200,7 +201,7 @@ static int find_op_offsets(PyObject *op_type)
 
 /* registry's objects (configure_apply) */
 static PyTypeObject *TensorType;         /* tensor.Tensor */
-static PyObject *active_list;            /* tensor._active: recording tapes and accumulators */
+static PyObject *thread_state;           /* tensor._thread: .recorders, this thread's tapes */
 static PyObject *profilers_list;         /* profiler._active */
 static PyObject *raise_error;            /* registry._raise_error(op, inputs, params, e) */
 static PyObject *with_residuals;         /* registry._with_residuals */
@@ -286,6 +287,75 @@ static PyObject *run_forward(PyObject *op, PyObject *forward, PyObject *dev, PyO
     return out;
 }
 
+/* `out` (wrapped as `y`) offered to this thread's recorders, as registry.py_apply1 does */
+/* this thread's `tensor._thread.recorders` (a new reference). The list of a thread is never
+ * rebound, so the last thread's is kept, by thread state id (ids are never reused). */
+static uint64_t cached_thread_id = 0;
+static PyObject *cached_recorders = NULL;
+
+static PyObject *thread_recorders(void)
+{
+    uint64_t id = PyThreadState_GetID(PyThreadState_Get());
+    if (cached_recorders != NULL && id == cached_thread_id)
+        return Py_NewRef(cached_recorders);
+    PyObject *active = PyObject_GetAttr(thread_state, S_recorders);
+    if (active == NULL)
+        return NULL;
+    Py_XSETREF(cached_recorders, Py_NewRef(active));
+    cached_thread_id = id;
+    return active;
+}
+
+static int offer(PyObject *op, PyObject *inputs, PyObject *y, PyObject *out, PyObject *params)
+{
+    PyObject *active = thread_recorders();
+    if (active == NULL)
+        return -1;
+    int status = -1;
+    if (!PyList_Check(active)) {
+        PyErr_SetString(PyExc_TypeError, "tensor._thread.recorders must be a list");
+        goto out;
+    }
+    if (PyList_GET_SIZE(active) == 0) {
+        status = 0;
+        goto out;
+    }
+    PyObject *vjp = op_attr(op, F_VJP);
+    if (vjp == NULL)
+        goto out;
+    int rec = vjp != Py_None;
+    Py_DECREF(vjp);
+    if (rec) {  /* out.dtype.kind in "fc" */
+        PyObject *dt = PyObject_GetAttr(out, S_dtype);
+        PyObject *kind = dt == NULL ? NULL : PyObject_GetAttr(dt, S_kind);
+        Py_XDECREF(dt);
+        if (kind == NULL)
+            goto out;
+        rec = PyUnicode_Check(kind) && PyUnicode_GET_LENGTH(kind) == 1 &&
+              (PyUnicode_READ_CHAR(kind, 0) == 'f' || PyUnicode_READ_CHAR(kind, 0) == 'c');
+        Py_DECREF(kind);
+    }
+    /* `for rec in active`: by index over the live list, as a list iterator goes */
+    PyObject *args[4] = {op, inputs, y, params};
+    for (Py_ssize_t i = 0; rec && i < PyList_GET_SIZE(active); i++) {
+        PyObject *r = Py_NewRef(PyList_GET_ITEM(active, i)), *ok;
+        if (PyObject_TypeCheck(r, &RecorderType) &&
+            Py_TYPE(r)->tp_getattro == PyObject_GenericGetAttr &&
+            _PyType_Lookup(Py_TYPE(r), S_record) == _PyType_Lookup(&RecorderType, S_record))
+            ok = Recorder_record(r, args, 4);  /* a GradientTape: its C method, directly */
+        else
+            ok = PyObject_CallMethodObjArgs(r, S_record, op, inputs, y, params, NULL);
+        Py_DECREF(r);
+        if (ok == NULL)
+            goto out;
+        Py_DECREF(ok);
+    }
+    status = 0;
+out:
+    Py_DECREF(active);
+    return status;
+}
+
 /* the end of registry.apply1/apply2: count the launch, wrap, record, report */
 static PyObject *finish(PyObject *op, PyObject *inputs, PyObject *out, PyObject *dev,
                         PyObject *params, PyObject *forward, PyObject *default_forward)
@@ -316,44 +386,8 @@ static PyObject *finish(PyObject *op, PyObject *inputs, PyObject *out, PyObject 
     PyObject *y = tensor_new(TensorType, out, dev);
     if (y == NULL)
         return NULL;
-    if (PyList_GET_SIZE(active_list)) {
-        PyObject *vjp = op_attr(op, F_VJP);
-        int rec = vjp != NULL && vjp != Py_None;
-        Py_XDECREF(vjp);
-        if (vjp == NULL)
-            goto fail;
-        if (rec) {  /* out.dtype.kind in "fc" */
-            PyObject *dt = PyObject_GetAttr(out, S_dtype);
-            PyObject *kind = dt == NULL ? NULL : PyObject_GetAttr(dt, S_kind);
-            Py_XDECREF(dt);
-            if (kind == NULL)
-                goto fail;
-            rec = PyUnicode_Check(kind) && PyUnicode_GET_LENGTH(kind) == 1 &&
-                  (PyUnicode_READ_CHAR(kind, 0) == 'f' || PyUnicode_READ_CHAR(kind, 0) == 'c');
-            Py_DECREF(kind);
-        }
-        if (rec) {
-            PyObject *recs = PyList_GetSlice(active_list, 0, PyList_GET_SIZE(active_list));
-            if (recs == NULL)
-                goto fail;
-            PyObject *args[4] = {op, inputs, y, params};
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recs); i++) {
-                PyObject *r = PyList_GET_ITEM(recs, i), *ok;
-                if (PyObject_TypeCheck(r, &RecorderType) &&
-                    Py_TYPE(r)->tp_getattro == PyObject_GenericGetAttr &&
-                    _PyType_Lookup(Py_TYPE(r), S_record) == _PyType_Lookup(&RecorderType, S_record))
-                    ok = Recorder_record(r, args, 4);
-                else
-                    ok = PyObject_CallMethodObjArgs(r, S_record, op, inputs, y, params, NULL);
-                if (ok == NULL) {
-                    Py_DECREF(recs);
-                    goto fail;
-                }
-                Py_DECREF(ok);
-            }
-            Py_DECREF(recs);
-        }
-    }
+    if (offer(op, inputs, y, out, params) < 0)
+        goto fail;
     if (PyList_GET_SIZE(profilers_list)) {
         PyObject *r = PyObject_CallFunctionObjArgs(on_forward, op, inputs, out, params, NULL);
         if (r == NULL)
@@ -463,8 +497,8 @@ static PyObject *configure_tensor(PyObject *mod, PyObject *current)
 static PyObject *configure_apply(PyObject *mod, PyObject *args)
 {
     PyObject *tensor, *op, *active, *profilers, *err, *res, *check, *count, *onf;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOOOO:configure_apply", &PyType_Type, &tensor,
-                          &PyType_Type, &op, &PyList_Type, &active, &PyList_Type, &profilers,
+    if (!PyArg_ParseTuple(args, "O!O!OO!OOOOO:configure_apply", &PyType_Type, &tensor,
+                          &PyType_Type, &op, &active, &PyList_Type, &profilers,
                           &err, &res, &check, &count, &onf))
         return NULL;
     if (find_op_offsets(op) < 0)
@@ -477,7 +511,8 @@ static PyObject *configure_apply(PyObject *mod, PyObject *args)
         return NULL;
     }
     Py_XSETREF(TensorType, (PyTypeObject *)Py_NewRef(tensor));
-    Py_XSETREF(active_list, Py_NewRef(active));
+    Py_XSETREF(thread_state, Py_NewRef(active));
+    Py_CLEAR(cached_recorders);
     Py_XSETREF(profilers_list, Py_NewRef(profilers));
     Py_XSETREF(raise_error, Py_NewRef(err));
     Py_XSETREF(with_residuals, Py_NewRef(res));
@@ -1068,7 +1103,7 @@ static PyMethodDef module_methods[] = {
      "registry.apply2(op, x, y, params), compiled."},
     {"next_uid", next_uid, METH_NOARGS, "A new tensor or variable id (never reused)."},
     {"configure_apply", configure_apply, METH_VARARGS,
-     "configure_apply(Tensor, Op, _active, profilers, _raise_error, _with_residuals, "
+     "configure_apply(Tensor, Op, tensor._thread, profilers, _raise_error, _with_residuals, "
      "_check_inputs, _count_launch, on_forward): registry's objects."},
     {"configure_tensor", configure_tensor, METH_O,
      "configure_tensor(current): the device of a tensor made without one."},
@@ -1089,7 +1124,7 @@ PyMODINIT_FUNC PyInit__core(void)
 {
     INTERN(S_dev, "_dev"); INTERN(S_name, "name"); INTERN(S_xp, "xp");
     INTERN(S_counts_launches, "counts_launches"); INTERN(S_kind, "kind");
-    INTERN(S_record, "record"); INTERN(S_fast, "fast");
+    INTERN(S_record, "record"); INTERN(S_fast, "fast"); INTERN(S_recorders, "recorders");
     for (int f = 0; f < N_FIELDS; f++)
         INTERN(op_field_strs[f], op_field_names[f]);
     INTERN(S_uid, "_uid"); INTERN(S_data, "_data"); INTERN(S_shape, "shape");

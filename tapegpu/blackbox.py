@@ -21,7 +21,7 @@ import numpy as np
 from . import backend as _backend
 from .dtypes import np_dtype
 from .registry import Op
-from .tensor import Tensor, Variable, _active, convert_to_tensor
+from .tensor import Tensor, Variable, _thread, convert_to_tensor
 
 
 # -- estimators -----------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def numpy_function(func, inp, Tout, grad=None, stateful=True, name=None):
     results = [result] if single else _as_list(result, len(touts), label)
     dev = inputs[0]._dev if inputs else _backend.current()
     outs = [_as_output(r, dt, dev, label, k) for k, (r, dt) in enumerate(zip(results, touts))]
-    if _active and any(x._data.dtype.kind in "fc" for x in inputs):
+    if _thread.recorders and any(x._data.dtype.kind in "fc" for x in inputs):
         _record(func, grad, estimator, inputs, outs, label, single)
     return outs[0] if single else outs
 
@@ -340,7 +340,7 @@ def _record(func, grad, estimator, inputs, outs, label, single):
             vjp, jvp, batched, saves = _missing_vjp(label), None, True, ()
         op = Op(f"numpy_function:{label}", None, args, vjp, jvp, saves, False, False, batched,
                 False, True)
-        for rec in list(_active):
+        for rec in list(_thread.recorders):
             rec.record(op, inputs, out, {})
 
 

@@ -13,7 +13,7 @@ import functools
 
 from .memory import root
 from .registry import Op
-from .tensor import Tensor, _active, _variable_watchers
+from .tensor import Tensor, _thread
 
 
 # -- recompute_grad ------------------------------------------------------------------------------
@@ -34,17 +34,18 @@ def recompute_grad(f):
     """
     @functools.wraps(f)
     def wrapped(*args):
-        if not _active:
+        active = _thread.recorders
+        if not active:
             return f(*args)
         seen = []
-        _variable_watchers.append(seen.append)
-        outer = list(_active)
-        _active.clear()  # nothing inside f is recorded: that is the memory saved
+        _thread.variable_watchers.append(seen.append)
+        outer = list(active)
+        active.clear()  # nothing inside f is recorded: that is the memory saved
         try:
             result = f(*args)
         finally:
-            _active.extend(outer)
-            _variable_watchers.remove(seen.append)
+            active.extend(outer)
+            _thread.variable_watchers.remove(seen.append)
         if not isinstance(result, Tensor):
             raise TypeError(f"recompute_grad({f.__name__}): f must return one tensor, got "
                             f"{type(result).__name__}")

@@ -14,7 +14,7 @@ import inspect
 from . import nest
 from .forward import jvp_from_vjp
 from .registry import Op
-from .tensor import Tensor, Variable, _active, _variable_watchers
+from .tensor import Tensor, Variable, _thread
 
 
 class _Slot:
@@ -48,14 +48,14 @@ def custom_gradient(f=None):
     def decorated(*args, **kwargs):
         seen = []
         watcher = seen.append
-        _variable_watchers.append(watcher)
+        _thread.variable_watchers.append(watcher)
         try:
             result, grad_fn = f(*args, **kwargs)
         finally:
-            _variable_watchers.remove(watcher)
+            _thread.variable_watchers.remove(watcher)
         flat = nest.flatten(result)
         outs = [Tensor(r._data, r._dev) if isinstance(r, Tensor) else r for r in flat]
-        if not _active:
+        if not _thread.recorders:
             return nest.pack_sequence_as(result, outs)
         arg_pos = [i for i, a in enumerate(args) if isinstance(a, (Tensor, Variable))]
         variables = _unique([v for v in seen if not any(v is args[i] for i in arg_pos)])
@@ -72,7 +72,7 @@ def custom_gradient(f=None):
             op = Op(f.__name__, None, tuple(f"a{i}" for i in range(len(inputs))), rule,
                     jvp_from_vjp(rule, out, [x._data.shape for x in inputs], f.__name__), (),
                     False, False, False, False, True)
-            for rec in _active:
+            for rec in _thread.recorders:
                 rec.record(op, inputs, out, {})
         return nest.pack_sequence_as(result, outs)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import nest, ops, sweep
 from .registry import apply
-from .tensor import Tensor, Variable, _active
+from .tensor import Tensor, Variable, _thread
 
 
 class NoJVPError(NotImplementedError):
@@ -237,14 +237,16 @@ class ForwardAccumulator:
     def __enter__(self):
         if self._recording:
             raise ValueError("ForwardAccumulator: the accumulator is already recording")
-        _active.append(self)
+        self._stack = _thread.recorders  # this thread's: it sees this thread's ops
+        self._stack.append(self)
         self._recording = True
         return self
 
     def __exit__(self, *exc):
-        for i in range(len(_active) - 1, -1, -1):
-            if _active[i] is self:
-                del _active[i]
+        stack = self._stack
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is self:
+                del stack[i]
                 break
         self._recording = False
 
@@ -255,14 +257,15 @@ class ForwardAccumulator:
         if all(t is None for t in ts):
             return
         # the JVP's own ops are seen by the recorders outside this one only (strict nesting)
-        i = _index(self)
-        inner = _active[i:]
-        del _active[i:]
+        active = _thread.recorders
+        i = _index(self, active)
+        inner = active[i:]
+        del active[i:]
         try:
             t = push(op, ts, op.saved_values(inputs, out), params,
                      [x._data.shape for x in inputs])
         finally:
-            _active.extend(inner)
+            active.extend(inner)
         if t is not None:
             self._keep(out, t)
 
@@ -317,9 +320,9 @@ class ForwardAccumulator:
             (", recording>" if self._recording else ">")
 
 
-def _index(rec):
-    for i in range(len(_active) - 1, -1, -1):
-        if _active[i] is rec:
+def _index(rec, active):
+    for i in range(len(active) - 1, -1, -1):
+        if active[i] is rec:
             return i
     raise RuntimeError("ForwardAccumulator: recording while not active")
 

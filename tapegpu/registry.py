@@ -43,7 +43,7 @@ spec to `tests/op_specs.py` (a meta-test fails for an op without one).
 from . import profiler as _profiler
 from .compiled import core as _core
 from .profiler import _active as _profilers
-from .tensor import Tensor, _active
+from .tensor import Tensor, _thread
 
 REGISTRY = {}
 # ops that return views or metadata: no kernel launch on a GPU
@@ -176,8 +176,9 @@ def apply(op, inputs, params):
     if dev.counts_launches and forward is op.forward:
         _count_launch(op, dev)
     y = Tensor(out, dev)
-    if _active and op.vjp is not None and out.dtype.kind in "fc":
-        for rec in _active:
+    active = _thread.recorders
+    if active and op.vjp is not None and out.dtype.kind in "fc":
+        for rec in active:
             rec.record(op, inputs, y, params)
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
@@ -197,8 +198,9 @@ def apply1(op, x, params):
     if dev.counts_launches and forward is op.forward:
         _count_launch(op, dev)
     y = Tensor(out, dev)
-    if _active and op.vjp is not None and out.dtype.kind in "fc":
-        for rec in _active:
+    active = _thread.recorders
+    if active and op.vjp is not None and out.dtype.kind in "fc":
+        for rec in active:
             rec.record(op, (x,), y, params)
     if _profilers:
         _profiler.on_forward(op, (x,), out, params)
@@ -223,8 +225,9 @@ def apply2(op, x, y, params):
     if dev.counts_launches and forward is op.forward:
         _count_launch(op, dev)
     z = Tensor(out, dev)
-    if _active and op.vjp is not None and out.dtype.kind in "fc":
-        for rec in _active:
+    active = _thread.recorders
+    if active and op.vjp is not None and out.dtype.kind in "fc":
+        for rec in active:
             rec.record(op, (x, y), z, params)
     if _profilers:
         _profiler.on_forward(op, (x, y), out, params)
@@ -251,9 +254,10 @@ def _with_residuals(op, inputs, result, dev, params, forward):
     if dev.counts_launches and forward is op.forward:
         dev.launches[op.name] += 1
     y = Tensor(out, dev)
-    if _active and op.vjp is not None and out.dtype.kind in "fc":
+    active = _thread.recorders
+    if active and op.vjp is not None and out.dtype.kind in "fc":
         y._res = tuple(Tensor(r, dev) for r in res)
-        for rec in _active:
+        for rec in active:
             rec.record(op, inputs, y, params)
         del y._res
     if _profilers:
@@ -288,6 +292,6 @@ def describe(tensors):
 
 
 if _core is not None:
-    _core.configure_apply(Tensor, Op, _active, _profilers, _raise_error, _with_residuals,
+    _core.configure_apply(Tensor, Op, _thread, _profilers, _raise_error, _with_residuals,
                           _check_inputs, _count_launch,
                           lambda *a: _profiler.on_forward(*a))

@@ -14,7 +14,7 @@ import sys
 from . import ops, profiler
 from .compiled import core as _core
 from .profiler import _active as _profilers
-from .tensor import Tensor, _active
+from .tensor import Tensor, _thread
 
 FUSED = True  # tests switch the array mode off to compare both
 IN_PLACE = True  # tests switch in-place accumulation off to measure what it saves
@@ -68,7 +68,7 @@ def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None, 
 
 def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
     forward, reach = (entries, reach) if reach is not None else reachable(entries, sources)
-    if FUSED and not _active:
+    if FUSED and not _thread.recorders:
         grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger)
         return {u: (None if a is None else Tensor(a, dev)) for u, a in grads.items()}
     return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release)

@@ -13,7 +13,7 @@ from .registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op
 from .checkpoint import Budget
 from .compiled import core as _core
 from .memory import Ledger
-from .tensor import Tensor, Variable, _active
+from .tensor import Tensor, Variable, _thread
 
 
 # a variable read under a tape: identity from the variable's id to the value it returned
@@ -145,17 +145,19 @@ class GradientTape(Recorder):
             self._pop()
 
     def _push(self):
-        _active.append(self)
+        self._stack = _thread.recorders  # this thread's: the tape records this thread's ops
+        self._stack.append(self)
         self._recording = True
 
     def _pop(self):
-        """Stops recording; returns where the tape was among the active recorders."""
-        for i in range(len(_active) - 1, -1, -1):
-            if _active[i] is self:
-                del _active[i]
+        """Stops recording; returns where the tape was among its thread's recorders."""
+        stack = self._stack
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is self:
+                del stack[i]
                 break
         else:
-            i = len(_active)
+            i = len(stack)
         self._recording = False
         return i
 
@@ -178,7 +180,7 @@ class GradientTape(Recorder):
         try:
             yield
         finally:  # back in its place: its nesting with accumulators and other tapes is kept
-            _active.insert(min(where, len(_active)), self)
+            self._stack.insert(min(where, len(self._stack)), self)
             self._recording = True
 
     def reset(self):

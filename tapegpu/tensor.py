@@ -11,6 +11,7 @@ identity from the variable's own id, which is how gradients reach variables acro
 import itertools
 import math
 import numbers
+import threading
 
 import numpy as np
 
@@ -18,10 +19,18 @@ from . import backend as _backend
 from . import dtypes
 from .compiled import core as _core
 
-# Tapes and forward accumulators that are recording, innermost last (see tape.py).
-_active = []
-# Callbacks told about every variable read (custom_gradient's variable watcher, tapes).
-_variable_watchers = []
+class _ThreadState(threading.local):
+    """What records in this thread: as in TensorFlow, a tape sees only the ops of the thread
+    that entered it."""
+
+    def __init__(self):
+        # tapes and forward accumulators recording, innermost last; changed in place, never
+        # rebound (the compiled core keeps a thread's list)
+        self.recorders = []
+        self.variable_watchers = []  # told about every variable read (custom_gradient)
+
+
+_thread = _ThreadState()
 
 
 class PyTensorBase:
@@ -217,12 +226,13 @@ class Variable:
 
     def _read(self):
         """The current value; under active tapes, a recorded read (identity from this variable)."""
-        for watcher in _variable_watchers:
+        for watcher in _thread.variable_watchers:
             watcher(self)
-        if not _active:
+        active = _thread.recorders
+        if not active:
             return self._value
         out = None
-        for rec in _active:
+        for rec in active:
             out = rec.record_variable_read(self, out)
         return out if out is not None else self._value
 

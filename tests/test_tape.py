@@ -519,14 +519,80 @@ def test_python_scalars_keep_the_sign_of_zero_and_bool_checks():
 
 
 def test_no_recording_without_a_tape():
-    from tapegpu.tensor import _active
-    assert not _active
+    from tapegpu.tensor import _thread
+    assert not _thread.recorders
     x = tg.constant(1.0)
     with tg.GradientTape() as t:
         pass
     y = tg.sin(x)
     assert t._entries == []
-    assert not _active and y.shape == ()
+    assert not _thread.recorders and y.shape == ()
+
+
+def _in_thread(fn):
+    import threading
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
+            out["error"] = e
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
+def test_tapes_record_only_their_own_thread():
+    """As in TensorFlow, a tape sees the ops of the thread that entered it: another thread's ops
+    on a watched tensor (or a read of a watched variable) are not recorded."""
+    x = tg.constant([1.0, 2.0])
+    v = tg.Variable([3.0, 4.0])
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * x
+        z = _in_thread(lambda: tg.sin(x) + v * 2.0)
+    assert [e.op.name for e in tape._entries] == ["multiply"]
+    assert tape.gradient(z, x) is None and tape.gradient(z, v) is None
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [2.0, 4.0])
+    assert tape.watched_variables() == ()
+
+
+def test_a_tape_in_another_thread_is_independent():
+    x = tg.constant([1.0, 2.0])
+
+    def worker():  # its own tape, nested in its own thread, while the main thread records
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape() as inner:
+                inner.watch(x)
+                y = x * x * x
+            dy = inner.gradient(y, x)
+        return dy.numpy(), outer.gradient(dy, x).numpy()
+
+    with tg.GradientTape() as main:
+        main.watch(x)
+        dy, d2y = _in_thread(worker)
+        w = tg.exp(x)
+    np.testing.assert_allclose(dy, [3.0, 12.0])
+    np.testing.assert_allclose(d2y, [6.0, 12.0])
+    assert [e.op.name for e in main._entries] == ["exp"]
+    np.testing.assert_allclose(main.gradient(w, x).numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+
+
+def test_a_tape_exited_in_another_thread_stops_recording_where_it_started():
+    x = tg.constant(1.0)
+    tape = tg.GradientTape()
+    tape.__enter__()
+    tape.watch(x)
+    _in_thread(lambda: tape.__exit__(None, None, None))
+    from tapegpu.tensor import _thread
+    assert tape not in _thread.recorders
+    y = tg.sin(x)  # not recorded: the tape stopped
+    assert tape._entries == [] and y.shape == ()
 
 
 def test_sweep_visits_only_ops_between_sources_and_target():
