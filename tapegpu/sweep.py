@@ -130,46 +130,46 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
         grads[u] = g._data if prev is None else prev + g._data
         if track:
             ledger.hold(grads[u])
-    if _core is not None and not watched:  # the same loop, compiled
+    if _core is not None and not watched:  # the loop below, compiled
         _core.sweep_arrays(forward if type(forward) is list else list(forward), keep, grads,
                            reach, key, xp, batch_ndim, release, IN_PLACE,
                            lambda e: _restore(e, restored, None),
                            lambda op: op.steps.setdefault(key, _array_step(op, dev, batch_ndim)),
                            lambda c, shape: sum_to_array(xp, c, batch_ndim, shape, dev))
-        forward = ()
-    for e in reversed(forward):
-        out = e.out_uid
-        g = get(out) if out in keep else pop(out, None)
-        if g is None:
-            continue
-        if e.saved is None:
-            _restore(e, restored, ledger)
-        op = e.op
-        step = op.steps.get(key)
-        if step is None:
-            step = op.steps[key] = _array_step(op, dev, batch_ndim)
-        cts = step(xp, g, e, reach)
-        if watched:
-            _account(e, g, cts, out in keep, release, ledger)
-        if release:
-            e.saved = None
-        for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
-            if c is None:
+    else:
+        for e in reversed(forward):
+            out = e.out_uid
+            g = get(out) if out in keep else pop(out, None)
+            if g is None:
                 continue
-            if batch_ndim or c.shape != shape:
-                c = sum_to_array(xp, c, batch_ndim, shape, dev)
-            prev = get(u)
-            if prev is None:
-                grads[u] = c
-                if track:
-                    ledger.hold(c)
-            elif IN_PLACE and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
-                prev += c  # nobody else holds this buffer: accumulate in place
-            else:
-                grads[u] = prev + c
-                if track:
-                    ledger.drop(prev)
-                    ledger.hold(grads[u])
+            if e.saved is None:
+                _restore(e, restored, ledger)
+            op = e.op
+            step = op.steps.get(key)
+            if step is None:
+                step = op.steps[key] = _array_step(op, dev, batch_ndim)
+            cts = step(xp, g, e, reach)
+            if watched:
+                _account(e, g, cts, out in keep, release, ledger)
+            if release:
+                e.saved = None
+            for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
+                if c is None:
+                    continue
+                if batch_ndim or c.shape != shape:
+                    c = sum_to_array(xp, c, batch_ndim, shape, dev)
+                prev = get(u)
+                if prev is None:
+                    grads[u] = c
+                    if track:
+                        ledger.hold(c)
+                elif IN_PLACE and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
+                    prev += c  # nobody else holds this buffer: accumulate in place
+                else:
+                    grads[u] = prev + c
+                    if track:
+                        ledger.drop(prev)
+                        ledger.hold(grads[u])
     if not release:
         for seg in restored:
             seg.drop()  # a persistent tape keeps to its budget between sweeps

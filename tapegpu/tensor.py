@@ -19,6 +19,7 @@ from . import backend as _backend
 from . import dtypes
 from .compiled import core as _core
 
+
 class _ThreadState(threading.local):
     """What records in this thread: as in TensorFlow, a tape sees only the ops of the thread
     that entered it."""

@@ -494,3 +494,16 @@ def test_hvp_through_a_custom_gradient(mode):
     want = (s * (1 - s) * x.numpy() + 2 * s) * v.numpy()
     got = tg.autodiff.hvp(lambda x: tg.reduce_sum(log1pexp(x) * x), x, v, mode=mode)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+
+
+def test_accumulators_see_only_their_own_thread():
+    import threading
+    x = tg.constant([1.0, 2.0])
+    got = {}
+    with tg.autodiff.ForwardAccumulator(x, tg.constant([1.0, 0.0])) as acc:
+        y = x * x
+        th = threading.Thread(target=lambda: got.update(z=tg.sin(x)))
+        th.start()
+        th.join()
+    np.testing.assert_allclose(acc.jvp(y).numpy(), [2.0, 0.0])
+    assert acc.jvp(got["z"]) is None  # computed in another thread: no tangent
