@@ -10,10 +10,14 @@ Registered here, per backend name, without touching the op definitions:
   fused VJP: the same activations' backward from their saved output or input (one launch,
              any number of leading batch axes), softmax/log-softmax backward, sparse
              cross-entropy backward; un-broadcasting of cotangents (sweep.sum_to_array).
+
+On `numpy`, with the compiled core built, bias + ReLU and ReLU's backward run as one-pass CPU
+kernels (`tapegpu/_cpu.c`) where numpy needs two and three passes; they give numpy's bits.
 """
 import numpy as np
 
 from . import backend
+from .compiled import cpu
 from .registry import REGISTRY
 
 KERNEL_BACKENDS = ("cuda_emu", "cuda")
@@ -118,7 +122,45 @@ def _bias_act(kernels_of):
     return forward, vjp
 
 
+def _cpu_relu():
+    """bias_act(relu) forward and relu / bias_act(relu) backward on `numpy` by tapegpu._cpu,
+    for C-contiguous float arrays of one dtype; anything else goes to the references."""
+    relu, bias_act = REGISTRY["relu"], REGISTRY["bias_act"]
+    ref_fwd, ref_relu_vjp, ref_vjp = bias_act.forward, relu.fused_vjp, bias_act.fused_vjp
+
+    def fits(*arrays):
+        dt = arrays[0].dtype
+        return dt in _FLOATS and all(type(a) is np.ndarray and a.dtype == dt and
+                                     a.flags.c_contiguous and a.size for a in arrays)
+
+    def forward(xp, x, b, act):
+        if act != "relu" or not fits(x, b) or b.ndim != 1 or x.shape[-1:] != b.shape:
+            return ref_fwd(xp, x, b, act)
+        out = np.empty_like(x)
+        cpu.bias_relu(x, b, out)
+        return out
+
+    def relu_vjp(xp, g, y):  # y: relu's output; g may carry leading batch axes
+        if not fits(g, y) or g.shape[g.ndim - y.ndim:] != y.shape:
+            return ref_relu_vjp(xp, g, y)
+        out = np.empty_like(g)
+        cpu.relu_backward(y, g, out)
+        return out
+
+    def vjp(xp, g, out, act):
+        if act != "relu":
+            return ref_vjp(xp, g, out, act)
+        gz = relu_vjp(xp, g, out)
+        return gz, gz
+
+    bias_act.overrides["numpy"] = forward
+    bias_act.fused_overrides["numpy"] = vjp
+    relu.fused_overrides["numpy"] = relu_vjp
+
+
 def install():
+    if cpu is not None:
+        _cpu_relu()
     for name in KERNEL_BACKENDS:
         kernels_of = _backend_kernels(name)
         for act in ("relu", "elu", "gelu", "sigmoid", "tanh", "softplus"):

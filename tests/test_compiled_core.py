@@ -1,13 +1,14 @@
 """The compiled core (tapegpu/_core.c) against its Python reference (tape.PyRecorder,
 tape.PyEntry, the loop of sweep._sweep_arrays): the same entries, bit-identical gradients, the
-same in-place accumulation. tests/test_pure_python.py runs the tape suite without it."""
+same in-place accumulation; and the numpy backend's CPU kernels (tapegpu/_cpu.c) against numpy.
+tests/test_pure_python.py runs the tape suite without them."""
 import gc
 import numpy as np
 import pytest
 
 import tapegpu as tg
 from tapegpu import sweep, tape as tape_mod
-from tapegpu.compiled import core
+from tapegpu.compiled import core, cpu
 
 needs_core = pytest.mark.skipif(core is None, reason="the compiled core is not built here")
 
@@ -116,3 +117,106 @@ def test_compiled_sweep_passes_on_errors_from_rules(monkeypatch, fast):
     monkeypatch.setitem(tg.sin.op.steps, (x._dev.name, False), step)
     with pytest.raises(TypeError if fast else ZeroDivisionError):
         t.gradient(y, x)
+
+
+# -- tapegpu._cpu: one-pass kernels of the numpy backend ------------------------------------------
+
+needs_cpu = pytest.mark.skipif(cpu is None, reason="tapegpu._cpu is not built here")
+
+
+def _specials(dtype, shape, seed):
+    """Random values with every special one among them: NaNs of both signs, infinities, signed
+    zeros, subnormals, huge values."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape).astype(dtype)
+    flat = a.reshape(-1)
+    info = np.finfo(dtype)
+    neg_nan = -np.array(np.nan, dtype)  # the sign bit set
+    special = np.array([np.nan, neg_nan, np.inf, -np.inf, 0.0, -0.0, info.tiny / 4,
+                        -info.tiny / 4, info.max, -info.max], dtype)
+    flat[rng.choice(flat.size, special.size, replace=False)] = special
+    return a
+
+
+def _bits(a):
+    return a.view(np.int32 if a.dtype.itemsize == 4 else np.int64)
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_relu_kernel_gives_numpys_bits(dtype):
+    x, b = _specials(dtype, (37, 29), 1), _specials(dtype, (29,), 2)
+    got = np.empty_like(x)
+    cpu.bias_relu(x, b, got)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf - inf, max + max
+        want = np.maximum(x + b, 0)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)], ids=str)
+def test_relu_backward_kernel_gives_keep_wheres_bits(dtype, batch):
+    from tapegpu.fused import keep_where
+    y = np.maximum(_specials(dtype, (13, 21), 3), 0)  # relu outputs: NaN, +0, positives
+    g = _specials(dtype, batch + (13, 21), 4)
+    got = np.empty_like(g)
+    cpu.relu_backward(y, g, got)
+    np.testing.assert_array_equal(_bits(got), _bits(keep_where(np, y > 0.0, g)))
+
+
+@needs_cpu
+def test_cpu_kernels_refuse_what_they_cannot_run():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(TypeError, match="float32 or all float64"):
+        cpu.bias_relu(x, np.ones(3), np.empty_like(x))
+    with pytest.raises(ValueError, match="rows of len"):
+        cpu.bias_relu(x, np.ones(4, np.float32), np.empty_like(x))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        cpu.relu_backward(x.T, x.T, np.empty((3, 2), np.float32))
+
+
+@needs_cpu
+def test_numpy_backend_runs_the_cpu_kernels_and_falls_back(monkeypatch, tg_device):
+    from tapegpu import dispatch
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(cpu, name)
+    monkeypatch.setattr(dispatch, "cpu", Counting())
+
+    def grads(x, w, b):
+        with tg.GradientTape() as tape:
+            tape.watch([w, b])
+            h = tg.nn.bias_act(tg.matmul(x, w), b, "relu")
+            y = tg.reduce_sum(tg.nn.relu(h * 2.0 - 1.0) * v)  # relu's g: contiguous
+        return [g.numpy() for g in tape.gradient(y, [w, b])]
+
+    rng = np.random.default_rng(5)
+    x, w = tg.constant(rng.standard_normal((8, 6))), tg.constant(rng.standard_normal((6, 5)))
+    b, v = tg.constant(rng.standard_normal(5)), tg.constant(rng.standard_normal((8, 5)))
+    got = grads(x, w, b)
+    want = sorted(["bias_relu", "relu_backward", "relu_backward"]) if tg_device == "numpy" else []
+    assert sorted(calls) == want
+    from tapegpu.registry import REGISTRY
+    for op in (REGISTRY["relu"], REGISTRY["bias_act"]):  # the same without the kernels
+        monkeypatch.setattr(op, "overrides", {k: f for k, f in op.overrides.items()
+                                              if k != "numpy"})
+        monkeypatch.setattr(op, "fused_overrides", {k: f for k, f in op.fused_overrides.items()
+                                                    if k != "numpy"})
+        monkeypatch.setattr(op, "steps", {})
+    for g, r in zip(got, grads(x, w, b)):
+        np.testing.assert_array_equal(g, r)
+    monkeypatch.undo()
+    monkeypatch.setattr(dispatch, "cpu", Counting())
+    calls.clear()  # a transposed view is not C-contiguous: numpy runs it, to the same bits
+    a = rng.standard_normal((5, 8))
+    with tg.GradientTape() as tape:
+        xt = tg.transpose(tg.constant(a))
+        tape.watch(xt)
+        y = tg.nn.bias_act(xt, b, "relu")
+    assert calls == []
+    np.testing.assert_array_equal(y.numpy(), np.maximum(a.T + b.numpy(), 0))
+    np.testing.assert_array_equal(tape.gradient(y, xt).numpy(), (a.T + b.numpy() > 0) * 1.0)

@@ -1,0 +1,147 @@
+/* tapegpu._cpu: two elementwise kernels for the numpy backend, each one pass where numpy needs
+ * several, for the ops that every ReLU layer runs (dispatch.py installs them).
+ *
+ *   bias_relu(x, b, out)        out = max(x + b, 0) over rows of len(b), with numpy's
+ *                               `maximum` semantics: NaN propagates, -0.0 becomes +0.0
+ *                               (numpy: an add, then a maximum)
+ *   relu_backward(y, g, out)    out = g where y > 0, else +0.0, bit for bit (inf and NaN of g
+ *                               kept where y > 0); y repeats over g's leading batch axes
+ *                               (numpy: a comparison, a cast to a mask, a bitwise and)
+ *
+ * The arrays are C-contiguous float32 or float64 buffers of one dtype, `out` writeable; the
+ * Python side (dispatch.py) checks that and falls back to numpy otherwise. The results equal
+ * numpy's bit for bit (tests/test_compiled_core.py). The GIL is released while they run.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer b[3];
+    int n;
+} Buffers;
+
+static void release(Buffers *bs)
+{
+    for (int i = 0; i < bs->n; i++)
+        PyBuffer_Release(&bs->b[i]);
+    bs->n = 0;
+}
+
+/* the three buffers, C-contiguous, of one float format; the last writeable. The item size
+ * (4 or 8) is returned, 0 with an exception set on bad arguments. */
+static int get_buffers(PyObject *const *args, Py_ssize_t nargs, const char *name, Buffers *bs)
+{
+    bs->n = 0;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s takes 3 arrays", name);
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (i == 2 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[i], &bs->b[i], flags) < 0) {
+            release(bs);
+            return 0;
+        }
+        bs->n++;
+    }
+    const char *f = bs->b[0].format;
+    int size = bs->b[0].itemsize;
+    int ok = (size == 4 && strcmp(f, "f") == 0) || (size == 8 && strcmp(f, "d") == 0);
+    for (int i = 1; i < 3; i++)
+        ok = ok && bs->b[i].itemsize == size && strcmp(bs->b[i].format, f) == 0;
+    if (!ok) {
+        release(bs);
+        PyErr_Format(PyExc_TypeError, "%s: the arrays must all be float32 or all float64", name);
+        return 0;
+    }
+    return size;
+}
+
+#define BIAS_RELU(T)                                                                  \
+    static void bias_relu_##T(const T *x, const T *b, T *out, Py_ssize_t n,          \
+                              Py_ssize_t k)                                          \
+    {                                                                                \
+        for (Py_ssize_t i = 0; i < n; i += k)                                        \
+            for (Py_ssize_t j = 0; j < k; j++) {                                     \
+                T v = x[i + j] + b[j];                                               \
+                out[i + j] = (v > 0 || v != v) ? v : (T)0;                           \
+            }                                                                        \
+    }
+BIAS_RELU(float)
+BIAS_RELU(double)
+
+static PyObject *bias_relu(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Buffers bs;
+    int size = get_buffers(args, nargs, "bias_relu", &bs);
+    if (size == 0)
+        return NULL;
+    Py_ssize_t n = bs.b[0].len / size, k = bs.b[1].len / size;
+    if (k == 0 || n % k != 0 || bs.b[2].len != bs.b[0].len) {
+        release(&bs);
+        PyErr_SetString(PyExc_ValueError, "bias_relu: x must be rows of len(b), out like x");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        bias_relu_float(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, k);
+    else
+        bias_relu_double(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, k);
+    Py_END_ALLOW_THREADS
+    release(&bs);
+    Py_RETURN_NONE;
+}
+
+/* the bits of g where y > 0, else 0: a mask of all ones or all zeros, no branch */
+#define RELU_BACKWARD(T, I)                                                          \
+    static void relu_backward_##T(const T *y, const I *g, I *out, Py_ssize_t n,      \
+                                  Py_ssize_t m)                                      \
+    {                                                                                \
+        for (Py_ssize_t i = 0; i < n; i += m)                                        \
+            for (Py_ssize_t j = 0; j < m; j++)                                       \
+                out[i + j] = g[i + j] & -(I)(y[j] > 0);                              \
+    }
+RELU_BACKWARD(float, int32_t)
+RELU_BACKWARD(double, int64_t)
+
+static PyObject *relu_backward(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Buffers bs;
+    int size = get_buffers(args, nargs, "relu_backward", &bs);
+    if (size == 0)
+        return NULL;
+    Py_ssize_t m = bs.b[0].len / size, n = bs.b[1].len / size;
+    if (m == 0 || n % m != 0 || bs.b[2].len != bs.b[1].len) {
+        release(&bs);
+        PyErr_SetString(PyExc_ValueError, "relu_backward: g must be batches of y, out like g");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        relu_backward_float(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, m);
+    else
+        relu_backward_double(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, m);
+    Py_END_ALLOW_THREADS
+    release(&bs);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"bias_relu", (PyCFunction)(void (*)(void))bias_relu, METH_FASTCALL,
+     "bias_relu(x, b, out): out = max(x + b, 0) over rows of len(b)."},
+    {"relu_backward", (PyCFunction)(void (*)(void))relu_backward, METH_FASTCALL,
+     "relu_backward(y, g, out): out = g where y > 0 else 0; y repeats over g's batch axes."},
+    {NULL}
+};
+
+static struct PyModuleDef cpu_module = {
+    PyModuleDef_HEAD_INIT, "tapegpu._cpu",
+    "One-pass elementwise kernels for the numpy backend (see dispatch.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__cpu(void)
+{
+    return PyModule_Create(&cpu_module);
+}
