@@ -59,10 +59,40 @@ static int get_buffers(PyObject *const *args, Py_ssize_t nargs, const char *name
     return size;
 }
 
+/* kernel(a, b, out, n, k): arguments in the Python call's order; n elements in the whole
+ * arrays, k in the one that repeats */
+typedef void (*kernel)(const void *, const void *, void *, Py_ssize_t, Py_ssize_t);
+
+/* checks the arrays, then runs the float32 or float64 kernel without the GIL: `whole` is the
+ * index of the argument that `out` is like, `part` of the one that repeats over it */
+static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, int whole,
+                     int part, kernel f32, kernel f64, const char *shape_rule)
+{
+    Buffers bs;
+    int size = get_buffers(args, nargs, name, &bs);
+    if (size == 0)
+        return NULL;
+    Py_ssize_t n = bs.b[whole].len / size, k = bs.b[part].len / size;
+    if (k == 0 || n % k != 0 || bs.b[2].len != bs.b[whole].len) {
+        release(&bs);
+        PyErr_Format(PyExc_ValueError, "%s: %s", name, shape_rule);
+        return NULL;
+    }
+    kernel f = size == 4 ? f32 : f64;
+    Py_BEGIN_ALLOW_THREADS
+    f(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, k);
+    Py_END_ALLOW_THREADS
+    release(&bs);
+    Py_RETURN_NONE;
+}
+
+/* max(x + b, 0) as numpy's maximum: NaN propagates, -0.0 and +0.0 give +0.0 */
 #define BIAS_RELU(T)                                                                  \
-    static void bias_relu_##T(const T *x, const T *b, T *out, Py_ssize_t n,          \
+    static void bias_relu_##T(const void *xv, const void *bv, void *ov, Py_ssize_t n, \
                               Py_ssize_t k)                                          \
     {                                                                                \
+        const T *x = xv, *b = bv;                                                    \
+        T *out = ov;                                                                 \
         for (Py_ssize_t i = 0; i < n; i += k)                                        \
             for (Py_ssize_t j = 0; j < k; j++) {                                     \
                 T v = x[i + j] + b[j];                                               \
@@ -72,33 +102,14 @@ static int get_buffers(PyObject *const *args, Py_ssize_t nargs, const char *name
 BIAS_RELU(float)
 BIAS_RELU(double)
 
-static PyObject *bias_relu(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
-{
-    Buffers bs;
-    int size = get_buffers(args, nargs, "bias_relu", &bs);
-    if (size == 0)
-        return NULL;
-    Py_ssize_t n = bs.b[0].len / size, k = bs.b[1].len / size;
-    if (k == 0 || n % k != 0 || bs.b[2].len != bs.b[0].len) {
-        release(&bs);
-        PyErr_SetString(PyExc_ValueError, "bias_relu: x must be rows of len(b), out like x");
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (size == 4)
-        bias_relu_float(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, k);
-    else
-        bias_relu_double(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, k);
-    Py_END_ALLOW_THREADS
-    release(&bs);
-    Py_RETURN_NONE;
-}
-
 /* the bits of g where y > 0, else 0: a mask of all ones or all zeros, no branch */
 #define RELU_BACKWARD(T, I)                                                          \
-    static void relu_backward_##T(const T *y, const I *g, I *out, Py_ssize_t n,      \
-                                  Py_ssize_t m)                                      \
+    static void relu_backward_##T(const void *yv, const void *gv, void *ov,          \
+                                  Py_ssize_t n, Py_ssize_t m)                        \
     {                                                                                \
+        const T *y = yv;                                                             \
+        const I *g = gv;                                                             \
+        I *out = ov;                                                                 \
         for (Py_ssize_t i = 0; i < n; i += m)                                        \
             for (Py_ssize_t j = 0; j < m; j++)                                       \
                 out[i + j] = g[i + j] & -(I)(y[j] > 0);                              \
@@ -106,26 +117,16 @@ static PyObject *bias_relu(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 RELU_BACKWARD(float, int32_t)
 RELU_BACKWARD(double, int64_t)
 
+static PyObject *bias_relu(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return run(args, nargs, "bias_relu", 0, 1, bias_relu_float, bias_relu_double,
+               "x must be rows of len(b), out like x");
+}
+
 static PyObject *relu_backward(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    Buffers bs;
-    int size = get_buffers(args, nargs, "relu_backward", &bs);
-    if (size == 0)
-        return NULL;
-    Py_ssize_t m = bs.b[0].len / size, n = bs.b[1].len / size;
-    if (m == 0 || n % m != 0 || bs.b[2].len != bs.b[1].len) {
-        release(&bs);
-        PyErr_SetString(PyExc_ValueError, "relu_backward: g must be batches of y, out like g");
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (size == 4)
-        relu_backward_float(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, m);
-    else
-        relu_backward_double(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, n, m);
-    Py_END_ALLOW_THREADS
-    release(&bs);
-    Py_RETURN_NONE;
+    return run(args, nargs, "relu_backward", 1, 0, relu_backward_float, relu_backward_double,
+               "g must be batches of y, out like g");
 }
 
 static PyMethodDef methods[] = {
