@@ -14,6 +14,9 @@ core = cpu = None
 if os.environ.get("TAPEGPU_PURE_PYTHON", "") in ("", "0"):
     try:
         from . import _core as core
-        from . import _cpu as cpu
     except ImportError:  # not built: the pure-Python tape
-        core = cpu = None
+        core = None
+    try:
+        from . import _cpu as cpu
+    except ImportError:  # not built: numpy runs those ops
+        cpu = None

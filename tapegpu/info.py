@@ -60,9 +60,9 @@ def _emulator():
 
 def _compiled_core():
     import os
-    from .compiled import core
+    from .compiled import core, cpu
     if core is not None:
-        return "yes (tapegpu._core)"
+        return "yes (tapegpu._core" + (", tapegpu._cpu)" if cpu is not None else ")")
     if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
         return "off (TAPEGPU_PURE_PYTHON is set)"
     return "no: not built (a C compiler at install builds it); the pure-Python tape runs"
