@@ -26,7 +26,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY;  /* registry's shared save plans (configure) */
+static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY;  /* registry's shared save plans */
 static PyObject *S_dev, *S_name, *S_xp, *S_counts_launches, *S_kind, *S_record, *S_fast,
     *S_recorders;
 static PyObject *S_uid, *S_data, *S_shape, *S_saved_values, *S_on_record, *S_base, *S_flags,
@@ -356,7 +356,7 @@ out:
     return status;
 }
 
-/* the end of registry.apply1/apply2: count the launch, wrap, record, report */
+/* registry._finish: count the launch, wrap, record, report */
 static PyObject *finish(PyObject *op, PyObject *inputs, PyObject *out, PyObject *dev,
                         PyObject *params, PyObject *forward, PyObject *default_forward)
 {
@@ -496,11 +496,14 @@ static PyObject *configure_tensor(PyObject *mod, PyObject *current)
 
 static PyObject *configure_apply(PyObject *mod, PyObject *args)
 {
-    PyObject *tensor, *op, *active, *profilers, *err, *res, *check, *count, *onf;
-    if (!PyArg_ParseTuple(args, "O!O!OO!OOOOO:configure_apply", &PyType_Type, &tensor,
+    PyObject *tensor, *op, *active, *profilers, *err, *res, *check, *count, *onf, *x, *o, *xy;
+    if (!PyArg_ParseTuple(args, "O!O!OO!OOOOOOOO:configure_apply", &PyType_Type, &tensor,
                           &PyType_Type, &op, &active, &PyList_Type, &profilers,
-                          &err, &res, &check, &count, &onf))
+                          &err, &res, &check, &count, &onf, &x, &o, &xy))
         return NULL;
+    Py_XSETREF(SAVE_X, Py_NewRef(x));
+    Py_XSETREF(SAVE_OUT, Py_NewRef(o));
+    Py_XSETREF(SAVE_XY, Py_NewRef(xy));
     if (find_op_offsets(op) < 0)
         return NULL;
     Py_XSETREF(OpType, (PyTypeObject *)Py_NewRef(op));
@@ -1083,17 +1086,6 @@ static PyObject *sweep_arrays(PyObject *mod, PyObject *const *args, Py_ssize_t n
 
 /* -- module ----------------------------------------------------------------------------------- */
 
-static PyObject *configure(PyObject *mod, PyObject *args)
-{
-    PyObject *x, *o, *xy;
-    if (!PyArg_ParseTuple(args, "OOO:configure", &x, &o, &xy))
-        return NULL;
-    Py_XSETREF(SAVE_X, Py_NewRef(x));
-    Py_XSETREF(SAVE_OUT, Py_NewRef(o));
-    Py_XSETREF(SAVE_XY, Py_NewRef(xy));
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef module_methods[] = {
     {"sweep_arrays", (PyCFunction)(void (*)(void))sweep_arrays, METH_FASTCALL,
      "The loop of sweep._sweep_arrays when nothing watches the sweep."},
@@ -1104,11 +1096,10 @@ static PyMethodDef module_methods[] = {
     {"next_uid", next_uid, METH_NOARGS, "A new tensor or variable id (never reused)."},
     {"configure_apply", configure_apply, METH_VARARGS,
      "configure_apply(Tensor, Op, tensor._thread, profilers, _raise_error, _with_residuals, "
-     "_check_inputs, _count_launch, on_forward): registry's objects."},
+     "_check_inputs, _count_launch, on_forward, SAVE_X, SAVE_OUT, SAVE_XY): registry's "
+     "objects."},
     {"configure_tensor", configure_tensor, METH_O,
      "configure_tensor(current): the device of a tensor made without one."},
-    {"configure", configure, METH_VARARGS,
-     "configure(SAVE_X, SAVE_OUT, SAVE_XY): the registry's shared save plans."},
     {NULL}
 };
 

@@ -171,18 +171,7 @@ def apply(op, inputs, params):
         out = forward(dev.xp, *[t._data for t in inputs], **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, inputs, params, e) from None
-    if op.residuals:
-        return _with_residuals(op, inputs, out, dev, params, forward)
-    if dev.counts_launches and forward is op.forward:
-        _count_launch(op, dev)
-    y = Tensor(out, dev)
-    active = _thread.recorders
-    if active and op.vjp is not None and out.dtype.kind in "fc":
-        for rec in active:
-            rec.record(op, inputs, y, params)
-    if _profilers:
-        _profiler.on_forward(op, inputs, out, params)
-    return y
+    return _finish(op, inputs, out, dev, params, forward)
 
 
 def apply1(op, x, params):
@@ -193,18 +182,7 @@ def apply1(op, x, params):
         out = forward(dev.xp, x._data, **params) if params else forward(dev.xp, x._data)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x,), params, e) from None
-    if op.residuals:
-        return _with_residuals(op, (x,), out, dev, params, forward)
-    if dev.counts_launches and forward is op.forward:
-        _count_launch(op, dev)
-    y = Tensor(out, dev)
-    active = _thread.recorders
-    if active and op.vjp is not None and out.dtype.kind in "fc":
-        for rec in active:
-            rec.record(op, (x,), y, params)
-    if _profilers:
-        _profiler.on_forward(op, (x,), out, params)
-    return y
+    return _finish(op, (x,), out, dev, params, forward)
 
 
 def apply2(op, x, y, params):
@@ -220,18 +198,24 @@ def apply2(op, x, y, params):
         out = forward(dev.xp, xd, yd, **params) if params else forward(dev.xp, xd, yd)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x, y), params, e) from None
+    return _finish(op, (x, y), out, dev, params, forward)
+
+
+def _finish(op, inputs, out, dev, params, forward):
+    """The end of every apply: count the launch, wrap the array, offer the call to this
+    thread's recorders, report it to profilers."""
     if op.residuals:
-        return _with_residuals(op, (x, y), out, dev, params, forward)
+        return _with_residuals(op, inputs, out, dev, params, forward)
     if dev.counts_launches and forward is op.forward:
         _count_launch(op, dev)
-    z = Tensor(out, dev)
+    y = Tensor(out, dev)
     active = _thread.recorders
     if active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in active:
-            rec.record(op, (x, y), z, params)
+            rec.record(op, inputs, y, params)
     if _profilers:
-        _profiler.on_forward(op, (x, y), out, params)
-    return z
+        _profiler.on_forward(op, inputs, out, params)
+    return y
 
 
 def _count_launch(op, dev):
@@ -252,7 +236,7 @@ def _with_residuals(op, inputs, result, dev, params, forward):
     them from the output while recording; afterwards the output no longer holds them."""
     out, res = result
     if dev.counts_launches and forward is op.forward:
-        dev.launches[op.name] += 1
+        _count_launch(op, dev)
     y = Tensor(out, dev)
     active = _thread.recorders
     if active and op.vjp is not None and out.dtype.kind in "fc":
@@ -293,5 +277,5 @@ def describe(tensors):
 
 if _core is not None:
     _core.configure_apply(Tensor, Op, _thread, _profilers, _raise_error, _with_residuals,
-                          _check_inputs, _count_launch,
-                          lambda *a: _profiler.on_forward(*a))
+                          _check_inputs, _count_launch, lambda *a: _profiler.on_forward(*a),
+                          SAVE_X, SAVE_OUT, SAVE_XY)

@@ -85,7 +85,6 @@ class PyRecorder:
 # PyEntry and PyRecorder are the reference; the compiled core's classes do the same in C
 if _core is not None:
     Entry, Recorder = _core.Entry, _core.Recorder
-    _core.configure(SAVE_X, SAVE_OUT, SAVE_XY)
 else:
     Entry, Recorder = PyEntry, PyRecorder
 
