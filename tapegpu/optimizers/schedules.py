@@ -13,7 +13,20 @@ class LearningRateSchedule:
         raise NotImplementedError
 
 
-class ExponentialDecay(LearningRateSchedule):
+class _RateDecay(LearningRateSchedule):
+    """A decay by `decay_rate` over `step / decay_steps` (floored with `staircase`)."""
+
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False):
+        self.initial_learning_rate = float(initial_learning_rate)
+        self.decay_steps, self.decay_rate = float(decay_steps), float(decay_rate)
+        self.staircase = bool(staircase)
+
+    def _progress(self, step):
+        p = float(step) / self.decay_steps
+        return math.floor(p) if self.staircase else p
+
+
+class ExponentialDecay(_RateDecay):
     """`initial_learning_rate * decay_rate ** (step / decay_steps)` (floored with `staircase`).
 
     >>> s = tg.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
@@ -24,34 +37,21 @@ class ExponentialDecay(LearningRateSchedule):
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False):
         if decay_steps <= 0:
             raise ValueError(f"ExponentialDecay: decay_steps must be positive, got {decay_steps}")
-        self.initial_learning_rate = float(initial_learning_rate)
-        self.decay_steps, self.decay_rate = float(decay_steps), float(decay_rate)
-        self.staircase = bool(staircase)
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase)
 
     def __call__(self, step):
-        p = float(step) / self.decay_steps
-        if self.staircase:
-            p = math.floor(p)
-        return self.initial_learning_rate * self.decay_rate ** p
+        return self.initial_learning_rate * self.decay_rate ** self._progress(step)
 
 
-class InverseTimeDecay(LearningRateSchedule):
+class InverseTimeDecay(_RateDecay):
     """`initial_learning_rate / (1 + decay_rate * step / decay_steps)`.
 
     >>> tg.optimizers.schedules.InverseTimeDecay(1.0, 1, 1.0)(3)
     0.25
     """
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False):
-        self.initial_learning_rate = float(initial_learning_rate)
-        self.decay_steps, self.decay_rate = float(decay_steps), float(decay_rate)
-        self.staircase = bool(staircase)
-
     def __call__(self, step):
-        p = float(step) / self.decay_steps
-        if self.staircase:
-            p = math.floor(p)
-        return self.initial_learning_rate / (1.0 + self.decay_rate * p)
+        return self.initial_learning_rate / (1.0 + self.decay_rate * self._progress(step))
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):
