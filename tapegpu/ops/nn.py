@@ -134,12 +134,18 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     >>> tg.nn.softmax_cross_entropy_with_logits([[0.5, 0.5]], [[0.0, 0.0]]).numpy().round(4)
     array([0.6931], dtype=float32)
     """
-    z = floating(logits, "softmax_cross_entropy_with_logits")
+    y, z = _dense_labels(labels, logits, "softmax_cross_entropy_with_logits")
+    return -reduce_sum(y * log_softmax(z, axis=axis), axis=axis)
+
+
+def _dense_labels(labels, logits, op):
+    """(labels, logits) as tensors of the logits' floating dtype and one shape."""
+    z = floating(logits, op)
     y = _b.as_tensor_pair(z, labels)[1]
     if y.shape != z.shape:
-        raise InvalidArgumentError(f"softmax_cross_entropy_with_logits: labels {y.shape} and "
-                                   f"logits {z.shape} must have the same shape")
-    return -reduce_sum(y * log_softmax(z, axis=axis), axis=axis)
+        raise InvalidArgumentError(f"{op}: labels {y.shape} and logits {z.shape} must have the "
+                                   "same shape")
+    return y, z
 
 
 def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
@@ -149,11 +155,7 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     >>> tg.nn.sigmoid_cross_entropy_with_logits([1.0], [0.0]).numpy().round(4)
     array([0.6931], dtype=float32)
     """
-    x = floating(logits, "sigmoid_cross_entropy_with_logits")
-    z = _b.as_tensor_pair(x, labels)[1]
-    if z.shape != x.shape:
-        raise InvalidArgumentError(f"sigmoid_cross_entropy_with_logits: labels {z.shape} and "
-                                   f"logits {x.shape} must have the same shape")
+    z, x = _dense_labels(labels, logits, "sigmoid_cross_entropy_with_logits")
     return _u.relu(x) - x * z + _u.log1p(_u.exp(-_u.abs(x)))
 
 
