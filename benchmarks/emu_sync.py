@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tapegpu.emu import RawModule  # noqa: E402
+from tapegpu.backends.emu import RawModule  # noqa: E402
 
 SOURCE = r'''
 typedef long long i64;

@@ -6,7 +6,7 @@ Runs tapegpu's side of each workload (workloads.py) once on the `cuda_emu` devic
 custom kernel runs from the same `.cu` source as on a GPU through the CPU emulator, and reads
 the backend's launch counter (`launches`: kernel launches per kernel name) around one step
 after a warm-up. Each workload is counted twice: with the sweep's array mode and fused VJPs
-(the default, `tapegpu.sweep.FUSED = True`) and with the tensor-mode rules only, so the effect
+(the default, `tapegpu.autodiff.sweep.FUSED = True`) and with the tensor-mode rules only, so the effect
 of fusion is visible. Where `tg.profiler` reports bytes moved, they are shown too.
 
 On a GPU each launch costs a few microseconds of latency whatever its size, so launches per step
@@ -88,7 +88,7 @@ def main(argv=None):
     p.add_argument("--markdown", action="store_true", help="also print a markdown table")
     args = p.parse_args(argv)
     import tapegpu as tg
-    from tapegpu import sweep
+    from tapegpu.autodiff import sweep
     from benchmarks import workloads
     dev, why = emu_device()
     if dev is None:

@@ -17,9 +17,10 @@ import contextlib
 import numpy as np
 
 import tapegpu as tg
-from tapegpu import backend, sweep
+from tapegpu import backends as backend
+from tapegpu.autodiff import sweep
 from tapegpu.models import layers
-from tapegpu.registry import REGISTRY
+from tapegpu.ops.registry import REGISTRY
 
 
 @contextlib.contextmanager

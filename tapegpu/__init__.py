@@ -9,32 +9,31 @@
 """
 import types as _types
 
-from . import dtypes as _dtypes
-from .dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
-                     float64, int8, int16, int32, int64, uint8)
-from .tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
-from .registry import InvalidArgumentError  # noqa: F401
-from .ops import (abs, add, add_n, argmax, argmin, broadcast_to, cast, clip_by_norm,  # noqa: F401,A004
-                  clip_by_value, concat, cos, cosh, divide, einsum, equal, exp, expand_dims,
-                  eye, fill, gather, greater, identity, linspace, log, matmul, maximum, minimum,
-                  multiply, norm, one_hot, ones, ones_like, pad, pow, range, reduce_max,
-                  reduce_mean, reduce_sum, reshape, round, shape, sigmoid, split, squeeze,
-                  stack, stop_gradient, subtract, tanh, tensordot, tile, transpose, unstack,
-                  where, zeros, zeros_like, rank, size)
+from .core import dtypes as _dtypes
+from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,
+    float64, int8, int16, int32, int64, uint8)
+from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
+from .ops.registry import InvalidArgumentError  # noqa: F401
+from .ops import (abs, add, add_n, argmax, argmin, broadcast_to, cast, clip_by_norm,
+    clip_by_value, concat, cos, cosh, divide, einsum, equal, exp, expand_dims, eye, fill,
+    gather, greater, identity, linspace, log, matmul, maximum, minimum, multiply, norm,
+    one_hot, ones, ones_like, pad, pow, range, reduce_max, reduce_mean, reduce_sum, reshape,
+    round, sigmoid, split, squeeze, stack, stop_gradient, subtract, tanh, tensordot, tile,
+    transpose, unstack, where, zeros, zeros_like, rank, size, shape)
 from .ops import unary as _u, binary as _b, reduce as _r, linalg as _l, nn as _n
 import importlib as _importlib
 _s = _importlib.import_module(".ops.shape", __name__)  # `ops.shape` is also a function
-from .tape import GradientTape, UnconnectedGradients  # noqa: F401
-from . import fused as _fused  # noqa: F401  (array-level VJPs for the sweep)
-from . import dispatch as _dispatch  # noqa: F401  (kernel overrides on cuda / cuda_emu)
-from .custom import custom_gradient  # noqa: F401
-from .device import copy_to, device  # noqa: F401
-from . import experimental  # noqa: F401
-from .experimental import from_dlpack  # noqa: F401
-from . import random  # noqa: F401
+from .autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401
+from .ops import fused as _fused  # noqa: F401  (array-level VJPs for the sweep)
+from .ops import dispatch as _dispatch  # noqa: F401  (kernel overrides on cuda / cuda_emu)
+from .autodiff.custom import custom_gradient  # noqa: F401
+from .core.device import copy_to, device  # noqa: F401
+from .core import dlpack as experimental  # noqa: F401
+from .core.dlpack import from_dlpack  # noqa: F401
+from .ops import random  # noqa: F401
 from . import testing as test  # noqa: F401
-from .profiler import profile as profiler  # noqa: F401
-from .checkpoint import recompute_grad  # noqa: F401
+from .core.profiler import profile as profiler  # noqa: F401
+from .autodiff.checkpoint import recompute_grad  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -100,14 +99,14 @@ autodiff = _autodiff()
 
 
 def _config():
-    from .device import default_device, list_devices
+    from .core.device import default_device, list_devices
     return _namespace("config", list_devices=list_devices, default_device=default_device)
 
 
 config = _config()
 
 # -- forward mode (autodiff namespace): tapegpu/forward.py --------------------------------------
-from . import forward as _forward, forward_jacobian as _forward_jacobian  # noqa: E402
+from .autodiff import forward as _forward, forward_jacobian as _forward_jacobian  # noqa: E402
 autodiff.ForwardAccumulator = _forward.ForwardAccumulator
 autodiff.GradientTape = GradientTape
 autodiff.jvp = _forward.jvp
@@ -120,8 +119,8 @@ from . import models  # noqa: E402
 from .models import initializers, layers, losses  # noqa: E402,F401
 from .models.module import Module  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
-from . import blackbox as _blackbox  # noqa: E402
-from .blackbox import NoGradientError, numpy_function  # noqa: E402,F401
+from .autodiff import blackbox as _blackbox  # noqa: E402
+from .autodiff.blackbox import NoGradientError, numpy_function  # noqa: E402,F401
 
 estimators = _namespace(
     "estimators", central_difference=_blackbox.central_difference,

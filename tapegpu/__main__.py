@@ -7,10 +7,10 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = argv.pop(0) if argv else "demo"
     if cmd == "demo":
-        from . import demo
+        from .cli import demo
         return demo.main(argv)
     if cmd == "info":
-        from . import info
+        from .cli import info
         return info.main(argv)
     print(f"usage: python -m tapegpu [demo|info] (unknown command {cmd!r})", file=sys.stderr)
     return 2

@@ -10,10 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
 
 import tapegpu as tg  # noqa: E402
-from tapegpu import backend  # noqa: E402
+from tapegpu import backends as backend  # noqa: E402
 
 
 def pytest_addoption(parser):

@@ -10,7 +10,7 @@ import tapegpu as tg
 
 SINGLE_DEVICE = True  # the examples run on the default device
 
-SKIP = {"tapegpu.cuda"}  # imports CuPy: only on a machine with a GPU
+SKIP = {"tapegpu.backends.cuda"}  # imports CuPy: only on a machine with a GPU
 
 
 def _modules():

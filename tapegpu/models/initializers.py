@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from .. import random as _random
-from ..creation import fill
-from ..dtypes import np_dtype
-from ..tensor import Tensor, constant
+from ..ops import random as _random
+from ..ops.creation import fill
+from ..core.dtypes import np_dtype
+from ..core.tensor import Tensor, constant
 
 
 def _fans(shape):

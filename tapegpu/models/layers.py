@@ -10,8 +10,8 @@ import inspect
 import numpy as np
 
 from .. import ops
-from ..dtypes import np_dtype
-from ..tensor import Tensor, Variable, convert_to_tensor
+from ..core.dtypes import np_dtype
+from ..core.tensor import Tensor, Variable, convert_to_tensor
 from . import initializers
 from ..ops.nn import BIAS_ACTIVATIONS, bias_act
 from .module import Module

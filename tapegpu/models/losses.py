@@ -26,7 +26,7 @@ not a loop over examples (see `examples/per_example_gradients.py` and
 [(5, 4, 3), (5, 3), (5, 3, 2), (5, 2)]
 """
 from .. import ops
-from ..tensor import Tensor, Variable, convert_to_tensor
+from ..core.tensor import Tensor, Variable, convert_to_tensor
 
 EPSILON = 1e-7  # Keras' backend.epsilon(), the probability clip
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", "auto")

@@ -8,7 +8,7 @@ reachable along several paths is listed once, at its first occurrence.
 """
 import re
 
-from ..tensor import Variable
+from ..core.tensor import Variable
 
 _NAME_RE = re.compile(r"(?<!^)(?=[A-Z])")
 

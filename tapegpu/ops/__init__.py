@@ -1,25 +1,22 @@
 """All ops, by family; importing this registers them and gives tensors their operators."""
-from ..creation import eye, fill, linspace, ones, ones_like, range, zeros, zeros_like  # noqa: F401
-from ..tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
+from .creation import eye, fill, linspace, ones, ones_like, range, zeros, zeros_like  # noqa: F401
+from ..core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
 from .unary import *  # noqa: F401,F403
-from .unary import (abs, cast, cos, elu, exp, floor, gelu, identity, leaky_relu, log,  # noqa: F401
-                    negative, relu, relu6, round, selu, sigmoid, sign, sin, softplus, sqrt,
-                    square, stop_gradient, tanh)
-from .binary import (add, divide, equal, floordiv, floormod, greater, greater_equal,  # noqa: F401
-                     less, less_equal, logical_and, logical_not, logical_or, logical_xor,
-                     maximum, minimum, mod, multiply, not_equal, pow, squared_difference,
-                     subtract, truediv, where)
-from .reduce import (argmax, argmin, count_nonzero, moments, reduce_all,  # noqa: F401
-                     reduce_any, reduce_logsumexp, reduce_max, reduce_mean, reduce_min,
-                     reduce_prod, reduce_std, reduce_sum, reduce_variance)
-from .shape import (broadcast_to, concat, expand_dims, gather, getitem,  # noqa: F401
-                    matrix_transpose, one_hot, pad, rank, reshape, shape, size, split, squeeze,
-                    stack, tile, transpose, unstack)
-from .linalg import (cholesky, clip_by_norm, det, diag_part, einsum, global_norm,  # noqa: F401
-                     inv, logdet, matmul, norm, slogdet, solve, tensordot, trace)
-from .nn import (batch_normalization, bias_add, dropout, l2_loss, log_softmax,  # noqa: F401
-                 sigmoid_cross_entropy_with_logits, softmax, softmax_cross_entropy_with_logits,
-                 sparse_softmax_cross_entropy_with_logits)
+from .unary import (abs, cast, cos, elu, exp, floor, gelu, identity, leaky_relu, log, negative,
+    relu, relu6, round, selu, sigmoid, sign, sin, softplus, sqrt, square, stop_gradient, tanh)
+from .binary import (add, divide, equal, floordiv, floormod, greater, greater_equal, less,
+    less_equal, logical_and, logical_not, logical_or, logical_xor, maximum, minimum, mod,
+    multiply, not_equal, pow, squared_difference, subtract, truediv, where)
+from .reduce import (argmax, argmin, count_nonzero, moments, reduce_all, reduce_any,
+    reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_std, reduce_sum,
+    reduce_variance)
+from .shape import (broadcast_to, concat, expand_dims, gather, getitem, matrix_transpose,
+    one_hot, pad, rank, reshape, shape, size, split, squeeze, stack, tile, transpose, unstack)
+from .linalg import (cholesky, clip_by_norm, det, diag_part, einsum, global_norm, inv, logdet,
+    matmul, norm, slogdet, solve, tensordot, trace)
+from .nn import (batch_normalization, bias_add, dropout, l2_loss, log_softmax,
+    sigmoid_cross_entropy_with_logits, softmax, softmax_cross_entropy_with_logits,
+    sparse_softmax_cross_entropy_with_logits)
 from . import unary as _unary_mod
 
 
@@ -88,7 +85,7 @@ def _install_operators():
 
 
 def _copy_to(x, device):
-    from ..device import copy_to
+    from ..core.device import copy_to
     return copy_to(x, device)
 
 

@@ -1,6 +1,6 @@
 """Helpers the op families share: input conversion and axis normalisation."""
-from ..registry import InvalidArgumentError, apply, apply1, apply2  # noqa: F401 (re-exported)
-from ..tensor import Tensor, as_tensor_pair, convert_to_tensor, scalar_like
+from .registry import InvalidArgumentError, apply, apply1, apply2  # noqa: F401 (re-exported)
+from ..core.tensor import Tensor, as_tensor_pair, convert_to_tensor, scalar_like
 
 EMPTY = {}  # shared params of ops without params; never mutated
 

@@ -3,8 +3,8 @@
 Rules return cotangents in the broadcast output shape; the sweep sums them down to each input's
 shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 """
-from ..registry import InvalidArgumentError, def_op
-from ..tensor import Tensor, as_tensor_pair, scalar_like
+from .registry import InvalidArgumentError, def_op
+from ..core.tensor import Tensor, as_tensor_pair, scalar_like
 from ._base import EMPTY, apply, apply2, call2, tensor
 from . import unary as _u  # rules call unary functions (resolved at call time)
 

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..registry import InvalidArgumentError, def_op
+from .registry import InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, tensor
 from . import binary as _b, unary as _u
 
@@ -408,7 +408,7 @@ cholesky.op = _cholesky
 
 
 def _const_like(x, value):
-    from ..tensor import Tensor
+    from ..core.tensor import Tensor
     return Tensor(x._dev.xp.asarray(value, dtype=x._data.dtype), x._dev)
 
 

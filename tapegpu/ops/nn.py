@@ -1,7 +1,7 @@
 """Neural-network ops: softmax family, cross-entropies, normalisation, dropout."""
 
-from ..registry import REGISTRY, InvalidArgumentError, def_op
-from ..tensor import Tensor
+from .registry import REGISTRY, InvalidArgumentError, def_op
+from ..core.tensor import Tensor
 from ._base import EMPTY, apply, floating, norm_axis, tensor
 from . import binary as _b, unary as _u
 
@@ -206,7 +206,7 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
         raise InvalidArgumentError(f"dropout: rate must be in [0, 1), got {rate}")
     if rate == 0:
         return x
-    from .. import random
+    from . import random
     shape = x.shape if noise_shape is None else tuple(noise_shape)
     keep = random.uniform(shape, dtype=x.dtype, seed=seed, device=x._dev) >= float(rate)
     return x * _u.cast(keep, x.dtype) * (1.0 / (1.0 - float(rate)))

@@ -5,8 +5,8 @@ Each rule states its derivative; all are `elementwise`, so their JVPs are derive
 """
 import math
 
-from ..registry import def_op
-from ..tensor import Tensor
+from .registry import def_op
+from ..core.tensor import Tensor
 from ._base import EMPTY, apply, apply1, floating, tensor
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -124,7 +124,7 @@ softplus = _unary("softplus", _softplus, vjp=lambda g, x: g * sigmoid(x), saves=
 
 def _erf(xp, x):
     if xp.__name__ != "numpy":  # CuPy: its special functions live in tapegpu.cuda's import
-        from ..cuda import erf
+        from ..backends.cuda import erf
         return erf(x)
     return _erf_numpy(x)
 
@@ -299,7 +299,7 @@ def cast(x, dtype, name=None):
     >>> tg.cast(tg.constant([1.7, -1.7]), tg.int32).numpy()
     array([ 1, -1], dtype=int32)
     """
-    from ..dtypes import np_dtype
+    from ..core.dtypes import np_dtype
     x = tensor(x)
     target = np_dtype(dtype)
     if x._data.dtype == target:

@@ -21,8 +21,9 @@ import math
 
 import numpy as np
 
-from .. import nest, ops
-from ..tensor import Tensor, Variable, convert_to_tensor
+from ..core import nest
+from .. import ops
+from ..core.tensor import Tensor, Variable, convert_to_tensor
 
 
 @dataclasses.dataclass
@@ -169,7 +170,7 @@ class _Problem:
 
     def evaluate(self):
         """The residuals at the variables' current values, recorded on a tape (r, tape)."""
-        from ..tape import GradientTape
+        from ..autodiff.tape import GradientTape
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(self.variables)
             r = self.residuals()
@@ -186,7 +187,7 @@ class _Problem:
         """`mode=` for `tape.jacobian` when this build has forward mode ('auto' there picks
         forward mode when the residuals outnumber the parameters), else nothing (reverse)."""
         import inspect
-        from ..tape import GradientTape
+        from ..autodiff.tape import GradientTape
         if "mode" in inspect.signature(GradientTape.jacobian).parameters:
             return {"mode": self.mode}
         if self.mode == "forward":

@@ -1,0 +1,207 @@
+"""Checkpointing: trade recomputation for memory.
+
+`recompute_grad(f)` records `f` as one entry that keeps only `f`'s inputs; its VJP re-runs `f`
+under a fresh tape. `GradientTape(memory_budget=bytes)` does the same automatically over the
+tape (Chen et al. 2016): entries are grouped into segments; a closed segment drops its saved
+values and keeps only the tensors that flow into it from outside (its checkpoints); the sweep
+re-runs a segment's forwards, from those, right before its VJPs. When the checkpoints
+themselves outgrow half the budget, adjacent segments merge (dropping the checkpoint between
+them), so kept bytes stay within the budget at the cost of about one extra forward pass.
+Recomputation runs the same forwards on the same arrays, so gradients are bit-identical.
+"""
+import functools
+
+from .memory import root
+from ..ops.registry import Op
+from ..core.tensor import Tensor, _thread
+
+
+# -- recompute_grad ------------------------------------------------------------------------------
+
+def recompute_grad(f):
+    """Decorator: gradients through `f` recompute its inside instead of keeping it.
+
+    Only `f`'s inputs are kept on the tape; the backward sweep re-runs `f` (so `f` must be
+    deterministic: random ops inside it draw again). Works for higher-order gradients.
+
+    >>> layer = tg.recompute_grad(lambda x: tg.tanh(tg.tanh(x) * 2.0))
+    >>> x = tg.constant([0.1, 0.2])
+    >>> with tg.GradientTape() as t:
+    ...     t.watch(x)
+    ...     y = tg.reduce_sum(layer(x))
+    >>> t.gradient(y, x).shape
+    (2,)
+    """
+    @functools.wraps(f)
+    def wrapped(*args):
+        active = _thread.recorders
+        if not active:
+            return f(*args)
+        seen = []
+        _thread.variable_watchers.append(seen.append)
+        outer = list(active)
+        active.clear()  # nothing inside f is recorded: that is the memory saved
+        try:
+            result = f(*args)
+        finally:
+            active.extend(outer)
+            _thread.variable_watchers.remove(seen.append)
+        if not isinstance(result, Tensor):
+            raise TypeError(f"recompute_grad({f.__name__}): f must return one tensor, got "
+                            f"{type(result).__name__}")
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        variables = []
+        for v in seen:
+            if not any(v is w for w in variables):
+                variables.append(v)
+        for rec in outer:
+            note = getattr(rec, "note_variable", None)
+            for v in variables:
+                if note is not None:
+                    note(v)
+        out = Tensor(result._data, result._dev)
+        op = Op(f"recompute_grad({f.__name__})", None, tuple(f"a{i}" for i in range(
+            len(tensors) + len(variables))), _recompute_rule(f, args, tensors, variables),
+            None, (), False, False, True, False, True)
+        inputs = tensors + [_VarSlot(v) for v in variables]
+        for rec in outer:
+            rec.record(op, inputs, out, {})
+        return out
+
+    return wrapped
+
+
+class _VarSlot:
+    __slots__ = ("_uid", "_data")
+
+    def __init__(self, var):
+        self._uid = var._uid
+        self._data = var._value._data
+
+
+def _recompute_rule(f, args, tensors, variables):
+    def vjp(g):
+        from .tape import GradientTape
+        with GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(tensors)
+            tape.watch(variables)
+            y = f(*args)
+        return tuple(tape.batched_gradient(y, tensors + variables, g,
+                                           batch_ndim=g.ndim - y.ndim))
+    return vjp
+
+
+# -- automatic segments under a memory budget ----------------------------------------------------
+
+class Segment:
+    """Closed entries without saved values, and the tensors that flow into them."""
+
+    __slots__ = ("entries", "dropped_bytes")
+
+    def __init__(self, entries, dropped_bytes):
+        self.entries = entries
+        self.dropped_bytes = dropped_bytes
+
+    def activation_bytes(self):
+        return self.dropped_bytes
+
+    def restore(self):
+        """Re-runs the forwards of the segment, giving every entry its saved values back.
+        A recomputed output is dropped after its last use inside the segment, so only what
+        the entries save stays alive."""
+        last = {}
+        for i, e in enumerate(self.entries):
+            for a in e.args:
+                if type(a) is int:
+                    last[a] = i
+        values = {}
+        for i, e in enumerate(self.entries):
+            inputs = [values[a] if type(a) is int else a for a in e.args]
+            dev = inputs[0]._dev
+            op = e.op
+            fwd = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
+            result = fwd(dev.xp, *[t._data for t in inputs], **e.params)
+            if op.residuals:
+                result, res = result
+            out = Tensor(result, dev)
+            if op.residuals:
+                out._res = tuple(Tensor(r, dev) for r in res)
+            e.saved = op.saved_values(inputs, out) if op.save_plan else ()
+            if last.get(e.out_uid, -1) > i:
+                values[e.out_uid] = out
+            for a in e.args:
+                if type(a) is int and last[a] == i:
+                    del values[a]
+
+    def drop(self):
+        for e in self.entries:
+            e.saved = None
+
+
+class Budget:
+    """Segments a tape's entries so that its kept saved values stay within `limit` bytes."""
+
+    def __init__(self, limit):
+        self.limit = int(limit)
+        self.open = []
+        self.open_buffers = {}
+        self.closed = []
+        self.produced = set()
+        self.peak_kept = 0
+        self.kept_checkpoints = 0
+
+    def on_record(self, entry, inputs, out):
+        entry.args = tuple(inputs)
+        self.produced.add(entry.out_uid)
+        new = {}
+        for s in entry.saved:
+            if isinstance(s, Tensor) and s._uid in self.produced:
+                r = root(s._data)
+                if id(r) not in self.open_buffers:
+                    new[id(r)] = r.nbytes
+        open_bytes = sum(self.open_buffers.values())
+        if self.open and open_bytes + sum(new.values()) > self.limit // 2:
+            self._close(open_bytes)  # close before this entry would overflow the open half
+        self.open.append(entry)
+        self.open_buffers.update(new)
+        self.peak_kept = max(self.peak_kept,
+                             sum(self.open_buffers.values()) + self.kept_checkpoints)
+
+    def _close(self, open_bytes):
+        seg = Segment(self.open, open_bytes)
+        inside = {e.out_uid for e in self.open}
+        for e in self.open:
+            # inputs made inside the segment are recomputed; the others are its checkpoints
+            e.args = tuple(a._uid if isinstance(a, Tensor) and a._uid in inside else a
+                           for a in e.args)
+            e.saved = None
+            e.recompute = seg
+        self.closed.append(seg)
+        self.open = []
+        self.open_buffers = {}
+        self.kept_checkpoints = self.checkpoint_bytes()
+        while len(self.closed) > 1 and self.kept_checkpoints > self.limit // 2:
+            self._merge_oldest()
+            self.kept_checkpoints = self.checkpoint_bytes()
+
+    def _merge_oldest(self):
+        a, b = self.closed[0], self.closed[1]
+        merged = Segment(a.entries + b.entries, a.dropped_bytes + b.dropped_bytes)
+        inside = {e.out_uid for e in a.entries}
+        for e in b.entries:
+            e.args = tuple(x._uid if isinstance(x, Tensor) and x._uid in inside else x
+                           for x in e.args)
+        for e in merged.entries:
+            e.recompute = merged
+        self.closed[:2] = [merged]
+
+    def checkpoint_bytes(self):
+        """Bytes of the activations that closed segments keep as their inputs."""
+        seen = {}
+        for seg in self.closed:
+            for e in seg.entries:
+                for a in e.args:
+                    if isinstance(a, Tensor) and a._uid in self.produced:
+                        r = root(a._data)
+                        seen[id(r)] = r.nbytes
+        return sum(seen.values())

@@ -1,0 +1,215 @@
+"""Jacobians in forward mode: one forward sweep over a tape's entries pushes a batch of tangents.
+
+`jacobian(..., mode='forward')` seeds each source with the identity basis
+`eye(n).reshape((n,) + source.shape)` (in chunks, like the reverse sweep's), pushes it through
+the recorded entries in recording order with the ops' JVP rules (`forward.push`), and reads the
+target's tangent `(n,) + target.shape`: column j of the Jacobian is J e_j. The rules see only
+each entry's declared saves (no recomputation, nothing extra kept), which is why a rule that
+needs an input's rank saves its shape. `'auto'` picks forward mode when the sources have fewer
+elements than the target, and when every entry on the path has a JVP rule.
+
+`hessian(f, x)` is forward-over-reverse: the gradient computed under an outer tape, then its
+forward-mode Jacobian over that tape (which holds both the forward and the backward ops).
+"""
+import math
+
+
+from ..core import nest
+from .. import ops
+from . import sweep
+from .forward import NoJVPError, has_jvp, push, zeros_on  # noqa: F401 (NoJVPError: tape.py)
+from .jacobian import MEMORY_BUDGET, _basis, batch_arguments, batch_basis
+from ..core.tensor import Tensor, Variable
+
+
+def _chunk(tape, n, parallel_iterations, source):
+    """Basis vectors per sweep: `parallel_iterations`, or as many as keep a few tangents of the
+    widest recorded tensor within MEMORY_BUDGET."""
+    if parallel_iterations:
+        return max(1, min(n, int(parallel_iterations)))
+    widest = 1
+    for e in tape._entries:
+        for s in e.in_shapes:
+            widest = max(widest, math.prod(s))
+    itemsize = _value(source)._data.itemsize
+    return max(1, min(n, MEMORY_BUDGET // (4 * itemsize * widest)))
+
+
+def _value(t):
+    return t._value if isinstance(t, Variable) else t
+
+
+def _float(t):
+    return _value(t)._data.dtype.kind in "fc"
+
+
+def tangents(entries, seeds, targets):
+    """Tangents of the ids `targets` given `seeds` {id: tangent}, pushed through the entries
+    on a path from a seed to a target, in recording order. A tangent is dropped after its last
+    use. Returns a list with None where a target does not depend on the seeds."""
+    plan, _ = sweep.prune(entries, list(seeds), targets)
+    plan.reverse()
+    last = {}
+    for i, e in enumerate(plan):
+        for u in e.in_uids:
+            last[u] = i
+    keep = set(targets)
+    ts = dict(seeds)
+    segment = None  # the checkpointed segment restored last (tapes with a memory budget)
+    for i, e in enumerate(plan):
+        ins = [None if u is None else ts.get(u) for u in e.in_uids]
+        if all(t is None for t in ins):
+            continue
+        if e.saved is None and getattr(e, "recompute", None) is not None:
+            if segment is not None and segment is not e.recompute:
+                segment.drop()  # segments come in recording order: that one is done
+            segment = e.recompute
+            segment.restore()
+        if e.saved is None:
+            raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
+                               "non-persistent tape can compute only one set of gradients")
+        t = push(e.op, ins, e.saved, e.params, e.in_shapes)
+        if t is not None:
+            ts[e.out_uid] = t
+        for u in e.in_uids:
+            if u is not None and last.get(u) == i and u not in keep:
+                ts.pop(u, None)
+    if segment is not None:
+        segment.drop()
+    return [ts.get(u) for u in targets]
+
+
+def supported(tape, sources, target):
+    """Whether every entry between the sources and the target has a JVP rule."""
+    uids = [s._uid for s in nest.flatten(sources)]
+    plan, _ = sweep.prune(tape._entries, uids, [target._uid])
+    return all(has_jvp(e.op) for e in plan)
+
+
+def use_forward(tape, target, sources, mode, what):
+    """Resolves `mode` ('auto', 'forward' or 'reverse') for one jacobian call."""
+    if mode not in ("auto", "forward", "reverse"):
+        raise ValueError(f"GradientTape.{what}: mode must be 'auto', 'forward' or 'reverse', "
+                         f"got {mode!r}")
+    if mode != "auto":
+        return mode == "forward"
+    flat = nest.flatten(sources)
+    if not all(isinstance(t, (Tensor, Variable)) for t in flat + [target]):
+        return False  # the reverse path reports what is wrong
+    n_in = sum(_value(s).size for s in flat if _float(s))
+    if what == "batch_jacobian":
+        n_in = n_in // max(_value(target).shape[0], 1) if _value(target).ndim else n_in
+        n_out = math.prod(_value(target).shape[1:])
+    else:
+        n_out = _value(target).size
+    return n_in < n_out and supported(tape, sources, target)
+
+
+def jacobian(tape, target, sources, unconnected, parallel_iterations):
+    """`tape.jacobian(..., mode='forward')`: target.shape + source.shape per source."""
+    from .tape import UnconnectedGradients, _source_uid
+    tape._begin("jacobian")
+    flat = nest.flatten(sources)
+    uids = [_source_uid(s, i) for i, s in enumerate(flat)]
+    y = _value(target)
+    out = []
+    for s, u in zip(flat, uids):
+        v = _value(s)
+        n = v.size
+        full = None
+        if _float(target) and _float(s) and y.size:
+            k = _chunk(tape, n, parallel_iterations, s)
+            parts = []
+            for start in range(0, n, k) if n else [0]:  # an empty source: one empty chunk
+                t = tangents(tape._entries, {u: _basis(v, start, min(k, n - start), n)},
+                             [target._uid])[0]
+                if t is None:
+                    break
+                parts.append(t)
+            if parts:
+                full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
+                full = _columns_last(full, v.shape)
+        if full is None and _float(s) and unconnected is UnconnectedGradients.ZERO:
+            full = zeros_on(v, y.shape + v.shape)  # as the reverse path does
+        out.append(full)
+    tape._finish()
+    return nest.pack_sequence_as(sources, out)
+
+
+def _columns_last(t, x_shape):
+    """(n,) + shape (one tangent per basis vector, i.e. per column) -> shape + x_shape."""
+    nd = t.ndim
+    t = ops.transpose(t, tuple(range(1, nd)) + (0,))
+    return ops.reshape(t, t.shape[:-1] + tuple(x_shape))
+
+
+def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
+    """`tape.batch_jacobian(..., mode='forward')`: rows are independent, so one basis vector per
+    source coordinate, repeated over the batch, gives that column for every row at once."""
+    from .tape import UnconnectedGradients
+    y, x, uid, b = batch_arguments(tape, target, source)
+    m = math.prod(x.shape[1:])
+    parts = []
+    if _float(target) and _float(source) and m and b and y.size:
+        step = _chunk(tape, m, parallel_iterations, source)
+        for start in range(0, m, step):
+            k = min(step, m - start)
+            seed = batch_basis(x, start, k, b, x.shape[1:])
+            t = tangents(tape._entries, {uid: seed}, [target._uid])[0]
+            if t is None:
+                parts = []
+                break
+            parts.append(t)  # (k, b) + y.shape[1:]
+    tape._finish()
+    if not _float(source):
+        return None
+    if not parts:
+        return zeros_on(x, (b,) + y.shape[1:] + x.shape[1:]) \
+            if unconnected is UnconnectedGradients.ZERO else None
+    full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
+    return _columns_last(full, x.shape[1:])
+
+
+def hessian(f, primals):
+    """The Hessian of the scalar `f(*primals)`, by forward-over-reverse: for one tensor x, a
+    tensor of shape `x.shape + x.shape`; for a list of arguments, a list of lists with
+    `H[i][j]` of shape `x_i.shape + x_j.shape` (zeros where f does not couple x_i and x_j).
+
+    >>> x = tg.constant([1.0, 2.0])
+    >>> tg.autodiff.hessian(lambda x: tg.reduce_sum(x ** 3.0), x).numpy()
+    array([[ 6.,  0.],
+           [ 0., 12.]], dtype=float32)
+    """
+    from .tape import GradientTape
+    single = isinstance(primals, (Tensor, Variable))
+    xs = [primals] if single else list(primals)
+    with GradientTape(persistent=True) as outer:
+        outer.watch(xs)
+        with GradientTape() as inner:
+            inner.watch(xs)
+            y = f(*xs)
+        grads = inner.gradient(y, xs)
+    # column block j: the basis of x_j pushed through the forward and the backward ops at once
+    targets = [g._uid for g in grads if g is not None]
+    cols = []
+    for x in xs:
+        v = _value(x)
+        n = v.size
+        k = _chunk(outer, n, None, x)
+        parts = [tangents(outer._entries, {x._uid: _basis(v, s, min(k, n - s), n)}, targets)
+                 for s in range(0, n, k)]
+        cols.append([None if parts[0][i] is None else
+                     ops.concat([p[i] for p in parts], axis=0) if len(parts) > 1 else
+                     parts[0][i] for i in range(len(targets))])
+    rows = []
+    it = iter(range(len(targets)))
+    for g, xi in zip(grads, xs):
+        i = None if g is None else next(it)
+        row = []
+        for j, xj in enumerate(xs):
+            t = None if i is None else cols[j][i]
+            shape = _value(xi).shape + _value(xj).shape
+            row.append(zeros_on(_value(xi), shape) if t is None else
+                       _columns_last(t, _value(xj).shape))
+        rows.append(row)
+    return rows[0][0] if single else rows

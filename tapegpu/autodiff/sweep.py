@@ -1,0 +1,432 @@
+"""The reverse sweep: from seeded cotangents back to the sources, over recorded entries.
+
+Every cotangent in one sweep carries the same leading `batch_shape` (empty for `gradient`, one
+axis for `jacobian`). Rules may return cotangents in the op's broadcast shape; `sum_to` reduces
+them to `batch_shape + input.shape` here, the one place where un-broadcasting happens.
+
+Two modes. When a tape is recording while the sweep runs (higher-order gradients), rules run on
+tensors, so the sweep's own ops are recorded. Otherwise nothing needs the VJP's graph and the
+sweep runs on the backend's arrays: an op's `fused_vjp` (one array-level call) when it has one,
+else its tensor rule on wrapped arrays. Both modes give identical results.
+"""
+import sys
+
+from .. import ops
+from ..core import profiler
+from ..core.profiler import _active as _profilers
+from ..core.tensor import Tensor, _thread
+
+FUSED = True  # tests switch the array mode off to compare both
+IN_PLACE = True  # tests switch in-place accumulation off to measure what it saves
+
+
+def reachable(entries, sources):
+    """The entries that depend on a source, in recording order, and the ids they reach."""
+    reach = set(sources)
+    isdisjoint = reach.isdisjoint
+    add = reach.add
+    forward = []
+    append = forward.append
+    for e in entries:
+        if not isdisjoint(e.in_uids):
+            add(e.out_uid)
+            append(e)
+    return forward, reach
+
+
+def prune(entries, sources, seeds):
+    """The entries on a path from a source to a seeded tensor, in reverse recording order."""
+    forward, reach = reachable(entries, sources)
+    needed = set(seeds)
+    plan = []
+    for e in reversed(forward):
+        if e.out_uid in needed:
+            plan.append(e)
+            needed.update(u for u in e.in_uids if u in reach)
+    return plan, reach
+
+
+def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None, reach=None):
+    """Cotangents of `sources` (a list of tensor ids) given `seeds` [(tensor id, cotangent)].
+
+    Visits only entries on a path from a source to a seed: those that depend on a source
+    (`reachable`) and whose output has a cotangent when the reverse walk gets to them.
+    Returns {source id: Tensor or None}. With `release`, each entry's saved values are dropped
+    right after its rule ran (non-persistent tapes); a cotangent is dropped as soon as its
+    producer's rule has consumed it. A `memory.Ledger` records the peak bytes of saved values
+    plus cotangents (array mode). `reach`, when the caller knows that every entry depends on a
+    source, is the set of ids that do (the tape's tracked ids): it saves the `reachable` pass.
+    """
+    if not seeds:
+        return {u: None for u in sources}
+    dev = seeds[0][1]._dev
+    if _profilers:
+        with profiler.backward_phase():
+            return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach)
+    return _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach)
+
+
+def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
+    forward, reach = (entries, reach) if reach is not None else reachable(entries, sources)
+    if FUSED and not _thread.recorders:
+        grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger)
+        return {u: (None if a is None else Tensor(a, dev)) for u, a in grads.items()}
+    return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release)
+
+
+def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release):
+    keep = set(sources)
+    add = ops.add
+    grads = {}
+    for u, g in seeds:
+        prev = grads.get(u)
+        grads[u] = g if prev is None else add(prev, g)
+    for e in reversed(forward):
+        out = e.out_uid
+        g = grads.pop(out, None) if out not in keep else grads.get(out)
+        if g is None:
+            continue
+        if e.saved is None and e.recompute is not None:
+            raise RuntimeError(
+                f"{e.op.name}: its saved values were dropped under the tape's memory_budget, and "
+                "a tape is recording this sweep (a higher-order gradient); recomputed values "
+                "would not be connected to it. Use a tape without memory_budget for Hessians")
+        if _profilers:
+            with profiler.muted():
+                cts = vjp(e, g, reach, batch_ndim)
+            profiler.on_vjp(e, g._data, [c._data for c in cts if c is not None])
+        else:
+            cts = vjp(e, g, reach, batch_ndim)
+        if release:
+            e.saved = None
+        for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
+            if c is None or u not in reach:
+                continue
+            if batch_ndim or c._data.shape != shape:
+                c = sum_to(c, batch_ndim, shape)
+            prev = grads.get(u)
+            grads[u] = c if prev is None else add(prev, c)
+    return {u: grads.get(u) for u in sources}
+
+
+def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger):
+    """The same walk on raw arrays: no tensors, no dispatch, fused VJPs where ops have them."""
+    keep = set(sources)
+    xp = dev.xp
+    track = ledger is not None
+    if track:
+        from .memory import saved_arrays
+        for e in forward:
+            for a in saved_arrays(e):
+                ledger.hold(a)
+    key = (dev.name, bool(batch_ndim))
+    watched = track or bool(_profilers)
+    restored = []
+    grads = {}
+    get = grads.get
+    pop = grads.pop
+    for u, g in seeds:
+        prev = get(u)
+        grads[u] = g._data if prev is None else prev + g._data
+        if track:
+            ledger.hold(grads[u])
+    for e in reversed(forward):
+        out = e.out_uid
+        g = get(out) if out in keep else pop(out, None)
+        if g is None:
+            continue
+        if e.saved is None:
+            _restore(e, restored, ledger)
+        op = e.op
+        step = op.steps.get(key)
+        if step is None:
+            step = op.steps[key] = _array_step(op, dev, batch_ndim)
+        cts = step(xp, g, e, reach)
+        if watched:
+            _account(e, g, cts, out in keep, release, ledger)
+        if release:
+            e.saved = None
+        for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
+            if c is None:
+                continue
+            if batch_ndim or c.shape != shape:
+                c = sum_to_array(xp, c, batch_ndim, shape, dev)
+            prev = get(u)
+            if prev is None:
+                grads[u] = c
+                if track:
+                    ledger.hold(c)
+            elif IN_PLACE and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
+                prev += c  # nobody else holds this buffer: accumulate in place
+            else:
+                grads[u] = prev + c
+                if track:
+                    ledger.drop(prev)
+                    ledger.hold(grads[u])
+    if not release:
+        for seg in restored:
+            seg.drop()  # a persistent tape keeps to its budget between sweeps
+    return {u: get(u) for u in sources}
+
+
+def _restore(e, restored, ledger):
+    """Gives a checkpointed entry its saved values back (by recomputing its segment)."""
+    if e.recompute is None:
+        raise RuntimeError(f"{e.op.name}: its saved values were already released; a "
+                           "non-persistent tape can compute only one set of gradients")
+    e.recompute.restore()
+    restored.append(e.recompute)
+    if ledger is not None:
+        from .memory import saved_arrays
+        for r in e.recompute.entries:
+            for a in saved_arrays(r):
+                ledger.hold(a)
+
+
+def _account(e, g, cts, kept, release, ledger):
+    """Profiler and memory ledger bookkeeping after one entry's VJP."""
+    if _profilers:
+        profiler.on_vjp(e, g, cts)
+    if ledger is not None:
+        from .memory import saved_arrays
+        if not kept:
+            ledger.drop(g)
+        if release:
+            for a in saved_arrays(e):
+                ledger.drop(a)
+
+
+def _owned(a):
+    """Whether only the sweep holds `a`'s buffer: it owns its memory (not a view), is writeable,
+    and its references are the grads dict's, the caller's local and this call's own."""
+    return getattr(a, "base", 0) is None and getattr(a.flags, "writeable", True) and \
+        sys.getrefcount(a) <= _OWNED_REFS
+
+
+def _refs_inside_owned():
+    """sys.getrefcount inside `_owned` of a buffer that only a dict holds, called as the sweep
+    calls it: 4 on CPython 3.11 and later; 3.10 keeps one more on the caller's stack."""
+    grads = {0: bytearray(1)}
+    prev = grads.get(0)
+    return _probe(prev)
+
+
+def _probe(a):
+    return sys.getrefcount(a)
+
+
+_OWNED_REFS = _refs_inside_owned()
+
+
+# -- array-level steps: each op's VJP on one device as one call ----------------------------------
+
+def _array_step(op, dev, batch_ndim):
+    """`step(xp, g, entry, reach) -> cotangents`, one array (or None) per input of `op`: its
+    kernel VJP on `dev` if it has one, else its fused VJP, else its tensor rule on wrapped
+    arrays. Inputs not in `reach` get None. Built once per op, device and batchedness
+    (`op.steps`, cleared when the op's fused rule changes)."""
+    rule = op.fused_overrides.get(dev.name) if op.fused_overrides else None
+    if rule is not None:
+        return _fused_step(op, rule)  # kernels count their own launches
+    if op.fused_vjp is not None and (op.batched or not batch_ndim):
+        step = _fused_step(op, op.fused_vjp)
+        if dev.counts_launches:
+            return _counting(step, dev, op.name + ".vjp")
+        return step
+    return _tensor_step(dev, batch_ndim)
+
+
+PASS = "pass"  # a fused rule that hands g on unchanged (add, identity): no call at all
+
+
+def _reader(plan):
+    """`read(saved) -> tuple of arrays` for an op's save plan (tensors unwrapped, shapes kept),
+    and how many arrays it gives when all are tensors (else None)."""
+    if all(kind in (0, 1, 4) for kind, _ in plan):
+        if len(plan) == 1:
+            return (lambda saved: (saved[0]._data,)), 1
+        if len(plan) == 2:
+            return (lambda saved: (saved[0]._data, saved[1]._data)), 2
+    return (lambda saved: tuple([s._data if type(s) is Tensor else s for s in saved])), None
+
+
+def _fused_step(op, rule):
+    """The step of an array-level rule: one callable (one input, or a tuple of cotangents) or
+    a tuple of callables (one per input, None for none, PASS for g itself)."""
+    read, n = _reader(op.save_plan)
+    if type(rule) is tuple and len(rule) == 2:
+        return _binary_step(rule, read, n)
+    if type(rule) is tuple:
+        def step(xp, g, e, reach):
+            a = read(e.saved)
+            p = e.params
+            return [(g if r is PASS else r(xp, g, *a, **p))
+                    if (r is not None and u in reach) else None
+                    for r, u in zip(rule, e.in_uids)]
+    elif len(op.args) == 1 and not op.variadic:
+        return _unary_step(rule, read, n)
+    else:
+        def step(xp, g, e, reach):
+            cts = rule(xp, g, *read(e.saved), **e.params)
+            return [c if u in reach else None for c, u in zip(cts, e.in_uids)]
+    return step
+
+
+def _unary_step(r, read, n):
+    # the hot path of elementwise code: one call of the rule, no argument packing
+    if r is PASS:
+        return lambda xp, g, e, reach: (g,)
+    if n == 1:
+        def step(xp, g, e, reach):
+            p = e.params
+            x = e.saved[0]._data
+            return (r(xp, g, x, **p) if p else r(xp, g, x),)
+        return step
+    else:
+        def step(xp, g, e, reach):
+            p = e.params
+            return (r(xp, g, *read(e.saved), **p),)
+    return step
+
+
+def _binary_step(rule, read, n):
+    r0, r1 = rule
+    if r0 is PASS and r1 is PASS:  # add
+        def step(xp, g, e, reach):
+            u0, u1 = e.in_uids
+            return (g if u0 in reach else None, g if u1 in reach else None)
+        return step
+    if n == 2 and r0 not in (None, PASS) and r1 not in (None, PASS):  # multiply, divide, ...
+        def step(xp, g, e, reach):
+            u0, u1 = e.in_uids
+            s = e.saved
+            x = s[0]._data
+            y = s[1]._data
+            p = e.params
+            if p:
+                return (r0(xp, g, x, y, **p) if u0 in reach else None,
+                        r1(xp, g, x, y, **p) if u1 in reach else None)
+            return (r0(xp, g, x, y) if u0 in reach else None,
+                    r1(xp, g, x, y) if u1 in reach else None)
+        return step
+
+    def step(xp, g, e, reach):
+        u0, u1 = e.in_uids
+        need0 = r0 is not None and u0 in reach
+        need1 = r1 is not None and u1 in reach
+        if (need0 and r0 is not PASS) or (need1 and r1 is not PASS):
+            a = read(e.saved)
+            p = e.params
+        return ((g if r0 is PASS else r0(xp, g, *a, **p)) if need0 else None,
+                (g if r1 is PASS else r1(xp, g, *a, **p)) if need1 else None)
+    return step
+
+
+def _counting(step, dev, name):
+    """`step`, counting one library launch per cotangent it computed (not for g itself or its
+    views)."""
+    def counted(xp, g, e, reach):
+        cts = step(xp, g, e, reach)
+        for c in cts:
+            if c is not None and c is not g and getattr(c, "base", None) is not g:
+                dev.launches[name] += 1
+        return cts
+    return counted
+
+
+def _tensor_step(dev, batch_ndim):
+    def step(xp, g, e, reach):
+        if _profilers:
+            with profiler.muted():
+                cts = vjp(e, Tensor(g, dev), reach, batch_ndim)
+        else:
+            cts = vjp(e, Tensor(g, dev), reach, batch_ndim)
+        return [None if c is None or u not in reach else c._data
+                for c, u in zip(cts, e.in_uids)]
+    return step
+
+
+def vjp(e, g, reach, batch_ndim):
+    """The input cotangents of one entry as tensors (None where an input needs none)."""
+    op = e.op
+    if batch_ndim and not op.batched:
+        return _vjp_unbatched(e, g, reach, batch_ndim)
+    rule = op.vjp
+    saved = e.saved
+    if saved is None:
+        raise RuntimeError(f"{op.name}: its saved values were already released; a non-persistent "
+                           "tape can compute only one set of gradients")
+    params = e.params
+    if type(rule) is tuple:
+        if params:
+            return [r(g, *saved, **params) if (r is not None and u in reach) else None
+                    for r, u in zip(rule, e.in_uids)]
+        return [r(g, *saved) if (r is not None and u in reach) else None
+                for r, u in zip(rule, e.in_uids)]
+    if len(e.in_uids) == 1 and not op.variadic:
+        return (rule(g, *saved, **params) if params else rule(g, *saved),)
+    return rule(g, *saved, **params)
+
+
+def _vjp_unbatched(e, g, reach, batch_ndim):
+    """For rules that accept no batch axes (custom gradients): one call per batch element."""
+    batch = g.shape[:batch_ndim]
+    flat = ops.reshape(g, (-1,) + g.shape[batch_ndim:])
+    rows = [vjp(e, flat[i], reach, 0) for i in range(flat.shape[0])]
+    out = []
+    for k, shape in enumerate(e.in_shapes):
+        cs = [r[k] for r in rows]
+        if any(c is None for c in cs):
+            out.append(None)
+            continue
+        cs = [sum_to(c, 0, shape) for c in cs]
+        out.append(ops.reshape(ops.stack(cs), batch + tuple(shape)))
+    return out
+
+
+def _reduction_axes(cs, batch_ndim, shape):
+    """Axes of a cotangent of shape `cs` to sum so that it becomes `batch + shape`."""
+    lead = len(cs) - batch_ndim - len(shape)
+    axes = list(range(batch_ndim, batch_ndim + lead))
+    for i, s in enumerate(shape):
+        if s == 1 and cs[batch_ndim + lead + i] != 1:
+            axes.append(batch_ndim + lead + i)
+    return lead, tuple(axes)
+
+
+def sum_to(c, batch_ndim, shape):
+    """Sums a cotangent of shape `batch + broadcast(shape)` down to `batch + shape`."""
+    cs = c.shape
+    target = cs[:batch_ndim] + tuple(shape)
+    if cs == target:
+        return c
+    lead, axes = _reduction_axes(cs, batch_ndim, shape)
+    if lead >= 0:
+        if axes:
+            c = ops.reduce_sum(c, axis=axes, keepdims=True)
+        if lead:
+            c = ops.reshape(c, c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
+    if c.shape != target:
+        c = ops.broadcast_to(c, target)
+    return c
+
+
+def sum_to_array(xp, c, batch_ndim, shape, dev=None):
+    """`sum_to` on a raw array (one un-broadcast kernel on backends with kernels)."""
+    cs = c.shape
+    target = cs[:batch_ndim] + tuple(shape)
+    if cs == target:
+        return c
+    lead, axes = _reduction_axes(cs, batch_ndim, shape)
+    if dev is not None and dev.kernels is not None and axes and lead >= 0 and \
+            c.dtype.kind == "f" and c.dtype.itemsize in (4, 8):
+        return dev.kernels.unbroadcast(c, batch_ndim, shape)
+    if lead >= 0 and axes:
+        c = c.sum(axis=axes, keepdims=True)
+        if lead:
+            c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
+    elif lead > 0:
+        c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
+    if c.shape != target:
+        c = xp.broadcast_to(c, target)
+    return c

@@ -1,0 +1,181 @@
+"""Backends: where arrays live and which array module computes on them.
+
+A backend is a small object: `name`, `device` (TensorFlow-style device string), `short`
+(what `tg.device` accepts), `xp` (the array module: numpy or cupy), `asarray`, `to_numpy`,
+`synchronize`, `kernels` (the custom-kernel set, or None), `memory_stats` and `launches`
+(kernel launches per kernel or op name). Ops run their `xp`-generic forward; a backend with
+kernels has some ops and fused VJPs overridden by kernel launches (dispatch.py).
+
+Three kinds: `numpy` (always), `cuda_emu` (numpy arrays, our CUDA kernels run by the
+emulator: the kernels' test bed) and `cuda` (CuPy arrays on a GPU, in cuda.py: the only module
+that imports CuPy, on first use).
+"""
+import collections
+import os
+import shutil
+
+import numpy as np
+
+# One-pass CPU kernels for the numpy backend (tapegpu/backends/_cpu.c: bias + ReLU and ReLU's
+# backward), built at install where a C compiler is; numpy runs those ops without them, with the
+# same bits. TAPEGPU_PURE_PYTHON=1 leaves them out.
+cpu_kernels = None
+if os.environ.get("TAPEGPU_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _cpu as cpu_kernels
+    except ImportError:  # not built
+        cpu_kernels = None
+
+
+class NumpyBackend:
+    """CPU arrays, computed by numpy. Always available."""
+
+    name = "numpy"
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    short = "cpu"
+    device_type = "CPU"
+    xp = np
+    kernels = None
+    counts_launches = False  # numpy calls are not kernel launches
+
+    def __init__(self):
+        self.launches = collections.Counter()
+
+    def asarray(self, value, dtype=None):
+        return np.asarray(value, dtype=dtype)
+
+    def to_numpy(self, array):
+        return np.asarray(array)
+
+    def synchronize(self):
+        pass
+
+    def memory_stats(self):
+        return {}
+
+    def __repr__(self):
+        return f"<backend {self.name}>"
+
+
+class CudaEmuBackend(NumpyBackend):
+    """numpy arrays, with our CUDA kernels run by the emulator (tapegpu.backends.emu): every custom
+    kernel launch of the GPU backend happens here too, from the same source, on the CPU.
+    Library calls (matmul, reductions, elementwise numpy) count as one launch each, as they
+    would be one CuPy/cuBLAS launch on a GPU."""
+
+    name = "cuda_emu"
+    device = "/job:localhost/replica:0/task:0/device:CUDA_EMU:0"
+    short = "cuda_emu"
+    device_type = "CUDA_EMU"
+    counts_launches = True
+
+    def __init__(self):
+        super().__init__()
+        self._kernels = None
+
+    @property
+    def kernels(self):
+        if self._kernels is None:
+            from .kernels import KernelSet
+            self._kernels = KernelSet.emulated()
+            self._kernels.launches = self.launches  # one counter for kernels and library calls
+        return self._kernels
+
+    @staticmethod
+    def available():
+        return shutil.which(os.environ.get("CXX", "g++")) is not None
+
+
+NUMPY = NumpyBackend()
+CUDA_EMU = CudaEmuBackend()
+
+_gpus = {}  # index -> CudaBackend, created on first use
+
+
+def gpu(index=0):
+    """The backend of GPU `index` (CuPy), or a RuntimeError saying why there is none."""
+    if index not in _gpus:
+        from .cuda import CudaBackend  # the one import of CuPy
+        _gpus[index] = CudaBackend(index)
+    return _gpus[index]
+
+
+def gpu_count():
+    """GPUs usable through CuPy (0 without CuPy or without a driver); never raises."""
+    from importlib.util import find_spec
+    if find_spec("cupy") is None:
+        return 0
+    try:
+        from .cuda import device_count
+        return device_count()
+    except Exception:  # a broken CUDA install is "no GPU", reported by `tapegpu info`
+        return 0
+
+
+def lookup(name):
+    """The backend for a device name: 'cpu', 'gpu', 'gpu:N', 'cuda', 'cuda:N', 'cuda_emu'
+    (TensorFlow's '/device:CPU:0' and '/GPU:0' spellings work too)."""
+    if not isinstance(name, str):
+        if hasattr(name, "xp") and hasattr(name, "name"):
+            return name
+        raise TypeError(f"device must be a string such as 'cpu', 'gpu:0' or 'cuda_emu', got "
+                        f"{name!r}")
+    key = name.strip().lower()
+    for prefix in ("/job:localhost/replica:0/task:0", "/device:", "/"):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+    key = key.replace("device:", "")
+    if key in ("cpu", "cpu:0", "numpy"):
+        return NUMPY
+    if key in ("cuda_emu", "cuda_emu:0"):
+        return CUDA_EMU
+    kind, _, idx = key.partition(":")
+    if kind in ("gpu", "cuda"):
+        index = int(idx) if idx else 0
+        n = gpu_count()
+        if index >= n:
+            why = "CuPy is not installed (pip install 'tapegpu[cuda12]')" if not _has_cupy() \
+                else f"{n} GPU(s) visible to CuPy"
+            raise RuntimeError(f"tg.device({name!r}): no such GPU here ({why}); available "
+                               f"devices: {', '.join(b.short for b in available())}")
+        return gpu(index)
+    raise ValueError(f"unknown device {name!r}; valid are 'cpu', 'gpu', 'gpu:N', 'cuda_emu' "
+                     f"(available here: {', '.join(b.short for b in available())})")
+
+
+def _has_cupy():
+    from importlib.util import find_spec
+    return find_spec("cupy") is not None
+
+
+def available():
+    """The backends usable on this machine: GPUs first, then the CPU and the emulator."""
+    out = [gpu(i) for i in range(gpu_count())]
+    out.append(NUMPY)
+    if CudaEmuBackend.available():
+        out.append(CUDA_EMU)
+    return out
+
+
+def all_backends():
+    """The backends created so far."""
+    return [NUMPY, CUDA_EMU] + list(_gpus.values())
+
+
+def _default():
+    """TAPEGPU_DEVICE if set, else the first GPU when CuPy and a GPU are present, else CPU."""
+    env = os.environ.get("TAPEGPU_DEVICE")
+    if env:
+        return lookup(env)
+    return gpu(0) if gpu_count() else NUMPY
+
+
+# The device stack: its last entry is where new tensors are created (None: not chosen yet).
+_device_stack = [None]
+
+
+def current():
+    d = _device_stack[-1]
+    if d is None:
+        d = _device_stack[0] = _default()
+    return d

@@ -1,0 +1,322 @@
+"""The launch layer shared by the CUDA backend and the emulator.
+
+A ``KernelSet`` knows, for every custom op, which kernel in ``cuda_kernels/``
+implements it, how to size its grid, how to allocate its outputs and how to
+pass its arguments. It is written against an array module ``xp`` (numpy or
+cupy) and a ``load_module(path, names)`` function returning an object with
+``.get_function(name)`` (``cupy.RawModule`` or ``tapegpu.backends.emu.RawModule``), so
+the same code runs on a GPU and in the emulator::
+
+    >>> import numpy as np
+    >>> from tapegpu.backends.kernels import KernelSet
+    >>> ks = KernelSet.emulated()
+    >>> ks.act_fwd("relu", np.array([-1.0, 2.0]))
+    array([0., 2.])
+    >>> dict(ks.launches)
+    {'tapegpu_relu_fwd_f64': 1}
+
+Arguments are passed as CuPy passes them: sizes as ``numpy.int64``, float
+scalars in the kernel's dtype, flags as ``numpy.int32``.
+"""
+
+import collections
+import math
+import os
+
+import numpy as np
+
+
+
+# The kernels ship inside the package (tapegpu/cuda_kernels/); nothing else is searched.
+KERNEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))), "cuda_kernels")
+
+ACTIVATIONS = ("relu", "elu", "gelu", "sigmoid", "tanh", "softplus")
+# The codes bias_act_fwd understands (see activations.cu: apply_act).
+ACTIVATION_CODES = {name: code for code, name in enumerate(("none",) + ACTIVATIONS)}
+DTYPES = {"float32": "f32", "float64": "f64"}
+
+# op -> the .cu file (in KERNEL_DIR, without extension) that implements it.
+_OP_FILES = {
+    **{f"{a}_{d}": "activations" for a in ACTIVATIONS for d in ("fwd", "bwd")},
+    "bias_act_fwd": "activations",
+    **{op: "softmax" for op in ("softmax_fwd", "softmax_bwd", "log_softmax_fwd", "log_softmax_bwd",
+                                "sparse_xent_fwd", "sparse_xent_bwd")},
+    "sum_middle_fwd": "reduce",
+    "sum_last_fwd": "reduce",
+    "sgd_update": "optimizers",
+    "adam_update": "optimizers",
+}
+
+# The one table: (op, dtype name) -> (file, kernel name).
+KERNELS = {(op, dtype): (f, f"tapegpu_{op}_{suffix}")
+           for op, f in _OP_FILES.items() for dtype, suffix in DTYPES.items()}
+
+
+def kernel_names(file):
+    """The entry points the table expects in ``cuda_kernels/<file>.cu``."""
+    return sorted(name for f, name in KERNELS.values() if f == file)
+
+
+def kernel_files():
+    return sorted(set(f for f, _ in KERNELS.values()))
+
+
+class KernelSet:
+    """Launch the custom kernels on arrays of ``xp``.
+
+    Args:
+      xp: ``numpy`` (emulator) or ``cupy``.
+      load_module: ``load_module(path, names)`` -> object with ``get_function``.
+      block: threads per block (a multiple of 32, at most 1024).
+      max_blocks: grid-size cap; kernels loop (grid-stride) over what is left.
+    """
+
+    def __init__(self, xp, load_module, *, block=256, max_blocks=1024, kernel_dir=KERNEL_DIR):
+        if block % 32 or not 32 <= block <= 1024:
+            raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
+        self.xp, self.load_module = xp, load_module
+        self.block, self.max_blocks, self.kernel_dir = block, max_blocks, kernel_dir
+        self.launches = collections.Counter()
+        self._modules = {}
+
+    @classmethod
+    def emulated(cls, order="forward", seed=0, **kwargs):
+        """A KernelSet on numpy arrays running the kernels in ``tapegpu.backends.emu``."""
+        from .. import emu
+
+        def load(path, names):
+            return emu.RawModule(path=path, order=order, seed=seed)
+
+        return cls(np, load, **kwargs)
+
+    # ------------------------------------------------------------ plumbing
+    def _kernel(self, op, dtype):
+        key = (op, np.dtype(dtype).name)
+        if key not in KERNELS:
+            raise TypeError(f"no {op} kernel for dtype {key[1]}; supported: {', '.join(DTYPES)}")
+        file, name = KERNELS[key]
+        if file not in self._modules:
+            path = os.path.join(self.kernel_dir, file + ".cu")
+            self._modules[file] = self.load_module(path, kernel_names(file))
+        return self._modules[file].get_function(name), name
+
+    def _launch(self, op, dtype, grid, block, args):
+        fn, name = self._kernel(op, dtype)
+        fn((grid,), (block,), args)
+        self.launches[name] += 1
+
+    def _elementwise_grid(self, n):
+        return min(self.max_blocks, -(-n // self.block))
+
+    def _row_block(self, cols):
+        """Threads for one-block-per-row kernels: a multiple of 32 covering the row, capped."""
+        return min(self.block, max(32, 32 * -(-cols // 32)))
+
+    def _float(self, x, what):
+        x = self.xp.asarray(x, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+        if x.dtype.name not in DTYPES:
+            raise TypeError(f"{what} must be float32 or float64, got {x.dtype}")
+        return x
+
+    @staticmethod
+    def _check_batched(g, saved, op):
+        if g.dtype != saved.dtype or g.shape[g.ndim - saved.ndim:] != saved.shape:
+            raise ValueError(f"{op}: cotangent {g.shape} {g.dtype} must be batch_shape + {saved.shape} "
+                             f"with dtype {saved.dtype}")
+
+    # ------------------------------------------------------------ activations
+    def act_fwd(self, name, x):
+        """y = act(x) elementwise."""
+        x = self._float(x, f"{name} input")
+        y = self.xp.empty_like(x)
+        if x.size:
+            self._launch(f"{name}_fwd", x.dtype, self._elementwise_grid(x.size), self.block,
+                         (x, y, np.int64(x.size)))
+        return y
+
+    def act_bwd(self, name, g, saved):
+        """dx = g * act'(saved), g.shape == batch_shape + saved.shape, one launch."""
+        g, saved = self._float(g, f"{name} cotangent"), self._float(saved, f"{name} saved value")
+        self._check_batched(g, saved, f"{name}_bwd")
+        dx = self.xp.empty_like(g)
+        if g.size:
+            self._launch(f"{name}_bwd", g.dtype, self._elementwise_grid(g.size), self.block,
+                         (g, saved, dx, np.int64(g.size), np.int64(saved.size)))
+        return dx
+
+    def bias_act_fwd(self, name, x, b):
+        """y = act(x + b) with b of shape (x.shape[-1],); name may be 'none'."""
+        x, b = self._float(x, "bias_act input"), self._float(b, "bias")
+        if name not in ACTIVATION_CODES:
+            raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATION_CODES)}")
+        if x.ndim < 1 or b.shape != x.shape[-1:] or b.dtype != x.dtype:
+            raise ValueError(f"bias_act: bias {b.shape} {b.dtype} must be ({x.shape[-1:]},) {x.dtype}")
+        y = self.xp.empty_like(x)
+        if x.size:
+            cols = x.shape[-1]
+            self._launch("bias_act_fwd", x.dtype, self._elementwise_grid(x.size), self.block,
+                         (x, b, y, np.int64(x.size // cols), np.int64(cols),
+                          np.int32(ACTIVATION_CODES[name])))
+        return y
+
+    # ------------------------------------------------------------ softmax family
+    def _rows(self, x):
+        cols = x.shape[-1] if x.ndim else 1
+        return (x.size // cols if cols else 0), cols
+
+    def _softmax_fwd(self, op, x):
+        x = self._float(x, f"{op} input")
+        y = self.xp.empty_like(x)
+        rows, cols = self._rows(x)
+        if x.size:
+            self._launch(op, x.dtype, min(rows, self.max_blocks), self._row_block(cols),
+                         (x, y, np.int64(rows), np.int64(cols)))
+        return y
+
+    def _softmax_bwd(self, op, g, y):
+        g, y = self._float(g, f"{op} cotangent"), self._float(y, f"{op} saved output")
+        self._check_batched(g, y, op)
+        dx = self.xp.empty_like(g)
+        rows, cols = self._rows(y)
+        if g.size:
+            rows_g = g.size // cols
+            self._launch(op, g.dtype, min(rows_g, self.max_blocks), self._row_block(cols),
+                         (g, y, dx, np.int64(rows_g), np.int64(rows), np.int64(cols)))
+        return dx
+
+    def softmax_fwd(self, x):
+        """Softmax over the last axis."""
+        return self._softmax_fwd("softmax_fwd", x)
+
+    def log_softmax_fwd(self, x):
+        """Log-softmax over the last axis."""
+        return self._softmax_fwd("log_softmax_fwd", x)
+
+    def softmax_bwd(self, g, y):
+        """dx = y * (g - sum(g * y)); g may have leading batch axes."""
+        return self._softmax_bwd("softmax_bwd", g, y)
+
+    def log_softmax_bwd(self, g, y):
+        """dx = g - exp(y) * sum(g); g may have leading batch axes."""
+        return self._softmax_bwd("log_softmax_bwd", g, y)
+
+    def _labels(self, labels, rows, cols):
+        labels = self.xp.asarray(labels, order="C")
+        if labels.dtype.kind not in "iu" or labels.shape != (rows,):
+            raise ValueError(f"labels must be integers of shape ({rows},), got {labels.shape} {labels.dtype}")
+        return labels.astype(np.int64, copy=False)
+
+    def sparse_xent_fwd(self, logits, labels):
+        """(loss, probs) for logits (rows, cols) and integer labels (rows,).
+
+        loss[r] = logsumexp(logits[r]) - logits[r, labels[r]] (NaN for a label
+        outside [0, cols)); probs = softmax(logits)."""
+        z = self._float(logits, "logits")
+        if z.ndim != 2:
+            raise ValueError(f"sparse_xent: logits must be (rows, cols), got {z.shape}")
+        rows, cols = z.shape
+        labels = self._labels(labels, rows, cols)
+        loss, probs = self.xp.empty(rows, z.dtype), self.xp.empty_like(z)
+        if rows and not cols:
+            loss[...] = np.nan
+        elif z.size:
+            self._launch("sparse_xent_fwd", z.dtype, min(rows, self.max_blocks), self._row_block(cols),
+                         (z, labels, loss, probs, np.int64(rows), np.int64(cols)))
+        return loss, probs
+
+    def sparse_xent_bwd(self, g, probs, labels):
+        """dz = g[:, None] * (probs - onehot(labels))."""
+        g, p = self._float(g, "cotangent"), self._float(probs, "probs")
+        rows, cols = p.shape
+        if g.shape != (rows,) or g.dtype != p.dtype:
+            raise ValueError(f"sparse_xent_bwd: g must be ({rows},) {p.dtype}, got {g.shape} {g.dtype}")
+        labels = self._labels(labels, rows, cols)
+        dz = self.xp.empty_like(p)
+        if p.size:
+            self._launch("sparse_xent_bwd", p.dtype, self._elementwise_grid(p.size), self.block,
+                         (g, p, labels, dz, np.int64(rows), np.int64(cols)))
+        return dz
+
+    # ------------------------------------------------------------ un-broadcast
+    def unbroadcast(self, g, batch_ndim, in_shape):
+        """Sum g (batch_shape + full_shape) to batch_shape + in_shape, where
+        in_shape broadcasts to full_shape: one launch per run of reduced axes."""
+        g = self._float(g, "cotangent")
+        batch_shape, in_shape = g.shape[:batch_ndim], tuple(in_shape)
+        target = batch_shape + in_shape
+        groups = reduction_groups(g.shape, batch_ndim, in_shape)
+        if g.size == 0:
+            return self.xp.zeros(target, g.dtype)
+        out = g
+        # Reduce the rightmost run first; each launch removes one run.
+        while any(reduced for _, reduced in groups):
+            k = max(i for i, (_, reduced) in enumerate(groups) if reduced)
+            outer = math.prod(s for s, _ in groups[:k])
+            inner = math.prod(s for s, _ in groups[k + 1:])
+            reduce = groups[k][0]
+            res = self.xp.empty(outer * inner, g.dtype)
+            if inner == 1:
+                self._launch("sum_last_fwd", g.dtype, min(outer, self.max_blocks),
+                             self._row_block(reduce), (out, res, np.int64(outer), np.int64(reduce)))
+            else:
+                self._launch("sum_middle_fwd", g.dtype, self._elementwise_grid(outer * inner),
+                             self.block, (out, res, np.int64(outer), np.int64(reduce), np.int64(inner)))
+            out, groups = res, groups[:k] + groups[k + 1:]
+        return (out.copy() if out is g else out).reshape(target)
+
+    # ------------------------------------------------------------ optimizers
+    def _in_place(self, arrays, what):
+        p = arrays[0]
+        for a in arrays:
+            if a.dtype != p.dtype or a.shape != p.shape or not a.flags.c_contiguous:
+                raise ValueError(f"{what}: every array must be C-contiguous with the parameter's shape "
+                                 f"{p.shape} and dtype {p.dtype}; got {a.shape} {a.dtype}")
+        if p.dtype.name not in DTYPES:
+            raise TypeError(f"{what}: parameters must be float32 or float64, got {p.dtype}")
+
+    def sgd_update(self, p, g, v, lr, momentum=0.0, nesterov=False):
+        """Keras SGD in place on p and the velocity v (v may be None when momentum == 0)."""
+        if v is None:
+            if momentum:
+                raise ValueError("sgd_update: momentum needs a velocity slot v")
+            v = self.xp.zeros_like(p)
+        self._in_place((p, g, v), "sgd_update")
+        if p.size:
+            t = p.dtype.type
+            self._launch("sgd_update", p.dtype, self._elementwise_grid(p.size), self.block,
+                         (p, g, v, np.int64(p.size), t(lr), t(momentum), np.int32(bool(nesterov))))
+
+    def adam_update(self, p, g, m, v, lr_t, b1, b2, eps):
+        """Keras Adam in place on p, m, v; lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)."""
+        self._in_place((p, g, m, v), "adam_update")
+        if p.size:
+            t = p.dtype.type
+            self._launch("adam_update", p.dtype, self._elementwise_grid(p.size), self.block,
+                         (p, g, m, v, np.int64(p.size), t(lr_t), t(b1), t(b2), t(eps)))
+
+
+def reduction_groups(g_shape, batch_ndim, in_shape):
+    """Collapse the axes of g into runs of kept or reduced axes.
+
+    Returns [(size, reduced)], adjacent runs alternating. Batch axes are kept;
+    a full axis is reduced where in_shape (right-aligned) has 1 and full has
+    more; axes of size 1 are dropped (they can join either kind)."""
+    full_shape = tuple(g_shape[batch_ndim:])
+    if len(in_shape) > len(full_shape):
+        raise ValueError(f"unbroadcast: {in_shape} has more axes than {full_shape}")
+    padded = (1,) * (len(full_shape) - len(in_shape)) + tuple(in_shape)
+    for i, f in zip(padded, full_shape):
+        if i not in (1, f):
+            raise ValueError(f"unbroadcast: {tuple(in_shape)} does not broadcast to {full_shape}")
+    axes = [(s, False) for s in g_shape[:batch_ndim]]
+    axes += [(f, i == 1 and f != 1) for i, f in zip(padded, full_shape)]
+    groups = []
+    for size, reduced in axes:
+        if size == 1:
+            continue
+        if groups and groups[-1][1] == reduced:
+            groups[-1] = (groups[-1][0] * size, reduced)
+        else:
+            groups.append((size, reduced))
+    return groups

@@ -1,0 +1,95 @@
+"""`python -m tapegpu info`: version, backends, GPUs, whether the kernels compile (NVRTC) and
+run (the emulator), and the default device."""
+import platform
+
+import numpy as np
+
+
+def _gpus():
+    from .. import backends as backend
+    out = []
+    for i in range(backend.gpu_count()):
+        try:
+            out.append({"device": f"gpu:{i}", **backend.gpu(i).properties()})
+        except Exception as e:  # report, don't fail: info is for diagnosing installs
+            out.append({"device": f"gpu:{i}", "error": str(e)})
+    return out
+
+
+def _cupy():
+    from importlib.util import find_spec
+    if find_spec("cupy") is None:
+        return "not installed (pip install 'tapegpu[cuda12]' or '[cuda13]' for a GPU)"
+    try:
+        import cupy
+        return cupy.__version__
+    except Exception as e:
+        return f"installed but not importable: {e}"
+
+
+def _nvrtc():
+    """Whether every kernel file compiles for compute_80 with NVRTC (no GPU needed)."""
+    from ..backends.kernels import KERNEL_DIR, kernel_files, nvrtc
+    if not nvrtc.available():
+        return f"unavailable: {nvrtc.reason()}"
+    import os
+    try:
+        for f in kernel_files():
+            nvrtc.compile_file(os.path.join(KERNEL_DIR, f + ".cu"), "compute_80")
+    except Exception as e:
+        return f"FAILED: {e}"
+    return f"ok ({len(kernel_files())} files, compute_80)"
+
+
+def _emulator():
+    """Whether the emulator builds and runs a kernel, checked against its reference."""
+    from .. import backends as backend
+    if not backend.CudaEmuBackend.available():
+        return "unavailable: no C++ compiler (g++) found"
+    try:
+        from ..backends.kernels import reference
+        x = np.linspace(-2, 2, 37)
+        got = backend.CUDA_EMU.kernels.act_fwd("tanh", x)
+        want = reference.act_fwd("tanh", x) if hasattr(reference, "act_fwd") else np.tanh(x)
+        if not np.allclose(got, want, rtol=1e-12):
+            return "FAILED: tanh kernel disagrees with numpy"
+    except Exception as e:
+        return f"FAILED: {e}"
+    return "ok (tanh kernel run and checked)"
+
+
+def _cpu_kernels():
+    import os
+    from ..backends import cpu_kernels
+    if cpu_kernels is not None:
+        return "yes (tapegpu.backends._cpu: bias + ReLU forward, ReLU backward)"
+    if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
+        return "off (TAPEGPU_PURE_PYTHON is set): numpy runs those ops"
+    return "no: not built (a C compiler at install builds them); numpy runs those ops"
+
+
+def report(check_kernels=True):
+    """A dict: versions, devices, GPUs, kernel status, default device."""
+    import tapegpu as tg
+    from .. import backends as backend
+    out = {
+        "tapegpu": tg.__version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpu kernels": _cpu_kernels(),
+        "cupy": _cupy(),
+        "backends": [f"{b.name} ({b.short})" for b in backend.available()],
+        "gpus": _gpus() or "none",
+        "default_device": backend._default().device,
+    }
+    if check_kernels:
+        out["kernels_compile (nvrtc)"] = _nvrtc()
+        out["kernels_run (emulator)"] = _emulator()
+    return out
+
+
+def main(argv=None):
+    """Prints the report; returns 0."""
+    for k, v in report().items():
+        print(f"{k:>24}: {v}")
+    return 0

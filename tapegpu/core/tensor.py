@@ -1,0 +1,443 @@
+"""Tensor and Variable.
+
+A `Tensor` is an immutable n-d array on one device: it holds the backend's array (`_data`), the
+backend (`_dev`) and a unique id (`_uid`, never reused) by which tapes track it. Nothing ever
+writes into a tensor's array, so a tape may keep a reference to it instead of a copy.
+
+A `Variable` is a mutable cell holding a tensor. Assigning replaces the tensor (the old array is
+untouched, so values saved on a tape stay valid). Each read under an active tape is recorded as an
+identity from the variable's own id, which is how gradients reach variables across assignments.
+"""
+import itertools
+import math
+import numbers
+import threading
+
+import numpy as np
+
+from .. import backends as _backend
+from . import dtypes
+
+
+class _ThreadState(threading.local):
+    """What records in this thread: as in TensorFlow, a tape sees only the ops of the thread
+    that entered it."""
+
+    def __init__(self):
+        # tapes and forward accumulators recording, innermost last; changed in place, never
+        # rebound (a tape keeps the list it was pushed on)
+        self.recorders = []
+        self.variable_watchers = []  # told about every variable read (custom_gradient)
+
+
+_thread = _ThreadState()
+
+
+class TensorBase:
+    """A tensor's fields and constructor."""
+    __slots__ = ("_data", "_dev", "_uid", "_res", "__weakref__")  # _res: see registry
+
+    def __init__(self, data, dev=None):
+        self._data = data
+        self._dev = dev if dev is not None else _backend.current()
+        self._uid = _next_uid()
+
+
+_next_uid = itertools.count(1).__next__
+
+
+class Tensor(TensorBase):
+    """An immutable n-d array on one device.
+
+    >>> x = tg.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> x.shape, x.dtype
+    ((2, 2), tg.float32)
+    >>> (x @ x).numpy()
+    array([[ 7., 10.],
+           [15., 22.]], dtype=float32)
+    """
+
+    __slots__ = ()  # the fields are TensorBase's
+    __array_ufunc__ = None  # numpy defers to our reflected operators: np_array + tensor -> Tensor
+    __hash__ = None  # `==` is elementwise, as in TensorFlow 2; use `.ref()` as a key
+
+    # -- attributes -----------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self._data.shape
+
+    @property
+    def dtype(self):
+        return dtypes.from_numpy(self._data.dtype)
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def size(self):
+        return self._data.size
+
+    @property
+    def device(self):
+        return self._dev.device
+
+    @property
+    def nbytes(self):
+        return self._data.nbytes
+
+    def numpy(self):
+        """A host numpy copy of the value."""
+        return np.array(self._dev.to_numpy(self._data), copy=True)
+
+    def item(self):
+        return self._dev.to_numpy(self._data).item()
+
+    def ref(self):
+        """A hashable reference to this tensor (as TensorFlow's `Tensor.ref()`)."""
+        return _Ref(self)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._dev.to_numpy(self._data)
+        if copy or (dtype is not None and np.dtype(dtype) != a.dtype):
+            return np.array(a, dtype=dtype, copy=True)
+        view = a.view()
+        view.flags.writeable = False  # the tensor stays immutable
+        return view
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a scalar tensor (shape ()) is not defined")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a scalar tensor (shape ()) is not defined")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; "
+                             "use tg.reduce_any or tg.reduce_all")
+        return bool(self._data)
+
+    def __float__(self):
+        return float(self._data)
+
+    def __int__(self):
+        return int(self._data)
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iu":
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype.name}")
+        return int(self._data)
+
+    def __repr__(self):
+        a = self._dev.to_numpy(self._data)
+        vals = repr(a.item()) if a.ndim == 0 else repr(a)
+        dev = "" if self._dev is _backend.NUMPY else f", device={self._dev.short}"
+        return f"<tg.Tensor: shape={self.shape}, dtype={self.dtype.name}{dev}, numpy={vals}>"
+
+    def __str__(self):
+        return f"tg.Tensor({np.array2string(self._dev.to_numpy(self._data))}, " \
+               f"shape={self.shape}, dtype={self.dtype.name})"
+
+    def __reduce__(self):
+        return (_rebuild, (self.numpy(),))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def _rebuild(array):
+    return Tensor(array)
+
+
+class _Ref:
+    __slots__ = ("_t",)
+
+    def __init__(self, t):
+        self._t = t
+
+    def deref(self):
+        return self._t
+
+    def __hash__(self):
+        return hash(self._t._uid)
+
+    def __eq__(self, other):
+        return isinstance(other, _Ref) and other._t is self._t
+
+
+class Variable:
+    """A mutable tensor-valued cell whose reads are tracked by tapes.
+
+    >>> v = tg.Variable(3.0)
+    >>> with tg.GradientTape() as tape:
+    ...     y = v * v
+    >>> float(tape.gradient(y, v))
+    6.0
+    >>> _ = v.assign_sub(1.0); float(v)
+    2.0
+    """
+
+    __array_ufunc__ = None
+    __hash__ = None  # `==` is elementwise, as in TensorFlow 2; use `.ref()` as a key
+    _count = itertools.count()
+
+    def __init__(self, initial_value, trainable=True, name=None, dtype=None):
+        if callable(initial_value):
+            initial_value = initial_value()
+        value = convert_to_tensor(initial_value, dtype=dtype)
+        if isinstance(initial_value, np.ndarray) and value._data is initial_value:
+            value = Tensor(initial_value.copy(), value._dev)
+        self._value = value
+        self._uid = _next_uid()
+        self.trainable = bool(trainable)
+        self.name = name if name is not None else f"Variable:{next(Variable._count)}"
+
+    # A variable reads like a tensor.
+    shape = property(lambda self: self._value._data.shape)
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: self._value._data.ndim)
+    device = property(lambda self: self._value.device)
+    _dev = property(lambda self: self._value._dev)
+
+    def numpy(self):
+        return self._value.numpy()
+
+    def value(self):
+        return self._read()
+
+    def ref(self):
+        """A hashable reference to this variable (as TensorFlow's `Variable.ref()`)."""
+        return _Ref(self)
+
+    def read_value(self):
+        return self._read()
+
+    def _read(self):
+        """The current value; under active tapes, a recorded read (identity from this variable)."""
+        for watcher in _thread.variable_watchers:
+            watcher(self)
+        active = _thread.recorders
+        if not active:
+            return self._value
+        out = None
+        for rec in active:
+            out = rec.record_variable_read(self, out)
+        return out if out is not None else self._value
+
+    def _checked(self, value, op):
+        t = convert_to_tensor(value, dtype_hint=self._value.dtype)
+        if t.shape != self.shape:
+            raise ValueError(f"Variable.{op}: value of shape {t.shape} does not match the "
+                             f"variable {self.name!r} of shape {self.shape}")
+        if t._data.dtype != self._value._data.dtype:
+            raise TypeError(f"Variable.{op}: value of dtype {t.dtype.name} does not match the "
+                            f"variable {self.name!r} of dtype {self.dtype.name}")
+        if t._dev is not self._value._dev:
+            raise ValueError(f"Variable.{op}: value on {t.device} but variable {self.name!r} "
+                             f"on {self.device}")
+        return t
+
+    def assign(self, value, read_value=True):
+        t = self._checked(value, "assign")
+        if isinstance(value, np.ndarray) and t._data is value:
+            t = Tensor(value.copy(), t._dev)  # the caller still holds `value`
+        self._value = Tensor(t._data, t._dev)
+        return self if read_value else None
+
+    def assign_add(self, delta, read_value=True):
+        d = self._checked(delta, "assign_add")
+        self._value = Tensor(self._value._data + d._data, d._dev)  # new array: saved values stay
+        return self if read_value else None
+
+    def assign_sub(self, delta, read_value=True):
+        d = self._checked(delta, "assign_sub")
+        self._value = Tensor(self._value._data - d._data, d._dev)
+        return self if read_value else None
+
+    def _assign_array(self, array):
+        """Replace the value by a freshly computed array the caller owns (optimizers)."""
+        self._value = Tensor(array, self._value._dev)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._value.__array__(dtype, copy)
+
+    def __len__(self):
+        return len(self._value)
+
+    def __bool__(self):
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self._value._data)
+
+    def __int__(self):
+        return int(self._value._data)
+
+    def __index__(self):
+        return self._value.__index__()
+
+    def __iter__(self):
+        return iter(self._read())
+
+    def __repr__(self):
+        vals = np.array2string(self.numpy(), separator=", ", threshold=1000)
+        return f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}, " \
+               f"numpy={vals}>"
+
+
+# -- conversion ---------------------------------------------------------------------------------
+
+def _infer_dtype(value):
+    """TensorFlow's defaults: Python floats -> float32, ints -> int32, bools -> bool."""
+    if isinstance(value, bool):
+        return np.bool_
+    if isinstance(value, numbers.Integral):
+        return np.int32
+    if isinstance(value, numbers.Real):
+        return np.float32
+    if isinstance(value, numbers.Complex):
+        return np.complex64
+    arr = np.asarray(value)
+    kind = arr.dtype.kind
+    if kind == "f":
+        return np.float32
+    if kind in "iu":
+        return np.int32 if arr.dtype.itemsize <= 8 and np.all(np.abs(arr) < 2**31) else np.int64
+    if kind == "c":
+        return np.complex64
+    return arr.dtype
+
+
+def _check_lossless(value, arr, target, op):
+    """Refuse float -> int conversions that would truncate (TF raises TypeError here too)."""
+    src = np.asarray(value)
+    if target.kind in "iub" and src.dtype.kind in "fc" and not np.array_equal(arr, src):
+        raise TypeError(f"{op}: cannot convert {value!r} to dtype {np.dtype(target).name} "
+                        "without losing its value")
+
+
+def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
+    """Converts tensors, variables, numpy arrays, Python scalars and nested lists to a Tensor.
+
+    Python floats become float32 and Python ints int32 (TensorFlow's defaults); numpy arrays keep
+    their dtype. A `dtype` that does not match a tensor's raises instead of casting silently.
+
+    >>> tg.convert_to_tensor([1, 2]).dtype
+    tg.int32
+    """
+    if type(value) is Tensor:
+        if dtype is not None and value._data.dtype != dtypes.np_dtype(dtype):
+            raise TypeError(f"convert_to_tensor: tensor has dtype {value.dtype.name}, "
+                            f"requested {dtypes.as_dtype(dtype).name}; use tg.cast to convert")
+        return value
+    if isinstance(value, Variable):
+        return convert_to_tensor(value._read(), dtype)
+    if isinstance(value, Tensor):  # subclass
+        return value
+    dev = _backend.current()
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, Variable)) for v in value):
+        from .. import ops  # a nested list holding tensors is a stack (differentiable)
+        return ops.stack([convert_to_tensor(v, dtype) for v in value])
+    target = dtypes.np_dtype(dtype)
+    if target is None:
+        if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+            target = value.dtype
+        elif dtype_hint is not None:
+            hint = dtypes.np_dtype(dtype_hint)
+            target = hint if _fits(value, hint) else np.dtype(_infer_dtype(value))
+        else:
+            target = np.dtype(_infer_dtype(value))
+    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__") and \
+            not isinstance(value, np.ndarray):
+        arr = dev.asarray(value, dtype=target)
+    else:
+        host = np.array(value, dtype=target, copy=True)
+        _check_lossless(value, host, target, "convert_to_tensor")
+        arr = dev.asarray(host) if dev.xp is not np else host
+    return Tensor(arr, dev)
+
+
+def _fits(value, npd):
+    """Whether a Python scalar/list may adopt dtype `npd` (ints may become floats, not reverse)."""
+    if npd.kind == "f" or npd.kind == "c":
+        return True
+    src = np.asarray(value)
+    return src.dtype.kind in "iub" if npd.kind in "iu" else src.dtype.kind == "b"
+
+
+def constant(value, dtype=None, shape=None, name=None):
+    """Creates a constant tensor (a copy of `value`).
+
+    >>> tg.constant(1.5)
+    <tg.Tensor: shape=(), dtype=float32, numpy=1.5>
+    """
+    t = convert_to_tensor(value, dtype)
+    if isinstance(value, (Tensor, Variable)):
+        t = Tensor(t._data, t._dev)
+    if shape is not None:
+        shape = tuple(shape)
+        if t.size == 1:
+            t = Tensor(t._dev.xp.full(shape, t._data.reshape(()), dtype=t._data.dtype), t._dev)
+        elif t.size == int(np.prod(shape)):
+            t = Tensor(t._data.reshape(shape), t._dev)
+        else:
+            raise ValueError(f"constant: cannot give a value of shape {t.shape} the shape {shape}")
+    return t
+
+
+_scalars = {}  # device -> dtype -> value -> Tensor: immutable, so safely shared
+
+
+def scalar_like(value, like):
+    """A Python scalar as a tensor with the dtype and device of `like` (no silent promotion)."""
+    npd = like._data.dtype
+    by_dtype = _scalars.get(like._dev)
+    cache = by_dtype.get(npd) if by_dtype is not None else None
+    if cache is not None:
+        t = cache.get(value)
+        # -0.0 == 0.0 as a key, but not as a summand: only +0.0 is cached
+        if t is not None and (value or math.copysign(1.0, value) > 0.0):
+            return t
+    if npd.kind in "iu":
+        if isinstance(value, float) and not float(value).is_integer():
+            raise TypeError(f"cannot use the float {value!r} with a tensor of dtype {npd.name}; "
+                            "cast the tensor to a floating dtype first")
+    elif npd.kind == "b" and not isinstance(value, bool):
+        raise TypeError(f"cannot use {value!r} with a tensor of dtype bool")
+    t = Tensor(like._dev.xp.asarray(value, dtype=npd), like._dev)
+    # not cached: bools (True == 1 as a key, but 1 must fail for a bool tensor), NaN (never
+    # equal to itself as a key) and -0.0
+    if npd.kind != "b" and value == value and (value or math.copysign(1.0, value) > 0.0):
+        if cache is None:
+            cache = _scalars.setdefault(like._dev, {}).setdefault(npd, {})
+        if len(cache) > 4096:
+            cache.clear()
+        cache[value] = t
+    return t
+
+
+def as_tensor_pair(x, y):
+    """Converts a binary op's operands: Python scalars adopt the other operand's dtype."""
+    tx = type(x)
+    ty = type(y)
+    if tx is Tensor:
+        if ty is Tensor:
+            return x, y
+        if ty in (float, int, bool):
+            return x, scalar_like(y, x)
+        return x, convert_to_tensor(y, dtype_hint=x.dtype)
+    if ty is Tensor:
+        if tx in (float, int, bool):
+            return scalar_like(x, y), y
+        return convert_to_tensor(x, dtype_hint=y.dtype), y
+    x = convert_to_tensor(x)
+    if ty in (float, int, bool):
+        return x, scalar_like(y, x)
+    return x, convert_to_tensor(y, dtype_hint=x.dtype)

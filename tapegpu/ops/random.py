@@ -1,0 +1,81 @@
+"""Random tensors. `set_seed` makes the sequence repeatable; an op-level `seed` makes one call
+repeatable on its own (as TensorFlow's global and op seeds)."""
+import numpy as np
+
+from .. import backends as _backend
+from ..core.dtypes import np_dtype
+from .registry import InvalidArgumentError
+from ..core.tensor import Tensor
+
+_rng = [np.random.default_rng()]
+
+
+def set_seed(seed):
+    """Seeds tapegpu's random generator.
+
+    >>> tg.random.set_seed(0); a = tg.random.normal((2,)).numpy()
+    >>> tg.random.set_seed(0); bool((a == tg.random.normal((2,)).numpy()).all())
+    True
+    """
+    _rng[0] = np.random.default_rng(seed)
+
+
+def _gen(seed):
+    return _rng[0] if seed is None else np.random.default_rng(seed)
+
+
+def _float_dtype(dtype, op):
+    dt = np_dtype(dtype) or np.dtype(np.float32)
+    if dt.kind != "f":
+        raise InvalidArgumentError(f"{op}: dtype must be floating, got {dt.name}")
+    return dt
+
+
+def _put(host, device):
+    dev = device or _backend.current()
+    return Tensor(host if dev.xp is np else dev.asarray(host), dev)
+
+
+def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None, device=None):
+    """Samples from N(mean, stddev^2).
+
+    >>> tg.random.normal((2, 3)).shape
+    (2, 3)
+    """
+    dt = _float_dtype(dtype, "random.normal")
+    host = _gen(seed).standard_normal(tuple(shape), dtype=np.float64) * stddev + mean
+    return _put(host.astype(dt), device)
+
+
+def uniform(shape, minval=0, maxval=None, dtype=None, seed=None, name=None, device=None):
+    """Samples uniformly from [minval, maxval) (maxval defaults to 1 for floats).
+
+    >>> float(tg.reduce_max(tg.random.uniform((100,)))) < 1.0
+    True
+    """
+    dt = np_dtype(dtype) or np.dtype(np.float32)
+    gen = _gen(seed)
+    if dt.kind in "iu":
+        if maxval is None:
+            raise InvalidArgumentError("random.uniform: integer dtypes need maxval")
+        host = gen.integers(minval, maxval, size=tuple(shape), dtype=dt)
+    else:
+        hi = 1.0 if maxval is None else maxval
+        host = gen.uniform(minval, hi, size=tuple(shape)).astype(dt)
+    return _put(host, device)
+
+
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None):
+    """N(mean, stddev^2) resampled beyond two standard deviations.
+
+    >>> float(tg.reduce_max(tg.abs(tg.random.truncated_normal((100,))))) <= 2.0
+    True
+    """
+    dt = _float_dtype(dtype, "random.truncated_normal")
+    gen = _gen(seed)
+    z = gen.standard_normal(tuple(shape))
+    bad = np.abs(z) > 2
+    while bad.any():
+        z[bad] = gen.standard_normal(int(bad.sum()))
+        bad = np.abs(z) > 2
+    return _put((z * stddev + mean).astype(dt), None)

@@ -1,0 +1,240 @@
+"""Every kernel of cuda_kernels/ against its numpy reference, on the emulator.
+
+Each case runs in forward and in reverse resume order, in float32 and float64,
+on sizes that cover one element, partial blocks, grid-stride tails (the
+KernelSet is capped at 3 blocks) and empty inputs (no launch)."""
+
+SINGLE_DEVICE = True  # about the kernels themselves, not a tapegpu device
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from tapegpu.backends.emu import RawModule
+from tapegpu.backends.kernels import KERNEL_DIR, KernelSet, kernel_files, kernel_names
+from tapegpu.backends.kernels import reference as ref
+from tapegpu.backends.kernels.launch import ACTIVATIONS, reduction_groups
+
+DTYPES = (np.float32, np.float64)
+TOL = {np.float32: dict(rtol=3e-5, atol=3e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
+SIZES = (0, 1, 255, 257, 3000)   # empty, one, partial block, one past a block, grid-stride tail
+MAX_BLOCKS = 3
+
+
+@pytest.fixture(scope="module")
+def kernel_sets():
+    return {o: KernelSet.emulated(order=o, max_blocks=MAX_BLOCKS) for o in ("forward", "reverse")}
+
+
+@pytest.fixture
+def ks(kernel_sets, order):
+    kernel_sets[order].launches.clear()
+    return kernel_sets[order]
+
+
+def sample(shape, dtype, seed=0, scale=3.0):
+    x = np.random.default_rng(seed).standard_normal(shape) * scale
+    if x.size >= 4:   # include values where naive formulas overflow
+        x.flat[:4] = [-60.0, 60.0, 0.0, -1e-3]
+    return x.astype(dtype)
+
+
+def check(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+def assert_launches(ks, expected):
+    assert sum(ks.launches.values()) == expected, dict(ks.launches)
+
+
+# ------------------------------------------------------------ activations
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_act_fwd(ks, name, size, dtype):
+    x = sample(size, dtype)
+    check(ks.act_fwd(name, x), ref.act_fwd(name, x), dtype)
+    assert_launches(ks, 1 if size else 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_act_bwd(ks, name, size, batch, dtype):
+    """dx = g * f'(saved); a batch of cotangents goes in one launch."""
+    x = sample(size, dtype)
+    saved = ref.act_fwd(name, x) if ref.SAVES[name] == "out" else x
+    g = sample(batch + (size,), dtype, seed=1, scale=1.0)
+    check(ks.act_bwd(name, g, saved), ref.act_bwd(name, g, saved), dtype)
+    assert_launches(ks, 1 if size else 0)
+
+
+def test_act_bwd_rejects_mismatched_cotangent(ks):
+    with pytest.raises(ValueError, match=r"cotangent \(4, 3\) float32 must be batch_shape \+ \(4,\)"):
+        ks.act_bwd("relu", np.zeros((4, 3), np.float32), np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="must be float32 or float64, got int64"):
+        ks.act_fwd("relu", np.arange(3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (7, 33), (300, 13), (2, 3, 4)])
+@pytest.mark.parametrize("name", ("none",) + ACTIVATIONS)
+def test_bias_act_fwd(ks, name, shape, dtype):
+    x, b = sample(shape, dtype), sample(shape[-1:], dtype, seed=2)
+    check(ks.bias_act_fwd(name, x, b), ref.bias_act_fwd(name, x, b), dtype)
+    assert_launches(ks, 1 if x.size else 0)
+
+
+# ------------------------------------------------------------ softmax family
+ROW_SHAPES = [(0, 4), (3, 0), (1, 1), (5, 7), (4, 33), (9, 300), (2, 3, 257)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_fwd(ks, log, shape, dtype):
+    x = sample(shape, dtype)
+    fwd, want = (ks.log_softmax_fwd, ref.log_softmax_fwd) if log else (ks.softmax_fwd, ref.softmax_fwd)
+    check(fwd(x), want(x), dtype)
+    assert_launches(ks, 1 if x.size else 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch", [(), (2,)])
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_bwd(ks, log, shape, batch, dtype):
+    x = sample(shape, dtype)
+    y = (ref.log_softmax_fwd if log else ref.softmax_fwd)(x)
+    g = sample(batch + shape, dtype, seed=1, scale=1.0)
+    bwd, want = (ks.log_softmax_bwd, ref.log_softmax_bwd) if log else (ks.softmax_bwd, ref.softmax_bwd)
+    check(bwd(g, y), want(g, y), dtype)
+    assert_launches(ks, 1 if g.size else 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (5, 7), (9, 300)])
+def test_sparse_xent(ks, shape, dtype):
+    z = sample(shape, dtype)
+    labels = np.random.default_rng(3).integers(0, shape[1], shape[0])
+    loss, probs = ks.sparse_xent_fwd(z, labels)
+    want_loss, want_probs = ref.sparse_xent_fwd(z, labels)
+    check(loss, want_loss, dtype)
+    check(probs, want_probs, dtype)
+    g = sample(shape[:1], dtype, seed=4, scale=1.0)
+    check(ks.sparse_xent_bwd(g, probs, labels.astype(np.int32)), ref.sparse_xent_bwd(g, want_probs, labels),
+          dtype)
+    assert_launches(ks, 2 if z.size else 0)
+
+
+def test_sparse_xent_label_out_of_range_gives_nan(ks):
+    z = sample((3, 4), np.float32)
+    loss, probs = ks.sparse_xent_fwd(z, np.array([0, 4, -1]))
+    assert np.isfinite(loss[0]) and np.isnan(loss[1:]).all()
+    dz = ks.sparse_xent_bwd(np.ones(3, np.float32), probs, np.array([0, 4, -1]))
+    assert np.isfinite(dz[0]).all() and np.isnan(dz[1:]).all()
+
+
+# ------------------------------------------------------------ un-broadcast
+UNBROADCAST = [  # (g shape, batch_ndim, in_shape, launches)
+    ((4, 5), 0, (5,), 1),              # bias gradient: reduce the leading axis (sum_middle)
+    ((4, 5), 0, (4, 1), 1),            # reduce the last axis (sum_last)
+    ((6, 300), 0, (6, 1), 1),          # rows longer than a block
+    ((2, 3, 4, 5, 6), 1, (4, 1, 6), 2),
+    ((2, 3, 4, 5, 6), 1, (1, 5, 1), 2),
+    ((2, 3, 4, 5, 6), 2, (), 1),       # everything but the batch axes
+    ((3, 4, 5), 0, (), 1),             # to a scalar
+    ((3, 4, 5), 1, (4, 5), 0),         # nothing to reduce: a copy
+    ((2, 1, 5), 1, (1, 5), 0),         # size-1 axes are free
+    ((7, 1000), 0, (1000,), 1),        # grid-stride over outputs
+    ((2, 0, 5), 1, (1, 5), 0),         # empty reduced axis: zeros
+    ((0, 4, 5), 1, (1, 5), 0),         # empty batch
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("g_shape,batch_ndim,in_shape,launches", UNBROADCAST)
+def test_unbroadcast(ks, g_shape, batch_ndim, in_shape, launches, dtype):
+    g = sample(g_shape, dtype)
+    got = ks.unbroadcast(g, batch_ndim, in_shape)
+    check(got, ref.unbroadcast(g, batch_ndim, in_shape), dtype)
+    assert not np.shares_memory(got, g)
+    assert_launches(ks, launches)
+
+
+def test_reduction_groups():
+    assert reduction_groups((2, 3, 4, 5, 6), 1, (4, 1, 6)) == [(2, False), (3, True), (4, False),
+                                                               (5, True), (6, False)]
+    assert reduction_groups((8, 3, 4), 1, (1, 1)) == [(8, False), (12, True)]
+    with pytest.raises(ValueError, match=r"\(3,\) does not broadcast to \(4,\)"):
+        reduction_groups((4,), 0, (3,))
+
+
+# ------------------------------------------------------------ optimizers
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("momentum,nesterov", [(0.0, False), (0.9, False), (0.9, True)])
+def test_sgd_update(ks, momentum, nesterov, size, dtype):
+    p, v = sample(size, dtype), sample(size, dtype, seed=5, scale=0.1)
+    want_p, want_v = p.copy(), v.copy()
+    for step in range(3):
+        g = sample(size, dtype, seed=10 + step, scale=1.0)
+        ks.sgd_update(p, g, v, 0.1, momentum, nesterov)
+        ref.sgd_update(want_p, g, want_v, dtype(0.1), dtype(momentum), nesterov)
+    check(p, want_p, dtype)
+    check(v, want_v, dtype)
+    assert_launches(ks, 3 if size else 0)
+
+
+def test_sgd_without_velocity(ks):
+    p, g = np.ones(5, np.float32), np.full(5, 2.0, np.float32)
+    ks.sgd_update(p, g, None, 0.25)
+    np.testing.assert_array_equal(p, 0.5)
+    with pytest.raises(ValueError, match="momentum needs a velocity"):
+        ks.sgd_update(p, g, None, 0.25, momentum=0.9)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size", SIZES)
+def test_adam_update(ks, size, dtype):
+    p = sample(size, dtype)
+    m, v = np.zeros(size, dtype), np.zeros(size, dtype)
+    want = [p.copy(), m.copy(), v.copy()]
+    lr, b1, b2, eps = 1e-2, 0.9, 0.999, 1e-7
+    for t in range(1, 4):
+        g = sample(size, dtype, seed=20 + t, scale=1.0)
+        lr_t = lr * np.sqrt(1 - b2**t) / (1 - b1**t)
+        ks.adam_update(p, g, m, v, lr_t, b1, b2, eps)
+        ref.adam_update(want[0], g, want[1], want[2], *(dtype(s) for s in (lr_t, b1, b2, eps)))
+    for got, w in zip((p, m, v), want):
+        check(got, w, dtype)
+
+
+def test_optimizer_rejects_non_contiguous_parameters(ks):
+    p = np.zeros((4, 4), np.float32).T
+    with pytest.raises(ValueError, match="C-contiguous"):
+        ks.adam_update(p, p, p, p, 0.1, 0.9, 0.999, 1e-7)
+
+
+# ------------------------------------------------------------ the launch table
+@pytest.mark.parametrize("file", kernel_files())
+def test_emulated_entry_points_match_the_table(file):
+    module = RawModule(path=os.path.join(KERNEL_DIR, file + ".cu"))
+    assert sorted(module.kernel_names) == kernel_names(file)
+
+
+def test_every_kernel_file_is_in_the_table():
+    files = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(KERNEL_DIR, "*.cu")))
+    assert files == kernel_files()
+
+
+def test_launch_counter_names_kernels(ks):
+    x = np.ones(10, np.float32)
+    ks.act_fwd("tanh", x)
+    ks.act_fwd("tanh", x)
+    ks.softmax_fwd(x.astype(np.float64))
+    assert dict(ks.launches) == {"tapegpu_tanh_fwd_f32": 2, "tapegpu_softmax_fwd_f64": 1}

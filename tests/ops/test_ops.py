@@ -1,0 +1,120 @@
+"""Every op of the spec table: forward vs numpy, VJP vs finite differences (float64), batched
+VJP == stacked single VJPs (one and two batch axes), no gradient where TF has none."""
+import numpy as np
+import pytest
+
+import tapegpu as tg
+from tapegpu.ops.registry import REGISTRY
+from tapegpu.testing.op_specs import SPECS, covered_ops, sample
+
+DIFF = [s for s in SPECS if s.grad]
+NONDIFF = [s for s in SPECS if not s.grad]
+
+
+def _run(spec, xs, watch=True, persistent=False):
+    ts = [tg.constant(x) for x in xs]
+    tape = tg.GradientTape(persistent=persistent)
+    with tape:
+        if watch:
+            tape.watch(ts)
+        y = spec.fn(*ts)
+    return tape, ts, y
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+def test_forward_matches_numpy(spec, dtype):
+    xs = sample(spec, dtype)
+    got = spec.fn(*[tg.constant(x) for x in xs])
+    want = np.asarray(spec.ref(*xs))
+    if want.dtype.kind == "f":
+        expect = spec.extra.get("out_dtype", dtype)
+        assert got.dtype == expect, f"{spec.name}: {dtype.__name__} became {got.dtype.name}"
+        tol = 2e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert got.shape == want.shape
+
+
+def _dot(a, b):
+    return float(np.sum(np.asarray(a, np.float64) * np.asarray(b, np.float64)))
+
+
+@pytest.mark.parametrize("spec", DIFF, ids=str)
+def test_vjp_matches_central_differences(spec):
+    """<u, J v> by central differences along a random v equals <J^T u, v> from the tape."""
+    rng = np.random.default_rng(1)
+    xs = sample(spec, np.float64)
+    tape, ts, y = _run(spec, xs)
+    u = rng.standard_normal(y.shape)
+    grads = tape.gradient(y, ts, output_gradients=tg.constant(u))
+    vs = [rng.standard_normal(x.shape) * spec.extra.get("scale", 1.0) for x in xs]
+    h = spec.extra.get("h", 1e-6)
+    plus = spec.fn(*[tg.constant(x + h * v) for x, v in zip(xs, vs)]).numpy()
+    minus = spec.fn(*[tg.constant(x - h * v) for x, v in zip(xs, vs)]).numpy()
+    fd = _dot(u, (plus - minus) / (2 * h))
+    ad = sum(_dot(g, v) for g, v in zip(grads, vs) if g is not None)
+    assert all(g is None or g.shape == x.shape for g, x in zip(grads, xs))
+    assert ad == pytest.approx(fd, rel=spec.extra.get("rel", 1e-6), abs=1e-7), spec.name
+
+
+@pytest.mark.parametrize("batch", [(3,), (2, 2)], ids=["1axis", "2axes"])
+@pytest.mark.parametrize("spec", DIFF, ids=str)
+def test_batched_vjp_equals_stacked(spec, batch):
+    rng = np.random.default_rng(2)
+    xs = sample(spec, np.float64)
+    tape, ts, y = _run(spec, xs, persistent=True)
+    us = rng.standard_normal(batch + y.shape)
+    batched = tape.batched_gradient(y, ts, tg.constant(us), batch_ndim=len(batch))
+    flat = us.reshape((-1,) + y.shape)
+    for i, x in enumerate(xs):
+        singles = [tape.gradient(y, ts[i], output_gradients=tg.constant(u)) for u in flat]
+        if batched[i] is None:
+            assert all(s is None for s in singles)
+            continue
+        want = np.stack([s.numpy() for s in singles]).reshape(batch + x.shape)
+        assert batched[i].shape == batch + x.shape
+        np.testing.assert_allclose(batched[i].numpy(), want, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("spec", NONDIFF, ids=str)
+def test_no_gradient_where_tf_has_none(spec):
+    xs = sample(spec, np.float64)
+    tape, ts, y = _run(spec, xs)
+    assert all(g is None for g in tape.gradient(y, ts))
+
+
+@pytest.mark.parametrize("spec", DIFF, ids=str)
+def test_float32_gradients_stay_float32(spec):
+    xs = sample(spec, np.float32)
+    tape, ts, y = _run(spec, xs)
+    for g in tape.gradient(y, ts):
+        assert g is None or g.dtype == tg.float32
+
+
+def test_every_registered_op_has_a_spec():
+    covered = set().union(*(covered_ops(s) for s in SPECS))
+    missing = sorted(set(REGISTRY) - covered)
+    assert not missing, f"registered ops without a spec in tapegpu/testing/op_specs.py: {missing}"
+
+
+@pytest.mark.parametrize("batch", [(), (3,)], ids=["plain", "batched"])
+@pytest.mark.parametrize("spec", DIFF, ids=str)
+def test_array_sweep_equals_tensor_sweep(spec, batch, monkeypatch, tg_device):
+    """The sweep on raw arrays (fused VJPs) gives the same bits as the sweep on tensors (on
+    numpy; with kernels, which sum and round in their own order, to a few ulps)."""
+    from tapegpu.autodiff import sweep
+    rng = np.random.default_rng(3)
+    xs = sample(spec, np.float64)
+    tape, ts, y = _run(spec, xs, persistent=True)
+    us = tg.constant(rng.standard_normal(batch + y.shape))
+    fused = tape.batched_gradient(y, ts, us, batch_ndim=len(batch))
+    monkeypatch.setattr(sweep, "FUSED", False)
+    plain = tape.batched_gradient(y, ts, us, batch_ndim=len(batch))
+    for a, b in zip(fused, plain):
+        assert (a is None) == (b is None)
+        if a is not None and tg_device == "numpy":
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        elif a is not None:
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-13, atol=1e-15)
