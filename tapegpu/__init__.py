@@ -10,22 +10,12 @@
 import types as _types
 
 from .core import dtypes as _dtypes
-from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,
-    float64, int8, int16, int32, int64, uint8)
+from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
+                          float64, int8, int16, int32, int64, uint8)
 from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
 from .ops.registry import InvalidArgumentError  # noqa: F401
-from .ops import (abs, add, add_n, argmax, argmin, broadcast_to, cast, clip_by_norm,
-    clip_by_value, concat, cos, cosh, divide, einsum, equal, exp, expand_dims, eye, fill,
-    gather, greater, identity, linspace, log, matmul, maximum, minimum, multiply, norm,
-    one_hot, ones, ones_like, pad, pow, range, reduce_max, reduce_mean, reduce_sum, reshape,
-    round, sigmoid, split, squeeze, stack, stop_gradient, subtract, tanh, tensordot, tile,
-    transpose, unstack, where, zeros, zeros_like, rank, size, shape)
-from .ops import unary as _u, binary as _b, reduce as _r, linalg as _l, nn as _n
-import importlib as _importlib
-_s = _importlib.import_module(".ops.shape", __name__)  # `ops.shape` is also a function
+from .ops import EXPORTS as _EXPORTS
 from .autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401
-from .ops import fused as _fused  # noqa: F401  (array-level VJPs for the sweep)
-from .ops import dispatch as _dispatch  # noqa: F401  (kernel overrides on cuda / cuda_emu)
 from .autodiff.custom import custom_gradient  # noqa: F401
 from .core.device import copy_to, device  # noqa: F401
 from .core import dlpack as experimental  # noqa: F401
@@ -45,50 +35,16 @@ def _namespace(name, **members):
     return ns
 
 
-math = _namespace(
-    "math", **{k: getattr(_u, k) for k in (
-        "abs", "sign", "square", "sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "sin", "cos",
-        "tan", "tanh", "sinh", "cosh", "atan", "sigmoid", "softplus", "erf", "reciprocal",
-        "floor", "ceil", "round", "negative")},
-    **{k: getattr(_b, k) for k in (
-        "add", "subtract", "multiply", "divide", "truediv", "pow", "maximum", "minimum",
-        "squared_difference", "equal", "not_equal", "less", "less_equal", "greater",
-        "greater_equal", "logical_and", "logical_or", "logical_not", "logical_xor", "floordiv",
-        "floormod", "mod")},
-    **{k: getattr(_r, k) for k in (
-        "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-        "reduce_logsumexp", "reduce_variance", "reduce_std", "reduce_any", "reduce_all",
-        "argmax", "argmin", "count_nonzero")},
-    add_n=add_n, l2_normalize=None, divide_no_nan=None)
-del math.l2_normalize, math.divide_no_nan
-nn = _namespace(
-    "nn", **{k: getattr(_u, k) for k in ("relu", "relu6", "elu", "selu", "gelu", "leaky_relu",
-                                         "sigmoid", "tanh", "softplus")},
-    **{k: getattr(_n, k) for k in (
-        "softmax", "log_softmax", "sparse_softmax_cross_entropy_with_logits",
-        "softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits", "l2_loss",
-        "batch_normalization", "dropout", "bias_add", "bias_act")},
-    moments=_r.moments)
-linalg = _namespace(
-    "linalg", **{k: getattr(_l, k) for k in (
-        "matmul", "solve", "inv", "det", "slogdet", "logdet", "cholesky", "norm", "diag_part",
-        "trace", "tensordot", "einsum", "global_norm")},
-    matrix_transpose=_s.matrix_transpose)
-# the math, nn and linalg functions are top-level names too, as in TensorFlow
-for _ns in (math, nn):
-    for _k, _v in vars(_ns).items():
-        if not _k.startswith("_") and _k not in globals():
-            globals()[_k] = _v
-reduce_min = _r.reduce_min
-reduce_prod = _r.reduce_prod
-reduce_logsumexp = _r.reduce_logsumexp
-reduce_variance = _r.reduce_variance
-reduce_std = _r.reduce_std
-reduce_any = _r.reduce_any
-reduce_all = _r.reduce_all
-sqrt = _u.sqrt
-truediv = _b.truediv
-squared_difference = _b.squared_difference
+# tg.math, tg.nn, tg.linalg and the top level, as each op family declares (`fn.api`)
+math = _namespace("math")
+nn = _namespace("nn")
+linalg = _namespace("linalg")
+for _name, _fn in _EXPORTS.items():
+    for _ns in _fn.api:
+        if _ns in ("math", "nn", "linalg"):
+            setattr(globals()[_ns], _name, _fn)
+        elif not _ns:
+            globals()[_name] = _fn
 
 
 def _autodiff():

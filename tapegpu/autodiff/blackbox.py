@@ -338,16 +338,15 @@ def _record(func, grad, estimator, inputs, outs, label, single):
             vjp, jvp, batched = _user_vjp(grad, k, out_specs, label, single), None, False
         else:
             vjp, jvp, batched, saves = _missing_vjp(label), None, True, ()
-        op = Op(f"numpy_function:{label}", None, args, vjp, jvp, saves, False, False, batched,
-                False, True)
+        op = Op(f"numpy_function:{label}", args=args, vjp=vjp, jvp=jvp, saves=saves,
+                batched=batched, same_dtype=False, variadic=True, tensor_rule=True)
         for rec in list(_thread.recorders):
             rec.record(op, inputs, out, {})
 
 
 def _estimated_vjp(jacobian, k, out_shape):
     # x_i's cotangent = g_k @ J[k][i], with g carrying any leading batch axes
-    def vjp(g, *inputs):
-        from .. import ops
+    def vjp(ops, g, *inputs):
         batch = g.shape[:g.ndim - len(out_shape)]
         flat = ops.reshape(g, (-1, int(np.prod(out_shape))))
         grads = []
@@ -363,8 +362,7 @@ def _estimated_vjp(jacobian, k, out_shape):
 
 def _estimated_jvp(jacobian, k, out_shape):
     # out_k's tangent = sum_i J[k][i] t_i, with t carrying any leading batch axes
-    def jvp(ts, *inputs):
-        from .. import ops
+    def jvp(ops, ts, *inputs):
         total = None
         for x, j, t in zip(inputs, jacobian(inputs)[k], ts):
             if j is None or t is None:
@@ -383,8 +381,7 @@ def _to_dev(a, dev):
 
 
 def _user_vjp(grad, k, out_specs, label, single):
-    def vjp(g, *inputs):
-        from .. import ops
+    def vjp(ops, g, *inputs):
         upstream = [g] if single else [g if j == k else ops.zeros(shape, dtype=dtype)
                                        for j, (shape, dtype) in enumerate(out_specs)]
         got = grad(*upstream, *inputs)
@@ -406,7 +403,7 @@ def _grad_tensor(c, x, label):
 
 
 def _missing_vjp(label):
-    def vjp(g):  # saves nothing: it only explains
+    def vjp(ops, g):  # saves nothing: it only explains
         raise NoGradientError(
             f"numpy_function {label!r} has no gradient: it wraps a black-box Python function. "
             f"Pass grad= to tg.numpy_function: a callable grad(upstream, *inputs) returning one "

@@ -12,7 +12,7 @@ Recomputation runs the same forwards on the same arrays, so gradients are bit-id
 import functools
 
 from .memory import root
-from ..ops.registry import Op
+from ..ops.registry import Op, forward_on
 from ..core.tensor import Tensor, _thread
 
 
@@ -60,9 +60,10 @@ def recompute_grad(f):
                 if note is not None:
                     note(v)
         out = Tensor(result._data, result._dev)
-        op = Op(f"recompute_grad({f.__name__})", None, tuple(f"a{i}" for i in range(
-            len(tensors) + len(variables))), _recompute_rule(f, args, tensors, variables),
-            None, (), False, False, True, False, True)
+        op = Op(f"recompute_grad({f.__name__})",
+                args=tuple(f"a{i}" for i in range(len(tensors) + len(variables))),
+                vjp=_recompute_rule(f, args, tensors, variables), same_dtype=False,
+                variadic=True, tensor_rule=True)
         inputs = tensors + [_VarSlot(v) for v in variables]
         for rec in outer:
             rec.record(op, inputs, out, {})
@@ -80,7 +81,7 @@ class _VarSlot:
 
 
 def _recompute_rule(f, args, tensors, variables):
-    def vjp(g):
+    def vjp(ops, g):
         from .tape import GradientTape
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(tensors)
@@ -119,8 +120,7 @@ class Segment:
             inputs = [values[a] if type(a) is int else a for a in e.args]
             dev = inputs[0]._dev
             op = e.op
-            fwd = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
-            result = fwd(dev.xp, *[t._data for t in inputs], **e.params)
+            result = forward_on(op, dev, [t._data for t in inputs], e.params)
             if op.residuals:
                 result, res = result
             out = Tensor(result, dev)

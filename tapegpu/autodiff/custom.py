@@ -69,9 +69,9 @@ def custom_gradient(f=None):
         float_outs = [o for o in outs if isinstance(o, Tensor) and o._data.dtype.kind in "fc"]
         for k, out in enumerate(float_outs):
             rule = _rule(grad_fn, k, float_outs, len(args), arg_pos, variables)
-            op = Op(f.__name__, None, tuple(f"a{i}" for i in range(len(inputs))), rule,
-                    jvp_from_vjp(rule, out, [x._data.shape for x in inputs], f.__name__), (),
-                    False, False, False, False, True)
+            op = Op(f.__name__, args=tuple(f"a{i}" for i in range(len(inputs))), vjp=rule,
+                    jvp=jvp_from_vjp(rule, out, [x._data.shape for x in inputs], f.__name__),
+                    batched=False, same_dtype=False, variadic=True, tensor_rule=True)
             for rec in _thread.recorders:
                 rec.record(op, inputs, out, {})
         return nest.pack_sequence_as(result, outs)
@@ -81,8 +81,7 @@ def custom_gradient(f=None):
 
 def _rule(grad_fn, k, outs, n_args, arg_pos, variables):
     """The VJP of output k: grad_fn with upstream g for output k and zeros for the others."""
-    def vjp(g):
-        from .. import ops
+    def vjp(ops, g):
         upstream = [g if j == k else ops.zeros_like(o) for j, o in enumerate(outs)]
         if variables:
             in_grads, var_grads = grad_fn(*upstream, variables=variables)

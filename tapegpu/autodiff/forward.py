@@ -5,8 +5,8 @@ axes, the same for every tangent of one computation); `None` is the zero tangent
 maps its input tangents to the output tangent `batch_shape + out.shape` (`push`). The rule is
 found in this order, and derived here once for every op that has no rule of its own:
 
-1. `op.jvp`, a native rule, `jvp(t, *saved, **params)` (one tensor argument) or
-   `jvp(ts, *saved, **params)` (several; `ts` a tuple with None for zero tangents), which
+1. `op.jvp`, a native rule, `jvp(ops, t, *saved, **params)` (one tensor argument) or
+   `jvp(ops, ts, *saved, **params)` (several; `ts` a tuple with None for zero tangents), which
    returns the tangent in exactly `batch_shape + out.shape` (or None);
 2. `elementwise=True`: the Jacobian of each input is diagonal, so it is its own transpose and
    `J t = sum_i vjp_i(t_i)`. Each `t_i` is first lifted to the output's rank (size-1 axes
@@ -28,7 +28,8 @@ import numpy as np
 from ..core import nest
 from .. import ops
 from . import sweep
-from ..ops.registry import apply
+from ..ops import TENSOR_OPS
+from ..ops.registry import apply, passthrough
 from ..core.tensor import Tensor, Variable, _thread
 
 
@@ -47,7 +48,7 @@ def push(op, ts, saved, params, in_shapes):
     nb = ts[k].ndim - len(in_shapes[k])
     if op.jvp is not None:
         arg = ts[0] if len(in_shapes) == 1 and not op.variadic else tuple(ts)
-        return op.jvp(arg, *saved, **params)
+        return op.jvp(TENSOR_OPS, arg, *saved, **params)
     if op.elementwise:
         if op.linear and len(ts) == 1:
             return apply(op, (ts[0],), params)
@@ -65,8 +66,7 @@ def _elementwise_jvp(op, ts, saved, params, in_shapes, nb):
     # a diagonal Jacobian: J_i t_i = d_i * t_i = J_i^T t_i, i.e. the VJP rule applied to t_i
     rules = op.vjp
     if len(in_shapes) == 1:
-        return rules[0](ts[0], *saved, **params) if type(rules) is tuple else \
-            rules(ts[0], *saved, **params)
+        return _call(rules[0] if type(rules) is tuple else rules, ts[0], saved, params)
     s0 = in_shapes[0]
     out_shape = s0 if all(s == s0 for s in in_shapes) else np.broadcast_shapes(*in_shapes)
     k = _first(ts)
@@ -76,11 +76,15 @@ def _elementwise_jvp(op, ts, saved, params, in_shapes, nb):
             continue
         if nb and len(in_shapes[i]) < len(out_shape):  # without batch axes numpy aligns them
             t = lift(t, nb, len(out_shape))
-        d = rules[i](t, *saved, **params) if type(rules) is tuple else \
-            rules(t, *saved, **params)[i]
+        d = _call(rules[i], t, saved, params) if type(rules) is tuple else \
+            rules(TENSOR_OPS, t, *saved, **params)[i]
         if d is not None:
             total = d if total is None else ops.add(total, d)
     return fit(total, ts[k].shape[:nb], out_shape)
+
+
+def _call(rule, t, saved, params):
+    return t if rule is passthrough else rule(TENSOR_OPS, t, *saved, **params)
 
 
 def _first(ts):
@@ -118,13 +122,13 @@ def zeros_on(like, shape):
 
 def jvp_from_vjp(vjp, out, in_shapes, name):
     """A JVP rule, for an op built per call (custom gradients, and any op whose owner opts in),
-    from its VJP rule `vjp(g, *saved, **params)` (a tuple of cotangents, linear in g) by
+    from its VJP rule `vjp(ops, g, *saved, **params)` (a tuple of cotangents, linear in g) by
     `transpose_vjp`. Keeps only the output's shape, dtype and device."""
     spec = (out._data.shape, out._data.dtype, out._dev)
 
-    def jvp(ts, *saved, **params):
+    def jvp(ops, ts, *saved, **params):
         def rule(g):
-            cts = vjp(g, *saved, **params)
+            cts = vjp(ops, g, *saved, **params)
             return cts if isinstance(cts, (tuple, list)) else (cts,)
         return transpose_vjp(rule, spec, ts, in_shapes, name)
     return jvp

@@ -12,6 +12,9 @@ else its tensor rule on wrapped arrays. Both modes give identical results.
 import sys
 
 from .. import ops
+from ..ops import TENSOR_OPS
+from ..ops.namespace import array_ops
+from ..ops.registry import passthrough
 from ..core import profiler
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
@@ -119,7 +122,7 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
         for e in forward:
             for a in saved_arrays(e):
                 ledger.hold(a)
-    key = (dev.name, bool(batch_ndim))
+    key = (dev, bool(batch_ndim))
     watched = track or bool(_profilers)
     restored = []
     grads = {}
@@ -141,7 +144,7 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
         step = op.steps.get(key)
         if step is None:
             step = op.steps[key] = _array_step(op, dev, batch_ndim)
-        cts = step(xp, g, e, reach)
+        cts = step(g, e, reach)
         if watched:
             _account(e, g, cts, out in keep, release, ledger)
         if release:
@@ -218,124 +221,102 @@ def _probe(a):
 _OWNED_REFS = _refs_inside_owned()
 
 
-# -- array-level steps: each op's VJP on one device as one call ----------------------------------
+# -- array-level steps: each op's VJP rule on one device's arrays ---------------------------------
 
 def _array_step(op, dev, batch_ndim):
-    """`step(xp, g, entry, reach) -> cotangents`, one array (or None) per input of `op`: its
-    kernel VJP on `dev` if it has one, else its fused VJP, else its tensor rule on wrapped
-    arrays. Inputs not in `reach` get None. Built once per op, device and batchedness
-    (`op.steps`, cleared when the op's fused rule changes)."""
-    rule = op.fused_overrides.get(dev.name) if op.fused_overrides else None
-    if rule is not None:
-        return _fused_step(op, rule)  # kernels count their own launches
-    if op.fused_vjp is not None and (op.batched or not batch_ndim):
-        step = _fused_step(op, op.fused_vjp)
-        if dev.counts_launches:
-            return _counting(step, dev, op.name + ".vjp")
-        return step
-    return _tensor_step(dev, batch_ndim)
-
-
-PASS = "pass"  # a fused rule that hands g on unchanged (add, identity): no call at all
+    """`step(g, entry, reach) -> cotangents`, one array (or None) per input of `op`: the op's
+    VJP rule run on the backend's arrays (`ops` the array namespace), by the backend's VJP
+    kernel where it has one. Inputs not in `reach` get None. Built once per op, device and
+    batchedness (`op.steps`)."""
+    if op.tensor_rule or (batch_ndim and not op.batched):
+        return _tensor_step(dev, batch_ndim)
+    step = _rule_step(op, array_ops(dev, TENSOR_OPS), _reader(op.save_plan))
+    kernel = op.vjp_kernels.get(dev.name) if op.vjp_kernels else None
+    if kernel is not None:
+        return _kernel_step(op, kernel, step)
+    if dev.counts_launches:
+        return _counting(step, dev, op.name + ".vjp")
+    return step
 
 
 def _reader(plan):
-    """`read(saved) -> tuple of arrays` for an op's save plan (tensors unwrapped, shapes kept),
-    and how many arrays it gives when all are tensors (else None)."""
+    """`read(saved) -> tuple of arrays` for an op's save plan (tensors unwrapped, shapes
+    kept)."""
     if all(kind in (0, 1, 4) for kind, _ in plan):
         if len(plan) == 1:
-            return (lambda saved: (saved[0]._data,)), 1
+            return lambda saved: (saved[0]._data,)
         if len(plan) == 2:
-            return (lambda saved: (saved[0]._data, saved[1]._data)), 2
-    return (lambda saved: tuple([s._data if type(s) is Tensor else s for s in saved])), None
+            return lambda saved: (saved[0]._data, saved[1]._data)
+    return lambda saved: tuple([s._data if type(s) is Tensor else s for s in saved])
 
 
-def _fused_step(op, rule):
-    """The step of an array-level rule: one callable (one input, or a tuple of cotangents) or
-    a tuple of callables (one per input, None for none, PASS for g itself)."""
-    read, n = _reader(op.save_plan)
-    if type(rule) is tuple and len(rule) == 2:
-        return _binary_step(rule, read, n)
-    if type(rule) is tuple:
-        def step(xp, g, e, reach):
-            a = read(e.saved)
+def _rule_step(op, ns, read):
+    """The step of a rule: one callable (the cotangents of all inputs) or a tuple of callables
+    (one per input: None for none, `passthrough` for g itself, which is not called)."""
+    rule = op.vjp
+    if type(rule) is not tuple:
+        if len(op.args) == 1 and not op.variadic:
+            rule = (rule,)
+        else:
+            def step(g, e, reach):
+                cts = rule(ns, g, *read(e.saved), **e.params)
+                return [c if u in reach else None for c, u in zip(cts, e.in_uids)]
+            return step
+    if len(rule) == 1:
+        r = rule[0]
+        if r is passthrough:
+            return lambda g, e, reach: (g,)
+
+        def step(g, e, reach):  # the hot path of elementwise code: no argument packing
             p = e.params
-            return [(g if r is PASS else r(xp, g, *a, **p))
-                    if (r is not None and u in reach) else None
-                    for r, u in zip(rule, e.in_uids)]
-    elif len(op.args) == 1 and not op.variadic:
-        return _unary_step(rule, read, n)
-    else:
-        def step(xp, g, e, reach):
-            cts = rule(xp, g, *read(e.saved), **e.params)
-            return [c if u in reach else None for c, u in zip(cts, e.in_uids)]
+            return (r(ns, g, *read(e.saved), **p) if p else r(ns, g, *read(e.saved)),)
+        return step
+
+    def step(g, e, reach):
+        a = read(e.saved) if e.saved else ()
+        p = e.params
+        return [(g if r is passthrough else r(ns, g, *a, **p))
+                if (r is not None and u in reach) else None
+                for r, u in zip(rule, e.in_uids)]
     return step
 
 
-def _unary_step(r, read, n):
-    # the hot path of elementwise code: one call of the rule, no argument packing
-    if r is PASS:
-        return lambda xp, g, e, reach: (g,)
-    if n == 1:
-        def step(xp, g, e, reach):
-            p = e.params
-            x = e.saved[0]._data
-            return (r(xp, g, x, **p) if p else r(xp, g, x),)
-        return step
-    else:
-        def step(xp, g, e, reach):
-            p = e.params
-            return (r(xp, g, *read(e.saved), **p),)
-    return step
+def _kernel_step(op, kernel, rule_step):
+    """A VJP kernel's step; where it returns NotImplemented (dtypes or params it does not
+    cover, batched cotangents), the rule's. Kernels count their own launches."""
+    read = _reader(op.save_plan)
+    one = len(op.args) == 1 and not op.variadic
 
-
-def _binary_step(rule, read, n):
-    r0, r1 = rule
-    if r0 is PASS and r1 is PASS:  # add
-        def step(xp, g, e, reach):
-            u0, u1 = e.in_uids
-            return (g if u0 in reach else None, g if u1 in reach else None)
-        return step
-    if n == 2 and r0 not in (None, PASS) and r1 not in (None, PASS):  # multiply, divide, ...
-        def step(xp, g, e, reach):
-            u0, u1 = e.in_uids
-            s = e.saved
-            x = s[0]._data
-            y = s[1]._data
-            p = e.params
-            if p:
-                return (r0(xp, g, x, y, **p) if u0 in reach else None,
-                        r1(xp, g, x, y, **p) if u1 in reach else None)
-            return (r0(xp, g, x, y) if u0 in reach else None,
-                    r1(xp, g, x, y) if u1 in reach else None)
-        return step
-
-    def step(xp, g, e, reach):
-        u0, u1 = e.in_uids
-        need0 = r0 is not None and u0 in reach
-        need1 = r1 is not None and u1 in reach
-        if (need0 and r0 is not PASS) or (need1 and r1 is not PASS):
-            a = read(e.saved)
-            p = e.params
-        return ((g if r0 is PASS else r0(xp, g, *a, **p)) if need0 else None,
-                (g if r1 is PASS else r1(xp, g, *a, **p)) if need1 else None)
+    def step(g, e, reach):
+        cts = kernel(g, *read(e.saved), **e.params)
+        if cts is NotImplemented:
+            return rule_step(g, e, reach)
+        if one:
+            return (cts,)
+        return [c if u in reach else None for c, u in zip(cts, e.in_uids)]
     return step
 
 
 def _counting(step, dev, name):
     """`step`, counting one library launch per cotangent it computed (not for g itself or its
-    views)."""
-    def counted(xp, g, e, reach):
-        cts = step(xp, g, e, reach)
-        for c in cts:
-            if c is not None and c is not g and getattr(c, "base", None) is not g:
-                dev.launches[name] += 1
+    views) when the rule launched nothing that counted itself."""
+    launches = dev.launches
+
+    def counted(g, e, reach):
+        before = sum(launches.values())
+        cts = step(g, e, reach)
+        if sum(launches.values()) == before:
+            for c in cts:
+                if c is not None and c is not g and getattr(c, "base", None) is not g:
+                    launches[name] += 1
         return cts
     return counted
 
 
 def _tensor_step(dev, batch_ndim):
-    def step(xp, g, e, reach):
+    """A rule on tensors wrapping the arrays (rules of user functions, and rules that take no
+    batch axes under a batched sweep)."""
+    def step(g, e, reach):
         if _profilers:
             with profiler.muted():
                 cts = vjp(e, Tensor(g, dev), reach, batch_ndim)
@@ -358,14 +339,12 @@ def vjp(e, g, reach, batch_ndim):
                            "tape can compute only one set of gradients")
     params = e.params
     if type(rule) is tuple:
-        if params:
-            return [r(g, *saved, **params) if (r is not None and u in reach) else None
-                    for r, u in zip(rule, e.in_uids)]
-        return [r(g, *saved) if (r is not None and u in reach) else None
+        return [(g if r is passthrough else r(TENSOR_OPS, g, *saved, **params))
+                if (r is not None and u in reach) else None
                 for r, u in zip(rule, e.in_uids)]
     if len(e.in_uids) == 1 and not op.variadic:
-        return (rule(g, *saved, **params) if params else rule(g, *saved),)
-    return rule(g, *saved, **params)
+        return (rule(TENSOR_OPS, g, *saved, **params),)
+    return rule(TENSOR_OPS, g, *saved, **params)
 
 
 def _vjp_unbatched(e, g, reach, batch_ndim):

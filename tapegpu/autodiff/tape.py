@@ -11,15 +11,15 @@ import enum
 from ..core import nest
 from .. import ops
 from . import sweep
-from ..ops.registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op
+from ..ops.registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op, passthrough
 from .checkpoint import Budget
 from .memory import Ledger
 from ..core.tensor import Tensor, Variable, _thread
 
 
 # a variable read under a tape: identity from the variable's id to the value it returned
-READ_VARIABLE = def_op("read_variable", lambda xp, x: x, vjp=lambda g: g, elementwise=True,
-                       linear=True)
+READ_VARIABLE = def_op("read_variable", lambda xp, x: x, vjp=passthrough, elementwise=True,
+                       linear=True, view=True)
 
 
 class UnconnectedGradients(enum.Enum):

@@ -323,6 +323,12 @@ def _check_lossless(value, arr, target, op):
                         "without losing its value")
 
 
+def stack_tensors(tensors):
+    """tg.stack, installed by tapegpu.ops (a nested list holding tensors is a differentiable
+    stack of them)."""
+    raise RuntimeError("tapegpu.ops is not imported")
+
+
 def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
     """Converts tensors, variables, numpy arrays, Python scalars and nested lists to a Tensor.
 
@@ -343,8 +349,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
         return value
     dev = _backend.current()
     if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, Variable)) for v in value):
-        from .. import ops  # a nested list holding tensors is a stack (differentiable)
-        return ops.stack([convert_to_tensor(v, dtype) for v in value])
+        return stack_tensors([convert_to_tensor(v, dtype) for v in value])
     target = dtypes.np_dtype(dtype)
     if target is None:
         if isinstance(value, np.ndarray) or isinstance(value, np.generic):

@@ -8,7 +8,9 @@
 //            (g.shape == batch_shape + x.shape); element i of g pairs with
 //            saved element i % n_saved.
 //
-// Entry points: tapegpu_<act>_<fwd|bwd>_<f32|f64>, tapegpu_bias_act_fwd_<f32|f64>.
+// Entry points: tapegpu_<act>_<fwd|bwd>_<f32|f64> and tapegpu_bias_<act>_fwd_<f32|f64>
+// (y = f(x + b) with b along the last axis), one set per TAPEGPU_ACTIVATION line: the
+// launch layer reads the activations from those lines.
 
 typedef long long i64;
 
@@ -79,6 +81,14 @@ __device__ void map_bwd(const T *g, const T *saved, T *dx, i64 n_g, i64 n_saved)
   }
 }
 
+// y[r, c] = f(x[r, c] + b[c])
+template <typename T, T (*F)(T)>
+__device__ void map_bias_fwd(const T *x, const T *b, T *y, i64 rows, i64 cols) {
+  i64 n = rows * cols;
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x)
+    y[i] = F(x[i] + b[i % cols]);
+}
+
 #define TAPEGPU_ACTIVATION(NAME, T, SUFFIX)                                                \
   extern "C" __global__ void tapegpu_##NAME##_fwd_##SUFFIX(const T *x, T *y, i64 n) {     \
     map_fwd<T, NAME##_f<T> >(x, y, n);                                                   \
@@ -86,6 +96,10 @@ __device__ void map_bwd(const T *g, const T *saved, T *dx, i64 n_g, i64 n_saved)
   extern "C" __global__ void tapegpu_##NAME##_bwd_##SUFFIX(const T *g, const T *saved,   \
                                                            T *dx, i64 n_g, i64 n_saved) { \
     map_bwd<T, NAME##_d<T> >(g, saved, dx, n_g, n_saved);                                \
+  }                                                                                      \
+  extern "C" __global__ void tapegpu_bias_##NAME##_fwd_##SUFFIX(const T *x, const T *b,  \
+                                                                T *y, i64 rows, i64 cols) { \
+    map_bias_fwd<T, NAME##_f<T> >(x, b, y, rows, cols);                                  \
   }
 
 TAPEGPU_ACTIVATION(relu, float, f32)
@@ -100,34 +114,3 @@ TAPEGPU_ACTIVATION(tanh, float, f32)
 TAPEGPU_ACTIVATION(tanh, double, f64)
 TAPEGPU_ACTIVATION(softplus, float, f32)
 TAPEGPU_ACTIVATION(softplus, double, f64)
-
-// ------------------------------------------------------------ bias + activation
-// y[r, c] = act(x[r, c] + b[c]); act codes: 0 none, 1 relu, 2 elu, 3 gelu,
-// 4 sigmoid, 5 tanh, 6 softplus (the order of ACTIVATION_CODES in launch.py).
-template <typename T> __device__ T apply_act(int act, T v) {
-  switch (act) {
-    case 1: return relu_f(v);
-    case 2: return elu_f(v);
-    case 3: return gelu_f(v);
-    case 4: return sigmoid_f(v);
-    case 5: return tanh_f(v);
-    case 6: return softplus_f(v);
-    default: return v;
-  }
-}
-
-template <typename T>
-__device__ void bias_act(const T *x, const T *b, T *y, i64 rows, i64 cols, int act) {
-  i64 n = rows * cols;
-  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x)
-    y[i] = apply_act(act, x[i] + b[i % cols]);
-}
-
-extern "C" __global__ void tapegpu_bias_act_fwd_f32(const float *x, const float *b, float *y,
-                                                    i64 rows, i64 cols, int act) {
-  bias_act(x, b, y, rows, cols, act);
-}
-extern "C" __global__ void tapegpu_bias_act_fwd_f64(const double *x, const double *b, double *y,
-                                                    i64 rows, i64 cols, int act) {
-  bias_act(x, b, y, rows, cols, act);
-}

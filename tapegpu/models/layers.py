@@ -13,24 +13,15 @@ from .. import ops
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from . import initializers
-from ..ops.nn import BIAS_ACTIVATIONS, bias_act
+from ..ops import EXPORTS
+from ..ops.nn import bias_act, bias_activations
 from .module import Module
 
-_ACTIVATIONS = {
-    "linear": None, "relu": ops.relu, "relu6": ops.relu6, "tanh": ops.tanh,
-    "sigmoid": ops.sigmoid, "elu": ops.elu, "selu": ops.selu, "gelu": ops.gelu,
-    "softmax": ops.softmax, "log_softmax": ops.log_softmax, "softplus": ops.softplus,
-    "leaky_relu": ops.leaky_relu, "swish": lambda x: x * ops.sigmoid(x),
-}
-
-
-def _fusable():
-    """Activation functions that bias_act computes together with the bias, by function."""
-    from ..ops import unary
-    return {getattr(unary, name): name for name in BIAS_ACTIVATIONS}
-
-
-_FUSABLE = _fusable()
+# Keras' activation names: the functions the op families list as activations, and "linear"
+_ACTIVATIONS = {"linear": None, **{name: fn for name, fn in EXPORTS.items()
+                                   if "activations" in fn.api}}
+# the activations bias_act computes together with the bias, by function
+_FUSABLE = {EXPORTS[name]: name for name in bias_activations() if name in EXPORTS}
 
 
 def get_activation(identifier):

@@ -56,3 +56,24 @@ def norm_axis(axis, ndim, op):
         raise InvalidArgumentError(f"{op}: axis {axis} is out of range for a tensor of rank "
                                    f"{ndim}; valid axes are [{-ndim}, {ndim})")
     return axis - ndim if axis >= 0 else axis
+
+
+def public(module_globals, default, special=()):
+    """Names the public functions of a family module (its `__all__`) and where tapegpu's
+    public API lists each one (`fn.api`: namespaces such as "math" or "nn", "" for the top
+    level): `default` for every function defined in the module, `special` a sequence of
+    `(namespaces, functions)` for the others (`()` keeps a function internal)."""
+    module = module_globals["__name__"]
+    for namespaces, fns in special:
+        for fn in fns:
+            fn.api = tuple(namespaces)
+    names = []
+    for name, fn in module_globals.items():
+        if name.startswith("_") or not callable(fn) or isinstance(fn, type) or \
+                getattr(fn, "__module__", None) != module:
+            continue
+        if not hasattr(fn, "api"):
+            fn.api = tuple(default)
+        if fn.api:
+            names.append(name)
+    return names

@@ -3,10 +3,10 @@
 Rules return cotangents in the broadcast output shape; the sweep sums them down to each input's
 shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 """
-from .registry import InvalidArgumentError, def_op
+from .registry import InvalidArgumentError, def_op, passthrough
 from ..core.tensor import Tensor, as_tensor_pair, scalar_like
-from ._base import EMPTY, apply, apply2, call2, tensor
-from . import unary as _u  # rules call unary functions (resolved at call time)
+from ._base import EMPTY, apply, apply2, call2, public, tensor
+from .unary import square
 
 
 def _public(op, doc):
@@ -23,6 +23,7 @@ def _public(op, doc):
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = doc
     fn.op = op
+    fn.plain = True  # fn(x, y) is the op itself: rules on arrays call its forward directly
     return fn
 
 
@@ -36,13 +37,13 @@ def _binary(name, forward, vjp=None, saves=(), doc="", linear=False):
     """)
 
 
-add = _binary("add", lambda xp, x, y: x + y, vjp=(lambda g: g, lambda g: g), linear=True,
+add = _binary("add", lambda xp, x, y: x + y, vjp=(passthrough, passthrough), linear=True,
               doc="x + y, elementwise with broadcasting.")
-subtract = _binary("subtract", lambda xp, x, y: x - y, vjp=(lambda g: g, lambda g: -g),
+subtract = _binary("subtract", lambda xp, x, y: x - y, vjp=(passthrough, lambda ops, g: -g),
                    linear=True, doc="x - y, elementwise with broadcasting.")
 # d(xy) = y dx + x dy
 multiply = _binary("multiply", lambda xp, x, y: x * y,
-                   vjp=(lambda g, x, y: g * y, lambda g, x, y: g * x), saves=("x", "y"),
+                   vjp=(lambda ops, g, x, y: g * y, lambda ops, g, x, y: g * x), saves=("x", "y"),
                    doc="x * y, elementwise with broadcasting.")
 
 
@@ -54,29 +55,29 @@ def _divide_forward(xp, x, y):
 
 # d(x/y) = dx / y - x dy / y^2
 divide = _binary("divide", _divide_forward, saves=("x", "y"),
-                 vjp=(lambda g, x, y: g / y, lambda g, x, y: -g * (x / (y * y))),
+                 vjp=(lambda ops, g, x, y: g / y, lambda ops, g, x, y: -g * (x / (y * y))),
                  doc="x / y, elementwise (true division: integers give floats, as TF).")
 truediv = divide
 
 
-def _pow_dy(g, x, y, out):
+def _pow_dy(ops, g, x, y, out):
     # d(x^y)/dy = x^y log x, defined as 0 where x <= 0 (as TF)
-    safe = where(greater(x, 0.0), x, 1.0)
-    return g * (out * _u.log(safe))
+    safe = ops.where(ops.greater(x, 0.0), x, 1.0)
+    return g * (out * ops.log(safe))
 
 
 # d(x^y)/dx = y x^(y-1)
 pow = _binary("pow", lambda xp, x, y: xp.power(x, y), saves=("x", "y", "out"),  # noqa: A001
-              vjp=(lambda g, x, y, out: g * (y * pow(x, y - 1.0)), _pow_dy),
+              vjp=(lambda ops, g, x, y, out: g * (y * ops.pow(x, y - 1.0)), _pow_dy),
               doc="x ** y, elementwise.")
 # the larger input gets the gradient; ties go to x (as TF)
 maximum = _binary("maximum", lambda xp, x, y: xp.maximum(x, y), saves=("x", "y"),
-                  vjp=(lambda g, x, y: where(greater_equal(x, y), g, 0.0),
-                       lambda g, x, y: where(less(x, y), g, 0.0)),
+                  vjp=(lambda ops, g, x, y: ops.keep(ops.greater_equal(x, y), g),
+                       lambda ops, g, x, y: ops.keep(ops.less(x, y), g)),
                   doc="The larger of x and y, elementwise.")
 minimum = _binary("minimum", lambda xp, x, y: xp.minimum(x, y), saves=("x", "y"),
-                  vjp=(lambda g, x, y: where(less_equal(x, y), g, 0.0),
-                       lambda g, x, y: where(greater(x, y), g, 0.0)),
+                  vjp=(lambda ops, g, x, y: ops.keep(ops.less_equal(x, y), g),
+                       lambda ops, g, x, y: ops.keep(ops.greater(x, y), g)),
                   doc="The smaller of x and y, elementwise.")
 floordiv = _binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y),
                    doc="floor(x / y), elementwise; no gradient.")
@@ -91,14 +92,15 @@ def squared_difference(x, y, name=None):
     >>> tg.squared_difference(tg.constant([1.0]), 3.0).numpy()
     array([4.], dtype=float32)
     """
-    return _u.square(subtract(x, y))
+    return square(subtract(x, y))
 
 
 # -- where -----------------------------------------------------------------------------------------
 
 _where_op = def_op("where", lambda xp, c, x, y: xp.where(c, x, y), args=("c", "x", "y"),
                    saves=("c",), elementwise=True, same_dtype=False,
-                   vjp=(None, lambda g, c: where(c, g, 0.0), lambda g, c: where(c, 0.0, g)))
+                   vjp=(None, lambda ops, g, c: ops.keep(c, g),
+                        lambda ops, g, c: ops.keep(ops.logical_not(c), g)))
 
 
 def where(condition, x=None, y=None, name=None):
@@ -188,3 +190,32 @@ logical_not.op = _not_op
 
 def scalar(value, like):
     return scalar_like(value, like)
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    """Clamps to [min, max]; the gradient passes where the value was not clipped.
+
+    >>> tg.clip_by_value(tg.constant([-2.0, 0.5, 2.0]), -1.0, 1.0).numpy()
+    array([-1. ,  0.5,  1. ], dtype=float32)
+    """
+    return minimum(maximum(t, clip_value_min), clip_value_max)
+
+
+def add_n(inputs, name=None):
+    """The elementwise sum of a list of tensors of one shape.
+
+    >>> tg.add_n([tg.ones(2), tg.ones(2)]).numpy()
+    array([2., 2.], dtype=float32)
+    """
+    ts = [tensor(t) for t in inputs]
+    shapes = {t.shape for t in ts}
+    if len(shapes) != 1:
+        raise ValueError(f"add_n: inputs must have one shape, got {[t.shape for t in ts]}")
+    total = ts[0]
+    for t in ts[1:]:
+        total = add(total, t)
+    return total
+
+
+__all__ = public(globals(), ("", "math"), special=((("",), (where, clip_by_value)),
+                                                 ((), (scalar,))))

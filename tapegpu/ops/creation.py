@@ -4,6 +4,7 @@ import numpy as np
 from .. import backends as _backend
 from ..core.dtypes import np_dtype
 from .registry import InvalidArgumentError
+from ._base import public
 from ..core.tensor import Tensor, convert_to_tensor
 
 
@@ -112,3 +113,6 @@ def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001
     if dtype is None:
         dtype = np.float32 if any(isinstance(v, float) for v in vals) else np.int32
     return Tensor(dev.xp.arange(start, limit, delta, dtype=np_dtype(dtype)), dev)
+
+
+__all__ = public(globals(), ("",))

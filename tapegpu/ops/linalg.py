@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .registry import InvalidArgumentError, def_op
-from ._base import EMPTY, apply, floating, tensor
+from ._base import EMPTY, apply, floating, public, tensor
 from . import binary as _b, unary as _u
 
 
@@ -47,36 +47,36 @@ def _matmul_forward(xp, a, b, ta=False, tb=False):
 
 
 # C = op(A) op(B), op a transpose where flagged:  d op(A) = g op(B)^T,  d op(B) = op(A)^T g
-def _matmul_vjp_a(g, a, b, ta=False, tb=False):
+def _matmul_vjp_a(ops, g, a, b, ta=False, tb=False):
     if not ta:
-        return matmul(g, b, transpose_b=not tb)
-    return matmul(b, g, transpose_a=tb, transpose_b=True)
+        return ops.matmul(g, b, transpose_b=not tb)
+    return ops.matmul(b, g, transpose_a=tb, transpose_b=True)
 
 
-def _matmul_vjp_b(g, a, b, ta=False, tb=False):
+def _matmul_vjp_b(ops, g, a, b, ta=False, tb=False):
     if not tb:
-        return matmul(a, g, transpose_a=not ta)
-    return matmul(g, a, transpose_a=True, transpose_b=ta)
+        return ops.matmul(a, g, transpose_a=not ta)
+    return ops.matmul(g, a, transpose_a=True, transpose_b=ta)
 
 
-def _lift(t, x, other):
+def _lift(ops, t, x, other):
     """Tangent t (batch + x.shape) with size-1 axes after its batch axes, so that its batch axes
     stay in front when it broadcasts against `other`'s leading (matrix-batch) axes."""
     k = other.ndim - x.ndim
     if k <= 0:
         return t
     nb = t.ndim - x.ndim
-    return reshape(t, t.shape[:nb] + (1,) * k + t.shape[nb:])
+    return ops.reshape(t, t.shape[:nb] + (1,) * k + t.shape[nb:])
 
 
 # d(op(A) op(B)) = op(dA) op(B) + op(A) op(dB)
-def _matmul_jvp(ts, a, b, ta=False, tb=False):
+def _matmul_jvp(ops, ts, a, b, ta=False, tb=False):
     da, db = ts
     out = None
     if da is not None:
-        out = matmul(_lift(da, a, b), b, transpose_a=ta, transpose_b=tb)
+        out = ops.matmul(_lift(ops, da, a, b), b, transpose_a=ta, transpose_b=tb)
     if db is not None:
-        term = matmul(a, _lift(db, b, a), transpose_a=ta, transpose_b=tb)
+        term = ops.matmul(a, _lift(ops, db, b, a), transpose_a=ta, transpose_b=tb)
         out = term if out is None else out + term
     return out
 
@@ -175,8 +175,8 @@ def _parse_einsum(equation, shapes):
     return tuple(out_terms), out
 
 
-def _einsum_vjp(g, *operands, terms, out):
-    # d/dX_i of sum(g * einsum(X...)) = einsum(g, X_j (j != i) -> X_i's subscripts);
+def _einsum_vjp(ops, g, *operands, terms, out):
+    # d/dX_i of sum(g * ops.einsum(X...)) = ops.einsum(g, X_j (j != i) -> X_i's subscripts);
     # batch axes of g get letters of their own; letters summed only inside X_i are broadcast back
     used = set("".join(terms) + out)
     spare = [c for c in string.ascii_letters if c not in used]
@@ -191,17 +191,17 @@ def _einsum_vjp(g, *operands, terms, out):
         avail = set(out).union(*[set(s) for s, _ in others]) if others else set(out)
         keep = "".join(c for c in t if c in avail)
         eq = ",".join([batch + out] + [s for s, _ in others]) + "->" + batch + keep
-        gi = einsum(eq, g, *[o for _, o in others])
+        gi = ops.einsum(eq, g, *[o for _, o in others])
         if keep != t:
-            gi = reshape(gi, g.shape[:nb] + tuple(x.shape[k] if c in avail else 1
+            gi = ops.reshape(gi, g.shape[:nb] + tuple(x.shape[k] if c in avail else 1
                                                    for k, c in enumerate(t)))
-            gi = broadcast_to(gi, g.shape[:nb] + x.shape)
+            gi = ops.broadcast_to(gi, g.shape[:nb] + x.shape)
         grads.append(gi)
     return tuple(grads)
 
 
-def _einsum_jvp(ts, *operands, terms, out):
-    # einsum is multilinear: d einsum(X_1, ..., X_n) = sum_i einsum(X_1, ..., dX_i, ..., X_n),
+def _einsum_jvp(ops, ts, *operands, terms, out):
+    # einsum is multilinear: d ops.einsum(X_1, ..., X_n) = sum_i ops.einsum(X_1, ..., dX_i, ..., X_n),
     # the tangent's batch axes getting letters of their own
     used = set("".join(terms) + out)
     spare = [c for c in string.ascii_letters if c not in used]
@@ -212,7 +212,7 @@ def _einsum_jvp(ts, *operands, terms, out):
         batch = "".join(spare[:t.ndim - len(terms[i])])
         subs = [batch + s if j == i else s for j, s in enumerate(terms)]
         args = [t if j == i else x for j, x in enumerate(operands)]
-        term = einsum(",".join(subs) + "->" + batch + out, *args)
+        term = ops.einsum(",".join(subs) + "->" + batch + out, *args)
         total = term if total is None else total + term
     return total
 
@@ -241,24 +241,24 @@ def _check_square(x, op):
                                    f"{x.shape}")
 
 
-def _solve_vjp(g, matrix, out, rhs_shape, adjoint=False):
+def _solve_vjp(ops, g, matrix, out, rhs_shape, adjoint=False):
     # X = A^-1 B:  dB = A^-T g,  dA = -dB X^T  (transposed when A enters adjoint)
-    gb = solve(matrix, g, adjoint=not adjoint)
-    ga = -matmul(gb, out, transpose_b=True) if not adjoint else -matmul(out, gb, transpose_b=True)
+    gb = ops.solve(matrix, g, adjoint=not adjoint)
+    ga = -ops.matmul(gb, out, transpose_b=True) if not adjoint else -ops.matmul(out, gb, transpose_b=True)
     return ga, gb
 
 
-def _solve_jvp(ts, matrix, out, rhs_shape, adjoint=False):
+def _solve_jvp(ops, ts, matrix, out, rhs_shape, adjoint=False):
     # X = A^-1 B:  dX = A^-1 (dB - dA X)  (A^T and dA^T when adjoint)
     da, db = ts
     rhs = None
     if db is not None:
         nb = db.ndim - len(rhs_shape)
-        rhs = reshape(db, db.shape[:nb] + (1,) * (out.ndim - len(rhs_shape)) + db.shape[nb:])
+        rhs = ops.reshape(db, db.shape[:nb] + (1,) * (out.ndim - len(rhs_shape)) + db.shape[nb:])
     if da is not None:
-        dax = matmul(_lift(da, matrix, out), out, transpose_a=adjoint)
+        dax = ops.matmul(_lift(ops, da, matrix, out), out, transpose_a=adjoint)
         rhs = -dax if rhs is None else rhs - dax
-    return solve(matrix, rhs, adjoint=adjoint)
+    return ops.solve(matrix, rhs, adjoint=adjoint)
 
 
 _solve = def_op("solve", lambda xp, a, b, adjoint=False:
@@ -285,9 +285,9 @@ solve.op = _solve
 
 # d(A^-1) = -A^-1 dA A^-1  =>  dA = -A^-T g A^-T
 _inv = def_op("inv", lambda xp, x: xp.linalg.inv(x), saves=("out",),
-              vjp=lambda g, out: -matmul(out, matmul(g, out, transpose_b=True),
+              vjp=lambda ops, g, out: -ops.matmul(out, ops.matmul(g, out, transpose_b=True),
                                          transpose_a=True),
-              jvp=lambda t, out: -matmul(out, matmul(t, out)))
+              jvp=lambda ops, t, out: -ops.matmul(out, ops.matmul(t, out)))
 
 
 def inv(input, adjoint=False, name=None):  # noqa: A002
@@ -306,23 +306,23 @@ def inv(input, adjoint=False, name=None):  # noqa: A002
 inv.op = _inv
 
 
-def _expand2(s):
-    return reshape(s, s.shape + (1, 1))
+def _expand2(ops, s):
+    return ops.reshape(s, s.shape + (1, 1))
 
 
 # d det(A) = det(A) tr(A^-1 dA)  =>  dA = g det(A) A^-T
 _det = def_op("det", lambda xp, x: xp.linalg.det(x), saves=("x", "out"),
-              vjp=lambda g, x, out: _expand2(g * out) * matrix_transpose(inv(x)),
-              jvp=lambda t, x, out: out * _trace_inv_times(x, t))
+              vjp=lambda ops, g, x, out: _expand2(ops, g * out) * ops.matrix_transpose(ops.inv(x)),
+              jvp=lambda ops, t, x, out: out * _trace_inv_times(ops, x, t))
 # d log|det A| = tr(A^-1 dA)  =>  dA = g A^-T
 _logabsdet = def_op("logabsdet", lambda xp, x: xp.linalg.slogdet(x)[1], saves=("x",),
-                    vjp=lambda g, x: _expand2(g) * matrix_transpose(inv(x)),
-                    jvp=lambda t, x: _trace_inv_times(x, t))
+                    vjp=lambda ops, g, x: _expand2(ops, g) * ops.matrix_transpose(ops.inv(x)),
+                    jvp=lambda ops, t, x: _trace_inv_times(ops, x, t))
 
 
-def _trace_inv_times(x, t):
+def _trace_inv_times(ops, x, t):
     # tr(A^-1 dA) = sum_ij (A^-T)_ij dA_ij
-    return reduce_sum(matrix_transpose(inv(x)) * t, axis=(-2, -1))
+    return ops.reduce_sum(ops.matrix_transpose(ops.inv(x)) * t, axis=(-2, -1))
 
 
 def det(input, name=None):  # noqa: A002
@@ -360,15 +360,15 @@ def logdet(matrix, name=None):
     return slogdet(matrix)[1]
 
 
-def _cholesky_vjp(g, L):
+def _cholesky_vjp(ops, g, L):
     # A = L L^T (Murray 2016): P = Phi(L^T g), S = L^-T P L^-1, dA = (S + S^T) / 2, where Phi
     # keeps the lower triangle and halves the diagonal
     n = L.shape[-1]
-    phi = _const_like(L, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
-    P = matmul(L, g, transpose_a=True) * phi
-    Linv = inv(L)
-    S = matmul(Linv, matmul(P, Linv), transpose_a=True)
-    return (S + matrix_transpose(S)) * 0.5
+    phi = ops.const_like(L, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
+    P = ops.matmul(L, g, transpose_a=True) * phi
+    Linv = ops.inv(L)
+    S = ops.matmul(Linv, ops.matmul(P, Linv), transpose_a=True)
+    return (S + ops.matrix_transpose(S)) * 0.5
 
 
 def _cholesky_forward(xp, x):
@@ -378,14 +378,14 @@ def _cholesky_forward(xp, x):
         raise ValueError(f"the matrix is not positive definite ({e})") from None
 
 
-def _cholesky_jvp(t, L):
+def _cholesky_jvp(ops, t, L):
     # A = L L^T:  dL = L Phi(L^-1 dA L^-T), Phi as above; dA is symmetrised first, as the VJP
     # treats the input as symmetric (its result is symmetric)
     n = L.shape[-1]
-    phi = _const_like(L, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
-    Linv = inv(L)
-    sym = (t + matrix_transpose(t)) * 0.5
-    return matmul(L, matmul(Linv, matmul(sym, Linv, transpose_b=True)) * phi)
+    phi = ops.const_like(L, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
+    Linv = ops.inv(L)
+    sym = (t + ops.matrix_transpose(t)) * 0.5
+    return ops.matmul(L, ops.matmul(Linv, ops.matmul(sym, Linv, transpose_b=True)) * phi)
 
 
 _cholesky = def_op("cholesky", _cholesky_forward, saves=("out",), vjp=_cholesky_vjp,
@@ -407,9 +407,7 @@ def cholesky(input, name=None):  # noqa: A002
 cholesky.op = _cholesky
 
 
-def _const_like(x, value):
-    from ..core.tensor import Tensor
-    return Tensor(x._dev.xp.asarray(value, dtype=x._data.dtype), x._dev)
+
 
 
 def diag_part(input, k=0, name=None):  # noqa: A002
@@ -486,3 +484,8 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
 
 from .reduce import reduce_max, reduce_sum  # noqa: E402
 from .shape import broadcast_to, getitem, matrix_transpose, reshape, transpose  # noqa: E402
+
+
+__all__ = public(globals(), ("linalg",), special=(
+    (("", "linalg"), (einsum, matmul, norm, tensordot)), (("",), (clip_by_norm,)),
+    ((), (sum_list,))))

@@ -1,36 +1,44 @@
 """Neural-network ops: softmax family, cross-entropies, normalisation, dropout."""
 
-from .registry import REGISTRY, InvalidArgumentError, def_op
-from ..core.tensor import Tensor
-from ._base import EMPTY, apply, floating, norm_axis, tensor
-from . import binary as _b, unary as _u
+from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
+from ._base import EMPTY, apply, floating, norm_axis, public, tensor
+from .binary import as_tensor_pair
+from .kernels import bias_act_kernels, softmax_kernels, sparse_xent_kernels
+from .random import uniform
+from .reduce import reduce_sum
+from .unary import abs, cast, exp, log1p, relu, rsqrt, square
 
 
 def _softmax_forward(xp, x, axis=-1):
+    if x.size == 0:  # (max over an empty axis has no identity)
+        return x.copy()
     e = xp.exp(x - x.max(axis=axis, keepdims=True))
     e /= e.sum(axis=axis, keepdims=True)
     return e
 
 
 def _log_softmax_forward(xp, x, axis=-1):
+    if x.size == 0:
+        return x.copy()
     z = x - x.max(axis=axis, keepdims=True)
     return z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
 
 
-def _softmax_vjp(g, out, axis=-1):
-    return out * (g - reduce_sum(g * out, axis=axis, keepdims=True))
+def _softmax_vjp(ops, g, out, axis=-1):
+    return out * (g - ops.reduce_sum(g * out, axis=axis, keepdims=True))
 
 
 # softmax' g = y (g - <g, y>): the Jacobian diag(y) - y y^T is symmetric, so the JVP is the
 # same map
 _softmax = def_op("softmax", _softmax_forward, saves=("out",), vjp=_softmax_vjp,
-                  jvp=_softmax_vjp)
+                  jvp=_softmax_vjp, **softmax_kernels("softmax"))
 # log_softmax' g = g - softmax * sum(g);  its JVP: t - <softmax, t>
 _log_softmax = def_op("log_softmax", _log_softmax_forward, saves=("out",),
-                      vjp=lambda g, out, axis=-1:
-                      g - _u.exp(out) * reduce_sum(g, axis=axis, keepdims=True),
-                      jvp=lambda t, out, axis=-1:
-                      t - reduce_sum(t * _u.exp(out), axis=axis, keepdims=True))
+                      vjp=lambda ops, g, out, axis=-1:
+                      g - ops.exp(out) * ops.reduce_sum(g, axis=axis, keepdims=True),
+                      jvp=lambda ops, t, out, axis=-1:
+                      t - ops.reduce_sum(t * ops.exp(out), axis=axis, keepdims=True),
+                      **softmax_kernels("log_softmax"))
 
 
 def _axis_params(x, axis, op):
@@ -77,25 +85,28 @@ def _sparse_xent_forward(xp, labels, logits):
     return lse - picked, (e,)
 
 
-# d/dz (logsumexp(z) - z_label) = softmax(z) - onehot(label). The tensor rule recomputes the
-# softmax from the logits so that it is differentiable itself; the fused rule uses `probs`.
-def _sparse_xent_vjp(g, labels, logits, probs):
-    n = logits.shape[-1]
-    hot = _u.cast(_b.equal(_expand_last(labels), _arange_like(n, labels)), logits.dtype)
-    return _expand_last(g) * (softmax(logits) - hot)
+def _hot(ops, labels, n, dtype):
+    return ops.cast(ops.equal(ops.expand_dims(labels, -1), ops.arange_like(labels, n)), dtype)
 
 
-def _sparse_xent_jvp(ts, labels, logits, probs):
+# d/dz (logsumexp(z) - z_label) = softmax(z) - onehot(label). On tensors the rule recomputes the
+# softmax from the logits, so that it is differentiable itself; on arrays it uses `probs`, the
+# forward's own softmax (the same arithmetic).
+def _sparse_xent_vjp(ops, g, labels, logits, probs):
+    p = ops.softmax(logits) if ops.records else probs
+    return ops.expand_dims(g, -1) * (p - _hot(ops, labels, logits.shape[-1], logits.dtype))
+
+
+def _sparse_xent_jvp(ops, ts, labels, logits, probs):
     # <softmax(z) - onehot(label), dz> along the last axis (labels carry no tangent)
-    n = logits.shape[-1]
-    hot = _u.cast(_b.equal(_expand_last(labels), _arange_like(n, labels)), logits.dtype)
-    return reduce_sum((softmax(logits) - hot) * ts[1], axis=-1)
+    hot = _hot(ops, labels, logits.shape[-1], logits.dtype)
+    return ops.reduce_sum((ops.softmax(logits) - hot) * ts[1], axis=-1)
 
 
 _sparse_xent = def_op("sparse_softmax_cross_entropy_with_logits", _sparse_xent_forward,
                       args=("labels", "logits"), saves=("labels", "logits", "probs"),
                       residuals=("probs",), vjp=(None, _sparse_xent_vjp), jvp=_sparse_xent_jvp,
-                      same_dtype=False)
+                      same_dtype=False, **sparse_xent_kernels())
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
@@ -120,14 +131,6 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
 sparse_softmax_cross_entropy_with_logits.op = _sparse_xent
 
 
-def _expand_last(t):
-    return reshape(t, t.shape + (1,))
-
-
-def _arange_like(n, like):
-    return Tensor(like._dev.xp.arange(n, dtype=like._data.dtype), like._dev)
-
-
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     """-sum(labels * log_softmax(logits)) along `axis` (differentiable in both).
 
@@ -141,7 +144,7 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
 def _dense_labels(labels, logits, op):
     """(labels, logits) as tensors of the logits' floating dtype and one shape."""
     z = floating(logits, op)
-    y = _b.as_tensor_pair(z, labels)[1]
+    y = as_tensor_pair(z, labels)[1]
     if y.shape != z.shape:
         raise InvalidArgumentError(f"{op}: labels {y.shape} and logits {z.shape} must have the "
                                    "same shape")
@@ -156,7 +159,7 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     array([0.6931], dtype=float32)
     """
     z, x = _dense_labels(labels, logits, "sigmoid_cross_entropy_with_logits")
-    return _u.relu(x) - x * z + _u.log1p(_u.exp(-_u.abs(x)))
+    return relu(x) - x * z + log1p(exp(-abs(x)))
 
 
 def l2_loss(t, name=None):
@@ -165,7 +168,7 @@ def l2_loss(t, name=None):
     >>> float(tg.nn.l2_loss(tg.constant([1.0, 2.0])))
     2.5
     """
-    return reduce_sum(_u.square(floating(t, "l2_loss"))) * 0.5
+    return reduce_sum(square(floating(t, "l2_loss"))) * 0.5
 
 
 def bias_add(value, bias, name=None):
@@ -174,7 +177,7 @@ def bias_add(value, bias, name=None):
     >>> tg.nn.bias_add(tg.zeros((2, 3)), tg.ones(3)).shape
     (2, 3)
     """
-    v, b = _b.as_tensor_pair(value, bias)
+    v, b = as_tensor_pair(value, bias)
     if b.ndim != 1 or v.ndim < 1 or b.shape[0] != v.shape[-1]:
         raise InvalidArgumentError(f"bias_add: bias must have shape ({v.shape[-1:]}) for a "
                                    f"value of shape {v.shape}, got {b.shape}")
@@ -188,7 +191,7 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
     array([-1.,  1.], dtype=float32)
     """
     x = floating(x, "batch_normalization")
-    inv = _u.rsqrt(_b.as_tensor_pair(x, variance)[1] + variance_epsilon)
+    inv = rsqrt(as_tensor_pair(x, variance)[1] + variance_epsilon)
     if scale is not None:
         inv = inv * scale
     y = (x - mean) * inv
@@ -206,60 +209,56 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
         raise InvalidArgumentError(f"dropout: rate must be in [0, 1), got {rate}")
     if rate == 0:
         return x
-    from . import random
     shape = x.shape if noise_shape is None else tuple(noise_shape)
-    keep = random.uniform(shape, dtype=x.dtype, seed=seed, device=x._dev) >= float(rate)
-    return x * _u.cast(keep, x.dtype) * (1.0 / (1.0 - float(rate)))
+    keep = uniform(shape, dtype=x.dtype, seed=seed, device=x._dev) >= float(rate)
+    return x * cast(keep, x.dtype) * (1.0 / (1.0 - float(rate)))
 
 
-from .reduce import reduce_sum  # noqa: E402
-from .shape import reshape  # noqa: E402
 
 
 # -- bias + activation in one op (one kernel on a GPU) -------------------------------------------
-# The activations whose derivative follows from their output, so the op saves only `out`.
-BIAS_ACTIVATIONS = ("relu", "sigmoid", "tanh", "elu")
+
+def bias_activations():
+    """The activations bias_act takes: the elementwise ops of one input whose derivative follows
+    from their output (they save only `out`), so the fused op saves only its output too."""
+    return tuple(sorted(name for name, op in REGISTRY.items()
+                        if op.elementwise and op.args == ("x",) and op.save_plan is SAVE_OUT))
 
 
 def _bias_act_forward(xp, x, b, act):
-    z = x + b  # a temporary of our own: the activations that can, work in place on it
-    if act == "relu":
-        return xp.maximum(z, 0, out=z)
-    if act == "tanh":
-        return xp.tanh(z, out=z)
-    return REGISTRY[act].forward(xp, z)
+    return REGISTRY[act].forward(xp, x + b)
 
 
 # act(x + b)' = act'(out) for both x and b (the sweep sums b's cotangent over the rows)
-def _bias_act_vjp(g, out, act):
-    gz = REGISTRY[act].vjp(g, out)
+def _bias_act_vjp(ops, g, out, act):
+    gz = REGISTRY[act].vjp(ops, g, out)
     return gz, gz
 
 
-def _bias_act_jvp(ts, out, act):
+def _bias_act_jvp(ops, ts, out, act):
     tx, tb = ts
     if tb is not None:  # b's tangent (batch + (n,)) broadcast over x's leading axes
         nb = tb.ndim - 1
-        tb = reshape(tb, tb.shape[:nb] + (1,) * (out.ndim - 1) + tb.shape[nb:])
+        tb = ops.reshape(tb, tb.shape[:nb] + (1,) * (out.ndim - 1) + tb.shape[nb:])
     t = tb if tx is None else (tx if tb is None else tx + tb)
-    return REGISTRY[act].vjp(t, out)  # a diagonal Jacobian is its own transpose
+    return REGISTRY[act].vjp(ops, t, out)  # a diagonal Jacobian is its own transpose
 
 
 _bias_act = def_op("bias_act", _bias_act_forward, args=("x", "b"), saves=("out",),
-                   vjp=_bias_act_vjp, jvp=_bias_act_jvp)
+                   vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels())
 
 
 def bias_act(x, bias, activation):
-    """activation(x + bias) as one op, for activation in relu, sigmoid, tanh, elu (a tapegpu
+    """activation(x + bias) as one op, for the activations in `bias_activations()` (a tapegpu
     extension: on a GPU it is one kernel, and its VJP one more). Dense layers use it.
 
     >>> tg.nn.bias_act(tg.constant([[-1.0, 2.0]]), tg.constant([0.5, 0.5]), "relu").numpy()
     array([[0. , 2.5]], dtype=float32)
     """
-    v, b = _b.as_tensor_pair(x, bias)
-    if activation not in BIAS_ACTIVATIONS:
+    v, b = as_tensor_pair(x, bias)
+    if activation not in bias_activations():
         raise InvalidArgumentError(f"bias_act: activation {activation!r} is not one of "
-                                   f"{BIAS_ACTIVATIONS}")
+                                   f"{bias_activations()}")
     if b.ndim != 1 or v.ndim < 1 or b.shape[0] != v.shape[-1]:
         raise InvalidArgumentError(f"bias_act: bias must have shape ({v.shape[-1:]}) for x of "
                                    f"shape {v.shape}, got {b.shape}")
@@ -269,3 +268,7 @@ def bias_act(x, bias, activation):
 
 
 bias_act.op = _bias_act
+
+
+__all__ = public(globals(), ("", "nn"), special=(((), (bias_activations,)),
+                                                (("", "nn", "activations"), (softmax, log_softmax))))

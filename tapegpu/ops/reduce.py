@@ -6,47 +6,48 @@ import numpy as np
 
 from .registry import InvalidArgumentError, def_op
 
-from ._base import apply, floating, norm_axes, tensor
+from ._base import apply, floating, norm_axes, public, tensor
 from . import binary as _b, unary as _u
+from .shape import reshape
 
 
-def _expand(g, x_shape, axis, keepdims):
+def _expand(ops, g, x_shape, axis, keepdims):
     """g (batch + reduced shape) with the reduced axes restored as size 1."""
     if keepdims:
         return g
     nd = len(x_shape)
     kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
     batch = g.shape[:g.ndim - (nd - len(axis))]
-    return reshape(g, batch + kept)
+    return ops.reshape(g, batch + kept)
 
 
 def _batch(g, x_shape, axis, keepdims):
     return g.shape[:g.ndim - (len(x_shape) - (0 if keepdims else len(axis)))]
 
 
-def _sum_vjp(g, x_shape, axis, keepdims):
+def _sum_vjp(ops, g, x_shape, axis, keepdims):
     # d sum(x) / dx = 1: spread g over the reduced axes
-    return broadcast_to(_expand(g, x_shape, axis, keepdims),
-                        _batch(g, x_shape, axis, keepdims) + tuple(x_shape))
+    return ops.broadcast_to(_expand(ops, g, x_shape, axis, keepdims),
+                            _batch(g, x_shape, axis, keepdims) + tuple(x_shape))
 
 
-def _mean_vjp(g, x_shape, axis, keepdims):
+def _mean_vjp(ops, g, x_shape, axis, keepdims):
     n = math.prod([x_shape[i] for i in axis]) if axis else 1
-    return _sum_vjp(g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
+    return _sum_vjp(ops, g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
-def _extreme_vjp(g, x, out, axis, keepdims):
+def _extreme_vjp(ops, g, x, out, axis, keepdims):
     # the gradient goes to the elements equal to the extreme, shared equally among ties (as TF)
-    ref = _expand(out, x.shape, axis, keepdims)
-    mask = _u.cast(_b.equal(x, ref), x.dtype)
-    count = reduce_sum(mask, axis=axis, keepdims=True)
-    return _expand(g, x.shape, axis, keepdims) * (mask / count)
+    ref = _expand(ops, out, x.shape, axis, keepdims)
+    mask = ops.cast(ops.equal(x, ref), x.dtype)
+    count = ops.reduce_sum(mask, axis=axis, keepdims=True)
+    return _expand(ops, g, x.shape, axis, keepdims) * (mask / count)
 
 
-def _prod_vjp(g, x, out, axis, keepdims):
+def _prod_vjp(ops, g, x, out, axis, keepdims):
     # d prod(x) / dx_i = prod_{j != i} x_j, computed as the product of exclusive cumulative
     # products from both sides along the flattened reduced axes (exact with zeros)
-    return _expand(g, x.shape, axis, keepdims) * _prod_others(x, axis)
+    return _expand(ops, g, x.shape, axis, keepdims) * _prod_others(ops, x, axis)
 
 
 # JVPs: the reduction applied to the tangent over the same axes, counted from the right so that
@@ -55,25 +56,25 @@ def _neg(axis, ndim):
     return tuple(a - ndim for a in axis)
 
 
-def _sum_jvp(t, x_shape, axis, keepdims):
-    return reduce_sum(t, axis=_neg(axis, len(x_shape)), keepdims=keepdims)
+def _sum_jvp(ops, t, x_shape, axis, keepdims):
+    return ops.reduce_sum(t, axis=_neg(axis, len(x_shape)), keepdims=keepdims)
 
 
-def _mean_jvp(t, x_shape, axis, keepdims):
-    return reduce_mean(t, axis=_neg(axis, len(x_shape)), keepdims=keepdims)
+def _mean_jvp(ops, t, x_shape, axis, keepdims):
+    return ops.reduce_mean(t, axis=_neg(axis, len(x_shape)), keepdims=keepdims)
 
 
-def _extreme_jvp(t, x, out, axis, keepdims):
+def _extreme_jvp(ops, t, x, out, axis, keepdims):
     # d max(x) = the mean of dx over the elements equal to the extreme (ties shared, as the VJP)
-    ref = _expand(out, x.shape, axis, keepdims)
-    mask = _u.cast(_b.equal(x, ref), x.dtype)
-    weight = mask / reduce_sum(mask, axis=axis, keepdims=True)
-    return reduce_sum(t * weight, axis=_neg(axis, x.ndim), keepdims=keepdims)
+    ref = _expand(ops, out, x.shape, axis, keepdims)
+    mask = ops.cast(ops.equal(x, ref), x.dtype)
+    weight = mask / ops.reduce_sum(mask, axis=axis, keepdims=True)
+    return ops.reduce_sum(t * weight, axis=_neg(axis, x.ndim), keepdims=keepdims)
 
 
-def _prod_jvp(t, x, out, axis, keepdims):
+def _prod_jvp(ops, t, x, out, axis, keepdims):
     # d prod(x) = sum_i dx_i prod_{j != i} x_j
-    return reduce_sum(t * _prod_others(x, axis), axis=_neg(axis, x.ndim), keepdims=keepdims)
+    return ops.reduce_sum(t * _prod_others(ops, x, axis), axis=_neg(axis, x.ndim), keepdims=keepdims)
 
 
 def _forward(fn):
@@ -238,18 +239,18 @@ def _reduced_shape(shape, axes):
     return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
-def _prod_others(x, axis):
+def _prod_others(ops, x, axis):
     """prod_{j != i} x_j over the reduced axes, for every element i (no division)."""
     nd = x.ndim
     rest = [i for i in range(nd) if i not in axis]
     perm = rest + list(axis)
-    xt = transpose(x, perm)
+    xt = ops.transpose(x, perm)
     lead = xt.shape[:len(rest)]
     n = math.prod([x.shape[i] for i in axis]) if axis else 1
-    flat = reshape(xt, lead + (n,))
+    flat = ops.reshape(xt, lead + (n,))
     # exclusive products from the left and from the right, one column at a time: O(n) ops but
     # reductions here are small in practice; a cumprod op would make this one call
-    cols = unstack_last(flat, n)
+    cols = [flat[..., i] for i in range(n)]
     left = [None] * n
     right = [None] * n
     acc = None
@@ -260,15 +261,15 @@ def _prod_others(x, axis):
     for i in range(n - 1, -1, -1):
         right[i] = acc
         acc = cols[i] if acc is None else acc * cols[i]
-    ones = _u.identity(cols[0] * 0.0 + 1.0) if n else None
+    ones = ops.identity(cols[0] * 0.0 + 1.0) if n else None
     parts = []
     for i in range(n):
         terms = [t for t in (left[i], right[i]) if t is not None]
         parts.append(terms[0] * terms[1] if len(terms) == 2 else (terms[0] if terms else ones))
-    others = stack(parts, axis=-1) if n else flat
-    others = reshape(others, xt.shape)
+    others = ops.stack(parts, axis=-1) if n else flat
+    others = ops.reshape(others, xt.shape)
     inv = list(np.argsort(perm))
-    return transpose(others, inv)
+    return ops.transpose(others, inv)
 
 
-from .shape import broadcast_to, reshape, stack, transpose, unstack_last  # noqa: E402
+__all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)),))

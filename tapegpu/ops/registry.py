@@ -1,10 +1,13 @@
-"""The op registry: every differentiable operation is one entry here.
+"""The op registry: every operation is one entry here, and the machinery reads only entries.
 
 Contract (what every rule may rely on, and must honour)
 -------------------------------------------------------
 * `forward(xp, *arrays, **params) -> array` computes the op with the array module `xp` (numpy
-  or cupy). It is the reference every backend can run; a backend may override it with a custom
-  kernel (`overrides[backend_name]`, same signature).
+  or cupy). It is the reference every backend runs. `kernels={backend name: kernel}` overrides
+  it where a custom kernel exists (`cuda`, `cuda_emu`, the CPU kernels on `numpy`); a kernel
+  has the forward's signature and returns `NotImplemented` for inputs it does not cover
+  (dtypes, parameters), and the reference runs instead. Results never depend on whether a
+  kernel exists, only the number of launches does.
 * `saves` declares what the VJP sees, in order: an argument name (the input tensor), `"out"`
   (the output tensor), `"<arg>.shape"` (only the input's shape), `"*"` (every input, for
   variadic ops), or the name of a derived residual: an op with `residuals=("probs",)` returns
@@ -12,42 +15,42 @@ Contract (what every rule may rely on, and must honour)
   cross-entropy keeps its softmax this way). The rule gets exactly these, then the op's params
   as keywords. Nothing else is kept alive by a tape.
 * `vjp` is either a tuple with one rule per tensor argument (`None` for an argument with no
-  gradient, such as indices or a condition), each `rule(g, *saved, **params) -> cotangent`, or
-  one rule returning a tuple of cotangents (for ops whose input gradients share work or whose
-  argument count varies). A rule runs only for inputs that need a gradient.
+  gradient, such as indices or a condition), each `rule(ops, g, *saved, **params) -> cotangent`,
+  or one rule returning a tuple of cotangents (for ops whose input gradients share work or
+  whose argument count varies). A rule runs only for inputs that need a gradient.
+* `ops` is the namespace a rule computes with, and the one thing that makes a rule serve every
+  path: `ops.<name>(...)` is tapegpu's public function `<name>`, Python operators work on the
+  values, and `ops.keep(mask, g)` is `where(mask, g, 0)`. When a tape records the sweep
+  (higher order), the values are tensors and `ops` is tapegpu itself (`ops.records` is True);
+  otherwise they are the backend's arrays and `ops` computes on them directly, with the same
+  floating-point operations (so both give identical bits). `vjp_kernels={backend: kernel}`
+  replaces a rule on arrays by a kernel, `kernel(g, *saved, **params)`, which may also return
+  `NotImplemented`. A rule that can only run on tensors (user functions: custom gradients)
+  declares `tensor_rule=True`.
 * Batch axes: a cotangent `g` has shape `batch_shape + out.shape` for any number of leading batch
   axes. Rules index from the right (negative axes, `...`). A rule may return a cotangent that
   still has the broadcast shape of the op's output: the sweep sums it to `batch_shape +
   input.shape` in one place (`sweep.sum_to`), so rules never un-broadcast.
-* Rules are written with tapegpu ops, never raw numpy/cupy, so that they are themselves
-  recorded by outer tapes (higher-order gradients) and run on any device.
 * `None` is the one spelling of a zero cotangent: a rule may return None, and is never called
   with a None `g`.
-* `jvp(t, *saved, **params)` for one tensor argument, `jvp(ts, *saved, **params)` (a tuple with
-  None for zero tangents) for several. `elementwise=True` derives it from the VJP (the Jacobian
-  is diagonal, so the JVP of each input is its VJP rule applied to the tangent); `linear=True`
-  makes it the op itself applied to the tangents.
-* `fused_vjp` (optional, set in fused.py) is the same VJP as one array-level call
-  `rule(xp, g, *saved_arrays, **params)` (or a tuple, one per input), used by the sweep when no
-  tape records it (nothing needs the VJP's own graph). It must equal `vjp` exactly; the op
-  tests check that. `fused_overrides[backend]` launches a kernel instead (dispatch.py).
-* On backends that count launches (`cuda`, `cuda_emu`), a reference forward counts as one
-  library launch unless the op only makes a view (`VIEW_OPS`).
+* `jvp(ops, t, *saved, **params)` for one tensor argument, `jvp(ops, ts, *saved, **params)` (a
+  tuple with None for zero tangents) for several. `elementwise=True` derives it from the VJP
+  (the Jacobian is diagonal, so the JVP of each input is its VJP rule applied to the tangent);
+  `linear=True` makes it the op itself applied to the tangents.
+* `view=True`: the op only makes a view or reads metadata; on backends that count launches, any
+  other reference forward counts as one library launch.
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
 
-Adding an op: write `forward`, declare `saves`, write `vjp` (and `jvp` if it is neither
-elementwise nor linear), define the public function in the family's file under `ops/`, and add a
-spec to `tests/op_specs.py` (a meta-test fails for an op without one).
+Adding an op: docs/adding_an_op.md. In short: one `def_op` entry in its family's file under
+`ops/`, its public function beside it, and a row in `tapegpu/testing/op_specs.py` (a meta-test
+fails for an op without one).
 """
 from ..core import profiler as _profiler
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
 
 REGISTRY = {}
-# ops that return views or metadata: no kernel launch on a GPU
-VIEW_OPS = frozenset(("reshape", "transpose", "broadcast_to", "identity", "read_variable",
-                      "stop_gradient", "expand_dims", "squeeze"))
 
 
 class InvalidArgumentError(ValueError):
@@ -55,40 +58,35 @@ class InvalidArgumentError(ValueError):
 
 
 class Op:
+    """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
-                 "linear", "batched", "same_dtype", "overrides", "variadic", "_fused_vjp",
-                 "fused_overrides", "residuals", "steps")
+                 "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
+                 "residuals", "view", "tensor_rule", "steps")
 
-    def __init__(self, name, forward, args, vjp, jvp, saves, elementwise, linear, batched,
-                 same_dtype, variadic, residuals=()):
+    def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
+                 elementwise=False, linear=False, batched=True, same_dtype=True,
+                 variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
+                 vjp_kernels=None):
         self.name = name
         self.forward = forward
-        self.args = args
+        self.args = tuple(args)
         self.vjp = vjp
         self.jvp = jvp
-        self.saves = saves
-        self.residuals = residuals
-        plan = tuple(_plan(s, args, name, residuals) for s in saves)
+        self.saves = tuple(saves)
+        self.residuals = tuple(residuals)
+        plan = tuple(_plan(s, self.args, name, self.residuals) for s in self.saves)
         # the common plans as shared objects, so that saved_values can test them by identity
         self.save_plan = next((c for c in _COMMON_PLANS if c == plan), plan)
         self.elementwise = elementwise
         self.linear = linear
-        self.batched = batched
+        self.batched = batched  # False: the rule takes no batch axes (one call per row)
         self.same_dtype = same_dtype
-        self.overrides = {}
         self.variadic = variadic
+        self.view = view
+        self.tensor_rule = tensor_rule
+        self.kernels = dict(kernels or {})  # backend name -> forward kernel
+        self.vjp_kernels = dict(vjp_kernels or {})  # backend name -> VJP kernel
         self.steps = {}  # the array sweep's VJP per (backend, batched): see sweep._array_step
-        self.fused_vjp = None  # optional array-level VJP (see fused.py)
-        self.fused_overrides = {}  # backend name -> fused VJP launching kernels (dispatch.py)
-
-    @property
-    def fused_vjp(self):
-        return self._fused_vjp
-
-    @fused_vjp.setter
-    def fused_vjp(self, rule):
-        self._fused_vjp = rule
-        self.steps.clear()  # the array sweep's steps are built from it
 
     @property
     def differentiable(self):
@@ -146,14 +144,18 @@ def _plan(name, args, op, residuals=()):
     raise ValueError(f"op {op!r}: declared save {name!r}: only '<arg>' or '<arg>.shape'")
 
 
-def def_op(name, forward, args=("x",), vjp=None, jvp=None, saves=(), elementwise=False,
-           linear=False, batched=True, same_dtype=True, variadic=False, residuals=()):
-    """Registers an op and returns its entry. See the module docstring for the contract."""
+def passthrough(ops, g, *saved, **params):
+    """The VJP of an input whose Jacobian is the identity (add, identity): g itself, which the
+    sweep hands on without calling anything."""
+    return g
+
+
+def def_op(name, forward, **entry):
+    """Registers an op and returns its entry: `Op`'s keywords, described in the module
+    docstring."""
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
-    op = Op(name, forward, tuple(args), vjp, jvp, tuple(saves), elementwise, linear, batched,
-            same_dtype, variadic, tuple(residuals))
-    REGISTRY[name] = op
+    op = REGISTRY[name] = Op(name, forward, **entry)
     return op
 
 
@@ -165,23 +167,26 @@ def apply(op, inputs, params):
         return apply2(op, inputs[0], inputs[1], params)
     dev = inputs[0]._dev
     _check_inputs(op, inputs, dev)
-    forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
+    arrays = [t._data for t in inputs]
     try:
-        out = forward(dev.xp, *[t._data for t in inputs], **params)
+        if op.kernels and dev.name in op.kernels:
+            return _kernel_forward(op, inputs, arrays, dev, params)
+        out = op.forward(dev.xp, *arrays, **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, inputs, params, e) from None
-    return _finish(op, inputs, out, dev, params, forward)
+    return _finish(op, inputs, out, dev, params, True)
 
 
 def apply1(op, x, params):
     """`apply` for one input (the hot path of elementwise code)."""
     dev = x._dev
-    forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
     try:
-        out = forward(dev.xp, x._data, **params) if params else forward(dev.xp, x._data)
+        if op.kernels and dev.name in op.kernels:
+            return _kernel_forward(op, (x,), (x._data,), dev, params)
+        out = op.forward(dev.xp, x._data, **params) if params else op.forward(dev.xp, x._data)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x,), params, e) from None
-    return _finish(op, (x,), out, dev, params, forward)
+    return _finish(op, (x,), out, dev, params, True)
 
 
 def apply2(op, x, y, params):
@@ -192,21 +197,44 @@ def apply2(op, x, y, params):
     if y._dev is not dev or (op.same_dtype and yd.dtype is not xd.dtype and
                              yd.dtype != xd.dtype):
         _check_inputs(op, (x, y), dev)
-    forward = op.overrides.get(dev.name, op.forward) if op.overrides else op.forward
     try:
-        out = forward(dev.xp, xd, yd, **params) if params else forward(dev.xp, xd, yd)
+        if op.kernels and dev.name in op.kernels:
+            return _kernel_forward(op, (x, y), (xd, yd), dev, params)
+        out = op.forward(dev.xp, xd, yd, **params) if params else op.forward(dev.xp, xd, yd)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x, y), params, e) from None
-    return _finish(op, (x, y), out, dev, params, forward)
+    return _finish(op, (x, y), out, dev, params, True)
 
 
-def _finish(op, inputs, out, dev, params, forward):
+def forward_on(op, dev, arrays, params):
+    """The op's forward on backend arrays, by the backend's kernel where it covers them:
+    nothing is wrapped, recorded or counted (recomputation, array-level rules)."""
+    kernel = op.kernels.get(dev.name) if op.kernels else None
+    if kernel is not None:
+        out = kernel(dev.xp, *arrays, **params)
+        if out is not NotImplemented:
+            return out
+    return op.forward(dev.xp, *arrays, **params)
+
+
+def _kernel_forward(op, inputs, arrays, dev, params):
+    """The forward by the backend's kernel, or by the reference where the kernel does not cover
+    the inputs (it returned NotImplemented)."""
+    out = op.kernels[dev.name](dev.xp, *arrays, **params)
+    reference = out is NotImplemented
+    if reference:
+        out = op.forward(dev.xp, *arrays, **params)
+    return _finish(op, inputs, out, dev, params, reference)
+
+
+def _finish(op, inputs, out, dev, params, reference):
     """The end of every apply: count the launch, wrap the array, offer the call to this
-    thread's recorders, report it to profilers."""
+    thread's recorders, report it to profilers. Kernels count their own launches; a reference
+    forward is one library launch (CuPy/cuBLAS) on a GPU unless it only makes a view."""
     if op.residuals:
-        return _with_residuals(op, inputs, out, dev, params, forward)
-    if dev.counts_launches and forward is op.forward:
-        _count_launch(op, dev)
+        return _with_residuals(op, inputs, out, dev, params, reference)
+    if dev.counts_launches and reference and not op.view:
+        dev.launches[op.name] += 1
     y = Tensor(out, dev)
     active = _thread.recorders
     if active and op.vjp is not None and out.dtype.kind in "fc":
@@ -217,20 +245,12 @@ def _finish(op, inputs, out, dev, params, forward):
     return y
 
 
-def _count_launch(op, dev):
-    """A reference forward is one library launch (CuPy/cuBLAS) on a GPU, unless it only makes
-    a view."""
-    if op.name not in VIEW_OPS:
-        dev.launches[op.name] += 1
-
-
-
-def _with_residuals(op, inputs, result, dev, params, forward):
+def _with_residuals(op, inputs, result, dev, params, reference):
     """The output of an op whose forward also returned residuals for its VJP: recorders read
     them from the output while recording; afterwards the output no longer holds them."""
     out, res = result
-    if dev.counts_launches and forward is op.forward:
-        _count_launch(op, dev)
+    if dev.counts_launches and reference and not op.view:
+        dev.launches[op.name] += 1
     y = Tensor(out, dev)
     active = _thread.recorders
     if active and op.vjp is not None and out.dtype.kind in "fc":
@@ -241,10 +261,6 @@ def _with_residuals(op, inputs, result, dev, params, forward):
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y
-
-
-def _raise_error(op, inputs, params, e):
-    raise _error(op, inputs, params, e) from None
 
 
 def _error(op, inputs, params, e):

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from .registry import InvalidArgumentError, def_op
+from .registry import InvalidArgumentError, def_op, passthrough
 from ..core.tensor import Tensor, convert_to_tensor
-from ._base import apply, norm_axes, norm_axis, tensor
+from ._base import apply, norm_axes, norm_axis, public, tensor
 
 
 def _nb(g, out_ndim):
@@ -20,9 +20,11 @@ def _nb(g, out_ndim):
 # -- reshape / transpose / broadcast ---------------------------------------------------------
 
 _reshape = def_op("reshape", lambda xp, x, shape: xp.reshape(x, shape), saves=("x.shape",),
-                  linear=True,
-                  vjp=lambda g, x_shape, shape: reshape(g, g.shape[:_nb(g, len(shape))] + x_shape),
-                  jvp=lambda t, x_shape, shape: reshape(t, t.shape[:_nb(t, len(x_shape))] + shape))
+                  linear=True, view=True,
+                  vjp=lambda ops, g, x_shape, shape:
+                  ops.reshape(g, g.shape[:_nb(g, len(shape))] + x_shape),
+                  jvp=lambda ops, t, x_shape, shape:
+                  ops.reshape(t, t.shape[:_nb(t, len(x_shape))] + shape))
 
 
 def reshape(tensor_, shape, name=None):
@@ -54,18 +56,18 @@ def _inverse(perm):
     return tuple(inv)
 
 
-def _transpose_vjp(g, perm):
+def _transpose_vjp(ops, g, perm):
     nb = _nb(g, len(perm))
-    return transpose(g, tuple(range(nb)) + tuple(nb + p for p in _inverse(perm)))
+    return ops.transpose(g, tuple(range(nb)) + tuple(nb + p for p in _inverse(perm)))
 
 
-def _transpose_jvp(t, perm):
+def _transpose_jvp(ops, t, perm):
     nb = _nb(t, len(perm))
-    return transpose(t, tuple(range(nb)) + tuple(nb + p for p in perm))
+    return ops.transpose(t, tuple(range(nb)) + tuple(nb + p for p in perm))
 
 
 _transpose = def_op("transpose", lambda xp, x, perm: xp.transpose(x, perm), linear=True,
-                    vjp=_transpose_vjp, jvp=_transpose_jvp)
+                    view=True, vjp=_transpose_vjp, jvp=_transpose_jvp)
 
 
 def transpose(a, perm=None, conjugate=False, name=None):
@@ -97,18 +99,18 @@ def matrix_transpose(a, name=None):
     return transpose(x, tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))
 
 
-def _broadcast_jvp(t, x_shape, shape):
+def _broadcast_jvp(ops, t, x_shape, shape):
     # the tangent's batch axes stay in front: size-1 axes go in after them
     nb = _nb(t, len(x_shape))
-    lifted = reshape(t, t.shape[:nb] + (1,) * (len(shape) - len(x_shape)) + tuple(x_shape))
-    return broadcast_to(lifted, t.shape[:nb] + tuple(shape))
+    lifted = ops.reshape(t, t.shape[:nb] + (1,) * (len(shape) - len(x_shape)) + tuple(x_shape))
+    return ops.broadcast_to(lifted, t.shape[:nb] + tuple(shape))
 
 
 # broadcast_to's VJP is g itself: the sweep sums it back to the input's shape (the input's
 # shape is saved for the JVP, which needs its rank)
 _broadcast = def_op("broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
-                    saves=("x.shape",), vjp=lambda g, x_shape, shape: g, jvp=_broadcast_jvp,
-                    linear=True)
+                    saves=("x.shape",), vjp=passthrough, jvp=_broadcast_jvp, linear=True,
+                    view=True)
 
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
@@ -161,16 +163,16 @@ def squeeze(input, axis=None, name=None):  # noqa: A002
 
 # -- concat / stack / split ---------------------------------------------------------------
 
-def _concat_vjp(g, axis, sizes):
+def _concat_vjp(ops, g, axis, sizes):
     out, start = [], 0
     lead = (slice(None),) * (g.ndim + axis)
     for n in sizes:
-        out.append(getitem(g, lead + (slice(start, start + n),)))
+        out.append(g[lead + (slice(start, start + n),)])
         start += n
     return tuple(out)
 
 
-def _concat_jvp(ts, axis, sizes):
+def _concat_jvp(ops, ts, axis, sizes):
     # concat of the tangents; a zero tangent becomes zeros of its input's (batched) shape
     like = next(t for t in ts if t is not None)
     parts = []
@@ -180,7 +182,7 @@ def _concat_jvp(ts, axis, sizes):
             shape[axis] = n
             t = Tensor(like._dev.xp.zeros(tuple(shape), dtype=like._data.dtype), like._dev)
         parts.append(t)
-    return concat(parts, axis=axis)
+    return ops.concat(parts, axis=axis)
 
 
 _concat = def_op("concat", lambda xp, *xs, axis, sizes: xp.concatenate(xs, axis=axis),
@@ -277,18 +279,18 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
 
 # -- tile / pad --------------------------------------------------------------------------------
 
-def _tile_vjp(g, x_shape, multiples):
+def _tile_vjp(ops, g, x_shape, multiples):
     # g viewed as batch + (m0, d0, m1, d1, ...): sum over the m axes
     nb = g.ndim - len(x_shape)
     inter = g.shape[:nb] + tuple(v for m, d in zip(multiples, x_shape) for v in (m, d))
-    summed = reduce_sum(reshape(g, inter), axis=tuple(nb + 2 * i for i in range(len(x_shape))))
-    return summed
+    return ops.reduce_sum(ops.reshape(g, inter),
+                          axis=tuple(nb + 2 * i for i in range(len(x_shape))))
 
 
 _tile = def_op("tile", lambda xp, x, multiples: xp.tile(x, multiples), saves=("x.shape",),
                vjp=_tile_vjp, linear=True,
-               jvp=lambda t, x_shape, multiples:
-               tile(t, (1,) * _nb(t, len(x_shape)) + tuple(multiples)))
+               jvp=lambda ops, t, x_shape, multiples:
+               ops.tile(t, (1,) * _nb(t, len(x_shape)) + tuple(multiples)))
 
 
 def tile(input, multiples, name=None):  # noqa: A002
@@ -306,16 +308,16 @@ def tile(input, multiples, name=None):  # noqa: A002
     return apply(_tile, (x,), {"multiples": m})
 
 
-def _pad_vjp(g, paddings, constant_values):
+def _pad_vjp(ops, g, paddings, constant_values):
     nb = g.ndim - len(paddings)
     key = (slice(None),) * nb + tuple(slice(lo, g.shape[nb + i] - hi)
                                       for i, (lo, hi) in enumerate(paddings))
-    return getitem(g, key)
+    return g[key]
 
 
-def _pad_jvp(t, paddings, constant_values):
+def _pad_jvp(ops, t, paddings, constant_values):
     # pad is affine: its tangent is the tangent padded with zeros
-    return pad(t, ((0, 0),) * _nb(t, len(paddings)) + tuple(paddings))
+    return ops.pad(t, ((0, 0),) * _nb(t, len(paddings)) + tuple(paddings))
 
 
 _pad = def_op("pad", lambda xp, x, paddings, constant_values:
@@ -382,19 +384,20 @@ def _separated_advanced(key):
     return pos[-1] - pos[0] + 1 != len(pos)
 
 
-def _getitem_jvp(t, x_shape, key, inner):
+def _getitem_jvp(ops, t, x_shape, key, inner):
     # linear: the tangent indexed the same way (its batch axes lead, as the forward keeps them)
-    return apply(_getitem, (t,), {"key": key, "inner": inner})
+    return ops.op("getitem", t, key=key, inner=inner)
 
 
 # getitem and its scatter are each other's transposes
 _getitem = def_op("getitem", _getitem_forward, saves=("x.shape",), linear=True,
-                  vjp=lambda g, x_shape, key, inner: _scatter(g, key, x_shape[len(x_shape) - inner:],
-                                                              g_inner_ndim(key, x_shape, inner)),
+                  vjp=lambda ops, g, x_shape, key, inner:
+                  _scatter(ops, g, key, x_shape[len(x_shape) - inner:],
+                           g_inner_ndim(key, x_shape, inner)),
                   jvp=_getitem_jvp)
 _scatter_op = def_op("getitem_grad", _scatter_forward, linear=True,
-                     vjp=lambda g, key, inner_shape, r, advanced:
-                     apply(_getitem, (g,), {"key": key, "inner": len(inner_shape)}))
+                     vjp=lambda ops, g, key, inner_shape, r, advanced:
+                     ops.op("getitem", g, key=key, inner=len(inner_shape)))
 
 
 def g_inner_ndim(key, x_shape, inner):
@@ -406,10 +409,10 @@ def g_inner_ndim(key, x_shape, inner):
     return inner - ints - len(arrays) + news + adv
 
 
-def _scatter(g, key, inner_shape, r):
+def _scatter(ops, g, key, inner_shape, r):
     advanced = any(isinstance(k, np.ndarray) for k in key)
-    return apply(_scatter_op, (g,), {"key": key, "inner_shape": tuple(inner_shape), "r": r,
-                                      "advanced": advanced})
+    return ops.op("getitem_grad", g, key=key, inner_shape=tuple(inner_shape), r=r,
+                  advanced=advanced)
 
 
 def _normalize_key(key, shape, xp):
@@ -464,10 +467,10 @@ def getitem(x, key):
 
 # -- gather ---------------------------------------------------------------------------------------
 
-def _gather_vjp(g, p_shape, indices, axis):
+def _gather_vjp(ops, g, p_shape, indices, axis):
     # the transpose of a gather is a scatter-add into zeros of the params' shape
-    key = (slice(None),) * (len(p_shape) + axis) + (indices._data,)
-    return _scatter(g, key, p_shape, len(p_shape) - 1 + indices.ndim)
+    key = (slice(None),) * (len(p_shape) + axis) + (ops.array(indices),)
+    return _scatter(ops, g, key, p_shape, len(p_shape) - 1 + indices.ndim)
 
 
 def _gather_forward(xp, params, indices, axis):
@@ -478,9 +481,9 @@ def _gather_forward(xp, params, indices, axis):
     return xp.take(params, indices, axis=axis)
 
 
-def _gather_jvp(ts, p_shape, indices, axis):
+def _gather_jvp(ops, ts, p_shape, indices, axis):
     # gather is linear in params; `axis` counts from the right, past the batch axes
-    return None if ts[0] is None else gather(ts[0], indices, axis=axis)
+    return None if ts[0] is None else ops.gather(ts[0], indices, axis=axis)
 
 
 _gather = def_op("gather", _gather_forward, args=("params", "indices"),
@@ -557,4 +560,5 @@ def size(input, out_type=np.int32, name=None):  # noqa: A002
     return convert_to_tensor(np.asarray(tensor(input).size, dtype=out_type))
 
 
-from .reduce import reduce_sum  # noqa: E402
+__all__ = public(globals(), ("",), special=((("linalg",), (matrix_transpose,)),
+                                            ((), (getitem, g_inner_ndim, unstack_last))))

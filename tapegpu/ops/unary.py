@@ -7,7 +7,9 @@ import math
 
 from .registry import def_op
 from ..core.tensor import Tensor
-from ._base import EMPTY, apply, apply1, floating, tensor
+from ._base import EMPTY, apply, apply1, floating, public, tensor
+from .kernels import activation_kernels, cpu_relu_backward
+from .registry import passthrough
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -32,72 +34,66 @@ def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True):
     (2,)
     """
     fn.op = op
+    fn.plain = True  # fn(x) is the op itself: rules on arrays call its forward directly
     return fn
 
 
-def _unary(name, forward, vjp=None, saves=(), doc="", floats_only=True, example="[0.5, 1.0]"):
-    op = def_op(name, forward, vjp=vjp, saves=saves, elementwise=True)
+def _unary(name, forward, vjp=None, saves=(), doc="", floats_only=True, example="[0.5, 1.0]",
+           **entry):
+    op = def_op(name, forward, vjp=vjp, saves=saves, elementwise=True, **entry)
     return _public(op, doc or f"Elementwise {name}(x).", example, floats_only)
 
 
-# The rules below call the public functions defined in this file and in binary.py.
-from .binary import greater, less, logical_and, where  # noqa: E402
-
-
-def _zeros_where(cond, g):
-    """g where `cond` holds, else 0 (cond broadcasts against g's batch axes)."""
-    return where(cond, g, 0.0)
-
-
-negative = _unary("negative", lambda xp, x: xp.negative(x), vjp=lambda g: negative(g),
-                  floats_only=False, doc="-x, elementwise.")
-negative.op.linear = True
+negative = _unary("negative", lambda xp, x: xp.negative(x), vjp=lambda ops, g: -g,
+                  floats_only=False, linear=True, doc="-x, elementwise.")
 # |x|' = sign(x)
-abs = _unary("abs", lambda xp, x: xp.abs(x), vjp=lambda g, x: g * sign(x), saves=("x",),  # noqa: A001
+abs = _unary("abs", lambda xp, x: xp.abs(x), vjp=lambda ops, g, x: g * ops.sign(x),  # noqa: A001
+             saves=("x",),
              floats_only=False, doc="|x|, elementwise.")
 # TensorFlow defines sign's gradient as zero (not None).
-sign = _unary("sign", lambda xp, x: xp.sign(x), vjp=lambda g: g * 0.0, floats_only=False,
+sign = _unary("sign", lambda xp, x: xp.sign(x), vjp=lambda ops, g: g * 0.0, floats_only=False,
               doc="The sign of x (-1, 0, 1), elementwise; its gradient is zero.")
 # (x^2)' = 2x
-square = _unary("square", lambda xp, x: xp.square(x), vjp=lambda g, x: g * (x * 2.0),
+square = _unary("square", lambda xp, x: xp.square(x), vjp=lambda ops, g, x: g * (x * 2.0),
                 saves=("x",), floats_only=False, doc="x * x, elementwise.")
 # sqrt(x)' = 1 / (2 sqrt(x))
-sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), vjp=lambda g, out: g / (out * 2.0),
+sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), vjp=lambda ops, g, out: g / (out * 2.0),
               saves=("out",), doc="The square root, elementwise.")
 # rsqrt(x)' = -rsqrt(x)^3 / 2
 rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
-               vjp=lambda g, out: g * (out * out * out * -0.5), saves=("out",),
+               vjp=lambda ops, g, out: g * (out * out * out * -0.5), saves=("out",),
                doc="1 / sqrt(x), elementwise.")
 # e^x' = e^x: keep the output, not the input
-exp = _unary("exp", lambda xp, x: xp.exp(x), vjp=lambda g, out: g * out, saves=("out",),
+exp = _unary("exp", lambda xp, x: xp.exp(x), vjp=lambda ops, g, out: g * out, saves=("out",),
              doc="e^x, elementwise.")
 # expm1(x)' = e^x = expm1(x) + 1
-expm1 = _unary("expm1", lambda xp, x: xp.expm1(x), vjp=lambda g, out: g * (out + 1.0),
+expm1 = _unary("expm1", lambda xp, x: xp.expm1(x), vjp=lambda ops, g, out: g * (out + 1.0),
                saves=("out",), doc="e^x - 1, accurate for small x.")
 # log(x)' = 1/x
-log = _unary("log", lambda xp, x: xp.log(x), vjp=lambda g, x: g / x, saves=("x",),
+log = _unary("log", lambda xp, x: xp.log(x), vjp=lambda ops, g, x: g / x, saves=("x",),
              doc="The natural logarithm, elementwise.")
 # log1p(x)' = 1/(1+x)
-log1p = _unary("log1p", lambda xp, x: xp.log1p(x), vjp=lambda g, x: g / (x + 1.0),
+log1p = _unary("log1p", lambda xp, x: xp.log1p(x), vjp=lambda ops, g, x: g / (x + 1.0),
                saves=("x",), doc="log(1 + x), accurate for small x.")
 # sin' = cos, cos' = -sin
-sin = _unary("sin", lambda xp, x: xp.sin(x), vjp=lambda g, x: g * cos(x), saves=("x",),
+sin = _unary("sin", lambda xp, x: xp.sin(x), vjp=lambda ops, g, x: g * ops.cos(x), saves=("x",),
              doc="The sine, elementwise.")
-cos = _unary("cos", lambda xp, x: xp.cos(x), vjp=lambda g, x: g * negative(sin(x)),
+cos = _unary("cos", lambda xp, x: xp.cos(x), vjp=lambda ops, g, x: g * -ops.sin(x),
              saves=("x",), doc="The cosine, elementwise.")
 # tan' = 1 + tan^2
-tan = _unary("tan", lambda xp, x: xp.tan(x), vjp=lambda g, out: g * (out * out + 1.0),
+tan = _unary("tan", lambda xp, x: xp.tan(x), vjp=lambda ops, g, out: g * (out * out + 1.0),
              saves=("out",), doc="The tangent, elementwise.")
 # tanh' = 1 - tanh^2
-tanh = _unary("tanh", lambda xp, x: xp.tanh(x), vjp=lambda g, out: g * (1.0 - out * out),
-              saves=("out",), doc="The hyperbolic tangent, elementwise.")
+tanh = _unary("tanh", lambda xp, x: xp.tanh(x), vjp=lambda ops, g, out: g * (1.0 - out * out),
+              saves=("out",), doc="The hyperbolic tangent, elementwise.",
+              **activation_kernels("tanh"))
 # sinh' = cosh, cosh' = sinh
-sinh = _unary("sinh", lambda xp, x: xp.sinh(x), vjp=lambda g, x: g * cosh(x), saves=("x",),
+sinh = _unary("sinh", lambda xp, x: xp.sinh(x), vjp=lambda ops, g, x: g * ops.cosh(x), saves=("x",),
               doc="The hyperbolic sine, elementwise.")
-cosh = _unary("cosh", lambda xp, x: xp.cosh(x), vjp=lambda g, x: g * sinh(x), saves=("x",),
+cosh = _unary("cosh", lambda xp, x: xp.cosh(x), vjp=lambda ops, g, x: g * ops.sinh(x), saves=("x",),
               doc="The hyperbolic cosine, elementwise.")
 # atan' = 1 / (1 + x^2)
-atan = _unary("atan", lambda xp, x: xp.arctan(x), vjp=lambda g, x: g / (x * x + 1.0),
+atan = _unary("atan", lambda xp, x: xp.arctan(x), vjp=lambda ops, g, x: g / (x * x + 1.0),
               saves=("x",), doc="The arctangent, elementwise.")
 
 
@@ -108,8 +104,9 @@ def _sigmoid(xp, x):
 
 
 # sigmoid' = s (1 - s)
-sigmoid = _unary("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1.0 - out)),
-                 saves=("out",), doc="The logistic function 1 / (1 + e^-x), elementwise.")
+sigmoid = _unary("sigmoid", _sigmoid, vjp=lambda ops, g, out: g * (out * (1.0 - out)),
+                 saves=("out",), doc="The logistic function 1 / (1 + e^-x), elementwise.",
+                 **activation_kernels("sigmoid"))
 
 
 def _softplus(xp, x):
@@ -118,8 +115,9 @@ def _softplus(xp, x):
 
 
 # softplus' = sigmoid
-softplus = _unary("softplus", _softplus, vjp=lambda g, x: g * sigmoid(x), saves=("x",),
-                  doc="log(1 + e^x), elementwise, computed without overflow.")
+softplus = _unary("softplus", _softplus, vjp=lambda ops, g, x: g * ops.sigmoid(x), saves=("x",),
+                  doc="log(1 + e^x), elementwise, computed without overflow.",
+                  **activation_kernels("softplus"))
 
 
 def _erf(xp, x):
@@ -139,11 +137,11 @@ def _erf_numpy(x):
 
 
 # erf' = 2/sqrt(pi) e^(-x^2)
-erf = _unary("erf", _erf, vjp=lambda g, x: g * (exp(negative(x * x)) * _TWO_OVER_SQRT_PI),
+erf = _unary("erf", _erf, vjp=lambda ops, g, x: g * (ops.exp(-(x * x)) * _TWO_OVER_SQRT_PI),
              saves=("x",), doc="The error function, elementwise.")
 # (1/x)' = -1/x^2
 reciprocal = _unary("reciprocal", lambda xp, x: 1 / x,
-                    vjp=lambda g, out: g * negative(out * out), saves=("out",),
+                    vjp=lambda ops, g, out: g * -(out * out), saves=("out",),
                     doc="1 / x, elementwise.")
 floor = _unary("floor", lambda xp, x: xp.floor(x), doc="Rounds down; no gradient (as in TF).")
 ceil = _unary("ceil", lambda xp, x: xp.ceil(x), doc="Rounds up; no gradient (as in TF).")
@@ -154,11 +152,12 @@ round = _unary("round", lambda xp, x: xp.round(x),  # noqa: A001
 
 # relu' = 1 where out > 0
 relu = _unary("relu", lambda xp, x: xp.maximum(x, 0),
-              vjp=lambda g, out: _zeros_where(greater(out, 0.0), g), saves=("out",),
-              doc="max(x, 0), elementwise.")
+              vjp=lambda ops, g, out: ops.keep(ops.greater(out, 0.0), g), saves=("out",),
+              doc="max(x, 0), elementwise.",
+              **activation_kernels("relu", numpy_vjp=cpu_relu_backward))
 # relu6' = 1 on (0, 6)
 relu6 = _unary("relu6", lambda xp, x: xp.clip(x, 0, 6),
-               vjp=lambda g, x: _zeros_where(logical_and(greater(x, 0.0), less(x, 6.0)), g),
+               vjp=lambda ops, g, x: ops.keep(ops.logical_and(ops.greater(x, 0.0), ops.less(x, 6.0)), g),
                saves=("x",), doc="min(max(x, 0), 6), elementwise.")
 
 
@@ -168,7 +167,9 @@ def _elu_forward(xp, x, alpha=1.0):
 
 # elu' = 1 for x > 0, alpha e^x = out + alpha for x <= 0: the output suffices
 _elu_op = def_op("elu", _elu_forward, saves=("out",), elementwise=True,
-                 vjp=lambda g, out, alpha=1.0: where(greater(out, 0.0), g, g * (out + alpha)))
+                 vjp=lambda ops, g, out, alpha=1.0:
+                 ops.where(ops.greater(out, 0.0), g, g * (out + alpha)),
+                 **activation_kernels("elu"))
 
 
 def elu(features, alpha=1.0, name=None):
@@ -202,7 +203,7 @@ def _leaky_forward(xp, x, alpha=0.2):
 
 # leaky_relu' = 1 for x > 0, alpha otherwise
 _leaky_op = def_op("leaky_relu", _leaky_forward, saves=("x",), elementwise=True,
-                   vjp=lambda g, x, alpha=0.2: where(greater(x, 0.0), g, g * alpha))
+                   vjp=lambda ops, g, x, alpha=0.2: ops.where(ops.greater(x, 0.0), g, g * alpha))
 
 
 def leaky_relu(features, alpha=0.2, name=None):
@@ -224,20 +225,21 @@ def _gelu_forward(xp, x, approximate=False):
     return 0.5 * x * (1 + _erf(xp, x * xp.asarray(_INV_SQRT_2, dtype=x.dtype)))
 
 
-def _gelu_vjp(g, x, approximate=False):
+def _gelu_vjp(ops, g, x, approximate=False):
     if approximate:
         # u = c (x + 0.044715 x^3);  gelu' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3*0.044715 x^2)
         x2 = x * x
-        t = tanh((x + x * x2 * 0.044715) * _SQRT_2_OVER_PI)
+        t = ops.tanh((x + x * x2 * 0.044715) * _SQRT_2_OVER_PI)
         du = (x2 * (3 * 0.044715) + 1.0) * _SQRT_2_OVER_PI
         return g * ((t + 1.0) * 0.5 + x * (1.0 - t * t) * du * 0.5)
     # gelu'(x) = Phi(x) + x phi(x), Phi the normal CDF and phi its density
-    cdf = (erf(x * _INV_SQRT_2) + 1.0) * 0.5
-    pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
+    cdf = (ops.erf(x * _INV_SQRT_2) + 1.0) * 0.5
+    pdf = ops.exp(x * x * -0.5) * _INV_SQRT_2PI
     return g * (cdf + x * pdf)
 
 
-_gelu_op = def_op("gelu", _gelu_forward, saves=("x",), elementwise=True, vjp=_gelu_vjp)
+_gelu_op = def_op("gelu", _gelu_forward, saves=("x",), elementwise=True, vjp=_gelu_vjp,
+                  **activation_kernels("gelu"))
 
 
 def gelu(features, approximate=False, name=None):
@@ -254,7 +256,8 @@ gelu.op = _gelu_op
 
 # -- casts, identity, stop_gradient ---------------------------------------------------------------
 
-identity_op = def_op("identity", lambda xp, x: x, vjp=lambda g: g, elementwise=True, linear=True)
+identity_op = def_op("identity", lambda xp, x: x, vjp=passthrough, elementwise=True,
+                     linear=True, view=True)
 
 
 def identity(input, name=None):  # noqa: A002
@@ -266,7 +269,7 @@ def identity(input, name=None):  # noqa: A002
     return apply(identity_op, (tensor(input),), EMPTY)
 
 
-_stop_op = def_op("stop_gradient", lambda xp, x: x)
+_stop_op = def_op("stop_gradient", lambda xp, x: x, view=True)
 
 
 def stop_gradient(input, name=None):  # noqa: A002
@@ -290,7 +293,7 @@ def _cast_forward(xp, x, dtype, src):
 
 # d cast(x)/dx = 1: the cotangent is cast back to the input's dtype
 _cast_op = def_op("cast", _cast_forward, elementwise=True, linear=True,
-                  vjp=lambda g, dtype, src: cast(g, src) if src.kind in "fc" else None)
+                  vjp=lambda ops, g, dtype, src: ops.cast(g, src) if src.kind in "fc" else None)
 
 
 def cast(x, dtype, name=None):
@@ -308,3 +311,22 @@ def cast(x, dtype, name=None):
 
 
 cast.op = _cast_op
+
+
+def silu(features, beta=1.0, name=None):
+    """x * sigmoid(beta x), elementwise (also `tg.nn.swish`).
+
+    >>> tg.nn.silu(tg.constant([0.0, 1.0])).numpy().round(4)
+    array([0.    , 0.7311], dtype=float32)
+    """
+    x = floating(features, "silu")
+    return x * sigmoid(x * float(beta) if beta != 1.0 else x)
+
+
+swish = silu
+
+# where tapegpu's API lists each function ("activations": Keras' activation names)
+__all__ = public(globals(), ("", "math"), special=(
+    (("", "nn", "activations"), (relu, relu6, elu, selu, gelu, leaky_relu, silu)),
+    (("", "math", "nn", "activations"), (sigmoid, tanh, softplus)),
+    (("",), (cast, identity, stop_gradient))))

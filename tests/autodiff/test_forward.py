@@ -188,8 +188,7 @@ def test_errors():
         FA(x, tg.constant([1.0, 0.0, 0.0]))
     with pytest.raises(TypeError):
         FA(x, tg.constant([1.0, 0.0], dtype=tg.float64))  # no silent dtype conversion
-    no_jvp = Op("reverse_only", lambda xp, x: x * 2, ("x",), lambda g: g * 2.0, None, (),
-                False, False, True, True, False)
+    no_jvp = Op("reverse_only", lambda xp, x: x * 2, vjp=lambda ops, g: g * 2.0)
     with FA(x, tg.constant([1.0, 0.0])):
         with pytest.raises(NoJVPError, match="reverse_only"):
             apply(no_jvp, (x,), {})

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.testing.launches import step_launches
 from tapegpu import backends as backend
 from tapegpu.autodiff import sweep
 
@@ -121,8 +122,6 @@ def test_higher_order_sweeps_use_the_differentiable_rules_not_kernels():
 
 
 def test_fusion_halves_launches_of_a_training_step():
-    sys.path.insert(0, ROOT)
-    from benchmarks.launches import step_launches
     on = sum(step_launches(8, True).values())
     off = sum(step_launches(8, False).values())
     assert on <= 0.5 * off, (on, off)

@@ -22,6 +22,7 @@ scalars in the kernel's dtype, flags as ``numpy.int32``.
 import collections
 import math
 import os
+import re
 
 import numpy as np
 
@@ -31,15 +32,23 @@ import numpy as np
 KERNEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__)))), "cuda_kernels")
 
-ACTIVATIONS = ("relu", "elu", "gelu", "sigmoid", "tanh", "softplus")
-# The codes bias_act_fwd understands (see activations.cu: apply_act).
-ACTIVATION_CODES = {name: code for code, name in enumerate(("none",) + ACTIVATIONS)}
 DTYPES = {"float32": "f32", "float64": "f64"}
+
+
+def _activations():
+    """The activations of activations.cu: one `TAPEGPU_ACTIVATION(name, T, suffix)` line per
+    name and dtype, each giving `<name>_fwd`, `<name>_bwd` and `bias_<name>_fwd`."""
+    with open(os.path.join(KERNEL_DIR, "activations.cu")) as f:
+        names = re.findall(r"^TAPEGPU_ACTIVATION\((\w+), \w+, \w+\)", f.read(), re.M)
+    return tuple(dict.fromkeys(names))
+
+
+ACTIVATIONS = _activations()
 
 # op -> the .cu file (in KERNEL_DIR, without extension) that implements it.
 _OP_FILES = {
     **{f"{a}_{d}": "activations" for a in ACTIVATIONS for d in ("fwd", "bwd")},
-    "bias_act_fwd": "activations",
+    **{f"bias_{a}_fwd": "activations" for a in ACTIVATIONS},
     **{op: "softmax" for op in ("softmax_fwd", "softmax_bwd", "log_softmax_fwd", "log_softmax_bwd",
                                 "sparse_xent_fwd", "sparse_xent_bwd")},
     "sum_middle_fwd": "reduce",
@@ -146,18 +155,17 @@ class KernelSet:
         return dx
 
     def bias_act_fwd(self, name, x, b):
-        """y = act(x + b) with b of shape (x.shape[-1],); name may be 'none'."""
+        """y = act(x + b) with b of shape (x.shape[-1],)."""
         x, b = self._float(x, "bias_act input"), self._float(b, "bias")
-        if name not in ACTIVATION_CODES:
-            raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATION_CODES)}")
+        if name not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
         if x.ndim < 1 or b.shape != x.shape[-1:] or b.dtype != x.dtype:
             raise ValueError(f"bias_act: bias {b.shape} {b.dtype} must be ({x.shape[-1:]},) {x.dtype}")
         y = self.xp.empty_like(x)
         if x.size:
             cols = x.shape[-1]
-            self._launch("bias_act_fwd", x.dtype, self._elementwise_grid(x.size), self.block,
-                         (x, b, y, np.int64(x.size // cols), np.int64(cols),
-                          np.int32(ACTIVATION_CODES[name])))
+            self._launch(f"bias_{name}_fwd", x.dtype, self._elementwise_grid(x.size), self.block,
+                         (x, b, y, np.int64(x.size // cols), np.int64(cols)))
         return y
 
     # ------------------------------------------------------------ softmax family

@@ -1,4 +1,6 @@
-"""Every kernel of cuda_kernels/ against its numpy reference, on the emulator.
+"""Every kernel of cuda_kernels/ against its numpy reference, on the emulator: for the kernels
+of an op, its registry entry (reference forward, VJP rule on numpy arrays); for the others,
+backends.kernels.reference.
 
 Each case runs in forward and in reverse resume order, in float32 and float64,
 on sizes that cover one element, partial blocks, grid-stride tails (the
@@ -16,6 +18,28 @@ from tapegpu.backends.emu import RawModule
 from tapegpu.backends.kernels import KERNEL_DIR, KernelSet, kernel_files, kernel_names
 from tapegpu.backends.kernels import reference as ref
 from tapegpu.backends.kernels.launch import ACTIVATIONS, reduction_groups
+from tapegpu import backends
+from tapegpu.ops import TENSOR_OPS
+from tapegpu.ops.namespace import ArrayOps
+from tapegpu.ops.registry import REGISTRY
+
+# the references of op kernels: the ops' own forwards and VJP rules on numpy arrays, run by
+# numpy alone (no kernel of any backend)
+_NUMPY_RULES = ArrayOps(backends.NUMPY, TENSOR_OPS)
+
+
+def op_forward(name, *arrays, **params):
+    return REGISTRY[name].forward(np, *arrays, **params)
+
+
+def op_vjp(name, g, *saved, **params):
+    rule = REGISTRY[name].vjp
+    rule = rule[-1] if type(rule) is tuple else rule
+    return rule(_NUMPY_RULES, g, *saved, **params)
+
+
+def saves_output(name):
+    return REGISTRY[name].saves == ("out",)
 
 DTYPES = (np.float32, np.float64)
 TOL = {np.float32: dict(rtol=3e-5, atol=3e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
@@ -56,7 +80,7 @@ def assert_launches(ks, expected):
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_act_fwd(ks, name, size, dtype):
     x = sample(size, dtype)
-    check(ks.act_fwd(name, x), ref.act_fwd(name, x), dtype)
+    check(ks.act_fwd(name, x), op_forward(name, x), dtype)
     assert_launches(ks, 1 if size else 0)
 
 
@@ -67,9 +91,9 @@ def test_act_fwd(ks, name, size, dtype):
 def test_act_bwd(ks, name, size, batch, dtype):
     """dx = g * f'(saved); a batch of cotangents goes in one launch."""
     x = sample(size, dtype)
-    saved = ref.act_fwd(name, x) if ref.SAVES[name] == "out" else x
+    saved = op_forward(name, x) if saves_output(name) else x
     g = sample(batch + (size,), dtype, seed=1, scale=1.0)
-    check(ks.act_bwd(name, g, saved), ref.act_bwd(name, g, saved), dtype)
+    check(ks.act_bwd(name, g, saved), op_vjp(name, g, saved), dtype)
     assert_launches(ks, 1 if size else 0)
 
 
@@ -82,10 +106,10 @@ def test_act_bwd_rejects_mismatched_cotangent(ks):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(0, 5), (1, 1), (7, 33), (300, 13), (2, 3, 4)])
-@pytest.mark.parametrize("name", ("none",) + ACTIVATIONS)
+@pytest.mark.parametrize("name", ACTIVATIONS)
 def test_bias_act_fwd(ks, name, shape, dtype):
     x, b = sample(shape, dtype), sample(shape[-1:], dtype, seed=2)
-    check(ks.bias_act_fwd(name, x, b), ref.bias_act_fwd(name, x, b), dtype)
+    check(ks.bias_act_fwd(name, x, b), op_forward(name, x + b), dtype)
     assert_launches(ks, 1 if x.size else 0)
 
 
@@ -98,8 +122,8 @@ ROW_SHAPES = [(0, 4), (3, 0), (1, 1), (5, 7), (4, 33), (9, 300), (2, 3, 257)]
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_softmax_fwd(ks, log, shape, dtype):
     x = sample(shape, dtype)
-    fwd, want = (ks.log_softmax_fwd, ref.log_softmax_fwd) if log else (ks.softmax_fwd, ref.softmax_fwd)
-    check(fwd(x), want(x), dtype)
+    name = "log_softmax" if log else "softmax"
+    check(getattr(ks, name + "_fwd")(x), op_forward(name, x), dtype)
     assert_launches(ks, 1 if x.size else 0)
 
 
@@ -109,10 +133,10 @@ def test_softmax_fwd(ks, log, shape, dtype):
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_softmax_bwd(ks, log, shape, batch, dtype):
     x = sample(shape, dtype)
-    y = (ref.log_softmax_fwd if log else ref.softmax_fwd)(x)
+    name = "log_softmax" if log else "softmax"
+    y = op_forward(name, x)
     g = sample(batch + shape, dtype, seed=1, scale=1.0)
-    bwd, want = (ks.log_softmax_bwd, ref.log_softmax_bwd) if log else (ks.softmax_bwd, ref.softmax_bwd)
-    check(bwd(g, y), want(g, y), dtype)
+    check(getattr(ks, name + "_bwd")(g, y), op_vjp(name, g, y), dtype)
     assert_launches(ks, 1 if g.size else 0)
 
 
@@ -122,12 +146,13 @@ def test_sparse_xent(ks, shape, dtype):
     z = sample(shape, dtype)
     labels = np.random.default_rng(3).integers(0, shape[1], shape[0])
     loss, probs = ks.sparse_xent_fwd(z, labels)
-    want_loss, want_probs = ref.sparse_xent_fwd(z, labels)
+    xent = "sparse_softmax_cross_entropy_with_logits"
+    want_loss, (want_probs,) = op_forward(xent, labels, z)
     check(loss, want_loss, dtype)
     check(probs, want_probs, dtype)
     g = sample(shape[:1], dtype, seed=4, scale=1.0)
-    check(ks.sparse_xent_bwd(g, probs, labels.astype(np.int32)), ref.sparse_xent_bwd(g, want_probs, labels),
-          dtype)
+    check(ks.sparse_xent_bwd(g, probs, labels.astype(np.int32)),
+          op_vjp(xent, g, labels, z, want_probs), dtype)
     assert_launches(ks, 2 if z.size else 0)
 
 
@@ -225,6 +250,13 @@ def test_optimizer_rejects_non_contiguous_parameters(ks):
 def test_emulated_entry_points_match_the_table(file):
     module = RawModule(path=os.path.join(KERNEL_DIR, file + ".cu"))
     assert sorted(module.kernel_names) == kernel_names(file)
+
+
+def test_every_activation_kernel_is_an_ops_kernel():
+    """activations.cu's activations are exactly the ops that declare activation kernels."""
+    declared = sorted(name for name, op in REGISTRY.items()
+                      if "cuda_emu" in op.kernels and op.elementwise and op.args == ("x",))
+    assert declared == sorted(ACTIVATIONS)
 
 
 def test_every_kernel_file_is_in_the_table():

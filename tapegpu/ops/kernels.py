@@ -1,0 +1,155 @@
+"""Kernel entries for op declarations: `def_op(..., **activation_kernels(name))` and the like.
+
+Each function returns the `kernels=` and `vjp_kernels=` of one op: per backend name, a forward
+or VJP that launches our CUDA kernels (`cuda` on a GPU, `cuda_emu` on the CPU; see
+`backends.kernels.KernelSet`) or a CPU kernel (`numpy`, `tapegpu/backends/_cpu.c`). Each returns
+`NotImplemented` for inputs it does not cover (dtypes, parameters, batched cotangents), and the
+op's reference runs instead: results never depend on whether a kernel exists, only the number
+of launches does.
+"""
+import numpy as np
+
+from .. import backends
+from ..backends import cpu_kernels
+from ..backends.kernels.launch import ACTIVATIONS
+
+KERNEL_BACKENDS = ("cuda_emu", "cuda")
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _kernel_set(backend_name):
+    """`kernels_of(array)`: the kernel set of a backend for an array (on `cuda`, of the GPU
+    the array lives on)."""
+    if backend_name == "cuda_emu":
+        return lambda a: backends.CUDA_EMU.kernels
+    return lambda a: backends.gpu(a.device.id).kernels
+
+
+def _floats(*arrays):
+    dt = arrays[0].dtype
+    return dt in _FLOATS and all(a.dtype == dt for a in arrays)
+
+
+def _per_backend(make):
+    return {name: make(_kernel_set(name)) for name in KERNEL_BACKENDS}
+
+
+def activation_kernels(name, numpy_vjp=None):
+    """An elementwise activation: `tapegpu_<name>_fwd` and `tapegpu_<name>_bwd` of
+    activations.cu (the backward from what the op saves), for the default parameters."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation_kernels: activations.cu has no {name!r} kernels; it has "
+                         f"{', '.join(ACTIVATIONS)}")
+    def forward(kernels_of):
+        def fwd(xp, x, **params):
+            if params or not _floats(x):
+                return NotImplemented
+            return kernels_of(x).act_fwd(name, x)
+        return fwd
+
+    def vjp(kernels_of):
+        def bwd(g, saved, **params):
+            if params or not _floats(g, saved):
+                return NotImplemented
+            return kernels_of(g).act_bwd(name, g, saved)
+        return bwd
+
+    vjps = _per_backend(vjp)
+    if numpy_vjp is not None:
+        vjps["numpy"] = numpy_vjp
+    return {"kernels": _per_backend(forward), "vjp_kernels": vjps}
+
+
+def _fits_cpu(*arrays):
+    """What the CPU kernels take: C-contiguous, non-empty float arrays of one dtype."""
+    return _floats(*arrays) and all(type(a) is np.ndarray and a.flags.c_contiguous and a.size
+                                    for a in arrays)
+
+
+def cpu_relu_backward(g, y):
+    """ReLU's backward from its output on `numpy`, one pass (numpy needs three)."""
+    if cpu_kernels is None or not _fits_cpu(g, y) or g.shape[g.ndim - y.ndim:] != y.shape:
+        return NotImplemented
+    out = np.empty_like(g)
+    cpu_kernels.relu_backward(y, g, out)
+    return out
+
+
+def softmax_kernels(name):
+    """softmax / log_softmax over the last axis: `tapegpu_<name>_fwd` and `_bwd` of
+    softmax.cu."""
+    def forward(kernels_of):
+        def fwd(xp, x, axis=-1):
+            if axis != -1 or not _floats(x) or x.ndim == 0:
+                return NotImplemented
+            return getattr(kernels_of(x), name + "_fwd")(x)
+        return fwd
+
+    def vjp(kernels_of):
+        def bwd(g, out, axis=-1):
+            if axis != -1 or not _floats(g, out):
+                return NotImplemented
+            return getattr(kernels_of(g), name + "_bwd")(g, out)
+        return bwd
+
+    return {"kernels": _per_backend(forward), "vjp_kernels": _per_backend(vjp)}
+
+
+def sparse_xent_kernels():
+    """Sparse softmax cross-entropy for 2-d logits: the forward also returns the softmax its
+    backward kernel uses."""
+    def forward(kernels_of):
+        def fwd(xp, labels, logits):
+            if logits.ndim != 2 or not _floats(logits):
+                return NotImplemented
+            n = logits.shape[-1]
+            if labels.size and (labels.min() < 0 or labels.max() >= n):
+                return NotImplemented  # the reference raises the clear error
+            loss, probs = kernels_of(logits).sparse_xent_fwd(logits, labels)
+            return loss, (probs,)
+        return fwd
+
+    def vjp(kernels_of):
+        def bwd(g, labels, logits, probs):
+            if logits.ndim != 2 or g.shape != logits.shape[:1] or not _floats(g, logits):
+                return NotImplemented  # e.g. batched cotangents (Jacobians)
+            return None, kernels_of(g).sparse_xent_bwd(g, probs, labels)
+        return bwd
+
+    return {"kernels": _per_backend(forward), "vjp_kernels": _per_backend(vjp)}
+
+
+def bias_act_kernels():
+    """act(x + b) in one pass (`tapegpu_bias_<act>_fwd`; on `numpy`, the CPU kernel for ReLU),
+    and its backward as the activation's backward kernel."""
+    def forward(kernels_of):
+        def fwd(xp, x, b, act):
+            if act not in ACTIVATIONS or not _floats(x, b):
+                return NotImplemented
+            return kernels_of(x).bias_act_fwd(act, x, b)
+        return fwd
+
+    def vjp(kernels_of):
+        def bwd(g, out, act):
+            if act not in ACTIVATIONS or not _floats(g, out):
+                return NotImplemented
+            gz = kernels_of(g).act_bwd(act, g, out)
+            return gz, gz
+        return bwd
+
+    def cpu_forward(xp, x, b, act):
+        if act != "relu" or cpu_kernels is None or not _fits_cpu(x, b) or b.ndim != 1 or \
+                x.shape[-1:] != b.shape:
+            return NotImplemented
+        out = np.empty_like(x)
+        cpu_kernels.bias_relu(x, b, out)
+        return out
+
+    def cpu_vjp(g, out, act):
+        if act != "relu":
+            return NotImplemented
+        gz = cpu_relu_backward(g, out)
+        return NotImplemented if gz is NotImplemented else (gz, gz)
+
+    return {"kernels": {**_per_backend(forward), "numpy": cpu_forward},
+            "vjp_kernels": {**_per_backend(vjp), "numpy": cpu_vjp}}

@@ -1,0 +1,82 @@
+"""Kernel launches per training step on `cuda_emu`, with fusion on and off: the GPU cost model
+of one step (benchmarks/launches.py prints it; a test holds fusion to at most half the launches).
+
+One step of a 784-1024-1024-10 ReLU MLP (tg.layers.Dense) with softmax cross-entropy:
+forward, backward (tape.gradient) and an SGD-momentum update. "Fusion on" is the default
+dispatch: our kernels forward, backward kernels in the array-mode sweep, one optimizer kernel per
+variable. "Fusion off" (`unfused()`) runs the same step with every op as a library call: the
+reference forwards, the tensor-mode sweep (each VJP as separate ops) and the optimizer rule as
+tapegpu ops. A library call counts as one launch (one CuPy/cuBLAS kernel on a GPU); views
+(reshape, transpose, broadcast) count none.
+"""
+import contextlib
+
+import numpy as np
+
+from .. import backends
+from ..autodiff import sweep
+from ..autodiff.tape import GradientTape
+from ..core.device import device
+from ..core.tensor import Variable, constant
+from ..models import layers
+from ..ops import reduce_mean, sparse_softmax_cross_entropy_with_logits, zeros_like
+from ..ops.registry import REGISTRY
+from ..optimizers import SGD
+
+
+@contextlib.contextmanager
+def unfused(backend_name="cuda_emu"):
+    """Every op a library call on a backend: no kernels, no bias+activation op, tensor-mode
+    sweep."""
+    saved = {name: (op.kernels.pop(backend_name, None), op.vjp_kernels.pop(backend_name, None))
+             for name, op in REGISTRY.items()}
+    for op in REGISTRY.values():
+        op.steps.clear()
+    fusable = dict(layers._FUSABLE)
+    layers._FUSABLE.clear()
+    old_fused = sweep.FUSED
+    sweep.FUSED = False
+    try:
+        yield
+    finally:
+        sweep.FUSED = old_fused
+        layers._FUSABLE.update(fusable)
+        for name, (fwd, vjp) in saved.items():
+            if fwd is not None:
+                REGISTRY[name].kernels[backend_name] = fwd
+            if vjp is not None:
+                REGISTRY[name].vjp_kernels[backend_name] = vjp
+        for op in REGISTRY.values():
+            op.steps.clear()
+
+
+def sgd_momentum_as_ops(grads, variables, velocities, lr=0.01, momentum=0.9):
+    """Keras' rule, v = momentum v - lr g; p += v, written as separate tapegpu ops."""
+    for g, var, v in zip(grads, variables, velocities):
+        new_v = v * momentum - g * lr
+        v.assign(new_v)
+        var.assign(var + new_v)
+
+
+def step_launches(batch, fused):
+    """{kernel or op name: launches} of one training step on `cuda_emu`."""
+    rng = np.random.default_rng(0)
+    with device("cuda_emu"):
+        model = layers.Sequential([layers.Dense(1024, activation="relu"),
+                                   layers.Dense(1024, activation="relu"), layers.Dense(10)])
+        x = constant(rng.standard_normal((batch, 784)).astype(np.float32))
+        y = constant(rng.integers(0, 10, batch).astype(np.int32))
+        model(x)  # build
+        opt = SGD(learning_rate=0.01, momentum=0.9)
+        velocities = [Variable(zeros_like(v)) for v in model.trainable_variables]
+        backends.CUDA_EMU.launches.clear()
+        with contextlib.nullcontext() if fused else unfused():
+            with GradientTape() as tape:
+                logits = model(x)
+                loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(y, logits))
+            grads = tape.gradient(loss, model.trainable_variables)
+            if fused:
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+            else:
+                sgd_momentum_as_ops(grads, model.trainable_variables, velocities)
+        return dict(backends.CUDA_EMU.launches)
