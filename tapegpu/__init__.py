@@ -16,14 +16,14 @@ from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: 
 from .ops.registry import InvalidArgumentError  # noqa: F401
 from .ops import EXPORTS as _EXPORTS
 from .autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401
-from .autodiff.custom import custom_gradient  # noqa: F401
+from .autodiff.custom import custom_gradient, recompute_grad  # noqa: F401
+from .core import device as _device
 from .core.device import copy_to, device  # noqa: F401
 from .core import dlpack as experimental  # noqa: F401
 from .core.dlpack import from_dlpack  # noqa: F401
 from .ops import random  # noqa: F401
 from . import testing as test  # noqa: F401
 from .core.profiler import profile as profiler  # noqa: F401
-from .autodiff.checkpoint import recompute_grad  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -47,28 +47,20 @@ for _name, _fn in _EXPORTS.items():
             globals()[_name] = _fn
 
 
-def _autodiff():
-    return _namespace("autodiff")
+autodiff = _namespace("autodiff")
 
 
-autodiff = _autodiff()
-
-
-def _config():
-    from .core.device import default_device, list_devices
-    return _namespace("config", list_devices=list_devices, default_device=default_device)
-
-
-config = _config()
+config = _namespace("config", list_devices=_device.list_devices,
+                    default_device=_device.default_device)
 
 # -- forward mode (autodiff namespace): tapegpu/forward.py --------------------------------------
-from .autodiff import forward as _forward, forward_jacobian as _forward_jacobian  # noqa: E402
+from .autodiff import forward as _forward, functional as _functional  # noqa: E402
 autodiff.ForwardAccumulator = _forward.ForwardAccumulator
 autodiff.GradientTape = GradientTape
-autodiff.jvp = _forward.jvp
-autodiff.vjp = _forward.vjp
-autodiff.hvp = _forward.hvp
-autodiff.hessian = _forward_jacobian.hessian
+autodiff.jvp = _functional.jvp
+autodiff.vjp = _functional.vjp
+autodiff.hvp = _functional.hvp
+autodiff.hessian = _functional.hessian
 autodiff.NoJVPError = _forward.NoJVPError
 # -- neural-network pieces, optimizers, black-box ops: see tapegpu/nn, tapegpu/optimizers --------
 from . import models  # noqa: E402

@@ -9,88 +9,12 @@ themselves outgrow half the budget, adjacent segments merge (dropping the checkp
 them), so kept bytes stay within the budget at the cost of about one extra forward pass.
 Recomputation runs the same forwards on the same arrays, so gradients are bit-identical.
 """
-import functools
-
 from .memory import root
-from ..ops.registry import Op, forward_on
-from ..core.tensor import Tensor, _thread
+from ..ops.registry import forward_on
+from ..core.tensor import Tensor
 
 
 # -- recompute_grad ------------------------------------------------------------------------------
-
-def recompute_grad(f):
-    """Decorator: gradients through `f` recompute its inside instead of keeping it.
-
-    Only `f`'s inputs are kept on the tape; the backward sweep re-runs `f` (so `f` must be
-    deterministic: random ops inside it draw again). Works for higher-order gradients.
-
-    >>> layer = tg.recompute_grad(lambda x: tg.tanh(tg.tanh(x) * 2.0))
-    >>> x = tg.constant([0.1, 0.2])
-    >>> with tg.GradientTape() as t:
-    ...     t.watch(x)
-    ...     y = tg.reduce_sum(layer(x))
-    >>> t.gradient(y, x).shape
-    (2,)
-    """
-    @functools.wraps(f)
-    def wrapped(*args):
-        active = _thread.recorders
-        if not active:
-            return f(*args)
-        seen = []
-        _thread.variable_watchers.append(seen.append)
-        outer = list(active)
-        active.clear()  # nothing inside f is recorded: that is the memory saved
-        try:
-            result = f(*args)
-        finally:
-            active.extend(outer)
-            _thread.variable_watchers.remove(seen.append)
-        if not isinstance(result, Tensor):
-            raise TypeError(f"recompute_grad({f.__name__}): f must return one tensor, got "
-                            f"{type(result).__name__}")
-        tensors = [a for a in args if isinstance(a, Tensor)]
-        variables = []
-        for v in seen:
-            if not any(v is w for w in variables):
-                variables.append(v)
-        for rec in outer:
-            note = getattr(rec, "note_variable", None)
-            for v in variables:
-                if note is not None:
-                    note(v)
-        out = Tensor(result._data, result._dev)
-        op = Op(f"recompute_grad({f.__name__})",
-                args=tuple(f"a{i}" for i in range(len(tensors) + len(variables))),
-                vjp=_recompute_rule(f, args, tensors, variables), same_dtype=False,
-                variadic=True, tensor_rule=True)
-        inputs = tensors + [_VarSlot(v) for v in variables]
-        for rec in outer:
-            rec.record(op, inputs, out, {})
-        return out
-
-    return wrapped
-
-
-class _VarSlot:
-    __slots__ = ("_uid", "_data")
-
-    def __init__(self, var):
-        self._uid = var._uid
-        self._data = var._value._data
-
-
-def _recompute_rule(f, args, tensors, variables):
-    def vjp(ops, g):
-        from .tape import GradientTape
-        with GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(tensors)
-            tape.watch(variables)
-            y = f(*args)
-        return tuple(tape.batched_gradient(y, tensors + variables, g,
-                                           batch_ndim=g.ndim - y.ndim))
-    return vjp
-
 
 # -- automatic segments under a memory budget ----------------------------------------------------
 

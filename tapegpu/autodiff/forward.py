@@ -27,10 +27,10 @@ import numpy as np
 
 from ..core import nest
 from .. import ops
-from . import sweep
 from ..ops import TENSOR_OPS
 from ..ops.registry import apply, passthrough
 from ..core.tensor import Tensor, Variable, _thread
+from .recorder import UnconnectedGradients, as_unconnected
 
 
 class NoJVPError(NotImplementedError):
@@ -44,7 +44,7 @@ def has_jvp(op):
 
 def push(op, ts, saved, params, in_shapes):
     """The output tangent of one op call (`batch + out.shape`), or None if it is zero."""
-    k = _first(ts)
+    k = first_index(ts)
     nb = ts[k].ndim - len(in_shapes[k])
     if op.jvp is not None:
         arg = ts[0] if len(in_shapes) == 1 and not op.variadic else tuple(ts)
@@ -69,7 +69,7 @@ def _elementwise_jvp(op, ts, saved, params, in_shapes, nb):
         return _call(rules[0] if type(rules) is tuple else rules, ts[0], saved, params)
     s0 = in_shapes[0]
     out_shape = s0 if all(s == s0 for s in in_shapes) else np.broadcast_shapes(*in_shapes)
-    k = _first(ts)
+    k = first_index(ts)
     total = None
     for i, t in enumerate(ts):
         if t is None:
@@ -87,7 +87,7 @@ def _call(rule, t, saved, params):
     return t if rule is passthrough else rule(TENSOR_OPS, t, *saved, **params)
 
 
-def _first(ts):
+def first_index(ts):
     """The index of the first non-zero tangent."""
     for i, t in enumerate(ts):
         if t is not None:
@@ -116,57 +116,6 @@ def fit(t, batch, shape):
 def zeros_on(like, shape):
     """Zeros of `shape` with the dtype and device of `like` (not the current device's)."""
     return Tensor(like._dev.xp.zeros(tuple(shape), dtype=like._data.dtype), like._dev)
-
-
-# -- the transpose trick, for custom gradients ---------------------------------------------------
-
-def jvp_from_vjp(vjp, out, in_shapes, name):
-    """A JVP rule, for an op built per call (custom gradients, and any op whose owner opts in),
-    from its VJP rule `vjp(ops, g, *saved, **params)` (a tuple of cotangents, linear in g) by
-    `transpose_vjp`. Keeps only the output's shape, dtype and device."""
-    spec = (out._data.shape, out._data.dtype, out._dev)
-
-    def jvp(ops, ts, *saved, **params):
-        def rule(g):
-            cts = vjp(ops, g, *saved, **params)
-            return cts if isinstance(cts, (tuple, list)) else (cts,)
-        return transpose_vjp(rule, spec, ts, in_shapes, name)
-    return jvp
-
-
-def transpose_vjp(vjp, out_spec, ts, in_shapes, name):
-    """J t from a VJP rule `g -> (J_1^T g, J_2^T g, ...)` that is linear in g.
-
-    For every g, <g, J t> = sum_i <J_i^T g, t_i>, so J t is the gradient with respect to g of
-    sum_i <vjp(g)_i, t_i>: reverse mode through the VJP rule itself. A linear rule has the same
-    derivative everywhere; it is taken at g = 1 (so that a rule that ignores the upstream shows
-    up as a non-zero constant). A rule must be written with tapegpu ops: a non-zero result that
-    does not depend on g through them raises `NoJVPError` (the function supports reverse mode
-    only). A rule that is not linear in g gets linearised at g = 1.
-    """
-    from .tape import GradientTape
-    k = _first(ts)
-    nb = ts[k].ndim - len(in_shapes[k])
-    shape, dtype, dev = out_spec
-    g = Tensor(dev.xp.ones(shape, dtype=dtype), dev)
-    with GradientTape() as tape:
-        tape.watch(g)
-        cts = vjp(g)
-    seeds = []
-    for i, (c, t) in enumerate(zip(cts, ts)):
-        if c is None or t is None:
-            continue
-        if c._uid not in tape._tracked:
-            if not c._dev.xp.any(c._data):
-                continue  # a constant zero gradient: no contribution
-            raise NoJVPError(f"custom_gradient {name}: grad_fn's result for input {i} is not "
-                             "computed from the upstream gradient with tapegpu ops, so the "
-                             "function supports reverse mode only (forward mode transposes "
-                             "grad_fn, which needs it written with tapegpu ops)")
-        seeds.append((c._uid, fit(t, t.shape[:nb], c.shape)))
-    if not seeds:
-        return None
-    return sweep.backward(tape._entries, seeds, [g._uid], nb)[g._uid]
 
 
 # -- ForwardAccumulator -------------------------------------------------------------------------
@@ -298,8 +247,7 @@ class ForwardAccumulator:
         >>> acc.jvp(backward).numpy()  # forward-over-backward Hessian-vector product
         array([6., 0.], dtype=float32)
         """
-        from .tape import UnconnectedGradients, _unconnected
-        zero = _unconnected(unconnected_gradients) is UnconnectedGradients.ZERO
+        zero = as_unconnected(unconnected_gradients) is UnconnectedGradients.ZERO
 
         def fetch(x):
             if x is None:
@@ -334,84 +282,3 @@ def _index(rec, active):
 
 
 # -- functional API -------------------------------------------------------------------------------
-
-def _args(primals):
-    single = isinstance(primals, (Tensor, Variable))
-    return ([primals] if single else list(primals)), single
-
-
-def jvp(f, primals, tangents):
-    """`(f(*primals), J v)`: the value of `f` and its Jacobian-vector product, in forward mode.
-
-    `primals` is a tensor or a list/tuple of arguments, `tangents` the same structure; the JVP
-    has the structure of `f`'s output (zeros where it does not depend on the primals).
-
-    >>> y, t = tg.autodiff.jvp(lambda x: x * x, tg.constant(3.0), tg.constant(1.0))
-    >>> float(y), float(t)
-    (9.0, 6.0)
-    """
-    xs, single = _args(primals)
-    vs = [tangents] if single else list(tangents)
-    with ForwardAccumulator(xs, vs) as acc:
-        out = f(*xs)
-    return out, acc.jvp(out, unconnected_gradients="zero")
-
-
-def vjp(f, primals):
-    """`(f(*primals), vjp_fn)`: `vjp_fn(cotangent)` gives the vector-Jacobian product with the
-    structure of `primals` (a tensor or a list/tuple of arguments); it may be called repeatedly.
-
-    >>> y, vjp_fn = tg.autodiff.vjp(lambda x: x * x, tg.constant(3.0))
-    >>> float(vjp_fn(tg.constant(1.0)))
-    6.0
-    """
-    from .tape import GradientTape
-    xs, single = _args(primals)
-    tape = GradientTape(persistent=True)
-    with tape:
-        tape.watch(xs)
-        out = f(*xs)
-
-    def vjp_fn(cotangent):
-        g = tape.gradient(out, xs, output_gradients=cotangent)
-        return g[0] if single else type(primals)(g)
-    return out, vjp_fn
-
-
-def hvp(f, primals, tangents, mode="reverse_over_forward"):
-    """The Hessian-vector product `H v` of the scalar `f(*primals)`. The result has the
-    structure of `primals` (zeros for arguments `f` does not depend on).
-
-    `mode='reverse_over_forward'` (the default): the gradient of the JVP `<grad f, v>`, with
-    the accumulator inside a tape. `mode='forward_over_reverse'`: the JVP of the gradient, with
-    the tape inside the accumulator (TensorFlow's recipe). Both are exact; the first is cheaper
-    here: a product `x @ W` whose input x carries no tangent costs one product for its JVP and
-    one for its gradient (`x^T g`), where forward-over-reverse needs two more (`x^T g` and its
-    JVP `x^T dg`), and its backward sweep records nothing, so it runs on raw arrays.
-
-    >>> x = tg.constant([1.0, 2.0])
-    >>> tg.autodiff.hvp(lambda x: tg.reduce_sum(x ** 3.0), x, tg.constant([1.0, 0.0])).numpy()
-    array([6., 0.], dtype=float32)
-    """
-    from .tape import GradientTape
-    xs, single = _args(primals)
-    vs = [tangents] if single else list(tangents)
-    if mode == "reverse_over_forward":
-        with GradientTape() as tape:
-            tape.watch(xs)
-            with ForwardAccumulator(xs, vs) as acc:
-                y = f(*xs)
-            jv = acc.jvp(y)
-        out = tape.gradient(jv, xs, unconnected_gradients="zero") if jv is not None else \
-            [ops.zeros_like(x) for x in xs]
-    elif mode == "forward_over_reverse":
-        with ForwardAccumulator(xs, vs) as acc:
-            with GradientTape() as tape:
-                tape.watch(xs)
-                y = f(*xs)
-            grads = tape.gradient(y, xs, unconnected_gradients="zero")
-        out = acc.jvp(grads, unconnected_gradients="zero")
-    else:
-        raise ValueError(f"hvp: mode must be 'reverse_over_forward' or 'forward_over_reverse', "
-                         f"got {mode!r}")
-    return out[0] if single else out

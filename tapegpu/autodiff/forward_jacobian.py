@@ -17,9 +17,10 @@ import math
 from ..core import nest
 from .. import ops
 from . import sweep
-from .forward import NoJVPError, has_jvp, push, zeros_on  # noqa: F401 (NoJVPError: tape.py)
+from .forward import NoJVPError, has_jvp, push, zeros_on
 from .jacobian import MEMORY_BUDGET, _basis, batch_arguments, batch_basis
 from ..core.tensor import Tensor, Variable
+from .recorder import UnconnectedGradients, source_uid
 
 
 def _chunk(tape, n, parallel_iterations, source):
@@ -107,10 +108,9 @@ def use_forward(tape, target, sources, mode, what):
 
 def jacobian(tape, target, sources, unconnected, parallel_iterations):
     """`tape.jacobian(..., mode='forward')`: target.shape + source.shape per source."""
-    from .tape import UnconnectedGradients, _source_uid
     tape._begin("jacobian")
     flat = nest.flatten(sources)
-    uids = [_source_uid(s, i) for i, s in enumerate(flat)]
+    uids = [source_uid(s, i) for i, s in enumerate(flat)]
     y = _value(target)
     out = []
     for s, u in zip(flat, uids):
@@ -146,7 +146,6 @@ def _columns_last(t, x_shape):
 def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
     """`tape.batch_jacobian(..., mode='forward')`: rows are independent, so one basis vector per
     source coordinate, repeated over the batch, gives that column for every row at once."""
-    from .tape import UnconnectedGradients
     y, x, uid, b = batch_arguments(tape, target, source)
     m = math.prod(x.shape[1:])
     parts = []
@@ -170,33 +169,17 @@ def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
     return _columns_last(full, x.shape[1:])
 
 
-def hessian(f, primals):
-    """The Hessian of the scalar `f(*primals)`, by forward-over-reverse: for one tensor x, a
-    tensor of shape `x.shape + x.shape`; for a list of arguments, a list of lists with
-    `H[i][j]` of shape `x_i.shape + x_j.shape` (zeros where f does not couple x_i and x_j).
-
-    >>> x = tg.constant([1.0, 2.0])
-    >>> tg.autodiff.hessian(lambda x: tg.reduce_sum(x ** 3.0), x).numpy()
-    array([[ 6.,  0.],
-           [ 0., 12.]], dtype=float32)
-    """
-    from .tape import GradientTape
-    single = isinstance(primals, (Tensor, Variable))
-    xs = [primals] if single else list(primals)
-    with GradientTape(persistent=True) as outer:
-        outer.watch(xs)
-        with GradientTape() as inner:
-            inner.watch(xs)
-            y = f(*xs)
-        grads = inner.gradient(y, xs)
-    # column block j: the basis of x_j pushed through the forward and the backward ops at once
+def hessian_blocks(tape, xs, grads):
+    """`H[i][j]` (shape `x_i.shape + x_j.shape`) from the gradients `grads` of a scalar with
+    respect to `xs`, computed under the persistent `tape`: column block j is the basis of x_j
+    pushed through the forward and the backward ops at once (forward over reverse)."""
     targets = [g._uid for g in grads if g is not None]
     cols = []
     for x in xs:
         v = _value(x)
         n = v.size
-        k = _chunk(outer, n, None, x)
-        parts = [tangents(outer._entries, {x._uid: _basis(v, s, min(k, n - s), n)}, targets)
+        k = _chunk(tape, n, None, x)
+        parts = [tangents(tape._entries, {x._uid: _basis(v, s, min(k, n - s), n)}, targets)
                  for s in range(0, n, k)]
         cols.append([None if parts[0][i] is None else
                      ops.concat([p[i] for p in parts], axis=0) if len(parts) > 1 else
@@ -212,4 +195,4 @@ def hessian(f, primals):
             row.append(zeros_on(_value(xi), shape) if t is None else
                        _columns_last(t, _value(xj).shape))
         rows.append(row)
-    return rows[0][0] if single else rows
+    return rows

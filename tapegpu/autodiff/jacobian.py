@@ -12,6 +12,7 @@ from ..core import nest
 from .. import ops
 from . import sweep
 from ..core.tensor import Tensor, Variable
+from .recorder import UnconnectedGradients, source_uid
 
 MEMORY_BUDGET = 256 * 2**20  # bytes of cotangents one chunk may hold at its widest
 
@@ -34,9 +35,8 @@ def _chunk(tape, n, parallel_iterations, sources, itemsize, reach):
 
 
 def _sources(sources):
-    from .tape import _source_uid
     flat = nest.flatten(sources)
-    return flat, [_source_uid(s, i) for i, s in enumerate(flat)]
+    return flat, [source_uid(s, i) for i, s in enumerate(flat)]
 
 
 def _value(t):
@@ -62,7 +62,6 @@ def batch_basis(like, start, k, b, inner_shape):
 
 
 def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
-    from .tape import UnconnectedGradients
     tape._begin("jacobian")
     flat, uids = _sources(sources)
     y = _value(target)
@@ -106,11 +105,10 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
 
 def batch_arguments(tape, target, source):
     """(target value, source value, source id, batch size), checked: both share axis 0."""
-    from .tape import _source_uid
     tape._begin("batch_jacobian")
     y = _value(target)
     x = _value(source)
-    uid = _source_uid(source, 0)
+    uid = source_uid(source, 0)
     if y.ndim < 1 or x.ndim < 1 or y.shape[0] != x.shape[0]:
         raise ValueError(f"batch_jacobian: target {y.shape} and source {x.shape} must share "
                          "their first (batch) dimension")
@@ -118,7 +116,6 @@ def batch_arguments(tape, target, source):
 
 
 def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_pfor):
-    from .tape import UnconnectedGradients
     y, x, uid, b = batch_arguments(tape, target, source)
     m = math.prod(y.shape[1:])
     parts = []

@@ -7,6 +7,10 @@ next to activations, and tracking them would cost more time than they weigh.
 """
 import math
 
+from ..core import nest
+from . import sweep
+from .recorder import READ_VARIABLE, saved_arrays
+
 
 MIN_TRACKED = 4096
 
@@ -64,16 +68,8 @@ class Ledger:
             del self.held[k]
 
 
-def saved_arrays(entry):
-    """The arrays an entry's saved values keep alive."""
-    if entry.saved is None:
-        return []
-    return [s._data for s in entry.saved if hasattr(s, "_data")]
-
-
 def tape_stats(tape):
     """Recorded ops, saved bytes (all, activations only, by op type), last sweep's peak."""
-    from .tape import READ_VARIABLE
     # activations: what recorded ops produced (a variable read returns the variable's buffer)
     produced = {e.out_uid for e in tape._entries if e.op is not READ_VARIABLE}
     by_op = {}
@@ -122,8 +118,6 @@ def plan(tape, target, sources):
     """Simulates the sweep of `tape.gradient(target, sources)` on byte counts: which saved
     buffers each VJP frees, which segments are recomputed, and the peak of saved plus
     cotangent bytes."""
-    from ..core import nest
-    from . import sweep
     srcs = [s._uid for s in nest.flatten(sources)]
     targets = nest.flatten(target)
     order, reach = sweep.prune(tape._entries, srcs, [t._uid for t in targets])

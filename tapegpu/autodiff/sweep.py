@@ -18,6 +18,7 @@ from ..ops.registry import passthrough
 from ..core import profiler
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
+from .recorder import saved_arrays
 
 FUSED = True  # tests switch the array mode off to compare both
 IN_PLACE = True  # tests switch in-place accumulation off to measure what it saves
@@ -118,7 +119,6 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
     xp = dev.xp
     track = ledger is not None
     if track:
-        from .memory import saved_arrays
         for e in forward:
             for a in saved_arrays(e):
                 ledger.hold(a)
@@ -180,7 +180,6 @@ def _restore(e, restored, ledger):
     e.recompute.restore()
     restored.append(e.recompute)
     if ledger is not None:
-        from .memory import saved_arrays
         for r in e.recompute.entries:
             for a in saved_arrays(r):
                 ledger.hold(a)
@@ -191,7 +190,6 @@ def _account(e, g, cts, kept, release, ledger):
     if _profilers:
         profiler.on_vjp(e, g, cts)
     if ledger is not None:
-        from .memory import saved_arrays
         if not kept:
             ledger.drop(g)
         if release:

@@ -6,82 +6,18 @@ entries. A tape computing a gradient inside an outer tape's context has its rule
 by the outer tape, which is how higher-order gradients (Hessians) work.
 """
 import contextlib
-import enum
 
 from ..core import nest
 from .. import ops
 from . import sweep
-from ..ops.registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op, passthrough
+from . import forward_jacobian as fj
 from .checkpoint import Budget
-from .memory import Ledger
+from .jacobian import batch_jacobian, jacobian
+from .memory import Ledger, plan, tape_stats
+from .recorder import (READ_VARIABLE, Entry, Recorder, UnconnectedGradients, source_uid,
+                       as_unconnected)
+from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, Variable, _thread
-
-
-# a variable read under a tape: identity from the variable's id to the value it returned
-READ_VARIABLE = def_op("read_variable", lambda xp, x: x, vjp=passthrough, elementwise=True,
-                       linear=True, view=True)
-
-
-class UnconnectedGradients(enum.Enum):
-    """What `gradient` returns for a source the target does not depend on."""
-    NONE = "none"
-    ZERO = "zero"
-
-
-class Entry:
-    """One recorded op: the op, its input and output ids, declared residuals, params, and the
-    input shapes (for un-broadcasting) — nothing else."""
-    __slots__ = ("op", "in_uids", "out_uid", "saved", "params", "in_shapes", "args", "recompute")
-
-    def __init__(self, op, in_uids, out_uid, saved, params, in_shapes):
-        self.op = op
-        self.in_uids = in_uids
-        self.out_uid = out_uid
-        self.saved = saved
-        self.params = params
-        self.in_shapes = in_shapes
-        self.recompute = None  # the checkpoint segment that can restore `saved` (memory budget)
-
-
-class Recorder:
-    """The part of a tape that runs once per recorded op (`_tracked`, `_entries` and `_budget`
-    are the tape's)."""
-
-    def record(self, op, inputs, out, params):
-        """Records one op run on `inputs` when one of them is tracked."""
-        tracked = self._tracked
-        if len(inputs) == 1:  # the hot path: no loops, the common save plans inline
-            x = inputs[0]
-            if x._uid not in tracked:
-                return
-            in_uids = (x._uid,)
-            shapes = (x._data.shape,)
-            plan = op.save_plan
-            saved = (x,) if plan is SAVE_X else (out,) if plan is SAVE_OUT else \
-                op.saved_values(inputs, out) if plan else ()
-        elif len(inputs) == 2:
-            x, y = inputs
-            ux = x._uid if x._uid in tracked else None
-            uy = y._uid if y._uid in tracked else None
-            if ux is None and uy is None:
-                return
-            in_uids = (ux, uy)
-            shapes = (x._data.shape, y._data.shape)
-            plan = op.save_plan
-            saved = inputs if plan is SAVE_XY else op.saved_values(inputs, out) if plan else ()
-        else:
-            in_uids = tuple([t._uid if t._uid in tracked else None for t in inputs])
-            if in_uids.count(None) == len(in_uids):
-                return
-            shapes = tuple([t._data.shape for t in inputs])
-            saved = op.saved_values(inputs, out) if op.save_plan else ()
-        tracked.add(out._uid)
-        e = Entry(op, in_uids, out._uid, saved, params, shapes)
-        self._entries.append(e)
-        if self._budget is not None:
-            self._budget.on_record(e, inputs, out)
-
-
 
 
 class GradientTape(Recorder):
@@ -211,7 +147,6 @@ class GradientTape(Recorder):
         >>> t.stats()["saved_bytes_by_op"]["exp"]
         262144
         """
-        from .memory import tape_stats
         st = tape_stats(self)
         if self._spent:  # released by its one sweep: report what it had recorded
             st["recorded_ops"] = self._recorded_before_release
@@ -225,7 +160,6 @@ class GradientTape(Recorder):
     def plan(self, target, sources):
         """Before running backward: what each VJP frees, what is recomputed, the predicted
         peak (a `memory.Plan`; print it for a table)."""
-        from .memory import plan
         return plan(self, target, sources)
 
     # -- watching -----------------------------------------------------------------------------
@@ -326,10 +260,10 @@ class GradientTape(Recorder):
         array([ 2., 40.], dtype=float32)
         """
         self._begin("gradient")
-        unconnected = _unconnected(unconnected_gradients)
+        unconnected = as_unconnected(unconnected_gradients)
         targets = nest.flatten(target)
         flat_sources = nest.flatten(sources)
-        src_uids = [_source_uid(s, i) for i, s in enumerate(flat_sources)]
+        src_uids = [source_uid(s, i) for i, s in enumerate(flat_sources)]
         if output_gradients is None:
             seeds = [(_target_uid(t), ops.ones_like(_value(t))) for t in targets
                      if _is_float(t)]
@@ -379,9 +313,9 @@ class GradientTape(Recorder):
                [0., 4.]], dtype=float32)
         """
         self._begin("batched_gradient")
-        unconnected = _unconnected(unconnected_gradients)
+        unconnected = as_unconnected(unconnected_gradients)
         flat_sources = nest.flatten(sources)
-        src_uids = [_source_uid(s, i) for i, s in enumerate(flat_sources)]
+        src_uids = [source_uid(s, i) for i, s in enumerate(flat_sources)]
         y = _value(target)
         og = ops.convert_to_tensor(output_gradients, dtype=y.dtype)
         batch = og.shape[:batch_ndim]
@@ -416,8 +350,7 @@ class GradientTape(Recorder):
         array([[2., 0.],
                [0., 4.]], dtype=float32)
         """
-        from . import forward_jacobian as fj
-        unconnected = _unconnected(unconnected_gradients)
+        unconnected = as_unconnected(unconnected_gradients)
         if (experimental_use_pfor or mode == "forward") and \
                 fj.use_forward(self, target, sources, mode, "jacobian"):
             try:
@@ -425,7 +358,6 @@ class GradientTape(Recorder):
             except fj.NoJVPError:  # a custom gradient that supports reverse mode only
                 if mode == "forward":
                     raise
-        from .jacobian import jacobian
         return jacobian(self, target, sources, unconnected, parallel_iterations,
                         experimental_use_pfor)
 
@@ -446,8 +378,7 @@ class GradientTape(Recorder):
                [[6., 0.],
                 [0., 8.]]], dtype=float32)
         """
-        from . import forward_jacobian as fj
-        unconnected = _unconnected(unconnected_gradients)
+        unconnected = as_unconnected(unconnected_gradients)
         if (experimental_use_pfor or mode == "forward") and \
                 fj.use_forward(self, target, source, mode, "batch_jacobian"):
             try:
@@ -455,24 +386,12 @@ class GradientTape(Recorder):
             except fj.NoJVPError:
                 if mode == "forward":
                     raise
-        from .jacobian import batch_jacobian
         return batch_jacobian(self, target, source, unconnected, parallel_iterations,
                               experimental_use_pfor)
 
 
 def _profiling():
-    from ..core.profiler import _active as profilers
-    return bool(profilers)
-
-
-def _unconnected(value):
-    if isinstance(value, UnconnectedGradients):
-        return value
-    try:
-        return UnconnectedGradients(str(value).lower())
-    except ValueError:
-        raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {value!r}") \
-            from None
+    return bool(_profilers)
 
 
 def _value(t):
@@ -481,13 +400,6 @@ def _value(t):
 
 def _is_float(t):
     return _value(t)._data.dtype.kind in "fc"
-
-
-def _source_uid(s, i):
-    if isinstance(s, (Tensor, Variable)):
-        return s._uid
-    raise TypeError(f"GradientTape.gradient: source {i} is a {type(s).__name__}; sources must "
-                    "be tg.Tensor or tg.Variable (watch tensors with tape.watch)")
 
 
 def _target_uid(t):

@@ -8,7 +8,7 @@ import contextlib
 from collections import namedtuple
 
 from .. import backends as _backend
-from .tensor import Tensor, Variable
+from .tensor import Tensor, Variable, convert_to_tensor
 
 PhysicalDevice = namedtuple("PhysicalDevice", "name device_type")
 
@@ -52,7 +52,6 @@ def copy_to(x, device_name):
     dev = _backend.lookup(device_name)
     t = x._read() if isinstance(x, Variable) else x
     if not isinstance(t, Tensor):
-        from .tensor import convert_to_tensor
         t = convert_to_tensor(t)
     if t._dev is dev:
         return t

@@ -5,6 +5,7 @@ generator (`tg.random.set_seed` makes them repeatable) or, with `seed=`, from th
 Fan-in and fan-out follow Keras: for a kernel of shape (..., fan_in, fan_out) the leading axes
 form the receptive field.
 """
+import re
 import math
 
 import numpy as np
@@ -218,7 +219,6 @@ def get(identifier):
 
 
 def _snake_name(name):
-    import re
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 

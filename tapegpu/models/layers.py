@@ -15,7 +15,7 @@ from ..core.tensor import Tensor, Variable, convert_to_tensor
 from . import initializers
 from ..ops import EXPORTS
 from ..ops.nn import bias_act, bias_activations
-from .module import Module
+from .module import Module, _snake
 
 # Keras' activation names: the functions the op families list as activations, and "linear"
 _ACTIVATIONS = {"linear": None, **{name: fn for name, fn in EXPORTS.items()
@@ -361,7 +361,6 @@ class Sequential(Layer):
 
 def _unique_name(cls):
     """'dense', 'dense_1', ... per layer class (Keras' naming), so variable names differ."""
-    from .module import _snake
     base = _snake(cls.__name__)
     n = Layer._name_counts.get(base, 0)
     Layer._name_counts[base] = n + 1

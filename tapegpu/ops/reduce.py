@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from .registry import InvalidArgumentError, def_op
+from ..core.dtypes import np_dtype
 
 from ._base import apply, floating, norm_axes, public, tensor
 from . import binary as _b, unary as _u
@@ -155,7 +156,6 @@ def _arg(name, fn):
     def f(input, axis=None, output_type=np.int64, name=None):  # noqa: A002
         x = tensor(input)
         ax = 0 if axis is None else norm_axes(axis, x.ndim, op.name)[0]
-        from ..core.dtypes import np_dtype
         return apply(op, (x,), {"axis": ax, "dtype": np_dtype(output_type)})
 
     f.__name__ = f.__qualname__ = name

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .registry import InvalidArgumentError, def_op, passthrough
+from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, convert_to_tensor
 from ._base import apply, norm_axes, norm_axis, public, tensor
 
@@ -515,7 +516,6 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=-1, dtype=None, 
     array([[1., 0., 0.],
            [0., 0., 1.]], dtype=float32)
     """
-    from ..core.dtypes import np_dtype
     idx = tensor(indices)
     if idx._data.dtype.kind not in "iu":
         raise InvalidArgumentError(f"one_hot: indices must be integers, got {idx.dtype.name}")

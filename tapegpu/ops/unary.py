@@ -6,6 +6,7 @@ Each rule states its derivative; all are `elementwise`, so their JVPs are derive
 import math
 
 from .registry import def_op
+from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
 from ._base import EMPTY, apply, apply1, floating, public, tensor
 from .kernels import activation_kernels, cpu_relu_backward
@@ -302,7 +303,6 @@ def cast(x, dtype, name=None):
     >>> tg.cast(tg.constant([1.7, -1.7]), tg.int32).numpy()
     array([ 1, -1], dtype=int32)
     """
-    from ..core.dtypes import np_dtype
     x = tensor(x)
     target = np_dtype(dtype)
     if x._data.dtype == target:

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from ..autodiff.tape import GradientTape
 from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from .schedules import LearningRateSchedule
@@ -205,7 +206,6 @@ class Optimizer:
         >>> round(float(w), 4)  # 3 - 0.1 * 6
         2.4
         """
-        from ..autodiff.tape import GradientTape
         if tape is None:
             if not callable(loss):
                 raise TypeError(f"{self.name}.minimize: without a tape, loss must be a callable "

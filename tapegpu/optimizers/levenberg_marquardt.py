@@ -17,10 +17,12 @@ step_tolerance), when an accepted step reduces F by less than objective_toleranc
 max_iterations trial steps.
 """
 import dataclasses
+import inspect
 import math
 
 import numpy as np
 
+from ..autodiff.tape import GradientTape
 from ..core import nest
 from .. import ops
 from ..core.tensor import Tensor, Variable, convert_to_tensor
@@ -170,7 +172,6 @@ class _Problem:
 
     def evaluate(self):
         """The residuals at the variables' current values, recorded on a tape (r, tape)."""
-        from ..autodiff.tape import GradientTape
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(self.variables)
             r = self.residuals()
@@ -186,8 +187,6 @@ class _Problem:
     def _mode(self):
         """`mode=` for `tape.jacobian` when this build has forward mode ('auto' there picks
         forward mode when the residuals outnumber the parameters), else nothing (reverse)."""
-        import inspect
-        from ..autodiff.tape import GradientTape
         if "mode" in inspect.signature(GradientTape.jacobian).parameters:
             return {"mode": self.mode}
         if self.mode == "forward":

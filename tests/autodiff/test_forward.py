@@ -434,8 +434,8 @@ def test_forward_jacobian_of_variables_in_a_structure():
 
 def test_docstring_examples_run():
     import doctest
-    from tapegpu.autodiff import forward, forward_jacobian
-    for module in (forward, forward_jacobian):
+    from tapegpu.autodiff import forward, functional
+    for module in (forward, functional):
         result = doctest.testmod(module, extraglobs={"tg": tg, "np": np})
         assert result.failed == 0 and result.attempted > 0, module.__name__
 
