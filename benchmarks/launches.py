@@ -13,8 +13,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--batch", type=int, default=256)
     args = p.parse_args(argv)
-    on = step_launches(args.batch, True)
-    off = step_launches(args.batch, False)
+    on = step_launches(args.batch, True, "relu")
+    off = step_launches(args.batch, False, "relu")
     n_on, n_off = sum(on.values()), sum(off.values())
     print(f"launches per step, fusion on:  {n_on}")
     for k, v in sorted(on.items()):

@@ -27,9 +27,9 @@ _FUSABLE = {EXPORTS[name]: name for name in bias_activations() if name in EXPORT
 def get_activation(identifier):
     """An activation function from a Keras name or a callable (`None` and 'linear': identity).
 
-    >>> act = tg.layers.get_activation("relu")
-    >>> act(tg.constant([-1.0, 2.0])).numpy()
-    array([0., 2.], dtype=float32)
+    >>> act = tg.layers.get_activation("relu6")
+    >>> act(tg.constant([-1.0, 7.0])).numpy()
+    array([0., 6.], dtype=float32)
     """
     if identifier is None:
         return None
@@ -147,7 +147,7 @@ class Dense(Layer):
     The kernel has shape `(input_shape[-1], units)`; inputs of rank > 2 are multiplied along
     their last axis.
 
-    >>> layer = tg.layers.Dense(4, activation="relu")
+    >>> layer = tg.layers.Dense(4, activation="elu")
     >>> layer(tg.ones((2, 3))).shape
     (2, 4)
     >>> layer.kernel.shape, layer.bias.shape
@@ -193,7 +193,7 @@ class Dense(Layer):
 class Activation(Layer):
     """Applies an activation function (a name or a callable).
 
-    >>> tg.layers.Activation("tanh")(tg.zeros((2,))).numpy()
+    >>> tg.layers.Activation("gelu")(tg.zeros((2,))).numpy()
     array([0., 0.], dtype=float32)
     """
 
@@ -314,7 +314,7 @@ class Sequential(Layer):
 
     `training=` is passed to the layers whose `call` accepts it.
 
-    >>> model = tg.layers.Sequential([tg.layers.Dense(8, activation="tanh"),
+    >>> model = tg.layers.Sequential([tg.layers.Dense(8, activation="gelu"),
     ...                               tg.layers.Dense(2)])
     >>> model(tg.ones((5, 3))).shape
     (5, 2)

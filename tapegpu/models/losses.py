@@ -6,7 +6,7 @@ axis), multiplies by `sample_weight` if given, and reduces as Keras does:
 `'sum_over_batch_size'` (default: the sum divided by the number of per-example values),
 `'sum'`, or `'none'` (the per-example values).
 
-Cross-entropies of logits (`from_logits=True`) use the stable log-softmax forms. Of
+Cross-entropies of logits (`from_logits=True`) use the stable log-sum-exp forms. Of
 probabilities, they renormalise the class axis and clip to [1e-7, 1 - 1e-7] before the log,
 as Keras does, so a probability of 0 gives a finite loss.
 
@@ -16,7 +16,7 @@ i is the gradient of example i's loss. It is one forward pass and one batched ba
 not a loop over examples (see `examples/per_example_gradients.py` and
 `benchmarks/per_example.py`).
 
->>> model = tg.layers.Sequential([tg.layers.Dense(3, activation="tanh"), tg.layers.Dense(2)])
+>>> model = tg.layers.Sequential([tg.layers.Dense(3, activation="gelu"), tg.layers.Dense(2)])
 >>> x, y = tg.random.normal((5, 4)), tg.constant([0, 1, 1, 0, 1])
 >>> loss_fn = tg.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 >>> with tg.GradientTape() as tape:

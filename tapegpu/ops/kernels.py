@@ -76,8 +76,8 @@ def cpu_relu_backward(g, y):
 
 
 def softmax_kernels(name):
-    """softmax / log_softmax over the last axis: `tapegpu_<name>_fwd` and `_bwd` of
-    softmax.cu."""
+    """A normalised exponential over the last axis (`name` and its log form):
+    `tapegpu_<name>_fwd` and `_bwd`."""
     def forward(kernels_of):
         def fwd(xp, x, axis=-1):
             if axis != -1 or not _floats(x) or x.ndim == 0:
@@ -96,7 +96,7 @@ def softmax_kernels(name):
 
 
 def sparse_xent_kernels():
-    """Sparse softmax cross-entropy for 2-d logits: the forward also returns the softmax its
+    """Sparse cross-entropy of 2-d logits: the forward also returns the probabilities its
     backward kernel uses."""
     def forward(kernels_of):
         def fwd(xp, labels, logits):

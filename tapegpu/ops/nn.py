@@ -2,11 +2,11 @@
 
 from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
-from .binary import as_tensor_pair
+from .binary import as_tensor_pair, greater_equal, where
 from .kernels import bias_act_kernels, softmax_kernels, sparse_xent_kernels
 from .random import uniform
 from .reduce import reduce_sum
-from .unary import abs, cast, exp, log1p, relu, rsqrt, square
+from .unary import cast, exp, log1p, rsqrt, square
 
 
 def _softmax_forward(xp, x, axis=-1):
@@ -159,7 +159,10 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     array([0.6931], dtype=float32)
     """
     z, x = _dense_labels(labels, logits, "sigmoid_cross_entropy_with_logits")
-    return relu(x) - x * z + log1p(exp(-abs(x)))
+    # as TensorFlow, with both branches chosen by x >= 0, so that the gradient is exactly
+    # sigmoid(x) - z at x = 0 too (max and |x| have kinks there)
+    pos = greater_equal(x, 0.0)
+    return where(pos, x, 0.0) - x * z + log1p(exp(where(pos, -x, x)))
 
 
 def l2_loss(t, name=None):
@@ -252,8 +255,8 @@ def bias_act(x, bias, activation):
     """activation(x + bias) as one op, for the activations in `bias_activations()` (a tapegpu
     extension: on a GPU it is one kernel, and its VJP one more). Dense layers use it.
 
-    >>> tg.nn.bias_act(tg.constant([[-1.0, 2.0]]), tg.constant([0.5, 0.5]), "relu").numpy()
-    array([[0. , 2.5]], dtype=float32)
+    >>> tg.nn.bias_act(tg.constant([[-1.0, 2.0]]), tg.constant([1.0, 1.0]), "elu").numpy()
+    array([[0., 3.]], dtype=float32)
     """
     v, b = as_tensor_pair(x, bias)
     if activation not in bias_activations():

@@ -12,7 +12,7 @@ Contract (what every rule may rely on, and must honour)
   (the output tensor), `"<arg>.shape"` (only the input's shape), `"*"` (every input, for
   variadic ops), or the name of a derived residual: an op with `residuals=("probs",)` returns
   `(out, (probs,))` from its forward, and the residual is saved like an output (sparse
-  cross-entropy keeps its softmax this way). The rule gets exactly these, then the op's params
+  cross-entropy keeps its probabilities this way). The rule gets exactly these, then the op's params
   as keywords. Nothing else is kept alive by a tape.
 * `vjp` is either a tuple with one rule per tensor argument (`None` for an argument with no
   gradient, such as indices or a condition), each `rule(ops, g, *saved, **params) -> cotangent`,

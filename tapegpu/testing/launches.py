@@ -1,7 +1,8 @@
 """Kernel launches per training step on `cuda_emu`, with fusion on and off: the GPU cost model
 of one step (benchmarks/launches.py prints it; a test holds fusion to at most half the launches).
 
-One step of a 784-1024-1024-10 ReLU MLP (tg.layers.Dense) with softmax cross-entropy:
+One step of a 784-1024-1024-10 MLP (tg.layers.Dense, `activation` its hidden activation) with
+sparse cross-entropy:
 forward, backward (tape.gradient) and an SGD-momentum update. "Fusion on" is the default
 dispatch: our kernels forward, backward kernels in the array-mode sweep, one optimizer kernel per
 variable. "Fusion off" (`unfused()`) runs the same step with every op as a library call: the
@@ -58,12 +59,12 @@ def sgd_momentum_as_ops(grads, variables, velocities, lr=0.01, momentum=0.9):
         var.assign(var + new_v)
 
 
-def step_launches(batch, fused):
+def step_launches(batch, fused, activation):
     """{kernel or op name: launches} of one training step on `cuda_emu`."""
     rng = np.random.default_rng(0)
     with device("cuda_emu"):
-        model = layers.Sequential([layers.Dense(1024, activation="relu"),
-                                   layers.Dense(1024, activation="relu"), layers.Dense(10)])
+        model = layers.Sequential([layers.Dense(1024, activation=activation),
+                                   layers.Dense(1024, activation=activation), layers.Dense(10)])
         x = constant(rng.standard_normal((batch, 784)).astype(np.float32))
         y = constant(rng.integers(0, 10, batch).astype(np.int32))
         model(x)  # build

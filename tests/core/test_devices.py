@@ -122,8 +122,8 @@ def test_higher_order_sweeps_use_the_differentiable_rules_not_kernels():
 
 
 def test_fusion_halves_launches_of_a_training_step():
-    on = sum(step_launches(8, True).values())
-    off = sum(step_launches(8, False).values())
+    on = sum(step_launches(8, True, "relu").values())
+    off = sum(step_launches(8, False, "relu").values())
     assert on <= 0.5 * off, (on, off)
 
 

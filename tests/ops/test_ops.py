@@ -118,3 +118,14 @@ def test_array_sweep_equals_tensor_sweep(spec, batch, monkeypatch, tg_device):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
         elif a is not None:
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-13, atol=1e-15)
+
+
+def test_sigmoid_cross_entropy_gradient_is_exact_at_zero_logits():
+    """d/dx of the loss is sigmoid(x) - z everywhere, x = 0 included (where max(x, 0) and |x|
+    have kinks), as in TensorFlow."""
+    z = np.array([0.0, 0.25, 1.0])
+    x = tg.constant(np.zeros(3))
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        loss = tg.nn.sigmoid_cross_entropy_with_logits(labels=z, logits=x)
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), 0.5 - z, rtol=0, atol=1e-15)

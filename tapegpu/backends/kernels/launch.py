@@ -10,16 +10,17 @@ the same code runs on a GPU and in the emulator::
     >>> import numpy as np
     >>> from tapegpu.backends.kernels import KernelSet
     >>> ks = KernelSet.emulated()
-    >>> ks.act_fwd("relu", np.array([-1.0, 2.0]))
+    >>> ks.act_fwd("elu", np.array([0.0, 2.0]))
     array([0., 2.])
     >>> dict(ks.launches)
-    {'tapegpu_relu_fwd_f64': 1}
+    {'tapegpu_elu_fwd_f64': 1}
 
 Arguments are passed as CuPy passes them: sizes as ``numpy.int64``, float
 scalars in the kernel's dtype, flags as ``numpy.int32``.
 """
 
 import collections
+import glob
 import math
 import os
 import re
@@ -45,17 +46,23 @@ def _activations():
 
 ACTIVATIONS = _activations()
 
-# op -> the .cu file (in KERNEL_DIR, without extension) that implements it.
-_OP_FILES = {
-    **{f"{a}_{d}": "activations" for a in ACTIVATIONS for d in ("fwd", "bwd")},
-    **{f"bias_{a}_fwd": "activations" for a in ACTIVATIONS},
-    **{op: "softmax" for op in ("softmax_fwd", "softmax_bwd", "log_softmax_fwd", "log_softmax_bwd",
-                                "sparse_xent_fwd", "sparse_xent_bwd")},
-    "sum_middle_fwd": "reduce",
-    "sum_last_fwd": "reduce",
-    "sgd_update": "optimizers",
-    "adam_update": "optimizers",
-}
+def _op_files():
+    """op -> the .cu file (in KERNEL_DIR, without extension) that defines its entry points
+    `tapegpu_<op>_<f32|f64>`, read from the sources: written out, or by a macro with the dtype
+    suffix as its parameter (`tapegpu_<op>_##SUFFIX`), or by a TAPEGPU_ACTIVATION line."""
+    files = {}
+    for path in sorted(glob.glob(os.path.join(KERNEL_DIR, "*.cu"))):
+        name = os.path.basename(path)[:-3]
+        with open(path) as f:
+            for op in re.findall(r"void tapegpu_(\w+?)_(?:##SUFFIX|f32|f64)\s*\(", f.read()):
+                files[op] = name
+    for a in ACTIVATIONS:
+        for op in (f"{a}_fwd", f"{a}_bwd", f"bias_{a}_fwd"):
+            files[op] = "activations"
+    return files
+
+
+_OP_FILES = _op_files()
 
 # The one table: (op, dtype name) -> (file, kernel name).
 KERNELS = {(op, dtype): (f, f"tapegpu_{op}_{suffix}")
@@ -168,7 +175,7 @@ class KernelSet:
                          (x, b, y, np.int64(x.size // cols), np.int64(cols)))
         return y
 
-    # ------------------------------------------------------------ softmax family
+    # ------------------------------------------------------------ row-wise normalisation
     def _rows(self, x):
         cols = x.shape[-1] if x.ndim else 1
         return (x.size // cols if cols else 0), cols
@@ -219,7 +226,7 @@ class KernelSet:
         """(loss, probs) for logits (rows, cols) and integer labels (rows,).
 
         loss[r] = logsumexp(logits[r]) - logits[r, labels[r]] (NaN for a label
-        outside [0, cols)); probs = softmax(logits)."""
+        outside [0, cols)); probs = exp(logits) / sum(exp(logits)) per row."""
         z = self._float(logits, "logits")
         if z.ndim != 2:
             raise ValueError(f"sparse_xent: logits must be (rows, cols), got {z.shape}")

@@ -1,6 +1,7 @@
 """numpy references of the kernels in ``cuda_kernels/`` that are not ops.
 
-The kernels that implement an op (activations, softmax, cross-entropy) are tested against the
+The kernels that implement an op (activations, normalised exponentials, cross-entropy) are
+tested against the
 op's own registry entry: its reference forward and its VJP rule on numpy arrays
 (tests/backends/kernels/test_kernels.py). The ones here serve the machinery (un-broadcasting
 cotangents) and the optimizers; each function computes, in the input dtype, what the kernel of
