@@ -6,6 +6,8 @@ import enum
 from ..ops.registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op, passthrough
 from ..core.tensor import Tensor, Variable
 
+_new = object.__new__
+
 
 # a variable read under a tape: identity from the variable's id to the value it returned
 READ_VARIABLE = def_op("read_variable", lambda xp, x: x, vjp=passthrough, elementwise=True,
@@ -47,14 +49,18 @@ class Recorder:
             in_uids = (x._uid,)
             shapes = (x._data.shape,)
             plan = op.save_plan
-            saved = (x,) if plan is SAVE_X else (out,) if plan is SAVE_OUT else \
+            saved = inputs if plan is SAVE_X else (out,) if plan is SAVE_OUT else \
                 op.saved_values(inputs, out) if plan else ()
         elif len(inputs) == 2:
             x, y = inputs
-            ux = x._uid if x._uid in tracked else None
-            uy = y._uid if y._uid in tracked else None
-            if ux is None and uy is None:
-                return
+            ux = x._uid
+            uy = y._uid
+            if ux not in tracked:
+                if uy not in tracked:
+                    return
+                ux = None
+            elif uy not in tracked:
+                uy = None
             in_uids = (ux, uy)
             shapes = (x._data.shape, y._data.shape)
             plan = op.save_plan
@@ -65,8 +71,16 @@ class Recorder:
                 return
             shapes = tuple([t._data.shape for t in inputs])
             saved = op.saved_values(inputs, out) if op.save_plan else ()
-        tracked.add(out._uid)
-        e = Entry(op, in_uids, out._uid, saved, params, shapes)
+        uid = out._uid
+        tracked.add(uid)
+        e = _new(Entry)  # Entry(op, in_uids, uid, saved, params, shapes) without the class call
+        e.op = op
+        e.in_uids = in_uids
+        e.out_uid = uid
+        e.saved = saved
+        e.params = params
+        e.in_shapes = shapes
+        e.recompute = None
         self._entries.append(e)
         if self._budget is not None:
             self._budget.on_record(e, inputs, out)

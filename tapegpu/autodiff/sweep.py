@@ -124,7 +124,10 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
                 ledger.hold(a)
     key = (dev, bool(batch_ndim))
     watched = track or bool(_profilers)
+    plain = not (batch_ndim or track)  # cotangents need neither un-batching nor a ledger
     restored = []
+    ns = array_ops(dev, TENSOR_OPS)
+    steps = {}  # op -> (its step, its rule when the loop calls it itself) in this sweep
     grads = {}
     get = grads.get
     pop = grads.pop
@@ -141,14 +144,26 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
         if e.saved is None:
             _restore(e, restored, ledger)
         op = e.op
-        step = op.steps.get(key)
-        if step is None:
-            step = op.steps[key] = _array_step(op, dev, batch_ndim)
-        cts = step(g, e, reach)
+        how = steps.get(op)
+        if how is None:
+            how = steps[op] = _how(op, key, dev, batch_ndim)
+        step, rule = how
+        if rule is not None:  # one input and one saved tensor (elementwise chains): called here
+            p = e.params
+            x = e.saved[0]._data
+            cts = (rule(ns, g, x, **p) if p else rule(ns, g, x),)
+        else:
+            cts = step(g, e, reach)
         if watched:
             _account(e, g, cts, out in keep, release, ledger)
         if release:
             e.saved = None
+        c = cts[0]
+        if plain and c is not None and (len(cts) == 1 or cts[1] is None and len(cts) == 2):
+            u = e.in_uids[0]  # one cotangent (elementwise chains): the first for its input
+            if u not in grads and c.shape == e.in_shapes[0]:
+                grads[u] = c
+                continue
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
             if c is None:
                 continue
@@ -221,6 +236,21 @@ _OWNED_REFS = _refs_inside_owned()
 
 # -- array-level steps: each op's VJP rule on one device's arrays ---------------------------------
 
+def _how(op, key, dev, batch_ndim):
+    """(step, rule) of `op` for a sweep: its array step (built once per op, device and
+    batchedness: `op.steps`), and its rule when the sweep may call the rule itself: one input,
+    one saved tensor, no kernel and no launch counting on this device."""
+    step = op.steps.get(key)
+    if step is None:
+        step = op.steps[key] = _array_step(op, dev, batch_ndim)
+    rule = op.vjp[0] if type(op.vjp) is tuple and len(op.vjp) == 1 else op.vjp
+    simple = len(op.args) == 1 and not op.variadic and len(op.save_plan) == 1 and \
+        op.save_plan[0][0] in (0, 1) and rule is not passthrough and not op.tensor_rule and \
+        not (batch_ndim and not op.batched) and dev.name not in op.vjp_kernels and \
+        not dev.counts_launches
+    return step, (rule if simple else None)
+
+
 def _array_step(op, dev, batch_ndim):
     """`step(g, entry, reach) -> cotangents`, one array (or None) per input of `op`: the op's
     VJP rule run on the backend's arrays (`ops` the array namespace), by the backend's VJP
@@ -261,14 +291,9 @@ def _rule_step(op, ns, read):
                 return [c if u in reach else None for c, u in zip(cts, e.in_uids)]
             return step
     if len(rule) == 1:
-        r = rule[0]
-        if r is passthrough:
-            return lambda g, e, reach: (g,)
-
-        def step(g, e, reach):  # the hot path of elementwise code: no argument packing
-            p = e.params
-            return (r(ns, g, *read(e.saved), **p) if p else r(ns, g, *read(e.saved)),)
-        return step
+        return _unary_step(rule[0], ns, read)
+    if len(rule) == 2:
+        return _binary_step(rule, ns, read)
 
     def step(g, e, reach):
         a = read(e.saved) if e.saved else ()
@@ -276,6 +301,47 @@ def _rule_step(op, ns, read):
         return [(g if r is passthrough else r(ns, g, *a, **p))
                 if (r is not None and u in reach) else None
                 for r, u in zip(rule, e.in_uids)]
+    return step
+
+
+def _unary_step(r, ns, read):
+    # the hot path of elementwise code: one call of the rule, no argument packing
+    if r is passthrough:
+        return lambda g, e, reach: (g,)
+
+    def step(g, e, reach):
+        p = e.params
+        return (r(ns, g, *read(e.saved), **p) if p else r(ns, g, *read(e.saved)),)
+    return step
+
+
+def _binary_step(rule, ns, read):
+    r0, r1 = rule
+    if r0 is passthrough and r1 is passthrough:  # add
+        def step(g, e, reach):
+            u0, u1 = e.in_uids
+            return (g if u0 in reach else None, g if u1 in reach else None)
+        return step
+
+    if r0 is not None and r1 is not None and passthrough not in rule:  # multiply, divide...
+        def step(g, e, reach):
+            u0, u1 = e.in_uids
+            a = read(e.saved)
+            p = e.params
+            if p:
+                return (r0(ns, g, *a, **p) if u0 in reach else None,
+                        r1(ns, g, *a, **p) if u1 in reach else None)
+            return (r0(ns, g, *a) if u0 in reach else None,
+                    r1(ns, g, *a) if u1 in reach else None)
+        return step
+
+    def step(g, e, reach):  # subtract, where: a rule may be None or passthrough
+        u0, u1 = e.in_uids
+        a = read(e.saved) if e.saved else ()
+        p = e.params
+        return tuple((g if r is passthrough else r(ns, g, *a, **p))
+                     if (r is not None and u in reach) else None
+                     for r, u in ((r0, u0), (r1, u1)))
     return step
 
 

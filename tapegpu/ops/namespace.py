@@ -83,9 +83,11 @@ class ArrayOps:
         op = getattr(fn, "op", None)
         if op is not None and getattr(fn, "plain", False):  # fn(x[, y]) is the op itself
             dev = self._dev
-
-            def call(*arrays):
-                return forward_on(op, dev, arrays, {})
+            if hasattr(op.forward, "ufunc") and dev.name not in op.kernels:
+                call = getattr(self._xp, op.forward.ufunc)  # the array module's own function
+            else:
+                def call(*arrays):
+                    return forward_on(op, dev, arrays, {})
         else:
             call = self._wrapped(fn)
         setattr(self, name, call)

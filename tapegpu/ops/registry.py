@@ -48,7 +48,9 @@ fails for an op without one).
 """
 from ..core import profiler as _profiler
 from ..core.profiler import _active as _profilers
-from ..core.tensor import Tensor, _thread
+from ..core.tensor import Tensor, _next_uid, _thread
+
+_new = object.__new__
 
 REGISTRY = {}
 
@@ -144,6 +146,16 @@ def _plan(name, args, op, residuals=()):
     raise ValueError(f"op {op!r}: declared save {name!r}: only '<arg>' or '<arg>.shape'")
 
 
+def ufunc(name):
+    """The forward of an op that is the array module's function `name` (a numpy/CuPy ufunc of
+    one array): `forward.ufunc` names it, so that rules on arrays call it directly and a code
+    generator knows it."""
+    def forward(xp, x):
+        return getattr(xp, name)(x)
+    forward.ufunc = name
+    return forward
+
+
 def passthrough(ops, g, *saved, **params):
     """The VJP of an input whose Jacobian is the identity (add, identity): g itself, which the
     sweep hands on without calling anything."""
@@ -186,7 +198,17 @@ def apply1(op, x, params):
         out = op.forward(dev.xp, x._data, **params) if params else op.forward(dev.xp, x._data)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x,), params, e) from None
-    return _finish(op, (x,), out, dev, params, True)
+    if op.residuals or dev.counts_launches or _profilers:
+        return _finish(op, (x,), out, dev, params, True)
+    y = _new(Tensor)  # _finish's common case, inline: Tensor(out, dev) without the class call
+    y._data = out
+    y._dev = dev
+    y._uid = _next_uid()
+    if _thread.recorders and op.vjp is not None and out.dtype.kind in "fc":
+        inputs = (x,)
+        for rec in _thread.recorders:
+            rec.record(op, inputs, y, params)
+    return y
 
 
 def apply2(op, x, y, params):
@@ -203,7 +225,17 @@ def apply2(op, x, y, params):
         out = op.forward(dev.xp, xd, yd, **params) if params else op.forward(dev.xp, xd, yd)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x, y), params, e) from None
-    return _finish(op, (x, y), out, dev, params, True)
+    if op.residuals or dev.counts_launches or _profilers:
+        return _finish(op, (x, y), out, dev, params, True)
+    z = _new(Tensor)  # as in apply1
+    z._data = out
+    z._dev = dev
+    z._uid = _next_uid()
+    if _thread.recorders and op.vjp is not None and out.dtype.kind in "fc":
+        inputs = (x, y)
+        for rec in _thread.recorders:
+            rec.record(op, inputs, z, params)
+    return z
 
 
 def forward_on(op, dev, arrays, params):
