@@ -12,9 +12,10 @@ that imports CuPy, on first use).
 """
 import collections
 import os
-import shutil
 
 import numpy as np
+
+from . import emu
 
 # One-pass CPU kernels for the numpy backend (tapegpu/backends/_cpu.c: bias + ReLU and ReLU's
 # backward), built at install where a C compiler is; numpy runs those ops without them, with the
@@ -83,7 +84,14 @@ class CudaEmuBackend(NumpyBackend):
 
     @staticmethod
     def available():
-        return shutil.which(os.environ.get("CXX", "g++")) is not None
+        """Whether the emulator can build and run a kernel here (checked once per
+        process by building and launching a one-line kernel; see `unavailable_reason`)."""
+        return CudaEmuBackend.unavailable_reason() is None
+
+    @staticmethod
+    def unavailable_reason():
+        """None if the emulator works here, else why it does not."""
+        return emu.unavailable_reason()
 
 
 NUMPY = NumpyBackend()

@@ -48,7 +48,7 @@ def _nvrtc():
 def _emulator():
     """Whether the emulator builds and runs a kernel, checked against its op's reference."""
     if not backend.CudaEmuBackend.available():
-        return "unavailable: no C++ compiler (g++) found"
+        return f"unavailable: {backend.CudaEmuBackend.unavailable_reason()}"
     name = ACTIVATIONS[0]
     try:
         x = np.linspace(-2, 2, 37)

@@ -27,10 +27,12 @@ import threading
 
 import numpy as np
 
-from .build import EmuCompileError, build_library
+from . import build as _build
+from .build import EmuCacheWarning, EmuCompileError, build_library
 
 __all__ = ["RawModule", "Function", "EmuError", "EmuCompileError", "EmuLaunchError",
-           "EmuArgumentError", "EmuKernelError", "EmuOutOfBoundsError", "ORDERS"]
+           "EmuArgumentError", "EmuKernelError", "EmuOutOfBoundsError", "EmuCacheWarning",
+           "ORDERS", "unavailable_reason"]
 
 ORDERS = ("forward", "reverse", "random")
 MAX_THREADS_PER_BLOCK = 1024
@@ -124,16 +126,42 @@ class RawModule:
 
 
 def _load(path, key):
-    """Load a built library once per process and read its manifest."""
+    """Load a built library once per process and read its manifest.
+
+    `path` comes from `build_library`, which has checked it against its manifest
+    (owner, permissions, size, sha256) before this dlopen runs any of its code."""
     if str(path) not in _libraries:
         lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
         lib.emu_manifest.restype = ctypes.c_char_p
         lib.emu_last_error.restype = ctypes.c_char_p
         manifest = json.loads(lib.emu_manifest().decode())
         if manifest["hash"] != key:
-            raise EmuCompileError(f"cached library {path} does not match its content hash; delete it")
+            raise EmuCompileError(f"cached library {path} does not match its content hash "
+                                  f"(built for {manifest['hash']}, wanted {key}); delete it and "
+                                  "its .json manifest")
         _libraries[str(path)] = lib, manifest
     return _libraries[str(path)]
+
+
+_PROBE = 'extern "C" __global__ void emu_probe(int *y) { y[threadIdx.x] = 2 * threadIdx.x + 1; }'
+_probes = {}   # (compiler, flags) -> None or why the emulator does not work
+
+
+def unavailable_reason():
+    """None if the emulator can build and run a kernel here, else why not.
+
+    Builds (or loads from the cache) and runs a one-line kernel, once per process
+    and compiler."""
+    cfg = (_build.CXX, tuple(_build.flags()))
+    if cfg not in _probes:
+        try:
+            y = np.zeros(8, np.int32)
+            RawModule(code=_PROBE).get_function("emu_probe")((1,), (8,), (y,))
+            ok = np.array_equal(y, 2 * np.arange(8) + 1)
+            _probes[cfg] = None if ok else f"a test kernel ran but computed {y.tolist()}"
+        except Exception as e:
+            _probes[cfg] = f"cannot build and run a test kernel with {_build.CXX!r}: {e}"
+    return _probes[cfg]
 
 
 class Function:

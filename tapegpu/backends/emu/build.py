@@ -13,18 +13,39 @@ numbers), a launcher is appended that exports, for every
 and, for every ``__constant__`` variable ``C``, ``emu_global_C(&size)``.
 
 Libraries are cached by a content hash of everything that goes into them:
-generated source, shim header, runtime, flags and compiler version. A build
-writes to a temporary name and renames it into place, so two processes building
-the same library at once both end up loading a complete file.
+generated source, shim header, runtime, flags and compiler version. Loading a
+library runs its code (constructors run inside dlopen), so the cache trusts
+nothing it did not write itself:
+
+* the cache directory must belong to the current user and not be writable by
+  group or others (nor may its parents be, unless sticky); directories are
+  created with mode 0700. A directory that fails these checks, or cannot be
+  created or written, is not used: the build goes to a private temporary
+  directory instead, with an ``EmuCacheWarning`` saying why;
+* every file is written under a temporary name in the same directory, fsynced
+  and renamed into place (``os.replace``), so a reader sees a complete file or
+  none, and a file another process has mapped is never changed in place;
+* after a successful build a manifest ``<stem>-<key>.json`` records the content
+  hash, the library's name, size and sha256. The library
+  (``<stem>-<key>-<sha256 prefix>.so``) is loaded only if the manifest and the
+  library are regular files owned by the user, not writable by group or others,
+  and the library's size and sha256 match the manifest; this is checked
+  before dlopen. Anything else (no manifest, a truncated or empty library, a
+  planted one) is rebuilt.
 """
 
+import atexit
 import functools
 import hashlib
 import json
 import os
 import re
+import shutil
+import stat
 import subprocess
 import tempfile
+import threading
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -38,6 +59,10 @@ BASE_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-gnu-uni
 
 class EmuCompileError(RuntimeError):
     """g++ rejected a kernel source (the message carries the compiler output)."""
+
+
+class EmuCacheWarning(UserWarning):
+    """The build cache directory is unsafe or unusable; a private temporary one is used."""
 
 
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?'
@@ -108,20 +133,123 @@ def generate(source, filename, kernels, constants, key):
     return "\n".join(parts) + "\n"
 
 
-@functools.lru_cache(maxsize=None)
 def compiler_version():
+    return _compiler_version(CXX)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_version(cxx):
     try:
-        out = subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True)
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
-        raise EmuCompileError(f"the emulator needs a C++ compiler ({CXX!r}): {e}") from e
-    return out.stdout.splitlines()[0]
+        raise EmuCompileError(f"the emulator needs a C++ compiler ({cxx!r}): {e}") from e
+    lines = out.stdout.splitlines()
+    return lines[0] if lines else ""
+
+
+# ------------------------------------------------------------------ cache directory
+
+MANIFEST_FORMAT = 1
+_fallback = None       # the private temporary directory of this process, once needed
+_warned = set()
+_fallback_lock = threading.Lock()
+
+
+def configured_cache_dir():
+    """$TAPEGPU_EMU_CACHE, or ~/.cache/tapegpu/emu."""
+    return os.environ.get("TAPEGPU_EMU_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tapegpu", "emu")
 
 
 def cache_dir():
-    d = os.environ.get("TAPEGPU_EMU_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "tapegpu", "emu")
-    os.makedirs(d, exist_ok=True)
-    return Path(d)
+    """The directory to build into: the configured one if it is safe and usable,
+    else (with an EmuCacheWarning) a private temporary directory of this process."""
+    d = configured_cache_dir()
+    try:
+        real, problem = _check_cache_dir(d)
+    except OSError as e:
+        problem = f"it cannot be used ({e.strerror or e}); set TAPEGPU_EMU_CACHE to a directory of yours"
+    if problem:
+        return _fall_back(d, problem)
+    return Path(real)
+
+
+def _makedirs_private(d):
+    """Create `d` and its missing parents with mode 0700."""
+    missing = []
+    p = os.path.abspath(d)
+    while not os.path.lexists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _check_cache_dir(d):
+    """(resolved path, None) if `d` is safe to load libraries from, else (None, what is
+    wrong and how to fix it)."""
+    try:
+        _makedirs_private(d)
+    except OSError as e:
+        return None, (f"it cannot be created ({e.strerror or e}); set TAPEGPU_EMU_CACHE to a "
+                      "directory you can write")
+    real = os.path.realpath(d)
+    st = os.stat(real)
+    uid = os.geteuid()
+    if not stat.S_ISDIR(st.st_mode):
+        return None, "it is not a directory; set TAPEGPU_EMU_CACHE to a directory of yours"
+    if st.st_uid != uid:
+        return None, (f"it is owned by uid {st.st_uid}, not by you (uid {uid}), who could put a "
+                      "library there that would run as you; set TAPEGPU_EMU_CACHE to a directory "
+                      "of your own")
+    if st.st_mode & 0o022:
+        return None, (f"it is writable by {_who(st.st_mode)} (mode {stat.S_IMODE(st.st_mode):o}), "
+                      f"who could put a library there that would run as you; fix with "
+                      f"`chmod go-w {real}` (or chmod 700)")
+    effective = os.access in os.supports_effective_ids
+    if not os.access(real, os.W_OK | os.X_OK, effective_ids=effective):
+        return None, ("it is not writable (read-only); make it writable or set TAPEGPU_EMU_CACHE "
+                      "to a directory you can write")
+    parent = os.path.dirname(real)
+    while True:
+        pst = os.stat(parent)
+        sticky = pst.st_mode & stat.S_ISVTX
+        if pst.st_uid not in (0, uid) or (pst.st_mode & 0o022 and not sticky):
+            owner = f"owned by uid {pst.st_uid}" if pst.st_uid not in (0, uid) else \
+                f"writable by {_who(pst.st_mode)} (mode {stat.S_IMODE(pst.st_mode):o})"
+            return None, (f"its parent {parent} is {owner}, so someone else could replace it; "
+                          "set TAPEGPU_EMU_CACHE to a directory whose parents only you (or root) "
+                          "can write")
+        if os.path.dirname(parent) == parent:
+            break
+        parent = os.path.dirname(parent)
+    return real, None
+
+
+def _who(mode):
+    return " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if mode & bit)
+
+
+def _fall_back(d, problem):
+    global _fallback
+    with _fallback_lock:
+        if _fallback is None:
+            _fallback = tempfile.mkdtemp(prefix="tapegpu-emu-")   # mode 0700, owned by us
+            atexit.register(shutil.rmtree, _fallback, True)
+        first = (d, problem) not in _warned
+        _warned.add((d, problem))
+    if first:
+        warnings.warn(f"tapegpu emulator: not using the kernel cache directory {d}: {problem}. "
+                      f"Building into the private temporary directory {_fallback} instead "
+                      "(deleted at exit, so kernels are rebuilt in every process).",
+                      EmuCacheWarning, stacklevel=4)
+    return Path(_fallback)
 
 
 def flags():
@@ -147,30 +275,128 @@ def content_hash(source, extra_flags=()):
 def build_library(source, filename, extra_flags=()):
     """Compile (or find in the cache) the library for `source`.
 
-    Returns (library path, content hash). The library's `emu_manifest()`
-    lists its kernels (with parameter names) and constants as JSON."""
+    Returns (library path, content hash); the library has been verified against
+    its manifest and may be loaded. Its `emu_manifest()` lists its kernels (with
+    parameter names) and constants as JSON."""
     key = content_hash(source, extra_flags)
     stem = re.sub(r'\W', '_', Path(filename).stem)[:40]
-    target = cache_dir() / f"{stem}-{key}.so"
-    if not target.exists():
+    d = cache_dir()
+    target = verified_library(d, stem, key)
+    if target is None:
         kernels, constants = parse(preprocess(source, extra_flags))
-        _compile(generate(source, filename, kernels, constants, key), target, extra_flags)
+        text = generate(source, filename, kernels, constants, key)
+        try:
+            target = _compile(text, d, stem, key, extra_flags)
+        except OSError as e:
+            if str(d) == _fallback:
+                raise
+            d = _fall_back(configured_cache_dir(), f"writing to it failed ({e})")
+            target = verified_library(d, stem, key) or _compile(text, d, stem, key, extra_flags)
     return target, key
 
 
-def _compile(text, target, extra_flags):
-    fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    src = tmp + ".cpp"
+def manifest_path(d, stem, key):
+    return Path(d) / f"{stem}-{key}.json"
+
+
+def _read_private(path, limit=None):
+    """The bytes of `path` if it is a regular file (not a symlink) owned by the
+    current user and not writable by group or others, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0))   # no hanging on a FIFO, no symlinks
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022
+                or (limit is not None and st.st_size > limit)):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def verified_library(d, stem, key):
+    """The path of the cached library for (stem, key) if its manifest and the library
+    pass every check (ownership, permissions, size, sha256), else None."""
+    raw = _read_private(manifest_path(d, stem, key), limit=1 << 16)
+    if raw is None:
+        return None
+    try:
+        m = json.loads(raw)
+        ok = (m["format"] == MANIFEST_FORMAT and m["key"] == key
+              and m["library"] == _library_name(stem, key, m["sha256"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not ok:
+        return None
+    lib = Path(d) / m["library"]
+    data = _read_private(lib)
+    if data is None or len(data) != m["size"] or hashlib.sha256(data).hexdigest() != m["sha256"]:
+        return None
+    return lib
+
+
+def _library_name(stem, key, sha):
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise ValueError(f"not a sha256: {sha!r}")
+    return f"{stem}-{key}-{sha[:16]}.so"
+
+
+def _atomic_write(path, data, mode=0o600):
+    """Write `data` to `path` through a temporary file in the same directory: fsync, rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _fsync_dir(d):
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _compile(text, d, stem, key, extra_flags):
+    """Build the library in a private scratch directory inside `d`, then move it and
+    its manifest into place (each atomically: library first, manifest last)."""
+    build = tempfile.mkdtemp(prefix=f".{stem}-{key}.", suffix=".build", dir=d)  # mode 0700
+    src, out = os.path.join(build, stem + ".cpp"), os.path.join(build, stem + ".so")
     try:
         Path(src).write_text(text)
-        cmd = [CXX, *flags(), *extra_flags, "-shared", "-I", str(HERE), src, str(RUNTIME), "-o", tmp]
+        # the scratch directory's random name is mapped away, so builds are reproducible
+        cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared",
+               "-I", str(HERE), src, str(RUNTIME), "-o", out]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            raise EmuCompileError(f"g++ failed to compile {target.stem} for the emulator:\n"
+            raise EmuCompileError(f"g++ failed to compile {stem}-{key} for the emulator:\n"
                                   + r.stderr.replace(src, "<generated>"))
-        os.replace(tmp, target)
+        with open(out, "rb") as f:
+            data = f.read()
+        sha = hashlib.sha256(data).hexdigest()
+        target = Path(d) / _library_name(stem, key, sha)
+        _atomic_write(target, data, 0o700)
+        manifest = {"format": MANIFEST_FORMAT, "key": key, "library": target.name,
+                    "size": len(data), "sha256": sha}
+        _atomic_write(manifest_path(d, stem, key), (json.dumps(manifest) + "\n").encode())
+        _fsync_dir(d)
     finally:
-        for p in (tmp, src):
-            if os.path.exists(p):
-                os.unlink(p)
+        shutil.rmtree(build, ignore_errors=True)
+    return target

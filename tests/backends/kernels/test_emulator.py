@@ -2,6 +2,7 @@
 
 SINGLE_DEVICE = True  # about the kernels themselves, not a tapegpu device
 
+import json
 import os
 import shutil
 import subprocess
@@ -546,16 +547,23 @@ def test_cache_reuses_a_build_and_rebuilds_on_change(tmp_path, monkeypatch):
     assert path.stat().st_mtime_ns == mtime
     assert emu_build.content_hash(code + " ") != key
     assert emu_build.content_hash(code, ("-DX",)) != key
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temporary left behind
+    manifest = emu_build.manifest_path(tmp_path, "k", key)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, manifest.name])  # no temporary left behind
 
 
 def test_cached_library_with_a_wrong_hash_is_refused(tmp_path, monkeypatch):
+    """A library that passes the file checks (see test_emu_cache.py) but was built for another
+    source is still refused by the hash it carries."""
     monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(tmp_path))
     a = 'extern "C" __global__ void a(float *y) {}'
     b = 'extern "C" __global__ void b(float *y) {}'
-    path_a, _ = emu_build.build_library(a, "a.cu")
+    path_a, key_a = emu_build.build_library(a, "<code>")
     key_b = emu_build.content_hash(b)
-    (tmp_path / f"_code_-{key_b}.so").write_bytes(path_a.read_bytes())
+    manifest = json.loads(emu_build.manifest_path(tmp_path, "_code_", key_a).read_text())
+    manifest["key"] = key_b
+    manifest["library"] = path_a.name.replace(key_a, key_b)
+    (tmp_path / manifest["library"]).write_bytes(path_a.read_bytes())
+    emu_build.manifest_path(tmp_path, "_code_", key_b).write_text(json.dumps(manifest))
     with pytest.raises(EmuCompileError, match="does not match its content hash"):
         RawModule(code=b)
 
@@ -573,7 +581,8 @@ def test_concurrent_builds_of_one_library(tmp_path):
     for p in procs:
         assert p.wait(timeout=60) == 0, p.stderr.read().decode()
     assert len([p for p in tmp_path.iterdir() if p.suffix == ".so"]) == 1
-    assert not [p for p in tmp_path.iterdir() if p.suffix != ".so"]
+    assert len([p for p in tmp_path.iterdir() if p.suffix == ".json"]) == 1
+    assert not [p for p in tmp_path.iterdir() if p.suffix not in (".so", ".json")]
 
 
 def test_stack_overflow_is_reported(tmp_path):

@@ -1,0 +1,292 @@
+"""The emulator's build cache loads shared libraries, and loading runs their code: it must load
+only what tapegpu built, survive damaged files, and fall back to a private directory when the
+configured one is unsafe or unusable. Each test has its own cache directory (tmp_path)."""
+
+SINGLE_DEVICE = True  # about the emulator's cache, not a tapegpu device
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tapegpu
+from tapegpu import backends as backend
+from tapegpu.backends.emu import RawModule
+from tapegpu.backends.emu import build as emu_build
+
+CODE = 'extern "C" __global__ void k(float *y) { y[threadIdx.x] = 2.0f * threadIdx.x; }'
+ROOT = str(Path(tapegpu.__file__).resolve().parent.parent)
+RUN = (
+    "import numpy as np\n"
+    "from tapegpu.backends.emu import RawModule\n"
+    f"m = RawModule(code={CODE!r})\n"
+    "y = np.zeros(4, np.float32); m.get_function('k')(1, 4, (y,))\n"
+    "assert (y == 2 * np.arange(4)).all(), y\n"
+    "print('ran')\n")
+PLANTED = r'''
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *f = fopen(MARKER, "w");
+    if (f) { fputs("planted library ran\n", f); fclose(f); }
+}
+'''
+IS_ROOT = os.geteuid() == 0
+NOBODY = 65534
+# root ignores permission bits; without its capabilities (setpriv) it honours them
+NO_CAPS = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if IS_ROOT else []
+
+
+def run_kernel():
+    y = np.zeros(4, np.float32)
+    RawModule(code=CODE).get_function("k")(1, 4, (y,))
+    np.testing.assert_array_equal(y, 2 * np.arange(4))
+
+
+def run_in_subprocess(cache, prefix=()):
+    env = dict(os.environ, TAPEGPU_EMU_CACHE=str(cache),
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    return subprocess.run([*prefix, sys.executable, "-c", RUN], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def private_dir(path):
+    path.mkdir()
+    path.chmod(0o700)
+    return path
+
+
+@pytest.fixture(scope="module")
+def planted_so(tmp_path_factory):
+    """(library, marker): a shared library whose constructor writes the marker file."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    d = tmp_path_factory.mktemp("planted")
+    marker = d / "marker"
+    (d / "planted.c").write_text(PLANTED)
+    subprocess.run(["gcc", "-shared", "-fPIC", f'-DMARKER="{marker}"', "-o", str(d / "planted.so"),
+                    str(d / "planted.c")], check=True)
+    return d / "planted.so", marker
+
+
+def plant(cache, planted_so, manifest=True):
+    """Put the planted library where the cache looks for CODE's library: under the plain
+    `<stem>-<key>.so` name and, with `manifest`, under a manifest that describes it exactly."""
+    so, marker = planted_so
+    if marker.exists():
+        marker.unlink()
+    key = emu_build.content_hash(CODE)
+    data = so.read_bytes()
+    shutil.copy(so, cache / f"_code_-{key}.so")
+    if manifest:
+        sha = hashlib.sha256(data).hexdigest()
+        name = f"_code_-{key}-{sha[:16]}.so"
+        shutil.copy(so, cache / name)
+        (cache / f"_code_-{key}.json").write_text(json.dumps(
+            {"format": 1, "key": key, "library": name, "size": len(data), "sha256": sha}))
+        for p in (cache / name, cache / f"_code_-{key}.json"):
+            p.chmod(0o600)
+    return marker
+
+
+# ------------------------------------------------------------ nothing tapegpu did not build runs
+
+
+def test_a_world_writable_cache_dir_is_not_used(tmp_path, monkeypatch, planted_so):
+    cache = tmp_path / "shared"
+    cache.mkdir()
+    cache.chmod(0o777)
+    marker = plant(cache, planted_so)   # even with a manifest that matches it
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    with pytest.warns(emu_build.EmuCacheWarning, match=r"(?s)shared.*writable by group and "
+                                                        r"others \(mode 777\).*chmod"):
+        run_kernel()
+    assert not marker.exists(), "a library from a world-writable directory was loaded"
+    path, _ = emu_build.build_library(CODE, "<code>")
+    assert path.parent == Path(emu_build._fallback) != cache
+
+
+def test_a_group_writable_cache_dir_is_not_used(tmp_path, monkeypatch):
+    cache = tmp_path / "group"
+    cache.mkdir()
+    cache.chmod(0o770)
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    with pytest.warns(emu_build.EmuCacheWarning, match=r"writable by group \(mode 770\)"):
+        path, _ = emu_build.build_library(CODE, "k.cu")
+    assert path.parent != cache and not list(cache.iterdir())
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="only root can give a directory to another user")
+def test_a_cache_dir_owned_by_another_user_is_not_used(tmp_path, monkeypatch, planted_so):
+    cache = private_dir(tmp_path / "theirs")
+    marker = plant(cache, planted_so)
+    for p in [cache, *cache.iterdir()]:
+        os.chown(p, NOBODY, NOBODY)
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    with pytest.warns(emu_build.EmuCacheWarning, match=f"owned by uid {NOBODY}, not by you"):
+        run_kernel()
+    assert not marker.exists()
+
+
+def test_a_cache_dir_under_a_world_writable_parent_is_not_used(tmp_path, monkeypatch):
+    parent = tmp_path / "open"
+    parent.mkdir()
+    parent.chmod(0o777)   # no sticky bit: anyone could rename our directory and put theirs
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(parent / "cache"))
+    with pytest.warns(emu_build.EmuCacheWarning, match=r"its parent .*open is writable by group "
+                                                        r"and others"):
+        path, _ = emu_build.build_library(CODE, "k.cu")
+    assert parent not in path.parents
+
+
+@pytest.mark.parametrize("how", ["no manifest", "wrong sha256", "manifest writable by others",
+                                 "library writable by group", "manifest is a symlink",
+                                 "manifest is a fifo"])
+def test_a_planted_library_is_not_loaded(tmp_path, monkeypatch, planted_so, how):
+    """A library in a private cache directory is loaded only through a manifest that matches
+    it, both files owned by the user and writable by no one else; else it is rebuilt."""
+    cache = private_dir(tmp_path / "cache")
+    marker = plant(cache, planted_so, manifest=how != "no manifest")
+    key = emu_build.content_hash(CODE)
+    manifest = cache / f"_code_-{key}.json"
+    if how == "wrong sha256":
+        m = json.loads(manifest.read_text())
+        m["sha256"] = "0" * 64
+        manifest.write_text(json.dumps(m))
+    elif how == "manifest writable by others":
+        manifest.chmod(0o606)
+    elif how == "library writable by group":
+        (cache / json.loads(manifest.read_text())["library"]).chmod(0o620)
+    elif how == "manifest is a symlink":
+        elsewhere = tmp_path / "elsewhere.json"
+        manifest.rename(elsewhere)
+        manifest.symlink_to(elsewhere)
+    elif how == "manifest is a fifo":   # opening it must not hang
+        manifest.unlink()
+        os.mkfifo(manifest, 0o600)
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    run_kernel()
+    assert not marker.exists(), f"planted library loaded ({how})"
+    # what was rebuilt is checked and loaded from now on
+    lib = emu_build.verified_library(cache, "_code_", key)
+    assert lib is not None and lib.read_bytes() != planted_so[0].read_bytes()
+
+
+# ------------------------------------------------------------ damaged files are rebuilt
+
+
+@pytest.mark.parametrize("size", ["truncated", "empty"])
+def test_a_damaged_library_is_rebuilt(tmp_path, size):
+    """A truncated library used to kill every later process with SIGBUS, an empty one to fail
+    forever; a fresh process is used each time so that nothing is already mapped."""
+    cache = private_dir(tmp_path / "cache")
+    r = run_in_subprocess(cache)
+    assert r.returncode == 0, r.stderr
+    libs = [p for p in cache.iterdir() if p.suffix == ".so"]
+    assert len(libs) == 1
+    with open(libs[0], "r+b") as f:   # in place, as a full disk or a killed copy would leave it
+        f.truncate(12288 if size == "truncated" else 0)   # 12 KiB: inside the loaded segments
+    r = run_in_subprocess(cache)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}"
+    assert r.stdout.strip() == "ran"
+    assert [p for p in cache.iterdir() if p.suffix == ".so"] == libs
+    assert libs[0].stat().st_size > 1000
+
+
+def test_a_corrupt_manifest_is_rebuilt(tmp_path, monkeypatch):
+    cache = private_dir(tmp_path / "cache")
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    path, key = emu_build.build_library(CODE, "k.cu")
+    manifest = emu_build.manifest_path(cache, "k", key)
+    manifest.write_text(manifest.read_text()[:20])
+    assert emu_build.verified_library(cache, "k", key) is None
+    assert emu_build.build_library(CODE, "k.cu") == (path, key)
+    assert emu_build.verified_library(cache, "k", key) == path
+
+
+# ------------------------------------------------------------ files and directories
+
+
+def test_cache_files_are_private_and_written_atomically(tmp_path, monkeypatch):
+    cache = tmp_path / "a" / "b"
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    path, key = emu_build.build_library(CODE, "k.cu")
+    for d in (tmp_path / "a", cache):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    manifest = emu_build.manifest_path(cache, "k", key)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([path.name, manifest.name])
+    for p in (path, manifest):
+        st = p.stat()
+        assert st.st_uid == os.geteuid() and not st.st_mode & 0o022, p
+    m = json.loads(manifest.read_text())
+    assert m["library"] == path.name and m["size"] == path.stat().st_size and m["key"] == key
+
+
+def test_an_existing_private_cache_dir_is_used_silently(tmp_path, monkeypatch, recwarn):
+    cache = tmp_path / "mine"
+    cache.mkdir()
+    cache.chmod(0o755)   # readable by others is fine: they cannot put anything there
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    path, _ = emu_build.build_library(CODE, "k.cu")
+    assert path.parent == cache
+    assert not [w for w in recwarn if issubclass(w.category, emu_build.EmuCacheWarning)]
+
+
+# ------------------------------------------------------------ unusable directories
+
+
+def test_an_uncreatable_cache_dir_falls_back_with_a_warning(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a directory")
+    cache = tmp_path / "file" / "cache"
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    with pytest.warns(emu_build.EmuCacheWarning, match=r"(?s)file/cache: it cannot be created.*"
+                                                        r"private temporary directory"):
+        run_kernel()
+    path, _ = emu_build.build_library(CODE, "k.cu")
+    fallback = path.parent
+    assert fallback == Path(emu_build._fallback) and stat.S_IMODE(fallback.stat().st_mode) == 0o700
+
+
+@pytest.mark.skipif(IS_ROOT and shutil.which("setpriv") is None,
+                    reason="root writes anywhere; dropping its capabilities needs setpriv")
+def test_a_read_only_cache_dir_falls_back_with_a_warning(tmp_path):
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    cache.chmod(0o500)
+    try:
+        r = run_in_subprocess(cache, NO_CAPS)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "ran"
+        assert "EmuCacheWarning" in r.stderr and f"{cache}: it is not writable" in r.stderr, r.stderr
+        assert not list(cache.iterdir())
+    finally:
+        cache.chmod(0o700)
+
+
+# ------------------------------------------------------------ backend.available() is honest
+
+
+@pytest.mark.parametrize("compiler", ["missing", "broken"])
+def test_the_emulator_backend_is_unavailable_without_a_working_compiler(tmp_path, monkeypatch,
+                                                                        compiler):
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(tmp_path / "cache"))
+    if compiler == "missing":
+        cxx = str(tmp_path / "no-such-g++")
+    else:   # found on PATH, answers --version, compiles nothing
+        cxx = str(tmp_path / "g++")
+        Path(cxx).write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'g++ 0' && exit 0\nexit 1\n")
+        os.chmod(cxx, 0o755)
+    monkeypatch.setenv("CXX", cxx)
+    monkeypatch.setattr(emu_build, "CXX", cxx)
+    assert not backend.CudaEmuBackend.available()
+    assert cxx in backend.CudaEmuBackend.unavailable_reason()
+    assert backend.CUDA_EMU not in backend.available()
+    monkeypatch.undo()
+    assert backend.CudaEmuBackend.available()
