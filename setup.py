@@ -1,6 +1,7 @@
-"""The optional CPU kernels (tapegpu/backends/_cpu.c): built when a C compiler and Python's
-headers are present; without them numpy runs those ops (same results, one or two more passes
-over memory)."""
+"""The optional compiled parts, built when a C compiler and Python's headers are present; without
+them tapegpu runs the same in Python and numpy, with the same results:
+- tapegpu/backends/_cpu.c: one-pass bias + ReLU kernels for numpy;
+- tapegpu/autodiff/_record.c: Recorder.record, the per-op bookkeeping of a recording tape."""
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -13,5 +14,6 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-setup(ext_modules=[Extension("tapegpu.backends._cpu", ["tapegpu/backends/_cpu.c"], optional=True)],
+setup(ext_modules=[Extension(name, [name.replace(".", "/") + ".c"], optional=True)
+                   for name in ("tapegpu.backends._cpu", "tapegpu.autodiff._record")],
       cmdclass={"build_ext": BuildExt})

@@ -2,9 +2,20 @@
 once per op (`Recorder.record`), with what every autodiff module shares about them: the op of a
 variable read, `UnconnectedGradients`, and the arrays an entry keeps alive."""
 import enum
+import os
 
-from ..ops.registry import SAVE_OUT, SAVE_X, SAVE_XY, def_op, passthrough
-from ..core.tensor import Tensor, Variable
+from ..ops import registry
+from ..ops.registry import SAVE_OUT, SAVE_X, SAVE_XY, Op, def_op, passthrough
+from ..core.tensor import Tensor, Variable, _next_uid, _thread
+
+# Recorder.record compiled (tapegpu/autodiff/_record.c), built at install where a C compiler is;
+# the Python method below is its definition and test oracle. TAPEGPU_PURE_PYTHON=1 leaves it out.
+_record = None
+if os.environ.get("TAPEGPU_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _record
+    except ImportError:  # not built
+        _record = None
 
 _new = object.__new__
 
@@ -84,6 +95,13 @@ class Recorder:
         self._entries.append(e)
         if self._budget is not None:
             self._budget.on_record(e, inputs, out)
+
+
+py_record, py_wrap = Recorder.record, registry.wrap
+if _record is not None:
+    _record.configure(Tensor, Entry, Op, Recorder, _thread, _next_uid, SAVE_X, SAVE_OUT, SAVE_XY)
+    Recorder.record = _record.method
+    registry.wrap = _record.wrap  # apply1/apply2 call it through the module
 
 
 

@@ -14,7 +14,7 @@ import sys
 from .. import ops
 from ..ops import TENSOR_OPS
 from ..ops.namespace import array_ops
-from ..ops.registry import passthrough
+from ..ops.registry import SAVE_XY, passthrough
 from ..core import profiler
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
@@ -124,7 +124,7 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
                 ledger.hold(a)
     key = (dev, bool(batch_ndim))
     watched = track or bool(_profilers)
-    plain = not (batch_ndim or track)  # cotangents need neither un-batching nor a ledger
+    fast = not (batch_ndim or track)  # cotangents need neither un-batching nor a ledger
     restored = []
     ns = array_ops(dev, TENSOR_OPS)
     steps = {}  # op -> (its step, its rule when the loop calls it itself) in this sweep
@@ -147,20 +147,34 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
         how = steps.get(op)
         if how is None:
             how = steps[op] = _how(op, key, dev, batch_ndim)
-        step, rule = how
-        if rule is not None:  # one input and one saved tensor (elementwise chains): called here
+        kind, step, r0, r1 = how
+        # the common rule shapes run here, without the step's call (elementwise chains)
+        if kind is _UNARY:
             p = e.params
             x = e.saved[0]._data
-            cts = (rule(ns, g, x, **p) if p else rule(ns, g, x),)
+            c = r0(ns, g, x, **p) if p else r0(ns, g, x)
+            cts = (c,)
+        elif kind is _ADD:
+            u0, u1 = e.in_uids
+            c = g if u0 in reach else None
+            cts = (c, g if u1 in reach else None)
+        elif kind is _BINARY:
+            u0, u1 = e.in_uids
+            s = e.saved
+            x = s[0]._data
+            y = s[1]._data
+            p = e.params
+            c = (r0(ns, g, x, y, **p) if p else r0(ns, g, x, y)) if u0 in reach else None
+            cts = (c, (r1(ns, g, x, y, **p) if p else r1(ns, g, x, y)) if u1 in reach else None)
         else:
             cts = step(g, e, reach)
+            c = cts[0]
         if watched:
             _account(e, g, cts, out in keep, release, ledger)
         if release:
             e.saved = None
-        c = cts[0]
-        if plain and c is not None and (len(cts) == 1 or cts[1] is None and len(cts) == 2):
-            u = e.in_uids[0]  # one cotangent (elementwise chains): the first for its input
+        if fast and c is not None and (len(cts) == 1 or cts[1] is None and len(cts) == 2):
+            u = e.in_uids[0]  # a lone cotangent, the first for its input, is stored as it is
             if u not in grads and c.shape == e.in_shapes[0]:
                 grads[u] = c
                 continue
@@ -236,19 +250,32 @@ _OWNED_REFS = _refs_inside_owned()
 
 # -- array-level steps: each op's VJP rule on one device's arrays ---------------------------------
 
+_UNARY, _ADD, _BINARY, _STEP = "unary", "add", "binary", "step"
+
+
 def _how(op, key, dev, batch_ndim):
-    """(step, rule) of `op` for a sweep: its array step (built once per op, device and
-    batchedness: `op.steps`), and its rule when the sweep may call the rule itself: one input,
-    one saved tensor, no kernel and no launch counting on this device."""
+    """(kind, step, rule0, rule1): how a sweep runs `op`'s VJP. `step` is its array step
+    (built once per op, device and batchedness: `op.steps`); the loop calls the rules itself
+    for the common shapes, when no kernel and no launch counting is involved: one input and one
+    saved tensor (_UNARY), g handed to both inputs (_ADD), two rules of the two saved inputs
+    (_BINARY)."""
     step = op.steps.get(key)
     if step is None:
         step = op.steps[key] = _array_step(op, dev, batch_ndim)
-    rule = op.vjp[0] if type(op.vjp) is tuple and len(op.vjp) == 1 else op.vjp
-    simple = len(op.args) == 1 and not op.variadic and len(op.save_plan) == 1 and \
-        op.save_plan[0][0] in (0, 1) and rule is not passthrough and not op.tensor_rule and \
-        not (batch_ndim and not op.batched) and dev.name not in op.vjp_kernels and \
-        not dev.counts_launches
-    return step, (rule if simple else None)
+    if op.tensor_rule or (batch_ndim and not op.batched) or dev.name in op.vjp_kernels or \
+            dev.counts_launches or op.variadic:
+        return _STEP, step, None, None
+    rules = op.vjp if type(op.vjp) is tuple else (op.vjp,)
+    plan = op.save_plan
+    if len(rules) == 1 and len(op.args) == 1 and rules[0] is not passthrough and \
+            len(plan) == 1 and plan[0][0] in (0, 1):
+        return _UNARY, step, rules[0], None
+    if len(rules) == 2 and len(op.args) == 2:
+        if rules[0] is passthrough and rules[1] is passthrough:
+            return _ADD, step, None, None
+        if plan is SAVE_XY and None not in rules and passthrough not in rules:
+            return _BINARY, step, rules[0], rules[1]
+    return _STEP, step, None, None
 
 
 def _array_step(op, dev, batch_ndim):

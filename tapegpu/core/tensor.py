@@ -397,19 +397,16 @@ def constant(value, dtype=None, shape=None, name=None):
     return t
 
 
-_scalars = {}  # device -> dtype -> value -> Tensor: immutable, so safely shared
+_scalars = {}  # (value, dtype, device) -> Tensor: immutable, so safely shared
 
 
 def scalar_like(value, like):
     """A Python scalar as a tensor with the dtype and device of `like` (no silent promotion)."""
     npd = like._data.dtype
-    by_dtype = _scalars.get(like._dev)
-    cache = by_dtype.get(npd) if by_dtype is not None else None
-    if cache is not None:
-        t = cache.get(value)
-        # -0.0 == 0.0 as a key, but not as a summand: only +0.0 is cached
-        if t is not None and (value or math.copysign(1.0, value) > 0.0):
-            return t
+    t = _scalars.get((value, npd, like._dev))
+    # -0.0 == 0.0 as a key, but not as a summand: only +0.0 is cached
+    if t is not None and (value or math.copysign(1.0, value) > 0.0):
+        return t
     if npd.kind in "iu":
         if isinstance(value, float) and not float(value).is_integer():
             raise TypeError(f"cannot use the float {value!r} with a tensor of dtype {npd.name}; "
@@ -420,11 +417,9 @@ def scalar_like(value, like):
     # not cached: bools (True == 1 as a key, but 1 must fail for a bool tensor), NaN (never
     # equal to itself as a key) and -0.0
     if npd.kind != "b" and value == value and (value or math.copysign(1.0, value) > 0.0):
-        if cache is None:
-            cache = _scalars.setdefault(like._dev, {}).setdefault(npd, {})
-        if len(cache) > 4096:
-            cache.clear()
-        cache[value] = t
+        if len(_scalars) > 4096:
+            _scalars.clear()
+        _scalars[(value, npd, like._dev)] = t
     return t
 
 

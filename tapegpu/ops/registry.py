@@ -200,15 +200,7 @@ def apply1(op, x, params):
         raise _error(op, (x,), params, e) from None
     if op.residuals or dev.counts_launches or _profilers:
         return _finish(op, (x,), out, dev, params, True)
-    y = _new(Tensor)  # _finish's common case, inline: Tensor(out, dev) without the class call
-    y._data = out
-    y._dev = dev
-    y._uid = _next_uid()
-    if _thread.recorders and op.vjp is not None and out.dtype.kind in "fc":
-        inputs = (x,)
-        for rec in _thread.recorders:
-            rec.record(op, inputs, y, params)
-    return y
+    return wrap(op, (x,), out, dev, params)
 
 
 def apply2(op, x, y, params):
@@ -227,15 +219,7 @@ def apply2(op, x, y, params):
         raise _error(op, (x, y), params, e) from None
     if op.residuals or dev.counts_launches or _profilers:
         return _finish(op, (x, y), out, dev, params, True)
-    z = _new(Tensor)  # as in apply1
-    z._data = out
-    z._dev = dev
-    z._uid = _next_uid()
-    if _thread.recorders and op.vjp is not None and out.dtype.kind in "fc":
-        inputs = (x, y)
-        for rec in _thread.recorders:
-            rec.record(op, inputs, z, params)
-    return z
+    return wrap(op, (x, y), out, dev, params)
 
 
 def forward_on(op, dev, arrays, params):
@@ -259,19 +243,30 @@ def _kernel_forward(op, inputs, arrays, dev, params):
     return _finish(op, inputs, out, dev, params, reference)
 
 
-def _finish(op, inputs, out, dev, params, reference):
-    """The end of every apply: count the launch, wrap the array, offer the call to this
-    thread's recorders, report it to profilers. Kernels count their own launches; a reference
-    forward is one library launch (CuPy/cuBLAS) on a GPU unless it only makes a view."""
-    if op.residuals:
-        return _with_residuals(op, inputs, out, dev, params, reference)
-    if dev.counts_launches and reference and not op.view:
-        dev.launches[op.name] += 1
-    y = Tensor(out, dev)
+def wrap(op, inputs, out, dev, params):
+    """The output array `out` of `op` as a tensor, offered to this thread's recorders when the
+    op has a gradient and the output is floating: the common end of an apply. The compiled
+    recorder (autodiff/_record.c) replaces it with the same in C."""
+    y = _new(Tensor)  # Tensor(out, dev) without the class call
+    y._data = out
+    y._dev = dev
+    y._uid = _next_uid()
     active = _thread.recorders
     if active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in active:
             rec.record(op, inputs, y, params)
+    return y
+
+
+def _finish(op, inputs, out, dev, params, reference):
+    """The end of an apply in general: count the launch, wrap the array and offer it to the
+    recorders, report it to profilers. Kernels count their own launches; a reference forward
+    is one library launch (CuPy/cuBLAS) on a GPU unless it only makes a view."""
+    if op.residuals:
+        return _with_residuals(op, inputs, out, dev, params, reference)
+    if dev.counts_launches and reference and not op.view:
+        dev.launches[op.name] += 1
+    y = wrap(op, inputs, out, dev, params)
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y
