@@ -12,6 +12,7 @@ that imports CuPy, on first use).
 """
 import collections
 import os
+import threading
 
 import numpy as np
 
@@ -178,12 +179,38 @@ def _default():
     return gpu(0) if gpu_count() else NUMPY
 
 
-# The device stack: its last entry is where new tensors are created (None: not chosen yet).
-_device_stack = [None]
+class _DeviceState(threading.local):
+    """The `tg.device` blocks entered in this thread, innermost last: as in TensorFlow, a device
+    scope applies to the thread that entered it (a new thread starts on the default device)."""
+
+    def __init__(self):
+        self.stack = []
+
+
+_devices = _DeviceState()
+_default_backend = None  # resolved once per process, on first use
+
+
+def device_stack():
+    """This thread's device stack (`tg.device` pushes and pops it)."""
+    return _devices.stack
 
 
 def current():
-    d = _device_stack[-1]
-    if d is None:
-        d = _device_stack[0] = _default()
-    return d
+    """Where new tensors are created: the innermost `tg.device` block of this thread, else the
+    default device."""
+    stack = _devices.stack
+    if stack:
+        return stack[-1]
+    return _default_backend if _default_backend is not None else _resolve_default()
+
+
+def _resolve_default():
+    global _default_backend
+    with _default_lock:
+        if _default_backend is None:
+            _default_backend = _default()
+    return _default_backend
+
+
+_default_lock = threading.Lock()

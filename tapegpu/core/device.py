@@ -1,10 +1,12 @@
 """Devices: `tg.device(...)`, `tensor.to(...)`, `tg.copy_to`, `tg.config.list_devices()`.
 
-Tensors are created on the current device (the innermost `tg.device` block, else the default:
-the first GPU when CuPy and a GPU are present, else the CPU; `TAPEGPU_DEVICE` overrides).
+Tensors are created on the current device: the innermost `tg.device` block of the calling
+thread, else the default, resolved once per process (the first GPU when CuPy and a GPU are
+present, else the CPU; `TAPEGPU_DEVICE` overrides).
 An op's inputs must share one device; there are no silent copies.
 """
 import contextlib
+import threading
 from collections import namedtuple
 
 from .. import backends as _backend
@@ -25,22 +27,28 @@ class device(contextlib.ContextDecorator):
 
     def __init__(self, name):
         self._dev = _backend.lookup(name)
-        self._ctx = None
+        self._entered = threading.local()  # per thread: backend contexts entered, innermost last
+
+    def _recreate_cm(self):
+        return device(self._dev)  # as a decorator: a fresh block per call (calls may overlap)
 
     def __enter__(self):
         _backend.current()  # resolve the default first, so it is what the block returns to
-        _backend._device_stack.append(self._dev)
+        stack = _backend.device_stack()
+        stack.append(self._dev)
         enter = getattr(self._dev, "context", None)
+        ctx = None
         if enter is not None:
-            self._ctx = enter()
-            self._ctx.__enter__()
+            ctx = enter()
+            ctx.__enter__()
+        self._entered.__dict__.setdefault("ctxs", []).append(ctx)
         return self
 
     def __exit__(self, *exc):
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
-            self._ctx = None
-        _backend._device_stack.pop()
+        ctx = self._entered.ctxs.pop()
+        if ctx is not None:
+            ctx.__exit__(*exc)
+        _backend.device_stack().pop()
 
 
 def copy_to(x, device_name):

@@ -7,7 +7,7 @@ import types
 import numpy as np
 
 from .. import backends as backend
-from .tensor import Tensor
+from .tensor import Tensor, read_only
 
 _CPU, _CUDA = 1, 2  # DLPack device types
 
@@ -21,6 +21,12 @@ def from_dlpack(obj):
     >>> tg.experimental.dlpack.from_dlpack(np.arange(3.0)).numpy()
     array([0., 1., 2.])
     """
+    if type(obj).__name__ == "PyCapsule":
+        obj = _Capsule(obj)
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"from_dlpack: expected a DLPack producer (an object with __dlpack__: "
+                        f"a torch, jax, cupy or numpy array) or a DLPack capsule, got "
+                        f"{type(obj).__name__}; use tg.constant for lists and scalars")
     kind = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else _CPU
     if kind == _CUDA:
         dev = backend.lookup("gpu")
@@ -29,18 +35,55 @@ def from_dlpack(obj):
     return Tensor(np.array(np.from_dlpack(obj), copy=True), dev)
 
 
+class _Capsule:
+    """A host DLPack capsule (to_dlpack's) as a producer numpy takes."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self._capsule
+
+    def __dlpack_device__(self):
+        return (_CPU, 0)
+
+
 def to_dlpack(tensor):
-    """A DLPack capsule of the tensor's buffer (read it, don't write it).
+    """A DLPack capsule of the tensor's value.
+
+    A legacy (unversioned) capsule cannot mark its buffer read-only, so a host tensor's capsule
+    holds a copy: what its consumer writes never reaches the tensor. On a GPU it is the
+    tensor's buffer (read it, don't write it).
 
     >>> cap = tg.experimental.dlpack.to_dlpack(tg.ones(2))
     >>> type(cap).__name__
     'PyCapsule'
     """
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"to_dlpack: expected a tg.Tensor, got {type(tensor).__name__}")
+    if tensor._dev.xp is np:
+        return tensor._data.copy().__dlpack__()
     return tensor._data.__dlpack__()
 
 
-def _dlpack(self, stream=None, **kwargs):
-    return self._data.__dlpack__(**({"stream": stream} if stream is not None else {}), **kwargs)
+def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
+    # Host tensors are immutable: a consumer speaking DLPack >= 1.0 gets a read-only view of the
+    # buffer (the read-only flag travels with it); older consumers, which cannot be told, get a
+    # copy. CuPy arrays have no read-only flag: GPU tensors export their buffer.
+    kwargs = {}
+    if stream is not None:
+        kwargs["stream"] = stream
+    if dl_device is not None:
+        kwargs["dl_device"] = dl_device
+    if copy is not None:
+        kwargs["copy"] = copy
+    if self._dev.xp is not np:
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        return self._data.__dlpack__(**kwargs)
+    if max_version is not None and tuple(max_version) >= (1, 0) and not copy:
+        return read_only(self._data).__dlpack__(max_version=max_version, **kwargs)
+    return self._data.copy().__dlpack__(**kwargs)
 
 
 def _dlpack_device(self):

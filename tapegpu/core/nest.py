@@ -1,4 +1,5 @@
 """Nested structures (lists, tuples, namedtuples, dicts) of tensors, as tf.nest sees them."""
+import collections
 
 
 def flatten(structure):
@@ -29,8 +30,13 @@ def pack_sequence_as(structure, leaves):
 def _pack(s, it):
     if isinstance(s, dict):
         packed = {k: _pack(s[k], it) for k in sorted(s)}
-        return type(s)((k, packed[k]) for k in s) if type(s) is not dict else \
-            {k: packed[k] for k in s}
+        if type(s) is dict:
+            return {k: packed[k] for k in s}
+        if isinstance(s, collections.defaultdict):  # its constructor takes the factory first
+            out = type(s)(s.default_factory)
+            out.update((k, packed[k]) for k in s)
+            return out
+        return type(s)((k, packed[k]) for k in s)
     if isinstance(s, tuple) and hasattr(s, "_fields"):
         return type(s)(*[_pack(v, it) for v in s])
     if isinstance(s, (list, tuple)):

@@ -8,6 +8,7 @@ A `Variable` is a mutable cell holding a tensor. Assigning replaces the tensor (
 untouched, so values saved on a tape stay valid). Each read under an active tape is recorded as an
 identity from the variable's own id, which is how gradients reach variables across assignments.
 """
+import copy as _copy
 import itertools
 import math
 import numbers
@@ -101,9 +102,7 @@ class Tensor(TensorBase):
         a = self._dev.to_numpy(self._data)
         if copy or (dtype is not None and np.dtype(dtype) != a.dtype):
             return np.array(a, dtype=dtype, copy=True)
-        view = a.view()
-        view.flags.writeable = False  # the tensor stays immutable
-        return view
+        return read_only(a)
 
     def __len__(self):
         if self._data.ndim == 0:
@@ -156,6 +155,13 @@ def _rebuild(array):
     return Tensor(array)
 
 
+def read_only(a):
+    """A view of the host array `a` that nothing can make writable: numpy lets
+    `setflags(write=True)` through when any array below a view is writable, so the view is
+    taken through a read-only buffer instead (the tensor stays immutable)."""
+    return np.asarray(memoryview(a).toreadonly())
+
+
 class _Ref:
     __slots__ = ("_t",)
 
@@ -191,7 +197,7 @@ class Variable:
     def __init__(self, initial_value, trainable=True, name=None, dtype=None):
         if callable(initial_value):
             initial_value = initial_value()
-        value = convert_to_tensor(initial_value, dtype=dtype)
+        value = _convert(initial_value, dtype, None, "Variable")
         if isinstance(initial_value, np.ndarray) and value._data is initial_value:
             value = Tensor(initial_value.copy(), value._dev)
         self._value = value
@@ -232,7 +238,7 @@ class Variable:
         return out if out is not None else self._value
 
     def _checked(self, value, op):
-        t = convert_to_tensor(value, dtype_hint=self._value.dtype)
+        t = _convert(value, None, self._value.dtype, f"Variable.{op}")
         if t.shape != self.shape:
             raise ValueError(f"Variable.{op}: value of shape {t.shape} does not match the "
                              f"variable {self.name!r} of shape {self.shape}")
@@ -291,15 +297,49 @@ class Variable:
         return f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}, " \
                f"numpy={vals}>"
 
+    # Copies are new variables with ids of their own (a tape must never take a copy for the
+    # original): the current value (an immutable tensor, shared), name and trainability.
+    def __copy__(self):
+        new = Variable.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._uid = _next_uid()
+        return new
+
+    def __deepcopy__(self, memo):
+        new = Variable.__new__(type(self))
+        memo[id(self)] = new
+        for key, val in self.__dict__.items():
+            if key not in ("_value", "_uid"):
+                new.__dict__[key] = _copy.deepcopy(val, memo)
+        new._value = Tensor(self._value._data.copy(), self._value._dev)
+        new._uid = _next_uid()
+        return new
+
+    def __reduce__(self):
+        return (_rebuild_variable, (self.numpy(), self.trainable, self.name))
+
+
+def _rebuild_variable(array, trainable, name):
+    return Variable(array, trainable=trainable, name=name)
+
 
 # -- conversion ---------------------------------------------------------------------------------
 
-def _infer_dtype(value):
-    """TensorFlow's defaults: Python floats -> float32, ints -> int32, bools -> bool."""
+_INT32 = 2 ** 31
+_INT64 = 2 ** 63
+
+
+def _infer_dtype(value, op="convert_to_tensor"):
+    """TensorFlow's defaults: Python floats -> float32, ints -> int32 (int64 when they do not fit
+    int32), bools -> bool; `value` is a Python scalar or a numpy array."""
     if isinstance(value, bool):
         return np.bool_
     if isinstance(value, numbers.Integral):
-        return np.int32
+        if -_INT32 <= value < _INT32:
+            return np.int32
+        if -_INT64 <= value < _INT64:
+            return np.int64
+        raise ValueError(f"{op}: the Python int {value} does not fit int64")
     if isinstance(value, numbers.Real):
         return np.float32
     if isinstance(value, numbers.Complex):
@@ -309,18 +349,50 @@ def _infer_dtype(value):
     if kind == "f":
         return np.float32
     if kind in "iu":
-        return np.int32 if arr.dtype.itemsize <= 8 and np.all(np.abs(arr) < 2**31) else np.int64
+        return np.int32 if arr.dtype.itemsize <= 8 and np.all(np.abs(arr) < _INT32) else np.int64
     if kind == "c":
         return np.complex64
     return arr.dtype
 
 
-def _check_lossless(value, arr, target, op):
+def _check_lossless(src, arr, target, op):
     """Refuse float -> int conversions that would truncate (TF raises TypeError here too)."""
-    src = np.asarray(value)
     if target.kind in "iub" and src.dtype.kind in "fc" and not np.array_equal(arr, src):
-        raise TypeError(f"{op}: cannot convert {value!r} to dtype {np.dtype(target).name} "
+        raise TypeError(f"{op}: cannot convert {src.tolist()!r} to dtype {np.dtype(target).name} "
                         "without losing its value")
+
+
+def _none_error(op):
+    # TensorFlow's message (a ValueError, not a NaN)
+    return ValueError(f"{op}: Attempt to convert a value (None) with an unsupported type "
+                      "(<class 'NoneType'>) to a Tensor")
+
+
+_KINDS = "biufc"  # bool, ints, floats, complex: what a tensor can hold
+
+
+def _host(value, op):
+    """A new numpy array of a nested list / tuple or an array-like, refusing Nones, ragged lists
+    and non-numeric elements (which numpy would turn into NaN or an object array)."""
+    try:
+        if hasattr(value, "__dlpack__") and not hasattr(value, "__array__"):
+            src = np.array(np.from_dlpack(value), copy=True)
+        else:
+            src = np.array(value)
+    except (ValueError, TypeError, OverflowError, BufferError) as e:
+        raise ValueError(f"{op}: cannot convert {_short(value)} to a tensor ({e})") from None
+    if src.dtype.kind not in _KINDS:
+        if src.dtype.kind == "O" and any(v is None for v in src.flat):
+            raise _none_error(op)
+        raise TypeError(f"{op}: cannot convert {_short(value)} to a tensor: its elements have "
+                        f"numpy dtype {src.dtype} (tensors hold bool, integers, floats or "
+                        "complex numbers)")
+    return src
+
+
+def _short(value):
+    r = repr(value)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def stack_tensors(tensors):
@@ -332,49 +404,67 @@ def stack_tensors(tensors):
 def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
     """Converts tensors, variables, numpy arrays, Python scalars and nested lists to a Tensor.
 
-    Python floats become float32 and Python ints int32 (TensorFlow's defaults); numpy arrays keep
-    their dtype. A `dtype` that does not match a tensor's raises instead of casting silently.
+    Python floats become float32 and Python ints int32 (int64 if they do not fit; TensorFlow's
+    defaults); numpy arrays keep their dtype. A `dtype` that does not match a tensor's raises
+    instead of casting silently; None, ragged lists and non-numeric values raise too.
 
     >>> tg.convert_to_tensor([1, 2]).dtype
     tg.int32
     """
+    return _convert(value, dtype, dtype_hint, "convert_to_tensor")
+
+
+def _convert(value, dtype, dtype_hint, op):
     if type(value) is Tensor:
         if dtype is not None and value._data.dtype != dtypes.np_dtype(dtype):
-            raise TypeError(f"convert_to_tensor: tensor has dtype {value.dtype.name}, "
+            raise TypeError(f"{op}: tensor has dtype {value.dtype.name}, "
                             f"requested {dtypes.as_dtype(dtype).name}; use tg.cast to convert")
         return value
     if isinstance(value, Variable):
-        return convert_to_tensor(value._read(), dtype)
+        return _convert(value._read(), dtype, None, op)
     if isinstance(value, Tensor):  # subclass
         return value
+    if value is None:
+        raise _none_error(op)
     dev = _backend.current()
     if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, Variable)) for v in value):
-        return stack_tensors([convert_to_tensor(v, dtype) for v in value])
+        return stack_tensors([_convert(v, dtype, None, op) for v in value])
     target = dtypes.np_dtype(dtype)
+    if dev.xp is not np and not isinstance(value, np.ndarray) and \
+            (hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")):
+        if target is None:
+            target = np.dtype(value.dtype) if hasattr(value, "dtype") else None
+        return Tensor(dev.asarray(value, dtype=target), dev)
+    scalar = isinstance(value, numbers.Number) and not isinstance(value, np.generic)
+    src = value if scalar or isinstance(value, (np.ndarray, np.generic)) else _host(value, op)
+    if not scalar and src.dtype.kind not in _KINDS:
+        raise TypeError(f"{op}: numpy dtype {src.dtype} is not supported (tensors hold bool, "
+                        "integers, floats or complex numbers)")
     if target is None:
-        if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        if not scalar and src is value:  # numpy arrays and scalars keep their dtype
             target = value.dtype
         elif dtype_hint is not None:
             hint = dtypes.np_dtype(dtype_hint)
-            target = hint if _fits(value, hint) else np.dtype(_infer_dtype(value))
+            target = hint if _fits(src, hint) else np.dtype(_infer_dtype(src, op))
         else:
-            target = np.dtype(_infer_dtype(value))
-    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__") and \
-            not isinstance(value, np.ndarray):
-        arr = dev.asarray(value, dtype=target)
-    else:
-        host = np.array(value, dtype=target, copy=True)
-        _check_lossless(value, host, target, "convert_to_tensor")
-        arr = dev.asarray(host) if dev.xp is not np else host
+            target = np.dtype(_infer_dtype(src, op))
+    try:
+        host = np.array(src, dtype=target, copy=True)
+    except OverflowError:
+        raise TypeError(f"{op}: cannot convert {_short(value)} to dtype {target.name}: out of "
+                        "its range") from None
+    if not scalar or isinstance(value, (float, complex)):
+        _check_lossless(np.asarray(src), host, target, op)
+    arr = dev.asarray(host) if dev.xp is not np else host
     return Tensor(arr, dev)
 
 
-def _fits(value, npd):
+def _fits(src, npd):
     """Whether a Python scalar/list may adopt dtype `npd` (ints may become floats, not reverse)."""
     if npd.kind == "f" or npd.kind == "c":
         return True
-    src = np.asarray(value)
-    return src.dtype.kind in "iub" if npd.kind in "iu" else src.dtype.kind == "b"
+    kind = np.asarray(src).dtype.kind
+    return kind in "iub" if npd.kind in "iu" else kind == "b"
 
 
 def constant(value, dtype=None, shape=None, name=None):
@@ -383,7 +473,7 @@ def constant(value, dtype=None, shape=None, name=None):
     >>> tg.constant(1.5)
     <tg.Tensor: shape=(), dtype=float32, numpy=1.5>
     """
-    t = convert_to_tensor(value, dtype)
+    t = _convert(value, dtype, None, "constant")
     if isinstance(value, (Tensor, Variable)):
         t = Tensor(t._data, t._dev)
     if shape is not None:
@@ -413,7 +503,13 @@ def scalar_like(value, like):
                             "cast the tensor to a floating dtype first")
     elif npd.kind == "b" and not isinstance(value, bool):
         raise TypeError(f"cannot use {value!r} with a tensor of dtype bool")
-    t = Tensor(like._dev.xp.asarray(value, dtype=npd), like._dev)
+    try:
+        t = Tensor(like._dev.xp.asarray(value, dtype=npd), like._dev)
+    except OverflowError:
+        info = np.iinfo(npd)
+        raise TypeError(f"cannot use the Python int {value} with a tensor of dtype {npd.name}: "
+                        f"out of its range [{info.min}, {info.max}]; cast the tensor to a wider "
+                        "dtype first") from None
     # not cached: bools (True == 1 as a key, but 1 must fail for a bool tensor), NaN (never
     # equal to itself as a key) and -0.0
     if npd.kind != "b" and value == value and (value or math.copysign(1.0, value) > 0.0):
@@ -423,8 +519,9 @@ def scalar_like(value, like):
     return t
 
 
-def as_tensor_pair(x, y):
-    """Converts a binary op's operands: Python scalars adopt the other operand's dtype."""
+def as_tensor_pair(x, y, op="convert_to_tensor"):
+    """Converts a binary op's operands: Python scalars adopt the other operand's dtype (errors
+    name `op`)."""
     tx = type(x)
     ty = type(y)
     if tx is Tensor:
@@ -432,12 +529,12 @@ def as_tensor_pair(x, y):
             return x, y
         if ty in (float, int, bool):
             return x, scalar_like(y, x)
-        return x, convert_to_tensor(y, dtype_hint=x.dtype)
+        return x, _convert(y, None, x.dtype, op)
     if ty is Tensor:
         if tx in (float, int, bool):
             return scalar_like(x, y), y
-        return convert_to_tensor(x, dtype_hint=y.dtype), y
-    x = convert_to_tensor(x)
+        return _convert(x, None, y.dtype, op), y
+    x = _convert(x, None, None, op)
     if ty in (float, int, bool):
         return x, scalar_like(y, x)
-    return x, convert_to_tensor(y, dtype_hint=x.dtype)
+    return x, _convert(y, None, x.dtype, op)

@@ -8,21 +8,50 @@ from ._base import public
 from ..core.tensor import Tensor, convert_to_tensor
 
 
-def _shape(shape):
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _shape(shape, op):
+    """`shape` (an int, a sequence of ints or an integer tensor) as a tuple of sizes >= 0."""
+    given = shape
     if isinstance(shape, Tensor):
+        if shape._data.dtype.kind not in "iu" or shape.ndim > 1:
+            raise TypeError(f"{op}: a shape tensor must be an integer scalar or vector, got "
+                            f"{shape.dtype.name} of shape {shape.shape}")
         shape = shape.numpy().tolist()
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    shape = tuple(int(s) for s in shape)
+    if _is_int(shape):
+        shape = (shape,)
+    try:
+        dims = list(shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got "
+                        f"{given!r}") from None
+    bad = [d for d in dims if not _is_int(d)]
+    if bad:
+        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {given!r} "
+                        f"({bad[0]!r} is a {type(bad[0]).__name__})")
+    shape = tuple(int(d) for d in dims)
     if any(s < 0 for s in shape):
-        raise InvalidArgumentError(f"shape {shape} has a negative dimension")
+        raise InvalidArgumentError(f"{op}: shape {shape} has a negative dimension")
     return shape
 
 
-def _make(fill, shape, dtype, default=np.float32):
+def _count(value, what, op):
+    """A non-negative Python int argument (eye's sizes, linspace's num)."""
+    if isinstance(value, Tensor) and value.ndim == 0 and value._data.dtype.kind in "iu":
+        value = int(value)
+    if not _is_int(value):
+        raise TypeError(f"{op}: {what} must be an int, got {value!r}")
+    if value < 0:
+        raise InvalidArgumentError(f"{op}: {what} must be >= 0, got {value}")
+    return int(value)
+
+
+def _make(fill, shape, dtype, op, default=np.float32):
     dev = _backend.current()
     dt = np_dtype(dtype) or np.dtype(default)
-    return Tensor(dev.xp.full(_shape(shape), fill, dtype=dt), dev)
+    return Tensor(dev.xp.full(_shape(shape, op), fill, dtype=dt), dev)
 
 
 def zeros(shape, dtype=None, name=None):
@@ -31,7 +60,7 @@ def zeros(shape, dtype=None, name=None):
     >>> tg.zeros((2, 3)).shape
     (2, 3)
     """
-    return _make(0, shape, dtype)
+    return _make(0, shape, dtype, "zeros")
 
 
 def ones(shape, dtype=None, name=None):
@@ -40,7 +69,7 @@ def ones(shape, dtype=None, name=None):
     >>> tg.ones(2).numpy()
     array([1., 1.], dtype=float32)
     """
-    return _make(1, shape, dtype)
+    return _make(1, shape, dtype, "ones")
 
 
 def zeros_like(input, dtype=None, name=None):  # noqa: A002
@@ -70,7 +99,7 @@ def fill(dims, value, name=None):
     array([7, 7], dtype=int32)
     """
     v = convert_to_tensor(value)
-    return Tensor(v._dev.xp.full(_shape(dims), v._data, dtype=v._data.dtype), v._dev)
+    return Tensor(v._dev.xp.full(_shape(dims, "fill"), v._data, dtype=v._data.dtype), v._dev)
 
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=None, name=None):
@@ -81,10 +110,11 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=None, name=None):
            [0., 1.]], dtype=float32)
     """
     dev = _backend.current()
-    m = dev.xp.eye(int(num_rows), None if num_columns is None else int(num_columns),
-                   dtype=np_dtype(dtype) or np.float32)
-    if batch_shape:
-        m = dev.xp.broadcast_to(m, tuple(batch_shape) + m.shape).copy()
+    rows = _count(num_rows, "num_rows", "eye")
+    cols = rows if num_columns is None else _count(num_columns, "num_columns", "eye")
+    m = dev.xp.eye(rows, cols, dtype=np_dtype(dtype) or np.float32)
+    if batch_shape is not None:
+        m = dev.xp.broadcast_to(m, _shape(batch_shape, "eye") + m.shape).copy()
     return Tensor(m, dev)
 
 
@@ -96,7 +126,8 @@ def linspace(start, stop, num, name=None, axis=0):
     """
     a = convert_to_tensor(start)
     dt = a._data.dtype if a._data.dtype.kind == "f" else np.dtype(np.float32)
-    return Tensor(a._dev.xp.linspace(a._data, convert_to_tensor(stop)._data, int(num),
+    return Tensor(a._dev.xp.linspace(a._data, convert_to_tensor(stop)._data,
+                                     _count(num, "num", "linspace"),
                                      dtype=dt, axis=axis), a._dev)
 
 
@@ -108,7 +139,15 @@ def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001
     """
     if limit is None:
         start, limit = 0, start
-    vals = [start, limit, delta]
+    vals = [v.item() if isinstance(v, Tensor) and v.ndim == 0 else v
+            for v in (start, limit, delta)]
+    start, limit, delta = vals
+    for v in vals:
+        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
+            raise TypeError(f"range: start, limit and delta must be ints or floats, got "
+                            f"{v!r}")
+    if delta == 0:
+        raise InvalidArgumentError("range: Requires delta != 0")
     dev = _backend.current()
     if dtype is None:
         dtype = np.float32 if any(isinstance(v, float) for v in vals) else np.int32

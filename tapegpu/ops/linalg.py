@@ -310,19 +310,36 @@ def _expand2(ops, s):
     return ops.reshape(s, s.shape + (1, 1))
 
 
+def _inverse_for(ops, x, op):
+    """A^-1 for the derivative of `op` (det, slogdet): TF's gradients need it too and raise for
+    a singular input; the error names the function differentiated, not `inv`."""
+    try:
+        return ops.inv(x)
+    except (InvalidArgumentError, np.linalg.LinAlgError) as e:
+        raise InvalidArgumentError(
+            f"{op}: the derivative of {op} at a singular matrix (shape {tuple(x.shape)}) is not "
+            f"computed: it needs the matrix inverse ({e})") from None
+
+
+def _expand2(ops, s):
+    return ops.reshape(s, s.shape + (1, 1))
+
+
 # d det(A) = det(A) tr(A^-1 dA)  =>  dA = g det(A) A^-T
 _det = def_op("det", lambda xp, x: xp.linalg.det(x), saves=("x", "out"),
-              vjp=lambda ops, g, x, out: _expand2(ops, g * out) * ops.matrix_transpose(ops.inv(x)),
-              jvp=lambda ops, t, x, out: out * _trace_inv_times(ops, x, t))
+              vjp=lambda ops, g, x, out:
+              _expand2(ops, g * out) * ops.matrix_transpose(_inverse_for(ops, x, "det")),
+              jvp=lambda ops, t, x, out: out * _trace_inv_times(ops, x, t, "det"))
 # d log|det A| = tr(A^-1 dA)  =>  dA = g A^-T
 _logabsdet = def_op("logabsdet", lambda xp, x: xp.linalg.slogdet(x)[1], saves=("x",),
-                    vjp=lambda ops, g, x: _expand2(ops, g) * ops.matrix_transpose(ops.inv(x)),
-                    jvp=lambda ops, t, x: _trace_inv_times(ops, x, t))
+                    vjp=lambda ops, g, x: _expand2(ops, g) *
+                    ops.matrix_transpose(_inverse_for(ops, x, "slogdet")),
+                    jvp=lambda ops, t, x: _trace_inv_times(ops, x, t, "slogdet"))
 
 
-def _trace_inv_times(ops, x, t):
+def _trace_inv_times(ops, x, t, op):
     # tr(A^-1 dA) = sum_ij (A^-T)_ij dA_ij
-    return ops.reduce_sum(ops.matrix_transpose(ops.inv(x)) * t, axis=(-2, -1))
+    return ops.reduce_sum(ops.matrix_transpose(_inverse_for(ops, x, op)) * t, axis=(-2, -1))
 
 
 def det(input, name=None):  # noqa: A002
@@ -423,6 +440,26 @@ def diag_part(input, k=0, name=None):  # noqa: A002
     return getitem(x, (Ellipsis, i, i))
 
 
+def tensor_diag(diagonal, name=None):
+    """A tensor of rank 2k with `diagonal` (rank k) on its diagonal, zeros elsewhere:
+    `out[i1, ..., ik, i1, ..., ik] = diagonal[i1, ..., ik]` (TF's tf.linalg.tensor_diag).
+
+    >>> tg.linalg.tensor_diag(tg.constant([1.0, 2.0])).numpy()
+    array([[1., 0.],
+           [0., 2.]], dtype=float32)
+    """
+    d = tensor(diagonal)
+    if d.ndim == 0:
+        raise InvalidArgumentError("tensor_diag: the diagonal must have rank >= 1, got a scalar")
+    n = d.size
+    i = np.arange(n)
+    # the transpose of reading the diagonal: a scatter of the values into zeros (exact for
+    # inf and nan values, unlike a product with an identity matrix)
+    out = apply(_scatter_op, (reshape(d, (n,)),),
+                {"key": (i, i), "inner_shape": (n, n), "r": 1, "advanced": True})
+    return reshape(out, d.shape + d.shape)
+
+
 def trace(x, name=None):
     """The sum of the main diagonal of the last two axes.
 
@@ -477,13 +514,18 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
     1.0
     """
     x = floating(t, "clip_by_norm")
-    l2 = _u.sqrt(reduce_sum(_u.square(x), axis=axes, keepdims=True))
+    l2sum = reduce_sum(_u.square(x), axis=axes, keepdims=True)
+    # TF's double where: at a zero vector the norm is l2sum itself (0, with a finite gradient)
+    # and sqrt only ever sees positive values, so no NaN reaches the gradient
+    positive = _b.greater(l2sum, 0.0)
+    l2 = _b.where(positive, _u.sqrt(_b.where(positive, l2sum, 1.0)), l2sum)
     c = _b.as_tensor_pair(x, clip_norm)[1]
     return x * c / _b.maximum(l2, c)
 
 
 from .reduce import reduce_max, reduce_sum  # noqa: E402
-from .shape import broadcast_to, getitem, matrix_transpose, reshape, transpose  # noqa: E402
+from .shape import (_scatter_op, broadcast_to, getitem, matrix_transpose, reshape,  # noqa: E402
+                    transpose)
 
 
 __all__ = public(globals(), ("linalg",), special=(

@@ -6,10 +6,28 @@ import numpy as np
 
 from .registry import InvalidArgumentError, def_op
 from ..core.dtypes import np_dtype
+from ..core.tensor import Tensor
 
 from ._base import apply, floating, norm_axes, public, tensor
 from . import binary as _b, unary as _u
 from .shape import reshape
+
+
+def _axis(axis, op):
+    """`axis` checked for norm_axes: None, an int, a sequence or array of ints, or an integer
+    tensor (TF raises TypeError for other types)."""
+    if axis is None or type(axis) is int:
+        return axis
+    if isinstance(axis, Tensor):
+        if axis._data.dtype.kind in "iu" and axis.ndim <= 1:
+            return axis
+    elif isinstance(axis, np.integer):
+        return int(axis)
+    elif isinstance(axis, (list, tuple, np.ndarray)):
+        items = list(axis)
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in items):
+            return tuple(int(a) for a in items)
+    raise TypeError(f"{op}: axis must be None, an int or a sequence of ints, got {axis!r}")
 
 
 def _expand(ops, g, x_shape, axis, keepdims):
@@ -84,6 +102,9 @@ def _forward(fn):
         # mean; TensorFlow keeps int32, and a mean of integers truncates)
         if fn in ("sum", "prod", "mean") and x.dtype.kind in "iu":
             return getattr(xp, fn)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+        if fn == "mean" and x.size == 0:
+            # the mean over no elements is NaN, as in TF (numpy warns "Mean of empty slice")
+            return xp.full_like(xp.sum(x, axis=axis, keepdims=keepdims), np.nan)
         return getattr(xp, fn)(x, axis=axis, keepdims=keepdims)
     return forward
 
@@ -102,7 +123,7 @@ _prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, sa
 def _reduction(op, doc, floats_only=False, example="[[1.0, 2.0], [3.0, 4.0]]"):
     def fn(input_tensor, axis=None, keepdims=False, name=None):
         x = floating(input_tensor, op.name) if floats_only else tensor(input_tensor)
-        axes = norm_axes(axis, x.ndim, op.name)
+        axes = norm_axes(_axis(axis, op.name), x.ndim, op.name)
         if x._data.dtype.kind == "b":
             raise InvalidArgumentError(f"{op.name}: bool tensors are not supported; use "
                                        "tg.reduce_any / tg.reduce_all or cast first")
@@ -133,7 +154,7 @@ def _bool_reduction(name, fn):
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         x = tensor(input_tensor)
-        return apply(op, (x,), {"axis": norm_axes(axis, x.ndim, op.name),
+        return apply(op, (x,), {"axis": norm_axes(_axis(axis, op.name), x.ndim, op.name),
                                 "keepdims": bool(keepdims)})
 
     f.__name__ = f.__qualname__ = name
@@ -155,7 +176,7 @@ def _arg(name, fn):
 
     def f(input, axis=None, output_type=np.int64, name=None):  # noqa: A002
         x = tensor(input)
-        ax = 0 if axis is None else norm_axes(axis, x.ndim, op.name)[0]
+        ax = 0 if axis is None else norm_axes(_axis(axis, op.name), x.ndim, op.name)[0]
         return apply(op, (x,), {"axis": ax, "dtype": np_dtype(output_type)})
 
     f.__name__ = f.__qualname__ = name
@@ -181,7 +202,7 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
     0.6931471824645996
     """
     x = floating(input_tensor, "reduce_logsumexp")
-    axes = norm_axes(axis, x.ndim, "reduce_logsumexp")
+    axes = norm_axes(_axis(axis, "reduce_logsumexp"), x.ndim, "reduce_logsumexp")
     m = _u.stop_gradient(reduce_max(x, axis=axes, keepdims=True))
     m = _b.where(_b.equal(m, m), m, 0.0)  # all -inf or nan rows: shift by 0
     m = _b.where(_b.less(_u.abs(m), np.inf), m, 0.0)

@@ -531,6 +531,40 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=-1, dtype=None, 
     return Tensor(out, idx._dev)
 
 
+def repeat(input, repeats, axis=None, name=None):  # noqa: A002
+    """Repeats each element `repeats` times along `axis` (of the flattened input when `axis` is
+    None); `repeats` is an int or one count per element of that axis (tf.repeat).
+
+    >>> tg.repeat(tg.constant([1.0, 2.0]), 2).numpy()
+    array([1., 1., 2., 2.], dtype=float32)
+    >>> tg.repeat(tg.constant([[1, 2], [3, 4]]), [1, 2], axis=0).numpy()
+    array([[1, 2],
+           [3, 4],
+           [3, 4]], dtype=int32)
+    """
+    x = tensor(input)
+    if axis is None:
+        x = reshape(x, (-1,))
+        ax = -1
+    else:
+        if isinstance(axis, Tensor):
+            axis = axis.numpy().item() if axis.ndim == 0 else axis
+        if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+            raise TypeError(f"repeat: axis must be None or an int, got {axis!r}")
+        ax = norm_axis(int(axis), x.ndim, "repeat")
+    r = np.asarray(repeats.numpy() if isinstance(repeats, Tensor) else repeats)
+    if r.dtype.kind not in "iu" or r.ndim > 1:
+        raise TypeError(f"repeat: repeats must be an int or a vector of ints, got {repeats!r}")
+    n = x.shape[ax]
+    if r.ndim == 1 and r.size not in (1, n):
+        raise InvalidArgumentError(f"repeat: {r.size} repeats for axis {axis} of size {n} (shape "
+                                   f"{x.shape}); give one count per element or a single count")
+    if (r < 0).any():
+        raise InvalidArgumentError(f"repeat: repeats must be >= 0, got {r.tolist()}")
+    # a gather of each index repeated: its gradient sums the copies back (a scatter-add)
+    return gather(x, np.repeat(np.arange(n), np.broadcast_to(r.reshape(-1), (n,))), axis=ax)
+
+
 def shape(input, out_type=np.int32, name=None):  # noqa: A002
     """The shape as an integer tensor.
 
@@ -538,8 +572,9 @@ def shape(input, out_type=np.int32, name=None):  # noqa: A002
     array([2, 3], dtype=int32)
     """
     x = tensor(input)
-    return Tensor(np.asarray(x.shape, dtype=out_type), x._dev) if x._dev.xp is np else \
-        Tensor(x._dev.asarray(np.asarray(x.shape, dtype=out_type)), x._dev)
+    dt = np_dtype(out_type)
+    return Tensor(np.asarray(x.shape, dtype=dt), x._dev) if x._dev.xp is np else \
+        Tensor(x._dev.asarray(np.asarray(x.shape, dtype=dt)), x._dev)
 
 
 def rank(input, name=None):  # noqa: A002
@@ -552,12 +587,14 @@ def rank(input, name=None):  # noqa: A002
 
 
 def size(input, out_type=np.int32, name=None):  # noqa: A002
-    """The number of elements.
+    """The number of elements (int32 unless `out_type`).
 
     >>> int(tg.size(tg.zeros((2, 3))))
     6
+    >>> tg.size(tg.zeros((2, 3)), out_type=tg.float32).dtype
+    tg.float32
     """
-    return convert_to_tensor(np.asarray(tensor(input).size, dtype=out_type))
+    return convert_to_tensor(np.asarray(tensor(input).size, dtype=np_dtype(out_type)))
 
 
 __all__ = public(globals(), ("",), special=((("linalg",), (matrix_transpose,)),

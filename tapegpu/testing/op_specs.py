@@ -231,6 +231,12 @@ SPECS = [
          extra={"out_dtype": np.float32}),
     Spec("matrix_transpose", tg.linalg.matrix_transpose, ((2, 3, 4),),
          lambda x: np.swapaxes(x, -1, -2), covers=("transpose",)),
+    Spec("repeat", lambda x: tg.repeat(x, 2), ((2, 3),), lambda x: np.repeat(x, 2),
+         covers=("reshape", "gather")),
+    Spec("repeat_axis", lambda x: tg.repeat(x, [2, 0, 3], axis=1), ((2, 3, 2),),
+         lambda x: np.repeat(x, [2, 0, 3], axis=1), covers=("gather",)),
+    Spec("tensor_diag", tg.linalg.tensor_diag, ((2, 3),),
+         lambda x: np.diag(x.ravel()).reshape(x.shape * 2), covers=("getitem_grad", "reshape")),
     # -- linear algebra ------------------------------------------------------------------------
     Spec("matmul", tg.matmul, ((3, 4), (4, 5)), np.matmul),
     Spec("matmul_batched", tg.matmul, ((2, 3, 4), (4, 5)), np.matmul, covers=("matmul",)),
