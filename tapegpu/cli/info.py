@@ -1,5 +1,6 @@
 """`python -m tapegpu info`: version, backends, GPUs, whether the kernels compile (NVRTC) and
 run (the emulator), and the default device."""
+import argparse
 import os
 import platform
 from importlib.util import find_spec
@@ -87,7 +88,12 @@ def report(check_kernels=True):
 
 
 def main(argv=None):
-    """Prints the report; returns 0."""
-    for k, v in report().items():
+    """`python -m tapegpu info [--no-kernel-checks]`: prints the report; returns 0."""
+    parser = argparse.ArgumentParser(prog="python -m tapegpu info",
+                                     description="Versions, backends, GPUs and kernel status.")
+    parser.add_argument("--no-kernel-checks", action="store_true",
+                        help="skip compiling (NVRTC) and running (emulator) the CUDA kernels")
+    args = parser.parse_args(argv)
+    for k, v in report(check_kernels=not args.no_kernel_checks).items():
         print(f"{k:>24}: {v}")
     return 0
