@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import tapegpu as tg
-from ..backends import cpu_kernels
+from .info import cpu_kernels_status
 
 
 def load_digits(seed=0):
@@ -225,7 +225,7 @@ def run(argv=None):
     out = sys.stdout
     devices = tg.config.list_devices()
     probe = tg.ones((2,))
-    print(f"tapegpu {tg.__version__} (CPU kernels: {'built' if cpu_kernels else 'not built'}); "
+    print(f"tapegpu {tg.__version__} (CPU kernels: {cpu_kernels_status(long=False)}); "
           "devices: " +
           ", ".join(f"{d.name} ({d.device_type})" for d in devices), file=out)
     print(f"tensors are created on {probe.device}", file=out)
