@@ -114,9 +114,10 @@ def test_gpu_image_installs_the_cuda_extra_readme_names():
     assert extra in readme, f"README.md does not mention {extra}"
     runs = [command(a) for i, a in ins if i == "RUN"]
     assert any(extra in r for r in runs), f"the GPU image should run {extra}"
-    # README's install is `pip install .`; the image installs the same package, with the extra
-    readme_install = [ln for ln in readme_bash_lines() if ln.startswith("pip install .")]
-    assert readme_install, "README.md has no `pip install .` line"
+    # README's install is `pip install -e .`; the image installs the same package, with the extra
+    readme_install = [ln for ln in readme_bash_lines()
+                      if re.match(r"pip install (-e )?\.", ln)]
+    assert readme_install, "README.md has no `pip install [-e] .` line"
     cmds = [command(a) for i, a in ins if i == "CMD"]
     assert cmds == ["python -m tapegpu info"]
 

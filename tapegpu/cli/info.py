@@ -1,7 +1,11 @@
 """`python -m tapegpu info`: version, backends, GPUs, whether the kernels compile (NVRTC) and
 run (the emulator), and the default device."""
+import argparse
+import glob
 import os
 import platform
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.util import find_spec
 
 import numpy as np
@@ -60,12 +64,45 @@ def _emulator():
     return f"ok ({name} kernel run and checked)"
 
 
-def _cpu_kernels():
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def built_copies_elsewhere(package_dir=PACKAGE_DIR, paths=None):
+    """Other copies of the package on `paths` (default `sys.path`) whose CPU kernels are built.
+
+    `pip install .` builds the kernels into the installed copy (site-packages) only; Python run
+    from the repository's root imports `./tapegpu` first, which has none. This finds the copies
+    that the import shadowed."""
+    here = os.path.realpath(package_dir)
+    found = []
+    for entry in sys.path if paths is None else paths:
+        candidate = os.path.realpath(os.path.join(entry or os.getcwd(), "tapegpu"))
+        if candidate == here or candidate in found:
+            continue
+        built = [path for suffix in EXTENSION_SUFFIXES
+                 for path in glob.glob(os.path.join(candidate, "backends", "_cpu" + suffix))]
+        if built:
+            found.append(candidate)
+    return found
+
+
+def cpu_kernels_status(long=True):
+    """Whether the CPU kernels are built; when not, why, and whether an installed copy shadowed
+    by this one (a source tree) has them."""
     if cpu_kernels is not None:
-        return "yes (tapegpu.backends._cpu: bias + ReLU forward, ReLU backward)"
+        return "yes (tapegpu.backends._cpu: bias + ReLU forward, ReLU backward)" if long \
+            else "built"
     if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
-        return "off (TAPEGPU_PURE_PYTHON is set): numpy runs those ops"
-    return "no: not built (a C compiler at install builds them); numpy runs those ops"
+        return "off (TAPEGPU_PURE_PYTHON is set): numpy runs those ops" if long \
+            else "off (TAPEGPU_PURE_PYTHON)"
+    elsewhere = built_copies_elsewhere()
+    if elsewhere:
+        return (f"not built in the copy imported ({PACKAGE_DIR}), but built in the installed "
+                f"copy {elsewhere[0]}, which this one shadows: run from another directory, or "
+                "install with `pip install -e .` (which builds them in place)")
+    if long:
+        return "no: not built (a C compiler at install builds them); numpy runs those ops"
+    return "not built"
 
 
 def report(check_kernels=True):
@@ -74,7 +111,7 @@ def report(check_kernels=True):
         "tapegpu": tg.__version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "cpu kernels": _cpu_kernels(),
+        "cpu kernels": cpu_kernels_status(),
         "cupy": _cupy(),
         "backends": [f"{b.name} ({b.short})" for b in backend.available()],
         "gpus": _gpus() or "none",
@@ -87,7 +124,12 @@ def report(check_kernels=True):
 
 
 def main(argv=None):
-    """Prints the report; returns 0."""
-    for k, v in report().items():
+    """`python -m tapegpu info [--no-kernel-checks]`: prints the report; returns 0."""
+    parser = argparse.ArgumentParser(prog="python -m tapegpu info",
+                                     description="Versions, backends, GPUs and kernel status.")
+    parser.add_argument("--no-kernel-checks", action="store_true",
+                        help="skip compiling (NVRTC) and running (emulator) the CUDA kernels")
+    args = parser.parse_args(argv)
+    for k, v in report(check_kernels=not args.no_kernel_checks).items():
         print(f"{k:>24}: {v}")
     return 0

@@ -6,6 +6,7 @@ training and inference take `training=` (default False, as Keras outside `fit`).
 """
 import functools
 import inspect
+import weakref
 
 import numpy as np
 
@@ -76,9 +77,9 @@ class Layer(Module):
         self.built = True
 
     # Keras' names for the variables
-    weights = property(lambda self: list(self.variables))
-    trainable_weights = property(lambda self: list(self.trainable_variables))
-    non_trainable_weights = property(lambda self: list(self.non_trainable_variables))
+    weights = property(lambda self: self.variables)
+    trainable_weights = property(lambda self: self.trainable_variables)
+    non_trainable_weights = property(lambda self: self.non_trainable_variables)
 
     def get_weights(self):
         """The variables' values as numpy arrays (Keras' `get_weights`)."""
@@ -214,6 +215,9 @@ class BatchNormalization(Layer):
     `training=False` (default) it uses `moving_mean` and `moving_variance`, which are
     non-trainable variables. `gamma` (scale) and `beta` (center) are trainable.
 
+    `fused` is accepted for code written for tf.keras and ignored (as Keras 3 does): there is
+    one implementation, `tg.nn.batch_normalization`.
+
     >>> bn = tg.layers.BatchNormalization()
     >>> x = tg.constant([[1.0, 10.0], [3.0, 30.0]])
     >>> bn(x, training=True).numpy().round(2)
@@ -226,8 +230,11 @@ class BatchNormalization(Layer):
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
                  moving_mean_initializer="zeros", moving_variance_initializer="ones",
-                 dtype=None, name=None):
+                 fused=None, dtype=None, name=None):
         super().__init__(dtype=dtype, name=name)
+        if fused not in (None, True, False):
+            raise TypeError(f"BatchNormalization: fused must be None, True or False, got "
+                            f"{fused!r}")
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"BatchNormalization: momentum must be in [0, 1], got {momentum}")
         self.axis = int(axis)
@@ -370,14 +377,23 @@ def _unique_name(cls):
 def _takes_training(layer):
     fn = layer.call if isinstance(layer, Layer) else layer
     key = getattr(fn, "__func__", fn)  # a layer class's call, or a plain callable
-    known = _TAKES_TRAINING.get(key)
+    try:
+        known = _TAKES_TRAINING.get(key)
+    except TypeError:  # neither weakly referable nor hashable: not cached
+        key = known = None
     if known is None:
         try:
             known = "training" in inspect.signature(fn).parameters
         except (TypeError, ValueError):
             known = False
-        _TAKES_TRAINING[key] = known
+        if key is not None:
+            try:
+                _TAKES_TRAINING[key] = known
+            except TypeError:  # e.g. a builtin function (no weak reference): not cached
+                pass
     return known
 
 
-_TAKES_TRAINING = {}  # function -> whether it takes `training` (inspect is slow per call)
+# function -> whether it takes `training` (inspect is slow per call); weak keys, so a callable
+# dropped by every Sequential that held it is freed
+_TAKES_TRAINING = weakref.WeakKeyDictionary()

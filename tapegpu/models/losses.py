@@ -25,8 +25,11 @@ not a loop over examples (see `examples/per_example_gradients.py` and
 >>> [g.shape for g in grads]
 [(5, 4, 3), (5, 3), (5, 3, 2), (5, 2)]
 """
+import numpy as np
+
 from .. import ops
 from ..core.tensor import Tensor, Variable, convert_to_tensor
+from ..ops.registry import InvalidArgumentError
 
 EPSILON = 1e-7  # Keras' backend.epsilon(), the probability clip
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", "auto")
@@ -63,10 +66,17 @@ def mean_squared_error(y_true, y_pred):
 def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
     """Per-example cross-entropy with integer class labels.
 
+    Labels must lie in [0, number of classes); one outside raises `tg.InvalidArgumentError`
+    (with probabilities as with logits).
+
     >>> tg.losses.sparse_categorical_crossentropy([0], [[0.0, 0.0]], from_logits=True).numpy()
     array([0.6931472], dtype=float32)
     """
-    who = "sparse_categorical_crossentropy"
+    return _sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis,
+                                            "sparse_categorical_crossentropy")
+
+
+def _sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis, who):
     y_pred = _pred(y_pred, who)
     labels = convert_to_tensor(y_true)
     if labels._data.dtype.kind == "f":  # Keras accepts float labels holding integers
@@ -79,11 +89,26 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
         raise ValueError(f"{who}: labels of shape {labels.shape} do not match predictions of "
                          f"shape {y_pred.shape}; labels must have shape {y_pred.shape[:-1]} "
                          f"(or {y_pred.shape[:-1] + (1,)}) with values in [0, {y_pred.shape[-1]})")
+    _check_labels(labels, y_pred.shape[-1], who)
     if from_logits:
         return ops.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=y_pred)
     log_p = ops.log(_clipped_probabilities(y_pred))
     hot = ops.one_hot(labels, y_pred.shape[-1], dtype=y_pred.dtype)
     return -ops.reduce_sum(hot * log_p, axis=-1)
+
+
+def _check_labels(labels, n, who):
+    """Raises InvalidArgumentError for the first label outside [0, n) (TensorFlow's check)."""
+    data = labels._data
+    if not data.size:
+        return
+    bad = (data < 0) | (data >= n)
+    if bool(bad.any()):
+        index = np.unravel_index(int(bad.ravel().argmax()), data.shape)
+        label = int(data[index])
+        raise InvalidArgumentError(f"{who}: received a label value of {label} (at index "
+                                   f"{tuple(int(i) for i in index)}) which is outside the valid "
+                                   f"range of [0, {n}) for predictions with {n} classes")
 
 
 def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
@@ -132,6 +157,10 @@ class Loss:
     def __call__(self, y_true, y_pred, sample_weight=None):
         values = self.call(y_true, y_pred)
         if sample_weight is not None:
+            if _holds_none(sample_weight):
+                raise ValueError(f"{type(self).__name__}: sample_weight must hold numbers only, "
+                                 f"got {sample_weight!r}; give a weight (e.g. 0.0) to every "
+                                 "example")
             w = _true_like(sample_weight, values)
             while w.ndim > values.ndim and w.shape[-1] == 1:
                 w = ops.reshape(w, w.shape[:-1])
@@ -142,6 +171,16 @@ class Loss:
         if self.reduction == "sum":
             return total
         return total / float(max(1, values.size if values.ndim else 1))
+
+
+def _holds_none(value):
+    if value is None:
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype == object and any(_holds_none(v) for v in value.ravel().tolist())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_none(v) for v in value)
+    return False
 
 
 class MeanSquaredError(Loss):
@@ -173,7 +212,8 @@ class SparseCategoricalCrossentropy(Loss):
         self.from_logits = bool(from_logits)
 
     def call(self, y_true, y_pred):
-        return sparse_categorical_crossentropy(y_true, y_pred, self.from_logits)
+        return _sparse_categorical_crossentropy(y_true, y_pred, self.from_logits, -1,
+                                                type(self).__name__)
 
 
 class CategoricalCrossentropy(Loss):

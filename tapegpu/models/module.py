@@ -54,18 +54,21 @@ class Module:
 
     @property
     def variables(self):
-        """Every variable of this module and its sub-modules, each once, in a fixed order."""
-        return tuple(_walk(self, Variable, recurse_into_modules=True))
+        """Every variable of this module and its sub-modules, each once, in a fixed order (a new
+        list each time, as Keras)."""
+        return _walk(self, Variable, recurse_into_modules=True)
 
     @property
     def trainable_variables(self):
-        """The variables with `trainable=True` (what optimizers update)."""
-        return tuple(v for v in self.variables if v.trainable)
+        """The variables with `trainable=True` (what optimizers update), a list in the order of
+        `variables`."""
+        return [v for v in self.variables if v.trainable]
 
     @property
     def non_trainable_variables(self):
-        """The variables with `trainable=False` (e.g. BatchNormalization's moving statistics)."""
-        return tuple(v for v in self.variables if not v.trainable)
+        """The variables with `trainable=False` (e.g. BatchNormalization's moving statistics), a
+        list in the order of `variables`."""
+        return [v for v in self.variables if not v.trainable]
 
     @property
     def submodules(self):

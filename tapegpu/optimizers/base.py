@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from ..autodiff.tape import GradientTape
+from ..backends.kernels import KERNELS
 from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from .schedules import LearningRateSchedule
@@ -23,11 +24,12 @@ def _fused_update(kind, var, g, slots, hyper):
 
     The kernel updates a fresh copy of the parameter and the slots in place (one launch); the
     copy then becomes the variable's value. Returns False when the backend has no such kernel
-    (the numpy backend), and the caller runs the `xp` rule instead.
+    (the numpy backend) or none for the variable's dtype (e.g. float16), and the caller runs
+    the `xp` rule instead, so results never depend on which kernels exist.
     """
     kernels = getattr(var._value._dev, "kernels", None)
     fn = getattr(kernels, f"{kind}_update", None) if kernels is not None else None
-    if fn is None:
+    if fn is None or (f"{kind}_update", var._value._data.dtype.name) not in KERNELS:
         return False
     xp = var._value._dev.xp
     new = xp.array(var._value._data, copy=True, order="C")
@@ -54,6 +56,16 @@ class Optimizer:
                  global_clipnorm=None):
         if clipnorm is not None and global_clipnorm is not None:
             raise ValueError(f"{type(self).__name__}: set clipnorm or global_clipnorm, not both")
+        for label, c in (("clipnorm", clipnorm), ("clipvalue", clipvalue),
+                         ("global_clipnorm", global_clipnorm)):
+            if c is None:
+                continue
+            if not isinstance(c, numbers.Real) or isinstance(c, bool):
+                raise TypeError(f"{type(self).__name__}: {label} must be a number or None, "
+                                f"got {c!r}")
+            if not c >= 0:
+                raise ValueError(f"{type(self).__name__}: {label} must be >= 0 (or None for "
+                                 f"no clipping), got {c}")
         if not (isinstance(learning_rate, (numbers.Real, Tensor, Variable)) or
                 callable(learning_rate)):
             raise TypeError(f"{type(self).__name__}: learning_rate must be a number, a "
@@ -133,6 +145,8 @@ class Optimizer:
         them. Returns `iterations` after the update.
         """
         pairs = list(grads_and_vars)
+        for _, v in pairs:
+            self._check_variable(v)
         skipped = [v for g, v in pairs if g is None]
         pairs = [(g, v) for g, v in pairs if g is not None]
         if skipped:
@@ -159,10 +173,17 @@ class Optimizer:
     def _fusable(self, hyper):
         return True
 
-    def _gradient_array(self, g, var):
+    def _check_variable(self, var):
         if not isinstance(var, Variable):
             raise TypeError(f"{self.name}.apply_gradients: expected tg.Variable, got "
                             f"{type(var).__name__}")
+        if var._value._data.dtype.kind not in "fc":
+            raise TypeError(f"{self.name}.apply_gradients: variable {var.name!r} has dtype "
+                            f"{var.dtype.name} (shape {list(var.shape)}); optimizers update "
+                            "floating-point variables only (make it trainable=False, or create "
+                            "it with a float dtype)")
+
+    def _gradient_array(self, g, var):
         if not var.trainable:
             raise ValueError(f"{self.name}.apply_gradients: variable {var.name!r} is not "
                              "trainable")

@@ -90,3 +90,31 @@ def test_crossentropy_gradients_are_softmax_minus_onehot_over_batch():
 def test_losses_refuse_integer_predictions():
     with pytest.raises(TypeError, match="y_pred must be floating"):
         tg.losses.MeanSquaredError()([1, 2], [1, 2])
+
+
+@pytest.mark.parametrize("from_logits", [False, True])
+@pytest.mark.parametrize("label", [3, -1])
+def test_sparse_crossentropy_labels_out_of_range_raise_on_both_paths(from_logits, label):
+    probs = [[0.2, 0.3, 0.5], [0.3, 0.3, 0.4]]
+    loss = tg.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+    with pytest.raises(tg.InvalidArgumentError) as info:
+        with tg.GradientTape():
+            loss([0, label], probs)
+    msg = str(info.value)
+    assert "SparseCategoricalCrossentropy" in msg and str(label) in msg and "[0, 3)" in msg
+    with pytest.raises(tg.InvalidArgumentError, match=r"sparse_categorical_crossentropy.*\[0, 3\)"):
+        tg.losses.sparse_categorical_crossentropy([[label], [0]], probs, from_logits=from_logits)
+    # labels in range still work, as float labels holding integers (Keras)
+    assert np.isfinite(float(loss([0.0, 2.0], probs)))
+
+
+def test_sample_weight_holding_none_raises():
+    loss = tg.losses.SparseCategoricalCrossentropy()
+    probs = [[0.2, 0.3, 0.5], [0.3, 0.3, 0.4]]
+    for bad in ([None, 1.0], np.array([None, 1.0], dtype=object), [[None], [1.0]]):
+        with pytest.raises(ValueError, match="SparseCategoricalCrossentropy: sample_weight"):
+            loss([0, 1], probs, sample_weight=bad)
+    with pytest.raises(ValueError, match="MeanSquaredError: sample_weight"):
+        tg.losses.MeanSquaredError()([[0.0]], [[1.0]], sample_weight=[None])
+    np.testing.assert_allclose(float(loss([0, 1], probs, sample_weight=[0.0, 1.0])),
+                               -np.log(0.3) / 2, rtol=1e-6)

@@ -1,4 +1,7 @@
 """tg.Module variable tracking and the Keras-style layers."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -171,7 +174,7 @@ def test_batch_normalization_other_axis_and_no_center_scale():
     y = bn(tg.constant(x), training=True).numpy()
     mean, var = x.mean((0, 2), keepdims=True), x.var((0, 2), keepdims=True)
     np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-3), rtol=1e-10)
-    assert bn.trainable_variables == () and bn.moving_mean.shape == (3,)
+    assert bn.trainable_variables == [] and bn.moving_mean.shape == (3,)
 
 
 # -- Dropout -------------------------------------------------------------------------------------
@@ -264,3 +267,50 @@ def test_keras_weight_accessors_and_rank_check():
     assert [w.shape for w in layer.get_weights()] == [(3, 2), (2,)]
     with pytest.raises(ValueError, match="set_weights got 1 arrays for 2 variables"):
         layer.set_weights(values[:1])
+
+
+def test_variable_accessors_are_lists_in_a_stable_order():
+    tree = Tree()
+    for attr in ("variables", "trainable_variables", "non_trainable_variables"):
+        first, again = getattr(tree, attr), getattr(tree, attr)
+        assert type(first) is list and [id(v) for v in first] == [id(v) for v in again]
+        first.append(None)  # a new list each time: the module is not changed
+        assert len(getattr(tree, attr)) == len(again)
+    model = tg.layers.Sequential([tg.layers.Dense(3), tg.layers.BatchNormalization()])
+    model(tg.ones((2, 4)), training=True)
+    for attr in ("variables", "trainable_variables", "non_trainable_variables", "weights",
+                 "trainable_weights", "non_trainable_weights"):
+        assert type(getattr(model, attr)) is list
+    assert [v.name.split("/")[-1] for v in model.variables] == \
+        ["kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance"]
+    assert [v.name.split("/")[-1] for v in model.non_trainable_variables] == \
+        ["moving_mean", "moving_variance"]
+
+
+def test_batch_normalization_accepts_fused_and_ignores_it():
+    x = np.random.randn(6, 3)
+    outs = []
+    for fused in (None, True, False):
+        bn = tg.layers.BatchNormalization(fused=fused)
+        outs.append(bn(tg.constant(x), training=True).numpy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    with pytest.raises(TypeError, match="BatchNormalization: fused must be None, True or False"):
+        tg.layers.BatchNormalization(fused="yes")
+
+
+def test_sequential_does_not_keep_dropped_callables_alive():
+    def double(x):
+        return x * 2.0
+
+    class Scale:  # a callable object
+        def __call__(self, x, training=False):
+            return x * (3.0 if training else 1.0)
+
+    scale = Scale()
+    model = tg.layers.Sequential([double, scale, lambda x: x + 1.0])
+    np.testing.assert_allclose(model(tg.ones((1, 2)), training=True).numpy(), [[7.0, 7.0]])
+    refs = [weakref.ref(double), weakref.ref(scale), weakref.ref(model.layers[2])]
+    del model, double, scale
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]

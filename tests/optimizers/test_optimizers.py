@@ -252,3 +252,40 @@ def test_fused_hook_with_the_emulated_cuda_kernels():
             opt.apply_gradients([(tg.Tensor(g.astype(np.float32), dev), w)])
         np.testing.assert_allclose(w.numpy(), _run(make(), np.float32)[-1], rtol=1e-6,
                                    atol=1e-7)
+
+
+_ALL = [lambda: tg.optimizers.SGD(0.1), lambda: tg.optimizers.SGD(0.1, momentum=0.9),
+        lambda: tg.optimizers.Adam(0.1), lambda: tg.optimizers.Adam(0.1, amsgrad=True),
+        lambda: tg.optimizers.RMSprop(0.1, momentum=0.5)]
+
+
+@pytest.mark.parametrize("make", _ALL)
+def test_float16_trains_alike_on_every_device(make):
+    """float16 has no fused kernel: the array rule runs, on cpu as on cuda_emu."""
+    got = _run(make(), np.float16)
+    assert got.dtype == np.float16
+    with tg.device("cpu"):
+        want = _run(make(), np.float16)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("make", _ALL)
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_variables_raise_naming_optimizer_and_variable(make, dtype):
+    opt = make()
+    w = tg.Variable(np.array([1, 2], dtype), name="counts")
+    with pytest.raises(TypeError, match=rf"{opt.name}\.apply_gradients: variable 'counts' has "
+                                        rf"dtype {np.dtype(dtype).name}.*floating"):
+        opt.apply_gradients([(tg.constant(np.array([1, 1], dtype)), w)])
+    np.testing.assert_array_equal(w.numpy(), [1, 2])
+    assert w.dtype == tg.as_dtype(dtype)
+
+
+@pytest.mark.parametrize("arg", ["clipnorm", "clipvalue", "global_clipnorm"])
+def test_negative_clipping_thresholds_raise_at_construction(arg):
+    for cls in (tg.optimizers.SGD, tg.optimizers.Adam, tg.optimizers.RMSprop):
+        with pytest.raises(ValueError, match=rf"{cls.__name__}: {arg} must be >= 0.*got -1"):
+            cls(**{arg: -1.0})
+        with pytest.raises(TypeError, match=rf"{arg} must be a number"):
+            cls(**{arg: "1"})
+        cls(**{arg: 0.0})

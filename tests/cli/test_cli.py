@@ -1,0 +1,83 @@
+"""`python -m tapegpu` usage and exit codes; the demo's epoch losses and its HVP verdict."""
+import io
+import re
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tapegpu as tg
+from tapegpu import __main__ as entry
+from tapegpu.cli import demo
+
+SINGLE_DEVICE = True
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h", "help"])
+def test_help_prints_usage_listing_the_commands_and_exits_0(flag, capsys):
+    assert entry.main([flag]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: python -m tapegpu") and not err
+    assert re.search(r"^\s+demo\s", out, re.M) and re.search(r"^\s+info\s", out, re.M)
+
+
+def test_unknown_command_prints_usage_and_exits_2(capsys):
+    assert entry.main(["trian"]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.startswith("usage: python -m tapegpu")
+    assert "unknown command 'trian'" in err
+
+
+def test_python_m_tapegpu_help_and_unknown_command_exit_codes():
+    run = [sys.executable, "-m", "tapegpu"]
+    proc = subprocess.run(run + ["--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "info" in proc.stdout, proc.stderr
+    proc = subprocess.run(run + ["nope"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_info_takes_help_and_refuses_unknown_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        entry.main(["info", "--help"])
+    assert exit_.value.code == 0 and "--no-kernel-checks" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        entry.main(["info", "--bogus"])
+    assert exit_.value.code == 2
+
+
+def test_demo_reports_the_epoch_mean_loss(monkeypatch):
+    """The loss printed per epoch is the mean over the epoch's examples, not the last batch's."""
+    batches = []
+    base = tg.losses.SparseCategoricalCrossentropy
+
+    class Recording(base):
+        def __call__(self, y_true, y_pred, sample_weight=None):
+            loss = super().__call__(y_true, y_pred, sample_weight)
+            batches.append((float(loss), y_true.shape[0]))
+            return loss
+
+    monkeypatch.setattr(tg.losses, "SparseCategoricalCrossentropy", Recording)
+    out = io.StringIO()
+    demo.train_classifier(2, batch_size=100, out=out)
+    shown = [float(v) for v in re.findall(r"loss (\d+\.\d+)", out.getvalue())]
+    steps = len(batches) // 2
+    assert len(shown) == 2 and batches[steps - 1][1] < 100  # a last, smaller batch
+    for epoch, value in enumerate(shown):
+        losses, sizes = np.array(batches[epoch * steps:(epoch + 1) * steps]).T
+        assert value == pytest.approx(np.average(losses, weights=sizes), abs=6e-5)
+        assert value != pytest.approx(losses[-1], abs=6e-5)
+
+
+def test_demo_prints_a_verdict_for_the_hvp_check():
+    out = io.StringIO()
+    with redirect_stdout(out):
+        result = demo.run(["--small", "--epochs", "1"])
+    text = out.getvalue()
+    rel = result["hvp_relative_error"]
+    assert rel < demo.HVP_TOLERANCE
+    assert f"ok (relative difference {rel:.1e} < 1e-04)" in text, text
+    assert demo.hvp_verdict(3e-3) == "FAILED (relative difference 3.0e-03 >= 1e-04)"
