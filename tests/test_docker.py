@@ -109,7 +109,7 @@ def test_gpu_image_installs_the_cuda_extra_readme_names():
     base = [a for i, a in ins if i == "FROM"]
     assert len(base) == 1 and base[0].startswith("nvidia/cuda:") and "runtime" in base[0]
     cuda_major = re.match(r"nvidia/cuda:(\d+)\.", base[0]).group(1)
-    extra = f'pip install ".[cuda{cuda_major}]"'
+    extra = f'pip install -e ".[cuda{cuda_major}]"'
     readme = " ".join((ROOT / "README.md").read_text().split())  # prose wraps lines
     assert extra in readme, f"README.md does not mention {extra}"
     runs = [command(a) for i, a in ins if i == "RUN"]
