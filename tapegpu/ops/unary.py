@@ -149,6 +149,11 @@ ceil = _unary("ceil", ufunc("ceil"), doc="Rounds up; no gradient (as in TF).")
 round = _unary("round", ufunc("round"),  # noqa: A001
                doc="Rounds half to even (banker's rounding, as TF); no gradient.")
 
+# softsign(x) = x / (1 + |x|);  softsign'(x) = 1 / (1 + |x|)^2
+softsign = _unary("softsign", lambda xp, x: x / (1 + xp.abs(x)), saves=("x",),
+                  vjp=lambda ops, g, x: g / ops.square(1.0 + ops.abs(x)),
+                  doc="x / (1 + |x|), elementwise.", example="[-1.0, 3.0]")
+
 # -- activations ---------------------------------------------------------------------------------
 
 # relu' = 1 where out > 0
@@ -328,5 +333,5 @@ swish = silu
 # where tapegpu's API lists each function ("activations": Keras' activation names)
 __all__ = public(globals(), ("", "math"), special=(
     (("", "nn", "activations"), (relu, relu6, elu, selu, gelu, leaky_relu, silu)),
-    (("", "math", "nn", "activations"), (sigmoid, tanh, softplus)),
+    (("", "math", "nn", "activations"), (sigmoid, tanh, softplus, softsign)),
     (("",), (cast, identity, stop_gradient))))

@@ -91,6 +91,7 @@ SPECS = [
     Spec("atan", tg.math.atan, (U,), np.arctan),
     Spec("sigmoid", tg.sigmoid, (U,), _sigmoid, domain=(-6, 6)),
     Spec("softplus", tg.math.softplus, (U,), lambda x: np.log1p(np.exp(x)), domain=(-6, 6)),
+    Spec("softsign", tg.nn.softsign, (U,), lambda x: x / (1 + np.abs(x)), make=_away_from([0.0])),
     Spec("erf", tg.math.erf, (U,), _erf),
     Spec("reciprocal", tg.math.reciprocal, (U,), lambda x: 1 / x, domain=(0.3, 3.0)),
     Spec("floor", tg.math.floor, (U,), np.floor, grad=False),
