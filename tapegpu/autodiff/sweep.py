@@ -11,6 +11,8 @@ else its tensor rule on wrapped arrays. Both modes give identical results.
 """
 import sys
 
+import numpy as np
+
 from .. import ops
 from ..ops import TENSOR_OPS
 from ..ops.namespace import array_ops
@@ -74,8 +76,13 @@ def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
     forward, reach = (entries, reach) if reach is not None else reachable(entries, sources)
     if FUSED and not _thread.recorders:
         grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger)
-        return {u: (None if a is None else Tensor(a, dev)) for u, a in grads.items()}
+        return {u: (None if a is None else Tensor(_array(a), dev)) for u, a in grads.items()}
     return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release)
+
+
+def _array(a):
+    """numpy gives 0-d results as scalars: gradients are arrays."""
+    return np.asarray(a) if isinstance(a, np.generic) else a
 
 
 def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release):

@@ -129,3 +129,60 @@ def test_sigmoid_cross_entropy_gradient_is_exact_at_zero_logits():
         tape.watch(x)
         loss = tg.nn.sigmoid_cross_entropy_with_logits(labels=z, logits=x)
     np.testing.assert_allclose(tape.gradient(loss, x).numpy(), 0.5 - z, rtol=0, atol=1e-15)
+
+
+def _elementwise(spec):
+    ops = covered_ops(spec)
+    return all(o in REGISTRY and REGISTRY[o].elementwise for o in ops)
+
+
+# elementwise specs whose inputs share one shape and that central differences resolve at the
+# default step (cast_roundtrip quantises to float32 and needs a wide one)
+ZERO_D = [s for s in DIFF if _elementwise(s) and len(set(s.shapes)) == 1 and "h" not in s.extra]
+
+
+def _zero_d(spec, dtype=np.float64):
+    """The spec's sample reduced to 0-d inputs (its first elements: same domain and kinks)."""
+    return [np.asarray(x.reshape(-1)[0]) for x in sample(spec, dtype)]
+
+
+@pytest.mark.parametrize("spec", ZERO_D, ids=str)
+def test_zero_d_gradients(spec):
+    """Elementwise ops on 0-d tensors: gradients (as arrays, never numpy scalars) against
+    central differences, batched against stacked, JVP, and a third derivative by nested tapes."""
+    xs = _zero_d(spec)
+    ts = [tg.constant(x) for x in xs]
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(ts)
+        y = spec.fn(*ts)
+    grads = tape.gradient(y, ts)
+    eps = 1e-6
+    for i, g in enumerate(grads):
+        assert g.shape == () and g.dtype == tg.float64 and not isinstance(g._data, np.generic)
+        hi = [x + eps if j == i else x for j, x in enumerate(xs)]
+        lo = [x - eps if j == i else x for j, x in enumerate(xs)]
+        fd = (spec.fn(*[tg.constant(v) for v in hi]).numpy() -
+              spec.fn(*[tg.constant(v) for v in lo]).numpy()) / (2 * eps)
+        np.testing.assert_allclose(g.numpy(), fd, rtol=1e-5, atol=1e-7)
+    cot = np.array([1.0, -2.0, 0.5])
+    batched = tape.batched_gradient(y, ts, tg.constant(cot), 1)
+    for g, b in zip(grads, batched):
+        np.testing.assert_allclose(b.numpy(), cot * g.numpy(), rtol=1e-12, atol=1e-15)
+    with tg.autodiff.ForwardAccumulator(ts, [tg.constant(np.asarray(1.0))] * len(ts)) as acc:
+        y2 = spec.fn(*ts)
+    jvp = acc.jvp(y2)
+    np.testing.assert_allclose(jvp.numpy(), sum(g.numpy() for g in grads), rtol=1e-9,
+                               atol=1e-12)
+    x = ts[0]
+    with tg.GradientTape() as t3:
+        t3.watch(x)
+        with tg.GradientTape() as t2:
+            t2.watch(x)
+            with tg.GradientTape() as t1:
+                t1.watch(x)
+                y3 = spec.fn(x, *ts[1:])
+            d1 = t1.gradient(y3, x)
+        d2 = t2.gradient(d1, x) if d1 is not None else None
+    if d2 is not None:
+        d3 = t3.gradient(d2, x)
+        assert d3 is None or d3.shape == ()
