@@ -163,3 +163,42 @@ def test_grad_pass_through():
         r = tg.grad_pass_through(tg.round)(a)
     np.testing.assert_allclose(r.numpy(), [0.0, 2.0])
     np.testing.assert_allclose(t.gradient(r, a).numpy(), [1.0, 1.0])
+
+
+# -- ForwardAccumulator --------------------------------------------------------------------------
+
+def test_forward_accumulator_none_tangent_raises():
+    x = tg.constant(1.0)
+    with pytest.raises(ValueError, match="ForwardAccumulator: the tangent .* is None"):
+        tg.autodiff.ForwardAccumulator(x, None)
+    with pytest.raises(ValueError, match="is None"):
+        tg.autodiff.ForwardAccumulator([x, tg.constant(2.0)], [tg.constant(1.0), None])
+
+
+def test_dropped_forward_accumulator_frees_its_tangents_without_gc():
+    x = tg.constant(np.ones(10, np.float32))
+    gc.disable()
+    try:
+        refs = []
+        for _ in range(3):
+            tangent = tg.constant(np.ones(10, np.float32))
+            with tg.autodiff.ForwardAccumulator(x, tangent) as acc:
+                y = tg.sin(x)
+            refs += [weakref.ref(tangent), weakref.ref(acc.jvp(y))]
+            del tangent, acc, y
+        assert all(r() is None for r in refs)  # freed by reference counting alone
+    finally:
+        gc.enable()
+
+
+def test_forward_accumulator_forgets_a_freed_primal():
+    acc = tg.autodiff.ForwardAccumulator(tg.constant([1.0]), tg.constant([1.0]))
+    with acc:
+        y = tg.constant([2.0]) * 1.0  # not a primal: no tangent
+    assert len(acc._tangents) == 0 and acc.jvp(y) is None
+    x = tg.constant([1.0])
+    with tg.autodiff.ForwardAccumulator(x, tg.constant([1.0])) as acc:
+        y = x * 3.0
+    assert len(acc._tangents) == 2
+    del y
+    assert len(acc._tangents) == 1
