@@ -2,12 +2,15 @@
 contracts, forward accumulators, Jacobian sizes and empty Jacobians, memory budgets with ops
 that cannot be recomputed, and the errors TensorFlow raises."""
 import gc
+import tracemalloc
+import warnings
 import weakref
 
 import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.autodiff import jacobian as jacobian_module
 
 
 # -- recompute_grad and custom_gradient ------------------------------------------------------------
@@ -202,6 +205,115 @@ def test_forward_accumulator_forgets_a_freed_primal():
     assert len(acc._tangents) == 1
 
 
+# -- Jacobian sizes and empty Jacobians -----------------------------------------------------------
+
+@pytest.fixture
+def small_budget(monkeypatch):
+    monkeypatch.setattr(jacobian_module, "MEMORY_BUDGET", 2**20)
+
+
+def _peak(fn):
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_jacobian_chunks_are_sized_from_a_broadcast_target(small_budget, mode):
+    x = tg.constant(np.ones(5, np.float32))
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = x + tg.zeros((2000, 5))  # a (2000, 5) target from a (5,) source: J is 200 KB
+    jac, peak = _peak(lambda: t.jacobian(y, x, mode=mode))
+    assert jac.shape == (2000, 5, 5)
+    np.testing.assert_array_equal(jac.numpy()[7], np.eye(5))
+    assert peak < 4 * 2**20  # chunks sized from the inputs alone asked for hundreds of MiB
+
+
+def test_batch_jacobian_chunks_are_sized_from_a_broadcast_target(small_budget):
+    x = tg.constant(np.ones((2, 5), np.float32))
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = tg.reshape(x, (2, 1, 5)) + tg.zeros((2, 2000, 5))
+    jac, peak = _peak(lambda: t.batch_jacobian(y, x, mode="reverse"))
+    assert jac.shape == (2, 2000, 5, 5)
+    assert peak < 4 * 2**20
+
+
+def test_jacobian_too_large_for_the_budget_raises_up_front(small_budget):
+    x = tg.constant(np.ones(1000, np.float32))
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = tg.sin(x)
+    for call in (lambda: t.jacobian(y, x), lambda: t.jacobian(y, x, mode="forward")):
+        with pytest.raises(MemoryError, match="parallel_iterations.*experimental_use_pfor=False"
+                                              ".*smaller target|smaller target"):
+            call()
+    assert t.jacobian(y, x, parallel_iterations=250).shape == (1000, 1000)  # chosen chunks
+    xb = tg.constant(np.ones((4, 300), np.float32))
+    with tg.GradientTape() as t:
+        t.watch(xb)
+        yb = tg.sin(xb)
+    with pytest.raises(MemoryError, match="GradientTape.batch_jacobian"):
+        t.batch_jacobian(yb, xb)
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_jacobian_chunks_are_written_into_one_result(mode):
+    x = tg.constant(np.linspace(0, 1, 1000).astype(np.float32))
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = tg.sin(x)
+    jac, peak = _peak(lambda: t.jacobian(y, x, parallel_iterations=100, mode=mode))
+    np.testing.assert_allclose(np.diag(jac.numpy()), np.cos(np.linspace(0, 1, 1000)), rtol=1e-6)
+    assert peak < 1.5 * jac.numpy().nbytes  # all chunks plus their concatenation was 2x
+
+
+def test_jacobian_under_an_outer_tape_stays_differentiable():
+    x = tg.constant([0.5, 1.0, 1.5])
+    with tg.GradientTape() as outer:
+        outer.watch(x)
+        with tg.GradientTape() as inner:
+            inner.watch(x)
+            y = tg.sin(x)
+        jac = inner.jacobian(y, x, parallel_iterations=1)
+        s = tg.reduce_sum(jac)
+    np.testing.assert_allclose(outer.gradient(s, x).numpy(), -np.sin([0.5, 1.0, 1.5]),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_connected_empty_jacobian_is_an_empty_tensor(mode):
+    x = tg.constant(np.ones((0,), np.float32))
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * 2.0
+        z = tg.zeros((0, 3))
+    jac = t.jacobian(y, x, mode=mode)
+    assert isinstance(jac, tg.Tensor) and jac.shape == (0, 0)
+    assert t.jacobian(z, x, mode=mode) is None  # not connected
+    xb = tg.constant(np.ones((2, 3), np.float32))
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(xb)
+        yb = tg.reshape(xb, (2, 3, 1))[:, :, :0]  # (2, 3, 0)
+    bj = t.batch_jacobian(yb, xb, mode=mode)
+    assert isinstance(bj, tg.Tensor) and bj.shape == (2, 3, 0, 3)
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_unconnected_batch_jacobian_zero_has_the_target_dtype(mode):
+    x = tg.constant(np.ones((2, 3), np.float32))
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = tg.zeros((2, 4), dtype=tg.float64) + tg.cast(tg.stop_gradient(x[:, :1]), tg.float64)
+    bj = t.batch_jacobian(y, x, unconnected_gradients="zero", mode=mode)
+    assert bj.shape == (2, 4, 3) and bj.dtype == tg.float64
+    assert not np.any(bj.numpy())
+
+
 # -- memory budget with ops that cannot be recomputed -------------------------------------------
 
 @tg.custom_gradient
@@ -231,3 +343,131 @@ def test_memory_budget_keeps_entries_it_cannot_recompute(fn):
         grads.append(t.gradient(loss, x).numpy())
     np.testing.assert_array_equal(grads[0], grads[1])
     assert t.stats()["segments"] >= 1
+
+
+# -- errors as TensorFlow's ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", [None, 3.0, "list_with_none"])
+def test_non_tensor_targets_raise_type_error(target):
+    x = tg.constant(1.0)
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * 2.0
+    if target == "list_with_none":
+        target = [y, None]
+    with pytest.raises(TypeError, match="GradientTape.gradient: the target is a"):
+        t.gradient(target, x)
+    with pytest.raises(TypeError, match="GradientTape.jacobian: the target is a"):
+        t.jacobian(target, x)
+
+
+def test_numpy_target_raises_type_error():
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = (x * 2.0).numpy()
+    with pytest.raises(TypeError, match=r"jacobian: the target is a ndarray \(.numpy\(\)"):
+        t.jacobian(y, x)
+    with pytest.raises(TypeError, match="gradient: the target is a ndarray"):
+        t.gradient(y, x)
+    with pytest.raises(TypeError, match="batch_jacobian: the target is a ndarray"):
+        t.batch_jacobian(y, x)
+
+
+def test_non_persistent_message_is_tensorflows():
+    x = tg.constant(1.0)
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+    t.gradient(y, x)
+    with pytest.raises(RuntimeError, match="^A non-persistent GradientTape can only be used to "
+                                           "compute one set of gradients"):
+        t.gradient(y, x)
+
+
+def test_watch_ndarray_raises_value_error():
+    with tg.GradientTape() as t:
+        with pytest.raises(ValueError, match="GradientTape.watch: expected a tg.Tensor"):
+            t.watch(np.ones(3))
+
+
+def test_retry_after_a_failing_grad_fn_names_the_failure():
+    @tg.custom_gradient
+    def broken(a):
+        def grad_fn(dy):
+            raise ZeroDivisionError("bad rule")
+        return a * 1.0, grad_fn
+    x = tg.constant(1.0)
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = tg.sin(broken(x))
+    with pytest.raises(ZeroDivisionError):
+        t.gradient(y, x)
+    with pytest.raises(RuntimeError, match="earlier call .* raised ZeroDivisionError: bad rule") \
+            as err:
+        t.gradient(y, x)
+    assert "one set of gradients" not in str(err.value)
+
+
+def test_batch_jacobian_checks_ranks_and_batch_size():
+    x = tg.constant([1.0, 2.0])
+    x2 = tg.constant(np.ones((2, 3), np.float32))
+    with tg.GradientTape(persistent=True) as t:
+        t.watch([x, x2])
+        y = x * 2.0
+        y2 = tg.concat([x2, x2], 0)  # (4, 3)
+    with pytest.raises(ValueError, match="rank 2 or higher"):
+        t.batch_jacobian(y, x)
+    with pytest.raises(ValueError, match="share their first"):
+        t.batch_jacobian(y2, x2)
+
+
+@pytest.mark.parametrize("method", ["jacobian", "batch_jacobian"])
+def test_non_persistent_loop_fallback_raises_as_tensorflow(method):
+    x = tg.constant(np.ones((2, 2), np.float32))
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = x * 2.0
+    with pytest.raises(RuntimeError, match="GradientTape must be created with persistent=True"):
+        getattr(t, method)(y, x, experimental_use_pfor=False)
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * 2.0
+    assert getattr(t, method)(y, x, experimental_use_pfor=False) is not None
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_parallel_iterations_must_be_a_positive_integer(bad):
+    x = tg.constant(np.ones((2, 2), np.float32))
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * 2.0
+    with pytest.raises(ValueError, match="parallel_iterations must be None or a positive"):
+        t.jacobian(y, x, parallel_iterations=bad)
+    with pytest.raises(ValueError, match="parallel_iterations must be None or a positive"):
+        t.batch_jacobian(y, x, parallel_iterations=bad)
+
+
+def test_watched_variables_in_construction_order():
+    a = tg.Variable(1.0, name="a")
+    b = tg.Variable(1.0, name="b")
+    c = tg.Variable(1.0, name="c")
+    with tg.GradientTape() as t:
+        t.watch(c)
+        y = b * a
+    assert [v.name for v in t.watched_variables()] == ["a", "b", "c"]
+
+
+def test_integer_source_warns_and_gives_none():
+    x = tg.constant(1.0)
+    i = tg.constant(2)
+    with tg.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * tg.cast(i, tg.float32)
+    with pytest.warns(UserWarning, match="GradientTape.gradient: .*got int32"):
+        assert t.gradient(y, [x, i])[1] is None
+    with pytest.warns(UserWarning, match="GradientTape.jacobian: .*got int32"):
+        assert t.jacobian(y, i) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t.gradient(y, x)  # float sources: no warning
