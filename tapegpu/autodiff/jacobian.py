@@ -87,13 +87,24 @@ def check_parallel_iterations(parallel_iterations, what):
     return int(parallel_iterations)
 
 
-def check_loop_fallback(tape, use_pfor, what):
-    """TensorFlow (eager): experimental_use_pfor=False runs one gradient call per target
-    element, so it raises RuntimeError on a non-persistent tape."""
-    if not use_pfor and not tape._persistent:
+def check_loop_fallback(tape, use_pfor, parallel_iterations, rows, what):
+    """TensorFlow (eager) on a non-persistent tape: experimental_use_pfor=False runs one
+    gradient call per target element, so it raises RuntimeError up front; parallel_iterations
+    smaller than the target's rows (elements, or elements per batch row for batch_jacobian)
+    makes pfor call the loop body, i.e. `gradient`, more than once, so the second call raises
+    the tape's one-set-of-gradients RuntimeError. Both are raised here before any work."""
+    if tape._persistent:
+        return
+    if not use_pfor:
         raise RuntimeError(f"GradientTape must be created with persistent=True to compute the "
                            f"{what.split('.')[-1]} with eager execution enabled and with "
                            "experimental_use_pfor set to False.")
+    if parallel_iterations is not None and parallel_iterations < rows:
+        raise RuntimeError("A non-persistent GradientTape can only be used to compute one set "
+                           f"of gradients (or jacobians) ({what} with parallel_iterations="
+                           f"{parallel_iterations} < {rows} target rows computes several); "
+                           "create the tape with persistent=True, or leave parallel_iterations "
+                           "unset")
 
 
 def differentiable_result():
@@ -185,9 +196,9 @@ def jacobian_arguments(tape, target, sources, parallel_iterations, use_pfor, wha
     check_target(target, what)
     flat, uids = _sources(sources)
     tape._check_usable(what.split(".")[-1])
-    check_loop_fallback(tape, use_pfor, what)
     parallel_iterations = check_parallel_iterations(parallel_iterations, what)
     y = _value(target)
+    check_loop_fallback(tape, use_pfor, parallel_iterations, y.size, what)
     for s in flat:
         if not _float(s):
             warn_integer_source(s, what, stacklevel=5)
@@ -247,7 +258,6 @@ def batch_arguments(tape, target, source, parallel_iterations, use_pfor):
     check_target(target, what)
     uid = source_uid(source, 0)
     tape._check_usable("batch_jacobian")
-    check_loop_fallback(tape, use_pfor, what)
     parallel_iterations = check_parallel_iterations(parallel_iterations, what)
     y = _value(target)
     x = _value(source)
@@ -255,6 +265,7 @@ def batch_arguments(tape, target, source, parallel_iterations, use_pfor):
     if y.ndim < 2 or x.ndim < 2 or y.shape[0] != x.shape[0]:
         raise ValueError(f"{what}: target {y.shape} and source {x.shape} must have rank 2 or "
                          "higher and share their first (batch) dimension")
+    check_loop_fallback(tape, use_pfor, parallel_iterations, math.prod(y.shape[1:]), what)
     if not _float(source):
         warn_integer_source(source, what, stacklevel=5)
     elif _float(target):

@@ -264,7 +264,7 @@ def test_jacobian_too_large_for_the_budget_raises_up_front(small_budget):
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
 def test_jacobian_chunks_are_written_into_one_result(mode):
     x = tg.constant(np.linspace(0, 1, 1000).astype(np.float32))
-    with tg.GradientTape() as t:
+    with tg.GradientTape(persistent=True) as t:
         t.watch(x)
         y = tg.sin(x)
     jac, peak = _peak(lambda: t.jacobian(y, x, parallel_iterations=100, mode=mode))
@@ -276,7 +276,7 @@ def test_jacobian_under_an_outer_tape_stays_differentiable():
     x = tg.constant([0.5, 1.0, 1.5])
     with tg.GradientTape() as outer:
         outer.watch(x)
-        with tg.GradientTape() as inner:
+        with tg.GradientTape(persistent=True) as inner:
             inner.watch(x)
             y = tg.sin(x)
         jac = inner.jacobian(y, x, parallel_iterations=1)
@@ -434,6 +434,21 @@ def test_non_persistent_loop_fallback_raises_as_tensorflow(method):
         t.watch(x)
         y = x * 2.0
     assert getattr(t, method)(y, x, experimental_use_pfor=False) is not None
+
+
+@pytest.mark.parametrize("method", ["jacobian", "batch_jacobian"])
+def test_non_persistent_parallel_iterations_below_the_rows_raises_as_tensorflow(method):
+    x = tg.constant(np.ones((2, 3), np.float32))
+    for persistent, k in [(False, 2), (True, 2), (False, 6)]:
+        with tg.GradientTape(persistent=persistent) as t:
+            t.watch(x)
+            y = x * 2.0
+        if not persistent and k < 3:  # TensorFlow's pfor calls gradient more than once
+            with pytest.raises(RuntimeError, match="^A non-persistent GradientTape can only be "
+                                                   "used to compute one set of gradients"):
+                getattr(t, method)(y, x, parallel_iterations=k)
+        else:
+            assert getattr(t, method)(y, x, parallel_iterations=k) is not None
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
