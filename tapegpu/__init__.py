@@ -16,7 +16,7 @@ from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: 
 from .ops.registry import InvalidArgumentError  # noqa: F401
 from .ops import EXPORTS as _EXPORTS
 from .autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401
-from .autodiff.custom import custom_gradient, recompute_grad  # noqa: F401
+from .autodiff.custom import custom_gradient, grad_pass_through, recompute_grad  # noqa: F401
 from .core import device as _device
 from .core.device import copy_to, device  # noqa: F401
 from .core import dlpack as experimental  # noqa: F401

@@ -73,10 +73,21 @@ class Budget:
         self.produced = set()
         self.peak_kept = 0
         self.kept_checkpoints = 0
+        self.pinned = 0  # bytes saved by entries that cannot be recomputed (kept as they are)
 
     def on_record(self, entry, inputs, out):
-        entry.args = tuple(inputs)
         self.produced.add(entry.out_uid)
+        if entry.op.forward is None:
+            # an op built per call (custom_gradient, recompute_grad, numpy_function with a
+            # grad): no registry forward to re-run, so it joins no segment and keeps what it
+            # saved; a segment that uses its output keeps that output as a checkpoint
+            self.pinned += sum(r.nbytes for r in {id(r): r for r in (
+                root(s._data) for s in entry.saved if isinstance(s, Tensor) and
+                s._uid in self.produced)}.values())
+            self.peak_kept = max(self.peak_kept, sum(self.open_buffers.values()) +
+                                 self.kept_checkpoints + self.pinned)
+            return
+        entry.args = tuple(inputs)
         new = {}
         for s in entry.saved:
             if isinstance(s, Tensor) and s._uid in self.produced:
@@ -88,8 +99,8 @@ class Budget:
             self._close(open_bytes)  # close before this entry would overflow the open half
         self.open.append(entry)
         self.open_buffers.update(new)
-        self.peak_kept = max(self.peak_kept,
-                             sum(self.open_buffers.values()) + self.kept_checkpoints)
+        self.peak_kept = max(self.peak_kept, sum(self.open_buffers.values()) +
+                             self.kept_checkpoints + self.pinned)
 
     def _close(self, open_bytes):
         seg = Segment(self.open, open_bytes)

@@ -13,7 +13,7 @@ import inspect
 
 from ..core import nest
 from . import sweep
-from .forward import NoJVPError, first_index, fit
+from .forward import ForwardAccumulator, NoJVPError, first_index, fit
 from .tape import GradientTape
 from ..ops.registry import Op
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
@@ -31,6 +31,11 @@ class _Slot:
 def custom_gradient(f=None):
     """Decorator: `f(*args)` returns `(y, grad_fn)`, and `grad_fn(*dy)` the input gradients.
 
+    `grad_fn` gets one upstream gradient per output of `f` (integer outputs included) and
+    returns one gradient per argument (nested arguments count by their leaves, as in
+    TensorFlow), each None or of its argument's shape and dtype. On a method, `self` is not an
+    argument.
+
     >>> @tg.custom_gradient
     ... def clipped_identity(x):
     ...     def grad_fn(dy):
@@ -45,73 +50,139 @@ def custom_gradient(f=None):
     """
     if f is None:
         return custom_gradient
+    return _CustomGradient(f)
 
-    @functools.wraps(f)
-    def decorated(*args, **kwargs):
-        seen = []
-        watcher = seen.append
-        _thread.variable_watchers.append(watcher)
-        try:
-            result, grad_fn = f(*args, **kwargs)
-        finally:
-            _thread.variable_watchers.remove(watcher)
-        flat = nest.flatten(result)
-        outs = [Tensor(r._data, r._dev) if isinstance(r, Tensor) else r for r in flat]
-        if not _thread.recorders:
-            return nest.pack_sequence_as(result, outs)
-        arg_pos = [i for i, a in enumerate(args) if isinstance(a, (Tensor, Variable))]
-        variables = _unique([v for v in seen if not any(v is args[i] for i in arg_pos)])
-        if variables and "variables" not in inspect.signature(grad_fn).parameters and \
-                not _takes_kwargs(grad_fn):
-            raise TypeError(f"custom_gradient {f.__name__}: the function reads variables "
-                            f"{[v.name for v in variables]}, so grad_fn must accept a keyword "
-                            "argument 'variables' and return (input_grads, variable_grads)")
-        inputs = [_Slot(args[i]) if isinstance(args[i], Variable) else args[i] for i in arg_pos]
-        inputs += [_Slot(v) for v in variables]
-        float_outs = [o for o in outs if isinstance(o, Tensor) and o._data.dtype.kind in "fc"]
-        for k, out in enumerate(float_outs):
-            rule = _rule(grad_fn, k, float_outs, len(args), arg_pos, variables)
-            op = Op(f.__name__, args=tuple(f"a{i}" for i in range(len(inputs))), vjp=rule,
-                    jvp=jvp_from_vjp(rule, out, [x._data.shape for x in inputs], f.__name__),
-                    batched=False, same_dtype=False, variadic=True, tensor_rule=True)
-            for rec in _thread.recorders:
-                rec.record(op, inputs, out, {})
+
+class _CustomGradient:
+    """A `custom_gradient` function; as a method, its `self` is bound, not an input."""
+
+    def __init__(self, f, bound=()):
+        functools.update_wrapper(self, f)
+        self._f = f
+        self._bound = bound
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return _CustomGradient(self._f, (obj,))
+
+    def __call__(self, *args, **kwargs):
+        return _custom_call(self._f, self._bound, args, kwargs)
+
+
+def _fresh(r, name):
+    """An output of a custom-gradient function as a new tensor (TensorFlow's identity)."""
+    if isinstance(r, Tensor):
+        return Tensor(r._data, r._dev)
+    if isinstance(r, Variable):
+        return Tensor(r._value._data, r._value._dev)
+    if r is None:
+        raise TypeError(f"custom_gradient {name}: the function returned None as an output; "
+                        "outputs must be tensors (or values convertible to them)")
+    return convert_to_tensor(r)
+
+
+def _custom_call(f, bound, args, kwargs):
+    name = f.__name__
+    seen = []
+    watcher = seen.append
+    _thread.variable_watchers.append(watcher)
+    try:
+        result, grad_fn = f(*bound, *args, **kwargs)
+    finally:
+        _thread.variable_watchers.remove(watcher)
+    flat = nest.flatten(result)
+    outs = [_fresh(r, name) for r in flat]
+    if not _thread.recorders:
         return nest.pack_sequence_as(result, outs)
+    flat_args = nest.flatten(args)  # an empty tuple is no argument, a list is its leaves
+    arg_pos = [i for i, a in enumerate(flat_args) if isinstance(a, (Tensor, Variable))]
+    variables = _unique([v for v in seen if not any(v is flat_args[i] for i in arg_pos)])
+    if variables and "variables" not in inspect.signature(grad_fn).parameters and \
+            not _takes_kwargs(grad_fn):
+        raise TypeError(f"custom_gradient {name}: the function reads variables "
+                        f"{[v.name for v in variables]}, so grad_fn must accept a keyword "
+                        "argument 'variables' and return (input_grads, variable_grads)")
+    for rec in _thread.recorders:  # a variable argument is read (as TensorFlow converts it)
+        note = getattr(rec, "note_variable", None)
+        if note is not None:
+            for i in arg_pos:
+                if isinstance(flat_args[i], Variable):
+                    note(flat_args[i])
+    inputs = [_Slot(flat_args[i]) if isinstance(flat_args[i], Variable) else flat_args[i]
+              for i in arg_pos]
+    inputs += [_Slot(v) for v in variables]
+    specs = [_spec(flat_args[i]) for i in arg_pos] + [_spec(v) for v in variables]
+    for k, out in enumerate(outs):
+        if out._data.dtype.kind not in "fc":
+            continue  # no gradient flows into an integer output; grad_fn still gets its slot
+        rule = _rule(grad_fn, k, outs, len(flat_args), arg_pos, variables, specs, name)
+        op = Op(name, args=tuple(f"a{i}" for i in range(len(inputs))), vjp=rule,
+                jvp=jvp_from_vjp(rule, out, [x._data.shape for x in inputs], name),
+                batched=False, same_dtype=False, variadic=True, tensor_rule=True)
+        for rec in _thread.recorders:
+            rec.record(op, inputs, out, {})
+    return nest.pack_sequence_as(result, outs)
 
-    return decorated
+
+def _spec(x):
+    v = x._value if isinstance(x, Variable) else x
+    return v._data.shape, v._data.dtype
 
 
-def _rule(grad_fn, k, outs, n_args, arg_pos, variables):
+def _rule(grad_fn, k, outs, n_args, arg_pos, variables, specs, name):
     """The VJP of output k: grad_fn with upstream g for output k and zeros for the others."""
     def vjp(ops, g):
         upstream = [g if j == k else ops.zeros_like(o) for j, o in enumerate(outs)]
         if variables:
-            in_grads, var_grads = grad_fn(*upstream, variables=variables)
+            got = grad_fn(*upstream, variables=variables)
+            if not isinstance(got, (list, tuple)) or len(got) != 2:
+                raise ValueError(f"custom_gradient {name}: grad_fn must return (input_grads, "
+                                 "variable_grads) when the function reads variables")
+            in_grads, var_grads = got
             var_grads = list(var_grads)
         else:
             in_grads, var_grads = grad_fn(*upstream), []
-        in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
+        in_grads = nest.flatten(in_grads)
         if len(in_grads) != n_args:
-            raise ValueError(f"custom_gradient: grad_fn returned {len(in_grads)} input gradients "
-                             f"for {n_args} arguments")
+            raise ValueError(f"custom_gradient {name}: grad_fn returned {len(in_grads)} input "
+                             f"gradients for {n_args} arguments")
         if len(var_grads) != len(variables):
-            raise ValueError(f"custom_gradient: grad_fn returned {len(var_grads)} variable "
-                             f"gradients for {len(variables)} variables")
-        picked = [_as_tensor(in_grads[i]) for i in arg_pos]
-        return tuple(picked + [_as_tensor(v) for v in var_grads])
+            raise ValueError(f"custom_gradient {name}: grad_fn returned {len(var_grads)} "
+                             f"variable gradients for {len(variables)} variables")
+        grads = [in_grads[i] for i in arg_pos] + var_grads
+        return tuple(_checked(c, spec, i, name) for i, (c, spec) in enumerate(zip(grads, specs)))
     return vjp
 
 
-def _as_tensor(g):
-    if g is None or isinstance(g, Tensor):
-        return g
-    return convert_to_tensor(g)
+def _checked(g, spec, i, name):
+    """grad_fn's gradient for input i, which must have the input's shape and dtype."""
+    shape, dtype = spec
+    if g is None or dtype.kind not in "fc":
+        return None
+    if not isinstance(g, Tensor):
+        g = convert_to_tensor(g, dtype=dtype) if isinstance(g, (int, float)) else \
+            convert_to_tensor(g)
+    if g._data.shape != shape:
+        raise ValueError(f"custom_gradient {name}: grad_fn returned a gradient of shape "
+                         f"{g._data.shape} for input {i} of shape {shape}; it must have the "
+                         "input's shape")
+    if g._data.dtype != dtype:
+        raise TypeError(f"custom_gradient {name}: grad_fn returned a {g._data.dtype} gradient "
+                        f"for input {i} of dtype {dtype}; it must have the input's dtype "
+                        "(use tg.cast)")
+    return g
 
 
-def _unique(vs):
+def _unique(vs, by_uid=False):
     out = []
+    uids = set()
     for v in vs:
-        if not any(v is w for w in out):
+        if by_uid:
+            if v._uid not in uids:
+                uids.add(v._uid)
+                out.append(v)
+        elif not any(v is w for w in out):
             out.append(v)
     return out
 
@@ -170,13 +241,39 @@ def transpose_vjp(vjp, out_spec, ts, in_shapes, name):
     return sweep.backward(tape._entries, seeds, [g._uid], nb)[g._uid]
 
 
+def grad_pass_through(f):
+    """Decorator: `f` runs as usual, and its gradient is the identity (TensorFlow's
+    `tf.grad_pass_through`): each output's upstream gradient is passed to the argument at the
+    same position, so `f` must return as many outputs as it takes arguments, of the same
+    shapes and dtypes. Variables `f` reads get no gradient.
+
+    >>> x = tg.Variable(1.0)
+    >>> z = tg.Variable(3.0)
+    >>> with tg.GradientTape() as t:
+    ...     y = tg.grad_pass_through(x.assign)(z ** 2)  # a non-differentiable assignment
+    >>> float(t.gradient(y, z))
+    6.0
+    """
+    @functools.wraps(f)
+    def passed(*args, **kwargs):
+        def grad_fn(*upstream, variables=None):
+            if variables is not None:
+                return upstream, [None] * len(variables)
+            return upstream
+        return f(*args, **kwargs), grad_fn
+
+    return _CustomGradient(passed)
+
+
 # -- recompute_grad: a custom gradient that re-runs the function under a tape of its own ------
 
 def recompute_grad(f):
     """Decorator: gradients through `f` recompute its inside instead of keeping it.
 
     Only `f`'s inputs are kept on the tape; the backward sweep re-runs `f` (so `f` must be
-    deterministic: random ops inside it draw again). Works for higher-order gradients.
+    deterministic: random ops inside it draw again). `f` returns a tensor or a list/tuple of
+    them. Works for higher-order gradients and in forward mode (the JVP re-runs `f` under a
+    `ForwardAccumulator`).
 
     >>> layer = tg.recompute_grad(lambda x: tg.sin(tg.sin(x) * 2.0))
     >>> x = tg.constant([0.1, 0.2])
@@ -186,6 +283,8 @@ def recompute_grad(f):
     >>> t.gradient(y, x).shape
     (2,)
     """
+    name = f"recompute_grad({getattr(f, '__name__', type(f).__name__)})"
+
     @functools.wraps(f)
     def wrapped(*args):
         active = _thread.recorders
@@ -200,46 +299,56 @@ def recompute_grad(f):
         finally:
             active.extend(outer)
             _thread.variable_watchers.remove(seen.append)
-        if not isinstance(result, Tensor):
-            raise TypeError(f"recompute_grad({f.__name__}): f must return one tensor, got "
-                            f"{type(result).__name__}")
-        tensors = [a for a in args if isinstance(a, Tensor)]
-        variables = []
-        for v in seen:
-            if not any(v is w for w in variables):
-                variables.append(v)
+        flat = nest.flatten(result)
+        for r in flat:
+            if not isinstance(r, Tensor):
+                raise TypeError(f"{name}: f must return a tensor or a list/tuple of tensors, "
+                                f"got {type(r).__name__}")
+        # each tensor once: an argument passed twice is one input (its gradient is not doubled)
+        tensors = _unique([a for a in nest.flatten(args) if isinstance(a, Tensor)], by_uid=True)
+        variables = _unique(seen)
         for rec in outer:
             note = getattr(rec, "note_variable", None)
             for v in variables:
                 if note is not None:
                     note(v)
-        out = Tensor(result._data, result._dev)
-        op = Op(f"recompute_grad({f.__name__})",
-                args=tuple(f"a{i}" for i in range(len(tensors) + len(variables))),
-                vjp=_recompute_rule(f, args, tensors, variables), same_dtype=False,
-                variadic=True, tensor_rule=True)
-        inputs = tensors + [_VarSlot(v) for v in variables]
-        for rec in outer:
-            rec.record(op, inputs, out, {})
-        return out
+        outs = [Tensor(r._data, r._dev) for r in flat]
+        inputs = tensors + [_Slot(v) for v in variables]
+        for k, out in enumerate(outs):
+            if out._data.dtype.kind not in "fc":
+                continue
+            op = Op(name, args=tuple(f"a{i}" for i in range(len(inputs))),
+                    vjp=_recompute_rule(f, args, tensors, variables, k),
+                    jvp=_recompute_jvp(f, args, tensors, variables, k),
+                    same_dtype=False, variadic=True, tensor_rule=True)
+            for rec in outer:
+                rec.record(op, inputs, out, {})
+        return nest.pack_sequence_as(result, outs)
 
     return wrapped
 
 
-class _VarSlot:
-    __slots__ = ("_uid", "_data")
-
-    def __init__(self, var):
-        self._uid = var._uid
-        self._data = var._value._data
-
-
-def _recompute_rule(f, args, tensors, variables):
+def _recompute_rule(f, args, tensors, variables, k):
     def vjp(ops, g):
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(tensors)
             tape.watch(variables)
-            y = f(*args)
+            y = nest.flatten(f(*args))[k]
         return tuple(tape.batched_gradient(y, tensors + variables, g,
                                            batch_ndim=g.ndim - y.ndim))
     return vjp
+
+
+def _recompute_jvp(f, args, tensors, variables, k):
+    """Output k's tangent: `f` re-run under an accumulator seeded with the input tangents."""
+    primals = tensors + variables
+
+    def jvp(ops, ts):
+        i = first_index(ts)
+        nb = ts[i].ndim - len(primals[i].shape)
+        watched = [(p, t) for p, t in zip(primals, ts) if t is not None]
+        with ForwardAccumulator([p for p, _ in watched], [t for _, t in watched],
+                                batch_ndim=nb) as acc:
+            y = nest.flatten(f(*args))[k]
+        return acc.jvp(y)
+    return jvp

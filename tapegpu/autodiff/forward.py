@@ -21,6 +21,7 @@ written with tapegpu ops: its computation is recorded by outer tapes and accumul
 what makes forward-over-reverse and reverse-over-forward work. An op with a VJP and none of the
 above supports reverse mode only and says so (`NoJVPError`).
 """
+import functools
 import weakref
 
 import numpy as np
@@ -165,6 +166,9 @@ class ForwardAccumulator:
 
     def _watch(self, p, t):
         v = p._value if isinstance(p, Variable) else p
+        if t is None:  # TensorFlow raises ValueError too (None converts to no tensor)
+            raise ValueError(f"ForwardAccumulator: the tangent of the primal {p!r} is None; "
+                             "pass a tensor of the primal's shape (zeros for no direction)")
         if v._data.dtype.kind not in "fc":
             return  # integer primals carry no tangent (TensorFlow only warns)
         t = ops.convert_to_tensor(t, dtype=v.dtype)
@@ -180,13 +184,11 @@ class ForwardAccumulator:
 
     def _keep(self, x, t):
         uid = x._uid
-        tangents, refs = self._tangents, self._refs
-        tangents[uid] = t
-
-        def forget(_, uid=uid):
-            tangents.pop(uid, None)
-            refs.pop(uid, None)
-        refs[uid] = weakref.ref(x, forget)
+        self._tangents[uid] = t
+        # the callback holds the accumulator weakly: a strong reference would make a cycle
+        # (accumulator -> refs -> weakref -> callback -> refs) that keeps every tangent alive
+        # until the cycle collector runs
+        self._refs[uid] = weakref.ref(x, functools.partial(_forget, weakref.ref(self), uid))
 
     # -- context --------------------------------------------------------------------------------
     def __enter__(self):
@@ -272,6 +274,14 @@ class ForwardAccumulator:
     def __repr__(self):
         return f"<ForwardAccumulator with {len(self._tangents)} tangents" + \
             (", recording>" if self._recording else ">")
+
+
+def _forget(acc_ref, uid, _):
+    """A primal was freed: its accumulator (if still alive) forgets its tangent."""
+    acc = acc_ref()
+    if acc is not None:
+        acc._tangents.pop(uid, None)
+        acc._refs.pop(uid, None)
 
 
 def _index(rec, active):

@@ -18,22 +18,25 @@ from ..core import nest
 from .. import ops
 from . import sweep
 from .forward import NoJVPError, has_jvp, push, zeros_on
-from .jacobian import MEMORY_BUDGET, _basis, batch_arguments, batch_basis
+from . import jacobian as reverse
+from .jacobian import (Result, _basis, batch_arguments, batch_basis,
+                       differentiable_result, jacobian_arguments, unconnected_batch)
 from ..core.tensor import Tensor, Variable
-from .recorder import UnconnectedGradients, source_uid
+from .recorder import UnconnectedGradients
 
 
-def _chunk(tape, n, parallel_iterations, source):
+def _chunk(tape, n, parallel_iterations, source, target=None):
     """Basis vectors per sweep: `parallel_iterations`, or as many as keep a few tangents of the
-    widest recorded tensor within MEMORY_BUDGET."""
-    if parallel_iterations:
-        return max(1, min(n, int(parallel_iterations)))
-    widest = 1
-    for e in tape._entries:
-        for s in e.in_shapes:
-            widest = max(widest, math.prod(s))
-    itemsize = _value(source)._data.itemsize
-    return max(1, min(n, MEMORY_BUDGET // (4 * itemsize * widest)))
+    widest tensor on the way from `source` to `target` (every recorded tensor without a
+    target) within MEMORY_BUDGET."""
+    if target is not None:
+        width = reverse.widest(tape, [source._uid], target)
+    else:
+        width = 1
+        for e in tape._entries:
+            for s in e.in_shapes:
+                width = max(width, math.prod(s))
+    return reverse.rows_per_chunk(n, parallel_iterations, width, _value(source)._data.itemsize)
 
 
 def _value(t):
@@ -108,28 +111,33 @@ def use_forward(tape, target, sources, mode, what):
 
 def jacobian(tape, target, sources, unconnected, parallel_iterations):
     """`tape.jacobian(..., mode='forward')`: target.shape + source.shape per source."""
+    flat, uids, y, parallel_iterations = jacobian_arguments(
+        tape, target, sources, parallel_iterations, True, "GradientTape.jacobian")
     tape._begin("jacobian")
-    flat = nest.flatten(sources)
-    uids = [source_uid(s, i) for i, s in enumerate(flat)]
-    y = _value(target)
+    record = differentiable_result()
     out = []
     for s, u in zip(flat, uids):
         v = _value(s)
         n = v.size
-        full = None
-        if _float(target) and _float(s) and y.size:
-            k = _chunk(tape, n, parallel_iterations, s)
-            parts = []
+        # column j of the Jacobian is J e_j: a chunk (k,) + y.shape fills columns start...
+        result = Result((y.size, n), record)
+
+        def place(array, start, part):
+            array[:, start:start + part.shape[0]] = part.reshape(part.shape[0], y.size).T
+
+        if _float(target) and _float(s):
+            k = _chunk(tape, n, parallel_iterations, s, target) if n else 0
             for start in range(0, n, k) if n else [0]:  # an empty source: one empty chunk
                 t = tangents(tape._entries, {u: _basis(v, start, min(k, n - start), n)},
                              [target._uid])[0]
+                result.add(start, t, place)
                 if t is None:
                     break
-                parts.append(t)
-            if parts:
-                full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
-                full = _columns_last(full, v.shape)
-        if full is None and _float(s) and unconnected is UnconnectedGradients.ZERO:
+        full = result.value(lambda parts: _columns_last(
+            parts[0] if len(parts) == 1 else ops.concat(parts, axis=0), v.shape))
+        if full is not None:
+            full = ops.reshape(full, y.shape + v.shape)
+        elif _float(s) and unconnected is UnconnectedGradients.ZERO:
             full = zeros_on(v, y.shape + v.shape)  # as the reverse path does
         out.append(full)
     tape._finish()
@@ -146,27 +154,33 @@ def _columns_last(t, x_shape):
 def batch_jacobian(tape, target, source, unconnected, parallel_iterations):
     """`tape.batch_jacobian(..., mode='forward')`: rows are independent, so one basis vector per
     source coordinate, repeated over the batch, gives that column for every row at once."""
-    y, x, uid, b = batch_arguments(tape, target, source)
+    y, x, uid, b, parallel_iterations = batch_arguments(tape, target, source,
+                                                        parallel_iterations, True)
     m = math.prod(x.shape[1:])
-    parts = []
-    if _float(target) and _float(source) and m and b and y.size:
-        step = _chunk(tape, m, parallel_iterations, source)
-        for start in range(0, m, step):
+    my = math.prod(y.shape[1:])
+    result = Result((b, my, m), differentiable_result())
+
+    def place(array, start, part):  # part (k, b) + y.shape[1:] -> array[:, :, start:start + k]
+        k = part.shape[0]
+        array[:, :, start:start + k] = part.reshape(k, b, my).transpose(1, 2, 0)
+
+    if _float(target) and _float(source):
+        step = _chunk(tape, m, parallel_iterations, source, target) if m else 0
+        for start in range(0, m, step) if m else [0]:
             k = min(step, m - start)
             seed = batch_basis(x, start, k, b, x.shape[1:])
             t = tangents(tape._entries, {uid: seed}, [target._uid])[0]
+            result.add(start, t, place)
             if t is None:
-                parts = []
                 break
-            parts.append(t)  # (k, b) + y.shape[1:]
     tape._finish()
     if not _float(source):
         return None
-    if not parts:
-        return zeros_on(x, (b,) + y.shape[1:] + x.shape[1:]) \
-            if unconnected is UnconnectedGradients.ZERO else None
-    full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
-    return _columns_last(full, x.shape[1:])
+    full = result.value(lambda parts: _columns_last(
+        parts[0] if len(parts) == 1 else ops.concat(parts, axis=0), x.shape[1:]))
+    if full is None:
+        return unconnected_batch(y, x, b, unconnected)
+    return ops.reshape(full, (b,) + y.shape[1:] + x.shape[1:])
 
 
 def hessian_blocks(tape, xs, grads):

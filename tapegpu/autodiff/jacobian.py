@@ -4,34 +4,155 @@
 whose cotangents fit `MEMORY_BUDGET`; `batch_jacobian` uses the independence of rows to seed
 `(m, b) + y.shape[1:]` instead of `(b*m, b) + ...`. The loop fallback
 (`experimental_use_pfor=False`) runs one sweep per target element.
+
+Chunks are sized from the widest tensor a chunk's cotangents (or tangents) take: the target
+and every input of every recorded op on a path from the sources to it (a broadcast input
+included). The Jacobian itself is checked against `MEMORY_BUDGET` before any sweep runs
+(unless `parallel_iterations` chooses the chunks); chunks are written into one preallocated
+result, so the peak is the Jacobian plus one chunk. Under an outer tape or accumulator the
+chunks are concatenated with tapegpu ops instead (the result must stay differentiable).
 """
 import math
+import warnings
 
+import numpy as np
 
 from ..core import nest
 from .. import ops
 from . import sweep
-from ..core.tensor import Tensor, Variable
+from ..core.tensor import Tensor, Variable, _thread
 from .recorder import UnconnectedGradients, source_uid
 
-MEMORY_BUDGET = 256 * 2**20  # bytes of cotangents one chunk may hold at its widest
+MEMORY_BUDGET = 256 * 2**20  # bytes: a chunk's cotangents at their widest; a Jacobian at most
 
 
-def _chunk(tape, n, parallel_iterations, sources, itemsize, reach):
-    """Rows per sweep: `parallel_iterations`, or as many as keep the widest cotangent row
-    (over the tensors that depend on a source) times a few live ones within MEMORY_BUDGET."""
+def check_target(target, what):
+    """The target of `what` (e.g. "GradientTape.gradient") must be a tensor or variable."""
+    if isinstance(target, (Tensor, Variable)):
+        return
+    hint = " (.numpy() leaves the tape: differentiate the tensor itself)" \
+        if isinstance(target, (np.ndarray, np.generic)) else ""
+    raise TypeError(f"{what}: the target is a {type(target).__name__}{hint}; it "
+                    "must be a tg.Tensor computed under the tape (or a structure of them, for "
+                    "gradient)")
+
+
+def warn_integer_source(source, what, stacklevel=3):
+    """TensorFlow logs a warning and returns None for a source of an integer dtype."""
+    warnings.warn(f"{what}: the dtype of the source must be floating (e.g. "
+                  f"tg.float32), got {_value(source).dtype.name}; its gradient is None",
+                  UserWarning, stacklevel=stacklevel)
+
+
+def widest(tape, sources, target):
+    """Elements of the widest tensor a chunk's cotangents (tangents) can take: the target and
+    every input of the recorded ops between the sources and the target."""
+    plan, _ = sweep.prune(tape._entries, list(sources), [target._uid])
+    w = max(1, _value(target).size)
+    for e in plan:
+        for s in e.in_shapes:
+            w = max(w, math.prod(s))
+    return w
+
+
+def rows_per_chunk(n, parallel_iterations, width, itemsize):
+    """`parallel_iterations`, or as many rows as keep a few live cotangents of `width`
+    elements within MEMORY_BUDGET."""
     if parallel_iterations:
-        return max(1, min(n, int(parallel_iterations)))
-    if reach is None:
-        forward, reach = sweep.reachable(tape._entries, sources)
-    else:
-        forward = tape._entries
-    widest = 1
-    for e in forward:
-        for u, s in zip(e.in_uids, e.in_shapes):
-            if u in reach:
-                widest = max(widest, math.prod(s))
-    return max(1, min(n, MEMORY_BUDGET // (4 * itemsize * widest)))
+        return max(1, min(n, parallel_iterations))
+    return max(1, min(n, MEMORY_BUDGET // (4 * itemsize * width)))
+
+
+def check_size(what, elements, itemsize, parallel_iterations, use_pfor):
+    """Refuses, before any sweep, a Jacobian that outgrows MEMORY_BUDGET by itself (unless the
+    caller chose the chunks with `parallel_iterations` or the loop fallback)."""
+    nbytes = elements * itemsize
+    if nbytes <= MEMORY_BUDGET or parallel_iterations or not use_pfor:
+        return
+    raise MemoryError(f"{what}: the Jacobian has {elements} elements "
+                      f"({nbytes / 2**20:.1f} MiB), more than tapegpu.autodiff.jacobian."
+                      f"MEMORY_BUDGET ({MEMORY_BUDGET / 2**20:.1f} MiB); take the Jacobian of a "
+                      "smaller target (or fewer sources), pass parallel_iterations=k to choose "
+                      "the rows per sweep yourself, experimental_use_pfor=False (one sweep per "
+                      "target element), or raise MEMORY_BUDGET")
+
+
+def check_parallel_iterations(parallel_iterations, what):
+    if parallel_iterations is None:
+        return None
+    if isinstance(parallel_iterations, bool) or \
+            not isinstance(parallel_iterations, (int, np.integer)) or parallel_iterations < 1:
+        raise ValueError(f"{what}: parallel_iterations must be None or a positive "
+                         f"integer, got {parallel_iterations!r}")
+    return int(parallel_iterations)
+
+
+def check_loop_fallback(tape, use_pfor, parallel_iterations, rows, what):
+    """TensorFlow (eager) on a non-persistent tape: experimental_use_pfor=False runs one
+    gradient call per target element, so it raises RuntimeError up front; parallel_iterations
+    smaller than the target's rows (elements, or elements per batch row for batch_jacobian)
+    makes pfor call the loop body, i.e. `gradient`, more than once, so the second call raises
+    the tape's one-set-of-gradients RuntimeError. Both are raised here before any work."""
+    if tape._persistent:
+        return
+    if not use_pfor:
+        raise RuntimeError(f"GradientTape must be created with persistent=True to compute the "
+                           f"{what.split('.')[-1]} with eager execution enabled and with "
+                           "experimental_use_pfor set to False.")
+    if parallel_iterations is not None and parallel_iterations < rows:
+        raise RuntimeError("A non-persistent GradientTape can only be used to compute one set "
+                           f"of gradients (or jacobians) ({what} with parallel_iterations="
+                           f"{parallel_iterations} < {rows} target rows computes several); "
+                           "create the tape with persistent=True, or leave parallel_iterations "
+                           "unset")
+
+
+def differentiable_result():
+    """Whether a tape or accumulator is active (chunks are then joined with tapegpu ops)."""
+    return bool(_thread.recorders)
+
+
+class Result:
+    """A Jacobian assembled chunk by chunk: written into one preallocated array, or, when an
+    outer recorder is active, concatenated with tapegpu ops (differentiable)."""
+
+    def __init__(self, shape, record):
+        self.shape = tuple(shape)  # the full result's shape, first axis = the chunked one
+        self.record = record
+        self.parts = []
+        self.array = None
+        self.dev = None
+        self.connected = None
+
+    def add(self, start, part, place=None):
+        """Chunk `part` (a tensor or None) for rows start...; `place(array, start, part)` writes
+        it into the preallocated array (default: along axis 0)."""
+        if part is None:
+            self.connected = False
+            return
+        self.connected = True
+        if self.record:
+            self.parts.append(part)
+            return
+        if self.array is None:
+            if start == 0 and part.shape[0] == self.shape[0] and place is None:
+                self.parts = [part]  # one chunk is the whole result: no copy
+                return
+            self.dev = part._dev
+            self.array = part._dev.xp.empty(self.shape, dtype=part._data.dtype)
+        if place is None:
+            self.array[start:start + part.shape[0]] = part._data
+        else:
+            place(self.array, start, part._data)
+
+    def value(self, join):
+        """The assembled tensor (None if unconnected): the preallocated array, or
+        `join(parts)` (recorded chunks, or the one chunk that is the whole result)."""
+        if not self.connected:
+            return None
+        if self.array is not None:
+            return Tensor(self.array, self.dev)
+        return join(self.parts)
 
 
 def _sources(sources):
@@ -41,6 +162,10 @@ def _sources(sources):
 
 def _value(t):
     return t._value if isinstance(t, Variable) else t
+
+
+def _float(t):
+    return _value(t)._data.dtype.kind in "fc"
 
 
 def _basis(target, start, k, n):
@@ -61,82 +186,130 @@ def batch_basis(like, start, k, b, inner_shape):
     return Tensor(xp.broadcast_to(e, (k, b, m)).reshape((k, b) + tuple(inner_shape)), like._dev)
 
 
-def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
-    tape._begin("jacobian")
+def _concat0(parts):
+    return parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
+
+
+def jacobian_arguments(tape, target, sources, parallel_iterations, use_pfor, what):
+    """Checks shared by both modes' `jacobian`; returns (flat sources, their ids, target value,
+    parallel_iterations)."""
+    check_target(target, what)
     flat, uids = _sources(sources)
+    tape._check_usable(what.split(".")[-1])
+    parallel_iterations = check_parallel_iterations(parallel_iterations, what)
     y = _value(target)
+    check_loop_fallback(tape, use_pfor, parallel_iterations, y.size, what)
+    for s in flat:
+        if not _float(s):
+            warn_integer_source(s, what, stacklevel=5)
+    if _float(target):
+        n_in = sum(_value(s).size for s in flat if _float(s))
+        check_size(what, y.size * n_in, y._data.itemsize, parallel_iterations, use_pfor)
+    return flat, uids, y, parallel_iterations
+
+
+def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
+    flat, uids, y, parallel_iterations = jacobian_arguments(
+        tape, target, sources, parallel_iterations, use_pfor, "GradientTape.jacobian")
+    tape._begin("jacobian")
     n = y.size
-    chunks = {u: [] for u in uids}
-    if y._data.dtype.kind in "fc" and n:
+    record = differentiable_result()
+    results = {u: Result((n,) + tuple(_value(s).shape), record) for u, s in zip(uids, flat)}
+    if _float(target):
         reach = tape._reach(uids)
-        if use_pfor:
-            k = _chunk(tape, n, parallel_iterations, uids, y._data.itemsize, reach)
-            for start in range(0, n, k):
+        if use_pfor or not n:  # an empty target: one empty chunk finds what is connected
+            k = rows_per_chunk(n, parallel_iterations, widest(tape, uids, target),
+                               y._data.itemsize) if n else 0
+            for start in range(0, n, k) if n else [0]:
                 kk = min(k, n - start)
-                last = start + kk >= n
-                got = sweep.backward(tape._entries, [(target._uid, _basis(y, start, kk, n))],
-                                     uids, 1, release=last and not tape._persistent,
+                got = tape._sweep(tape._entries, [(target._uid, _basis(y, start, kk, n))],
+                                     uids, 1, release=start + kk >= n and not tape._persistent,
                                      reach=reach)
                 for u in uids:
-                    chunks[u].append(got[u])
+                    results[u].add(start, got[u])
         else:
             for i in range(n):  # plain gradients, no batch axis: the reference for the above
                 seed = Tensor(_basis(y, i, 1, n)._data.reshape(y.shape), y._dev)
-                got = sweep.backward(tape._entries, [(target._uid, seed)], uids, 0,
+                got = tape._sweep(tape._entries, [(target._uid, seed)], uids, 0,
                                      release=i == n - 1 and not tape._persistent, reach=reach)
                 for u, s in zip(uids, flat):
                     g = got[u]
-                    chunks[u].append(None if g is None else ops.reshape(g, (1,) + tuple(s.shape)))
+                    results[u].add(i, None if g is None else
+                                   ops.reshape(g, (1,) + tuple(_value(s).shape)))
     tape._finish()
     out = []
     for u, s in zip(uids, flat):
         v = _value(s)
-        parts = chunks[u]  # connectivity is structural: every chunk is None or none is
-        if v._data.dtype.kind not in "fc":
+        full = results[u].value(_concat0)  # connectivity is structural: all chunks or none
+        if not _float(s):
             out.append(None)
-        elif not parts or parts[0] is None:
+        elif full is None:
             out.append(ops.zeros(y.shape + v.shape, dtype=v.dtype)
                        if unconnected is UnconnectedGradients.ZERO else None)
         else:
-            full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)
             out.append(ops.reshape(full, y.shape + v.shape))
     return nest.pack_sequence_as(sources, out)
 
 
-def batch_arguments(tape, target, source):
-    """(target value, source value, source id, batch size), checked: both share axis 0."""
-    tape._begin("batch_jacobian")
+def batch_arguments(tape, target, source, parallel_iterations, use_pfor):
+    """Checks shared by both modes' `batch_jacobian`; returns (target value, source value,
+    source id, batch size, parallel_iterations)."""
+    what = "GradientTape.batch_jacobian"
+    check_target(target, what)
+    uid = source_uid(source, 0)
+    tape._check_usable("batch_jacobian")
+    parallel_iterations = check_parallel_iterations(parallel_iterations, what)
     y = _value(target)
     x = _value(source)
-    uid = source_uid(source, 0)
-    if y.ndim < 1 or x.ndim < 1 or y.shape[0] != x.shape[0]:
-        raise ValueError(f"batch_jacobian: target {y.shape} and source {x.shape} must share "
-                         "their first (batch) dimension")
-    return y, x, uid, y.shape[0]
+    # TensorFlow: both must have rank >= 2 and share their first (batch) dimension
+    if y.ndim < 2 or x.ndim < 2 or y.shape[0] != x.shape[0]:
+        raise ValueError(f"{what}: target {y.shape} and source {x.shape} must have rank 2 or "
+                         "higher and share their first (batch) dimension")
+    check_loop_fallback(tape, use_pfor, parallel_iterations, math.prod(y.shape[1:]), what)
+    if not _float(source):
+        warn_integer_source(source, what, stacklevel=5)
+    elif _float(target):
+        check_size(what, y.size * math.prod(x.shape[1:]), y._data.itemsize,
+                   parallel_iterations, use_pfor)
+    tape._begin("batch_jacobian")
+    return y, x, uid, y.shape[0], parallel_iterations
+
+
+def unconnected_batch(y, x, b, unconnected):
+    """An unconnected batch_jacobian: zeros of the target's dtype (as TensorFlow) or None."""
+    if unconnected is UnconnectedGradients.ZERO:
+        return ops.zeros((b,) + y.shape[1:] + x.shape[1:], dtype=y.dtype)
+    return None
 
 
 def batch_jacobian(tape, target, source, unconnected, parallel_iterations, use_pfor):
-    y, x, uid, b = batch_arguments(tape, target, source)
+    y, x, uid, b, parallel_iterations = batch_arguments(tape, target, source,
+                                                        parallel_iterations, use_pfor)
     m = math.prod(y.shape[1:])
-    parts = []
-    if y._data.dtype.kind in "fc" and x._data.dtype.kind in "fc" and m and b:
+    inner = tuple(x.shape[1:])
+    record = differentiable_result()
+    result = Result((b, m) + inner, record)
+
+    def place(array, start, part):  # part (k, b) + inner -> array[:, start:start + k]
+        array[:, start:start + part.shape[0]] = part.swapaxes(0, 1)
+
+    if _float(target) and _float(source):
         reach = tape._reach([uid])
-        step = _chunk(tape, m, parallel_iterations, [uid], y._data.itemsize, reach) \
-            if use_pfor else 1
-        for start in range(0, m, step):
+        step = rows_per_chunk(m, parallel_iterations, widest(tape, [uid], target),
+                              y._data.itemsize) if use_pfor and m else 1
+        for start in range(0, m, step) if m else [0]:
             k = min(step, m - start)
             # rows are independent, so one basis vector per output coordinate serves them all
             seed = batch_basis(y, start, k, b, y.shape[1:])
-            got = sweep.backward(tape._entries, [(target._uid, seed)], [uid], 1,
+            got = tape._sweep(tape._entries, [(target._uid, seed)], [uid], 1,
                                  release=start + k >= m and not tape._persistent,
                                  reach=reach)[uid]
-            parts.append(got)
+            result.add(start, got, place)
     tape._finish()
-    if x._data.dtype.kind not in "fc":
+    if not _float(source):
         return None
-    if not parts or parts[0] is None:
-        return ops.zeros((b,) + y.shape[1:] + x.shape[1:], dtype=x.dtype) \
-            if unconnected is UnconnectedGradients.ZERO else None
-    full = parts[0] if len(parts) == 1 else ops.concat(parts, axis=0)  # (m, b) + x.shape[1:]
-    full = ops.transpose(full, (1, 0) + tuple(range(2, full.ndim)))
-    return ops.reshape(full, (b,) + y.shape[1:] + x.shape[1:])
+    full = result.value(lambda parts: ops.transpose(
+        _concat0(parts), (1, 0) + tuple(range(2, 2 + len(inner)))))  # (b, m) + inner
+    if full is None:
+        return unconnected_batch(y, x, b, unconnected)
+    return ops.reshape(full, (b,) + y.shape[1:] + inner)

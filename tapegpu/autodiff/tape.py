@@ -12,7 +12,7 @@ from .. import ops
 from . import sweep
 from . import forward_jacobian as fj
 from .checkpoint import Budget
-from .jacobian import batch_jacobian, jacobian
+from .jacobian import batch_jacobian, check_target, jacobian, warn_integer_source
 from .memory import Ledger, plan, tape_stats
 from .recorder import (READ_VARIABLE, Entry, Recorder, UnconnectedGradients, source_uid,
                        as_unconnected)
@@ -56,6 +56,7 @@ class GradientTape(Recorder):
         self._variables = {}
         self._recording = False
         self._spent = False
+        self._failed = None  # what interrupted this non-persistent tape's sweep ("Type: msg")
         self._stats_peak = 0
 
     # -- context ------------------------------------------------------------------------------
@@ -131,6 +132,7 @@ class GradientTape(Recorder):
         self._entries = []
         self._variables = {}
         self._spent = False
+        self._failed = None
         self._budget = Budget(self._budget_bytes) if self._budget_bytes else None
 
     # -- memory ---------------------------------------------------------------------------------
@@ -181,12 +183,13 @@ class GradientTape(Recorder):
             elif isinstance(t, Tensor):
                 if t._data.dtype.kind in "fc":  # only floating tensors carry gradients
                     self._watch_uid(t._uid)
-            else:
-                raise TypeError(f"GradientTape.watch: expected a tg.Tensor or tg.Variable, got "
-                                f"{type(t).__name__}; convert it with tg.constant first")
+            else:  # TensorFlow raises ValueError ("Passed in object ... not tf.Tensor")
+                raise ValueError(f"GradientTape.watch: expected a tg.Tensor or tg.Variable, got "
+                                 f"{type(t).__name__}; convert it with tg.constant first")
 
     def watched_variables(self):
-        """The variables watched so far (explicitly or by being read), in first-watch order.
+        """The variables watched so far (explicitly or by being read), in the order they were
+        constructed (as TensorFlow documents).
 
         >>> v = tg.Variable(1.0, name="v")
         >>> with tg.GradientTape() as t:
@@ -194,7 +197,7 @@ class GradientTape(Recorder):
         >>> [w.name for w in t.watched_variables()]
         ['v']
         """
-        return tuple(self._variables.values())
+        return tuple(sorted(self._variables.values(), key=lambda v: v._uid))
 
     # -- recording (record itself is _Recorder's, called by registry.apply) ------------------
     def record_variable_read(self, var, out):
@@ -230,15 +233,31 @@ class GradientTape(Recorder):
 
     # -- differentiation ----------------------------------------------------------------------
     def _check_usable(self, what):
-        if self._spent:
-            raise RuntimeError(f"GradientTape.{what}: a non-persistent GradientTape can only be "
-                               "used to compute one set of gradients (or jacobians); create it "
-                               "with persistent=True to call gradient more than once")
+        if self._failed is not None:
+            raise RuntimeError(f"GradientTape.{what}: an earlier call on this non-persistent "
+                               f"tape raised {self._failed}; that sweep may already have "
+                               "released part of what the tape kept, so it cannot compute "
+                               "gradients again; fix the error, or create the tape with "
+                               "persistent=True to retry")
+        if self._spent:  # TensorFlow's message (code matches on it)
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one "
+                               f"set of gradients (or jacobians) (GradientTape.{what}); create "
+                               "it with persistent=True to call gradient more than once")
 
     def _begin(self, what):
         self._check_usable(what)
         if self._recording and not self._persistent:
             self._pop()  # as TensorFlow: a non-persistent tape stops recording here
+
+    def _sweep(self, *args, **kwargs):
+        """sweep.backward, remembering on a non-persistent tape an error that interrupted it
+        (its VJPs release saved values as they go: a retry would fail on those)."""
+        try:
+            return sweep.backward(*args, **kwargs)
+        except Exception as exc:
+            if not self._persistent:  # the text only: the exception's frames hold arrays
+                self._failed = f"{type(exc).__name__}: {exc}"
+            raise
 
     def _finish(self):
         if not self._persistent:
@@ -259,11 +278,16 @@ class GradientTape(Recorder):
         >>> t.gradient(y, x, output_gradients=tg.constant([1.0, 10.0])).numpy()
         array([ 2., 40.], dtype=float32)
         """
-        self._begin("gradient")
         unconnected = as_unconnected(unconnected_gradients)
         targets = nest.flatten(target)
+        for t in targets:
+            check_target(t, "GradientTape.gradient")
         flat_sources = nest.flatten(sources)
         src_uids = [source_uid(s, i) for i, s in enumerate(flat_sources)]
+        self._begin("gradient")
+        for s in flat_sources:
+            if not _is_float(s):
+                warn_integer_source(s, "GradientTape.gradient")
         if output_gradients is None:
             seeds = [(_target_uid(t), ops.ones_like(_value(t))) for t in targets
                      if _is_float(t)]
@@ -284,8 +308,8 @@ class GradientTape(Recorder):
                 if _is_float(t):
                     seeds.append((_target_uid(t), og))
         ledger = Ledger() if self._track_memory or _profiling() else None
-        grads = sweep.backward(self._entries, seeds, src_uids, 0, release=not self._persistent,
-                               ledger=ledger, reach=self._reach(src_uids))
+        grads = self._sweep(self._entries, seeds, src_uids, 0, release=not self._persistent,
+                            ledger=ledger, reach=self._reach(src_uids))
         if ledger is not None:
             self._peak_bytes = ledger.peak
         for u, g in seeds:  # a source that is itself a target gets its seed
@@ -312,10 +336,11 @@ class GradientTape(Recorder):
         array([[2., 0.],
                [0., 4.]], dtype=float32)
         """
-        self._begin("batched_gradient")
+        check_target(target, "GradientTape.batched_gradient")
         unconnected = as_unconnected(unconnected_gradients)
         flat_sources = nest.flatten(sources)
         src_uids = [source_uid(s, i) for i, s in enumerate(flat_sources)]
+        self._begin("batched_gradient")
         y = _value(target)
         og = ops.convert_to_tensor(output_gradients, dtype=y.dtype)
         batch = og.shape[:batch_ndim]
@@ -324,8 +349,8 @@ class GradientTape(Recorder):
                              f"{og.shape} must be batch_shape + target.shape {y.shape} with "
                              f"{batch_ndim} batch axes")
         seeds = [(_target_uid(target), og)] if _is_float(target) else []
-        grads = sweep.backward(self._entries, seeds, src_uids, batch_ndim,
-                               release=not self._persistent, reach=self._reach(src_uids))
+        grads = self._sweep(self._entries, seeds, src_uids, batch_ndim,
+                            release=not self._persistent, reach=self._reach(src_uids))
         self._finish()
         result = [_finalize(grads.get(u), s, unconnected, batch) for u, s in
                   zip(src_uids, flat_sources)]
@@ -339,8 +364,10 @@ class GradientTape(Recorder):
         jacobian.py); `mode='forward'`: batched JVPs, one forward sweep over the recorded ops per
         chunk of source elements (see forward_jacobian.py); `'auto'` (the default) picks forward
         mode when the sources have fewer elements than the target. `parallel_iterations` bounds
-        the chunk size; `experimental_use_pfor=False` falls back to one reverse sweep per target
-        element (reverse mode only).
+        the chunk size (else chunks fit `tapegpu.autodiff.jacobian.MEMORY_BUDGET`, and a
+        Jacobian larger than that budget raises MemoryError before any work);
+        `experimental_use_pfor=False` falls back to one reverse sweep per target element
+        (reverse mode only; as in TensorFlow, it needs a persistent tape).
 
         >>> x = tg.constant([1.0, 2.0])
         >>> with tg.GradientTape() as t:

@@ -163,7 +163,8 @@ def test_cases_that_return_none():
     with tg.GradientTape() as g:
         g.watch(x)
         y = x * x
-    assert g.gradient(y, x) is None
+    with pytest.warns(UserWarning, match="got int32"):  # TensorFlow logs a warning
+        assert g.gradient(y, x) is None
     # stateful ops stop the gradient
     x0 = tg.Variable(3.0)
     x1 = tg.Variable(0.0)
@@ -634,7 +635,7 @@ def test_errors_name_the_op_and_shapes():
 def test_tape_usage_errors():
     x = tg.constant(1.0)
     with tg.GradientTape() as t:
-        with pytest.raises(TypeError, match="watch: expected a tg.Tensor"):
+        with pytest.raises(ValueError, match="watch: expected a tg.Tensor"):
             t.watch([1.0])
         y = x * 2.0
     with pytest.raises(TypeError, match="source 1 is a float"):
