@@ -26,7 +26,7 @@ def call2(op, x, y, params=EMPTY):
             return apply2(op, x, y, params)
         if ty is float or ty is int:
             return apply2(op, x, scalar_like(y, x), params)
-    x, y = as_tensor_pair(x, y)
+    x, y = as_tensor_pair(x, y, op.name)
     return apply2(op, x, y, params)
 
 

@@ -115,7 +115,7 @@ def where(condition, x=None, y=None, name=None):
         return Tensor(c._dev.xp.argwhere(c._data).astype("int64"), c._dev)
     if c._data.dtype.kind != "b":
         raise InvalidArgumentError(f"where: condition must be bool, got {c.dtype.name}")
-    x, y = as_tensor_pair(x, y)
+    x, y = as_tensor_pair(x, y, "where")
     if x._data.dtype != y._data.dtype:
         raise InvalidArgumentError(f"where: x and y must have one dtype, got {x.dtype.name} and "
                                    f"{y.dtype.name}")
@@ -150,7 +150,7 @@ def _logical(name, forward):
     op = def_op(name, forward, args=("x", "y"))
 
     def fn(x, y, name=None):
-        x, y = as_tensor_pair(x, y)
+        x, y = as_tensor_pair(x, y, op.name)
         for t in (x, y):
             if t._data.dtype.kind != "b":
                 raise InvalidArgumentError(f"{op.name}: expected bool tensors, got "

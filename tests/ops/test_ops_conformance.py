@@ -144,3 +144,12 @@ def test_size_and_shape_accept_tapegpu_dtypes():
     assert tg.size(x, out_type=tg.int64).dtype == tg.int64
     assert tg.shape(x, out_type=tg.int64).dtype == tg.int64
     assert tg.size(x).dtype == tg.int32
+
+
+@pytest.mark.parametrize("expr, name", [
+    (lambda x: x + None, "add"), (lambda x: None * x, "multiply"),
+    (lambda x: tg.where(tg.constant([True]), x, None), "where"),
+    (lambda x: tg.maximum(x, [None]), "maximum")])
+def test_none_operands_raise_naming_the_op(expr, name):
+    with pytest.raises(ValueError, match=rf"^{name}:.*None"):
+        expr(tg.constant([1.0]))
