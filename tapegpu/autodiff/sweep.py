@@ -75,7 +75,11 @@ def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None, 
 def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
     forward, reach = (entries, reach) if reach is not None else reachable(entries, sources)
     if FUSED and not _thread.recorders:
-        grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger)
+        # rules meet the same domain edges as the ops' forwards (log's g / x at 0): as there,
+        # numpy's warnings about inf and nan are not raised from tapegpu's lines
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev,
+                                  ledger)
         return {u: (None if a is None else Tensor(_array(a), dev)) for u, a in grads.items()}
     return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release)
 

@@ -3,7 +3,7 @@
 Rules return cotangents in the broadcast output shape; the sweep sums them down to each input's
 shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 """
-from .registry import InvalidArgumentError, def_op, passthrough
+from .registry import InvalidArgumentError, def_op, passthrough, quiet
 from ..core.tensor import Tensor, as_tensor_pair, scalar_like
 from ._base import EMPTY, apply, apply2, call2, public, tensor
 from .unary import square
@@ -54,7 +54,7 @@ def _divide_forward(xp, x, y):
 
 
 # d(x/y) = dx / y - x dy / y^2
-divide = _binary("divide", _divide_forward, saves=("x", "y"),
+divide = _binary("divide", quiet(_divide_forward), saves=("x", "y"),
                  vjp=(lambda ops, g, x, y: g / y, lambda ops, g, x, y: -g * (x / (y * y))),
                  doc="x / y, elementwise (true division: integers give floats, as TF).")
 truediv = divide
@@ -67,7 +67,7 @@ def _pow_dy(ops, g, x, y, out):
 
 
 # d(x^y)/dx = y x^(y-1)
-pow = _binary("pow", lambda xp, x, y: xp.power(x, y), saves=("x", "y", "out"),  # noqa: A001
+pow = _binary("pow", quiet(lambda xp, x, y: xp.power(x, y)), saves=("x", "y", "out"),  # noqa: A001
               vjp=(lambda ops, g, x, y, out: g * (y * ops.pow(x, y - 1.0)), _pow_dy),
               doc="x ** y, elementwise.")
 # the larger input gets the gradient; ties go to x (as TF)
@@ -79,9 +79,9 @@ minimum = _binary("minimum", lambda xp, x, y: xp.minimum(x, y), saves=("x", "y")
                   vjp=(lambda ops, g, x, y: ops.keep(ops.less_equal(x, y), g),
                        lambda ops, g, x, y: ops.keep(ops.greater(x, y), g)),
                   doc="The smaller of x and y, elementwise.")
-floordiv = _binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y),
+floordiv = _binary("floordiv", quiet(lambda xp, x, y: xp.floor_divide(x, y)),
                    doc="floor(x / y), elementwise; no gradient.")
-floormod = _binary("floormod", lambda xp, x, y: xp.mod(x, y),
+floormod = _binary("floormod", quiet(lambda xp, x, y: xp.mod(x, y)),
                    doc="x - floor(x / y) * y, elementwise; no gradient.")
 mod = floormod
 

@@ -46,6 +46,8 @@ Adding an op: docs/adding_an_op.md. In short: one `def_op` entry in its family's
 `ops/`, its public function beside it, and a row in `tapegpu/testing/op_specs.py` (a meta-test
 fails for an op without one).
 """
+import numpy as np
+
 from ..core import profiler as _profiler
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _next_uid, _thread
@@ -154,6 +156,18 @@ def ufunc(name):
         return getattr(xp, name)(x)
     forward.ufunc = name
     return forward
+
+
+def quiet(forward):
+    """A forward whose documented results at its domain's edges are inf or nan (log(0),
+    x / 0, sqrt(-1)): numpy's warnings about them are not raised from tapegpu's lines, as
+    TensorFlow gives these values silently."""
+    def run(xp, *arrays, **params):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return forward(xp, *arrays, **params)
+    if hasattr(forward, "ufunc"):
+        run.ufunc = forward.ufunc
+    return run
 
 
 def passthrough(ops, g, *saved, **params):

@@ -10,7 +10,7 @@ from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
 from ._base import EMPTY, apply, apply1, floating, public, tensor
 from .kernels import activation_kernels, cpu_relu_backward
-from .registry import passthrough, ufunc
+from .registry import passthrough, quiet, ufunc
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -58,10 +58,10 @@ sign = _unary("sign", ufunc("sign"), vjp=lambda ops, g: g * 0.0, floats_only=Fal
 square = _unary("square", ufunc("square"), vjp=lambda ops, g, x: g * (x * 2.0),
                 saves=("x",), floats_only=False, doc="x * x, elementwise.")
 # sqrt(x)' = 1 / (2 sqrt(x))
-sqrt = _unary("sqrt", ufunc("sqrt"), vjp=lambda ops, g, out: g / (out * 2.0),
+sqrt = _unary("sqrt", quiet(ufunc("sqrt")), vjp=lambda ops, g, out: g / (out * 2.0),
               saves=("out",), doc="The square root, elementwise.")
 # rsqrt(x)' = -rsqrt(x)^3 / 2
-rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
+rsqrt = _unary("rsqrt", quiet(lambda xp, x: 1 / xp.sqrt(x)),
                vjp=lambda ops, g, out: g * (out * out * out * -0.5), saves=("out",),
                doc="1 / sqrt(x), elementwise.")
 # e^x' = e^x: keep the output, not the input
@@ -71,10 +71,10 @@ exp = _unary("exp", ufunc("exp"), vjp=lambda ops, g, out: g * out, saves=("out",
 expm1 = _unary("expm1", ufunc("expm1"), vjp=lambda ops, g, out: g * (out + 1.0),
                saves=("out",), doc="e^x - 1, accurate for small x.")
 # log(x)' = 1/x
-log = _unary("log", ufunc("log"), vjp=lambda ops, g, x: g / x, saves=("x",),
+log = _unary("log", quiet(ufunc("log")), vjp=lambda ops, g, x: g / x, saves=("x",),
              doc="The natural logarithm, elementwise.")
 # log1p(x)' = 1/(1+x)
-log1p = _unary("log1p", ufunc("log1p"), vjp=lambda ops, g, x: g / (x + 1.0),
+log1p = _unary("log1p", quiet(ufunc("log1p")), vjp=lambda ops, g, x: g / (x + 1.0),
                saves=("x",), doc="log(1 + x), accurate for small x.")
 # sin' = cos, cos' = -sin
 sin = _unary("sin", ufunc("sin"), vjp=lambda ops, g, x: g * ops.cos(x), saves=("x",),
@@ -141,7 +141,7 @@ def _erf_numpy(x):
 erf = _unary("erf", _erf, vjp=lambda ops, g, x: g * (ops.exp(-(x * x)) * _TWO_OVER_SQRT_PI),
              saves=("x",), doc="The error function, elementwise.")
 # (1/x)' = -1/x^2
-reciprocal = _unary("reciprocal", lambda xp, x: 1 / x,
+reciprocal = _unary("reciprocal", quiet(lambda xp, x: 1 / x),
                     vjp=lambda ops, g, out: g * -(out * out), saves=("out",),
                     doc="1 / x, elementwise.")
 floor = _unary("floor", ufunc("floor"), doc="Rounds down; no gradient (as in TF).")

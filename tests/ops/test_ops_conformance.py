@@ -153,3 +153,20 @@ def test_size_and_shape_accept_tapegpu_dtypes():
 def test_none_operands_raise_naming_the_op(expr, name):
     with pytest.raises(ValueError, match=rf"^{name}:.*None"):
         expr(tg.constant([1.0]))
+
+
+@pytest.mark.parametrize("fn, x", [
+    (tg.math.log, 0.0), (tg.math.log, -1.0), (tg.math.log1p, -1.0), (tg.sqrt, -1.0),
+    (tg.math.rsqrt, 0.0), (tg.math.reciprocal, 0.0), (lambda x: x / 0.0, 1.0),
+    (lambda x: x ** -1.0, 0.0), (lambda x: tg.math.floormod(x, 0.0), 1.0)])
+def test_domain_edges_give_inf_or_nan_without_warnings(fn, x):
+    """As TensorFlow: log(0) = -inf, x / 0 = inf, sqrt(-1) = nan, with no numpy warning
+    raised from tapegpu's own lines, forward or backward."""
+    t = tg.constant(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with tg.GradientTape() as tape:
+            tape.watch(t)
+            y = fn(t)
+        tape.gradient(y, t)
+    assert not np.isfinite(y.numpy())
