@@ -18,6 +18,7 @@ from .ops import EXPORTS as _EXPORTS
 from .autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401
 from .autodiff.custom import custom_gradient, grad_pass_through, recompute_grad  # noqa: F401
 from .core import device as _device
+from .core import nest  # noqa: F401  (tg.nest, as tf.nest)
 from .core.device import copy_to, device  # noqa: F401
 from .core import dlpack as experimental  # noqa: F401
 from .core.dlpack import from_dlpack  # noqa: F401

@@ -45,6 +45,11 @@ class GradientTape(Recorder):
     def __init__(self, persistent=False, watch_accessed_variables=True, memory_budget=None,
                  track_memory=False):
         self._persistent = bool(persistent)
+        if memory_budget is not None and (isinstance(memory_budget, bool) or
+                                          not isinstance(memory_budget, (int, float)) or
+                                          not memory_budget > 0):
+            raise ValueError(f"GradientTape: memory_budget must be a positive number of bytes "
+                             f"or None, got {memory_budget!r}")
         self._track_memory = bool(track_memory) or bool(memory_budget)
         self._budget_bytes = memory_budget
         self._budget = Budget(memory_budget) if memory_budget else None

@@ -26,8 +26,13 @@ def compute_gradient(f, x, delta=None):
         with GradientTape() as tape:
             tape.watch(xi)
             y = ops.convert_to_tensor(f(*xs))
-        jac = tape.jacobian(y, xi, unconnected_gradients="zero")
-        theoretical.append(np.asarray(jac).reshape(y.size, xi.size))
+        jac = np.asarray(tape.jacobian(y, xi, unconnected_gradients="zero"))
+        if jac.shape != tuple(y.shape) + tuple(xi.shape):  # an empty one reshapes to anything
+            raise ValueError(f"compute_gradient: the Jacobian of argument {i} has shape "
+                             f"{jac.shape}; for an output of shape {tuple(y.shape)} and an "
+                             f"argument of shape {tuple(xi.shape)} it must be "
+                             f"{tuple(y.shape) + tuple(xi.shape)}")
+        theoretical.append(jac.reshape(y.size, xi.size))
         numerical.append(_numerical(f, xs, i, delta, y.size))
     return tuple(theoretical), tuple(numerical)
 

@@ -486,3 +486,36 @@ def test_integer_source_warns_and_gives_none():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t.gradient(y, x)  # float sources: no warning
+
+
+@pytest.mark.parametrize("budget", [-5, 0, "1MB", True])
+def test_memory_budget_must_be_a_positive_number_of_bytes(budget):
+    with pytest.raises(ValueError, match="GradientTape: memory_budget must be a positive"):
+        tg.GradientTape(memory_budget=budget)
+
+
+def test_compute_gradient_rejects_a_jacobian_of_the_wrong_shape(monkeypatch):
+    """An empty Jacobian of the wrong shape would reshape silently to (y.size, x.size)."""
+    wrong = lambda self, y, x, **kw: tg.zeros((0, 5))  # noqa: E731
+    monkeypatch.setattr(tg.GradientTape, "jacobian", wrong)
+    with pytest.raises(ValueError, match=r"compute_gradient: .* has shape \(0, 5\)"):
+        tg.test.compute_gradient(lambda x: tg.zeros((0,)) * tg.reduce_sum(x),
+                                 [tg.constant([1.0, 2.0])])
+
+
+def test_where_gradients_on_0d_tensors():
+    x = tg.constant(0.5, dtype=tg.float64)
+    y = tg.constant(2.0, dtype=tg.float64)
+    with tg.GradientTape() as t:
+        t.watch([x, y])
+        z = tg.where(tg.constant(True), x * x, y) + tg.where(tg.constant(False), x, y * y)
+    gx, gy = t.gradient(z, [x, y])
+    assert gx.shape == gy.shape == ()
+    assert float(gx) == 1.0 and float(gy) == 4.0
+
+
+def test_tg_nest_is_tf_nest():
+    from collections import defaultdict
+    d = defaultdict(list, {"a": tg.constant(1.0)})
+    out = tg.nest.pack_sequence_as(d, tg.nest.flatten(d))
+    assert isinstance(out, defaultdict) and out.default_factory is list

@@ -270,3 +270,23 @@ def test_launch_counter_names_kernels(ks):
     ks.act_fwd("tanh", x)
     ks.softmax_fwd(x.astype(np.float64))
     assert dict(ks.launches) == {"tapegpu_tanh_fwd_f32": 2, "tapegpu_softmax_fwd_f64": 1}
+
+
+def test_kernels_load_only_from_the_package(tmp_path):
+    """No environment variable and no `cuda_kernels/` directory elsewhere (another
+    distribution's, the working directory's) can replace tapegpu's kernels."""
+    import subprocess
+    import sys
+    import tapegpu
+    fake = tmp_path / "cuda_kernels"
+    fake.mkdir()
+    (fake / "activations.cu").write_text("TAPEGPU_ACTIVATION(evil, float, f32)\n")
+    env = dict(os.environ, TAPEGPU_KERNEL_DIR=str(fake),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", "from tapegpu.backends import kernels; "
+                        "print(kernels.KERNEL_DIR); print(kernels.ACTIVATIONS)"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    kernel_dir, activations = r.stdout.splitlines()
+    package = os.path.dirname(os.path.abspath(tapegpu.__file__))
+    assert kernel_dir == os.path.join(package, "cuda_kernels") and "evil" not in activations
