@@ -120,7 +120,7 @@ def jacobian_cases():
         return x
 
     def tapegpu_jacobian(pfor=True):
-        with tg.GradientTape() as tape:
+        with tg.GradientTape(persistent=not pfor) as tape:  # the loop needs it, as in TF
             tape.watch(xt)
             y = mlp(xt)
         return tape.jacobian(y, xt, experimental_use_pfor=pfor)

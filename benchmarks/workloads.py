@@ -326,7 +326,7 @@ def w3_jacobian(fw):
     xt = tg.constant(x0)
 
     def tg_jac(wrt_kernel, pfor):
-        with tg.GradientTape() as tape:
+        with tg.GradientTape(persistent=not pfor) as tape:  # the loop needs it, as in TF
             tape.watch(xt)
             tape.watch(tw[0])
             h = xt

@@ -1,20 +1,14 @@
-/* Recording an op's output, in C: the one compiled piece of tapegpu's bookkeeping.
- *
- * Two functions, each with a Python twin that is its definition and its test oracle
- * (tests/autodiff/test_record.py runs every spec'd op through both and compares the tensors and
- * entries); the twins also run when this extension is not built or TAPEGPU_PURE_PYTHON=1:
- *   wrap(op, inputs, out, dev, params)  registry.wrap: the output array as a new Tensor, offered
- *       to this thread's recorders when the op has a gradient and the output is floating; a
- *       tape's record runs inline, other recorders' `record` is called;
- *   record(recorder, op, inputs, out, params)  recorder.Recorder.record, for a recorder with
- *       `_tracked` (a set), `_entries` (a list) and `_budget`:
- *   - return unless an input's `_uid` is in `_tracked`;
- *   - in_uids: each input's uid if tracked, else None; in_shapes: each input's `_data.shape`;
- *   - saved: the op's declared values (the common plans inline, the others by
- *     `op.saved_values(inputs, out)`);
- *   - add the output's uid to `_tracked`, append a new recorder.Entry, and tell `_budget`.
- * Tensor and Entry fields are read and written through their __slots__ offsets, found once from
- * the slot descriptors (configure). */
+/* Recording an op's output, in C: the one compiled piece of tapegpu's bookkeeping. Each function
+ * has a Python twin, its definition and test oracle (tests/autodiff/test_record.py compares both
+ * on every spec'd op); the twins run when this is not built or TAPEGPU_PURE_PYTHON=1.
+ *   wrap(op, inputs, out, dev, params) = registry.wrap: the output array as a new Tensor, offered
+ *     to this thread's recorders if the op has a VJP and the output is floating (a tape's record
+ *     runs inline; an accumulator's `record` is called);
+ *   record(recorder, op, inputs, out, params) = recorder.Recorder.record: unless an input's
+ *     `_uid` is in `_tracked`, nothing; else an Entry (uids, or None where untracked; the inputs'
+ *     `_data.shape`; the declared saves, common plans inline, else `op.saved_values`) appended
+ *     to `_entries`, the output's uid tracked, `_budget` told.
+ * Tensor, Entry and Op fields are read and written by their __slots__ offsets (configure). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -54,11 +48,9 @@ static PyObject *tensor_field(PyObject *obj, Py_ssize_t off, const char *name)
     if (!PyObject_TypeCheck(obj, tensor_type))
         return PyObject_GetAttrString(obj, name);
     PyObject *v = SLOT(obj, off);
-    if (v == NULL) {
-        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%s'",
-                     Py_TYPE(obj)->tp_name, name);
-        return NULL;
-    }
+    if (v == NULL)
+        return PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%s'",
+                            Py_TYPE(obj)->tp_name, name);
     Py_INCREF(v);
     return v;
 }
@@ -111,17 +103,27 @@ static PyObject *saved_values(PyObject *op, PyObject *inputs, PyObject *out, Py_
 
 static PyObject *record(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 
-/* Whether an array's dtype is floating or complex (`out.dtype.kind in "fc"`). */
+/* Whether an array's dtype is floating or complex (`out.dtype.kind in "fc"`); dtypes are
+ * long-lived objects, so the last answer is kept for the last dtype. */
+static PyObject *last_dtype;
+static int last_floating;
 static int floating(PyObject *out)
 {
     PyObject *dtype = PyObject_GetAttr(out, S_dtype);
+    if (dtype == last_dtype && dtype != NULL) {
+        Py_DECREF(dtype);
+        return last_floating;
+    }
     PyObject *kind = dtype == NULL ? NULL : PyObject_GetAttr(dtype, S_kind);
-    Py_XDECREF(dtype);
-    if (kind == NULL)
+    if (kind == NULL) {
+        Py_XDECREF(dtype);
         return -1;
+    }
     int r = PyUnicode_Check(kind) && PyUnicode_GET_LENGTH(kind) == 1 &&
             (PyUnicode_READ_CHAR(kind, 0) == 'f' || PyUnicode_READ_CHAR(kind, 0) == 'c');
     Py_DECREF(kind);
+    Py_XSETREF(last_dtype, dtype);  /* keeps the reference */
+    last_floating = r;
     return r;
 }
 

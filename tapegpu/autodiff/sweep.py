@@ -159,16 +159,18 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
         if how is None:
             how = steps[op] = _how(op, key, dev, batch_ndim)
         kind, step, r0, r1 = how
-        # the common rule shapes run here, without the step's call (elementwise chains)
+        # the common rule shapes run here, without the step's call (elementwise chains): `c` is
+        # the first input's cotangent, `c1` the second's
+        c1 = None
         if kind is _UNARY:
             p = e.params
             x = e.saved[0]._data
             c = r0(ns, g, x, **p) if p else r0(ns, g, x)
-            cts = (c,)
         elif kind is _ADD:
             u0, u1 = e.in_uids
             c = g if u0 in reach else None
-            cts = (c, g if u1 in reach else None)
+            if u1 in reach:
+                c1 = g
         elif kind is _BINARY:
             u0, u1 = e.in_uids
             s = e.saved
@@ -176,19 +178,24 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
             y = s[1]._data
             p = e.params
             c = (r0(ns, g, x, y, **p) if p else r0(ns, g, x, y)) if u0 in reach else None
-            cts = (c, (r1(ns, g, x, y, **p) if p else r1(ns, g, x, y)) if u1 in reach else None)
+            if u1 in reach:
+                c1 = r1(ns, g, x, y, **p) if p else r1(ns, g, x, y)
         else:
             cts = step(g, e, reach)
             c = cts[0]
+            if len(cts) > 2 or len(cts) == 2 and cts[1] is not None:
+                c1 = cts  # (more than one cotangent: the general loop below)
         if watched:
-            _account(e, g, cts, out in keep, release, ledger)
+            _account(e, g, cts if kind is _STEP else (c, c1), out in keep, release, ledger)
         if release:
             e.saved = None
-        if fast and c is not None and (len(cts) == 1 or cts[1] is None and len(cts) == 2):
+        if c1 is None and c is not None and fast:
             u = e.in_uids[0]  # a lone cotangent, the first for its input, is stored as it is
             if u not in grads and c.shape == e.in_shapes[0]:
                 grads[u] = c
                 continue
+        if kind is not _STEP:
+            cts = (c,) if kind is _UNARY else (c, c1)
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
             if c is None:
                 continue
