@@ -86,7 +86,7 @@ def _sparse_xent_forward(xp, labels, logits):
 
 
 def _hot(ops, labels, n, dtype):
-    return ops.cast(ops.equal(ops.expand_dims(labels, -1), ops.arange_like(labels, n)), dtype)
+    return ops.cast(ops.equal(labels[..., None], ops.arange_like(labels, n)), dtype)
 
 
 # d/dz (logsumexp(z) - z_label) = softmax(z) - onehot(label). On tensors the rule recomputes the
@@ -94,7 +94,7 @@ def _hot(ops, labels, n, dtype):
 # forward's own softmax (the same arithmetic).
 def _sparse_xent_vjp(ops, g, labels, logits, probs):
     p = ops.softmax(logits) if ops.records else probs
-    return ops.expand_dims(g, -1) * (p - _hot(ops, labels, logits.shape[-1], logits.dtype))
+    return g[..., None] * (p - _hot(ops, labels, logits.shape[-1], logits.dtype))
 
 
 def _sparse_xent_jvp(ops, ts, labels, logits, probs):
@@ -224,8 +224,14 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
 def bias_activations():
     """The activations bias_act takes: the elementwise ops of one input whose derivative follows
     from their output (they save only `out`), so the fused op saves only its output too."""
-    return tuple(sorted(name for name, op in REGISTRY.items()
-                        if op.elementwise and op.args == ("x",) and op.save_plan is SAVE_OUT))
+    if _bias_activations[0] != len(REGISTRY):  # computed again only when ops were added
+        _bias_activations[:] = [len(REGISTRY), tuple(sorted(
+            name for name, op in REGISTRY.items()
+            if op.elementwise and op.args == ("x",) and op.save_plan is SAVE_OUT))]
+    return _bias_activations[1]
+
+
+_bias_activations = [-1, ()]
 
 
 def _bias_act_forward(xp, x, b, act):
