@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import tapegpu as tg
-from .info import cpu_kernels_status
+from .info import cpu_kernels_status, recorder_status
 
 
 def load_digits(seed=0):
@@ -225,7 +225,8 @@ def run(argv=None):
     out = sys.stdout
     devices = tg.config.list_devices()
     probe = tg.ones((2,))
-    print(f"tapegpu {tg.__version__} (CPU kernels: {cpu_kernels_status(long=False)}); "
+    print(f"tapegpu {tg.__version__} (CPU kernels: {cpu_kernels_status(long=False)}; "
+          f"recording: {recorder_status().split(' (')[0]}); "
           "devices: " +
           ", ".join(f"{d.name} ({d.device_type})" for d in devices), file=out)
     print(f"tensors are created on {probe.device}", file=out)

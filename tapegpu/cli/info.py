@@ -14,6 +14,7 @@ import tapegpu as tg
 from .. import backends as backend
 from ..backends import cpu_kernels
 from ..backends.kernels import ACTIVATIONS, KERNEL_DIR, kernel_files, nvrtc
+from ..autodiff import recorder
 from ..ops.registry import REGISTRY
 
 
@@ -105,6 +106,15 @@ def cpu_kernels_status(long=True):
     return "not built"
 
 
+def recorder_status():
+    """Whether the per-op recording runs compiled (autodiff/_record.c) or in Python."""
+    if recorder._record is not None:
+        return "compiled (tapegpu.autodiff._record)"
+    if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
+        return "Python (TAPEGPU_PURE_PYTHON is set)"
+    return "Python (not built: a C compiler at install builds it; same results, slower per op)"
+
+
 def report(check_kernels=True):
     """A dict: versions, devices, GPUs, kernel status, default device."""
     out = {
@@ -112,6 +122,7 @@ def report(check_kernels=True):
         "python": platform.python_version(),
         "numpy": np.__version__,
         "cpu kernels": cpu_kernels_status(),
+        "recorder": recorder_status(),
         "cupy": _cupy(),
         "backends": [f"{b.name} ({b.short})" for b in backend.available()],
         "gpus": _gpus() or "none",

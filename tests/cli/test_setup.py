@@ -104,7 +104,7 @@ def test_readme_demo_command_sees_the_built_kernels_from_the_clone_root(tmp_path
     proc = subprocess.run([python] + run.split()[1:] + ["--small", "--epochs", "1"], cwd=clone,
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "(CPU kernels: built)" in proc.stdout, proc.stdout
+    assert "(CPU kernels: built; recording: compiled)" in proc.stdout, proc.stdout
     for cwd in (clone, tmp_path):  # from the root and from elsewhere: the same answer
         proc = subprocess.run([python, "-m", "tapegpu", "info", "--no-kernel-checks"], cwd=cwd,
                               env=env, capture_output=True, text=True, timeout=60)
