@@ -17,7 +17,6 @@ if os.environ.get("TAPEGPU_PURE_PYTHON", "") in ("", "0"):
     except ImportError:  # not built
         _record = None
 
-_new = object.__new__
 
 
 # a variable read under a tape: identity from the variable's id to the value it returned
@@ -82,16 +81,8 @@ class Recorder:
                 return
             shapes = tuple([t._data.shape for t in inputs])
             saved = op.saved_values(inputs, out) if op.save_plan else ()
-        uid = out._uid
-        tracked.add(uid)
-        e = _new(Entry)  # Entry(op, in_uids, uid, saved, params, shapes) without the class call
-        e.op = op
-        e.in_uids = in_uids
-        e.out_uid = uid
-        e.saved = saved
-        e.params = params
-        e.in_shapes = shapes
-        e.recompute = None
+        tracked.add(out._uid)
+        e = Entry(op, in_uids, out._uid, saved, params, shapes)
         self._entries.append(e)
         if self._budget is not None:
             self._budget.on_record(e, inputs, out)

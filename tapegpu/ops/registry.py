@@ -50,9 +50,7 @@ import numpy as np
 
 from ..core import profiler as _profiler
 from ..core.profiler import _active as _profilers
-from ..core.tensor import Tensor, _next_uid, _thread
-
-_new = object.__new__
+from ..core.tensor import Tensor, _thread
 
 REGISTRY = {}
 
@@ -261,10 +259,7 @@ def wrap(op, inputs, out, dev, params):
     """The output array `out` of `op` as a tensor, offered to this thread's recorders when the
     op has a gradient and the output is floating: the common end of an apply. The compiled
     recorder (autodiff/_record.c) replaces it with the same in C."""
-    y = _new(Tensor)  # Tensor(out, dev) without the class call
-    y._data = out
-    y._dev = dev
-    y._uid = _next_uid()
+    y = Tensor(out, dev)
     active = _thread.recorders
     if active and op.vjp is not None and out.dtype.kind in "fc":
         for rec in active:
