@@ -125,7 +125,8 @@ def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release):
 
 
 def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger):
-    """The same walk on raw arrays: no tensors, no dispatch, fused VJPs where ops have them."""
+    """The same walk on raw arrays: no tensors and no dispatch; each op's rule runs with the
+    array namespace, or the backend's VJP kernel where it has one."""
     keep = set(sources)
     xp = dev.xp
     track = ledger is not None
@@ -138,7 +139,7 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
     fast = not (batch_ndim or track)  # cotangents need neither un-batching nor a ledger
     restored = []
     ns = array_ops(dev, TENSOR_OPS)
-    steps = {}  # op -> (its step, its rule when the loop calls it itself) in this sweep
+    steps = {}  # op -> how this sweep runs its VJP (`_how`)
     grads = {}
     get = grads.get
     pop = grads.pop
@@ -185,8 +186,11 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
             c = cts[0]
             if len(cts) > 2 or len(cts) == 2 and cts[1] is not None:
                 c1 = cts  # (more than one cotangent: the general loop below)
+        if kind is not _STEP:
+            cts = None  # built below only where needed
         if watched:
-            _account(e, g, cts if kind is _STEP else (c, c1), out in keep, release, ledger)
+            cts = cts or ((c,) if kind is _UNARY else (c, c1))
+            _account(e, g, cts, out in keep, release, ledger)
         if release:
             e.saved = None
         if c1 is None and c is not None and fast:
@@ -194,7 +198,7 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
             if u not in grads and c.shape == e.in_shapes[0]:
                 grads[u] = c
                 continue
-        if kind is not _STEP:
+        if cts is None:
             cts = (c,) if kind is _UNARY else (c, c1)
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
             if c is None:
