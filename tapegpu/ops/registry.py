@@ -12,15 +12,18 @@ Contract (what every rule may rely on, and must honour)
   (the output tensor), `"<arg>.shape"` (only the input's shape), `"*"` (every input, for
   variadic ops), or the name of a derived residual: an op with `residuals=("probs",)` returns
   `(out, (probs,))` from its forward, and the residual is saved like an output (sparse
-  cross-entropy keeps its probabilities this way). The rule gets exactly these, then the op's params
-  as keywords. Nothing else is kept alive by a tape.
+  cross-entropy keeps its probabilities this way). The rule gets exactly these, then the op's
+  params as keywords. Nothing else is kept alive by a tape.
 * `vjp` is either a tuple with one rule per tensor argument (`None` for an argument with no
   gradient, such as indices or a condition), each `rule(ops, g, *saved, **params) -> cotangent`,
   or one rule returning a tuple of cotangents (for ops whose input gradients share work or
   whose argument count varies). A rule runs only for inputs that need a gradient.
 * `ops` is the namespace a rule computes with, and the one thing that makes a rule serve every
   path: `ops.<name>(...)` is tapegpu's public function `<name>`, Python operators work on the
-  values, and `ops.keep(mask, g)` is `where(mask, g, 0)`. When a tape records the sweep
+  values, `ops.keep(mask, g)` is `where(mask, g, 0)`, `ops.op(name, *values, **params)` a
+  registered op with its own params, `ops.array(v)` a value's backend array (for index keys),
+  `ops.const_like(like, value)` and `ops.arange_like(like, n)` constants beside a value (see
+  namespace.py). When a tape records the sweep
   (higher order), the values are tensors and `ops` is tapegpu itself (`ops.records` is True);
   otherwise they are the backend's arrays and `ops` computes on them directly, with the same
   floating-point operations (so both give identical bits). `vjp_kernels={backend: kernel}`
