@@ -176,7 +176,7 @@ def _parse_einsum(equation, shapes):
 
 
 def _einsum_vjp(ops, g, *operands, terms, out):
-    # d/dX_i of sum(g * ops.einsum(X...)) = ops.einsum(g, X_j (j != i) -> X_i's subscripts);
+    # d/dX_i of sum(g * einsum(X...)) = einsum(g, X_j (j != i) -> X_i's subscripts);
     # batch axes of g get letters of their own; letters summed only inside X_i are broadcast back
     used = set("".join(terms) + out)
     spare = [c for c in string.ascii_letters if c not in used]
@@ -201,7 +201,7 @@ def _einsum_vjp(ops, g, *operands, terms, out):
 
 
 def _einsum_jvp(ops, ts, *operands, terms, out):
-    # einsum is multilinear: d ops.einsum(X_1, ..., X_n) = sum_i ops.einsum(X_1, ..., dX_i, ..., X_n),
+    # einsum is multilinear: d einsum(X_1, ..., X_n) = sum_i einsum(X_1, ..., dX_i, ..., X_n),
     # the tangent's batch axes getting letters of their own
     used = set("".join(terms) + out)
     spare = [c for c in string.ascii_letters if c not in used]
@@ -244,7 +244,8 @@ def _check_square(x, op):
 def _solve_vjp(ops, g, matrix, out, rhs_shape, adjoint=False):
     # X = A^-1 B:  dB = A^-T g,  dA = -dB X^T  (transposed when A enters adjoint)
     gb = ops.solve(matrix, g, adjoint=not adjoint)
-    ga = -ops.matmul(gb, out, transpose_b=True) if not adjoint else -ops.matmul(out, gb, transpose_b=True)
+    ga = -ops.matmul(gb, out, transpose_b=True) if not adjoint else \
+        -ops.matmul(out, gb, transpose_b=True)
     return ga, gb
 
 

@@ -279,5 +279,5 @@ def bias_act(x, bias, activation):
 bias_act.op = _bias_act
 
 
-__all__ = public(globals(), ("", "nn"), special=(((), (bias_activations,)),
-                                                (("", "nn", "activations"), (softmax, log_softmax))))
+__all__ = public(globals(), ("", "nn"), special=(
+    ((), (bias_activations,)), (("", "nn", "activations"), (softmax, log_softmax))))

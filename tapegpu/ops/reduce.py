@@ -93,7 +93,8 @@ def _extreme_jvp(ops, t, x, out, axis, keepdims):
 
 def _prod_jvp(ops, t, x, out, axis, keepdims):
     # d prod(x) = sum_i dx_i prod_{j != i} x_j
-    return ops.reduce_sum(t * _prod_others(ops, x, axis), axis=_neg(axis, x.ndim), keepdims=keepdims)
+    return ops.reduce_sum(t * _prod_others(ops, x, axis), axis=_neg(axis, x.ndim),
+                          keepdims=keepdims)
 
 
 def _forward(fn):

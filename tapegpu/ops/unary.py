@@ -163,7 +163,8 @@ relu = _unary("relu", lambda xp, x: xp.maximum(x, 0),
               **activation_kernels("relu", numpy_vjp=cpu_relu_backward))
 # relu6' = 1 on (0, 6)
 relu6 = _unary("relu6", lambda xp, x: xp.clip(x, 0, 6),
-               vjp=lambda ops, g, x: ops.keep(ops.logical_and(ops.greater(x, 0.0), ops.less(x, 6.0)), g),
+               vjp=lambda ops, g, x:
+               ops.keep(ops.logical_and(ops.greater(x, 0.0), ops.less(x, 6.0)), g),
                saves=("x",), doc="min(max(x, 0), 6), elementwise.")
 
 
