@@ -8,7 +8,7 @@ from .registry import InvalidArgumentError, def_op
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
 
-from ._base import apply, floating, norm_axes, public, tensor
+from ._base import apply, floating, norm_axes, norm_axis, public, tensor
 from . import binary as _b, unary as _u
 from .shape import reshape
 
@@ -262,7 +262,8 @@ def _reduced_shape(shape, axes):
 
 
 def _prod_others(ops, x, axis):
-    """prod_{j != i} x_j over the reduced axes, for every element i (no division)."""
+    """prod_{j != i} x_j over the reduced axes, for every element i (no division, exact with
+    zeros): the exclusive products from the left times those from the right."""
     nd = x.ndim
     rest = [i for i in range(nd) if i not in axis]
     perm = rest + list(axis)
@@ -270,28 +271,81 @@ def _prod_others(ops, x, axis):
     lead = xt.shape[:len(rest)]
     n = math.prod([x.shape[i] for i in axis]) if axis else 1
     flat = ops.reshape(xt, lead + (n,))
-    # exclusive products from the left and from the right, one column at a time: O(n) ops but
-    # reductions here are small in practice; a cumprod op would make this one call
-    cols = [flat[..., i] for i in range(n)]
-    left = [None] * n
-    right = [None] * n
-    acc = None
-    for i in range(n):
-        left[i] = acc
-        acc = cols[i] if acc is None else acc * cols[i]
-    acc = None
-    for i in range(n - 1, -1, -1):
-        right[i] = acc
-        acc = cols[i] if acc is None else acc * cols[i]
-    ones = ops.identity(cols[0] * 0.0 + 1.0) if n else None
-    parts = []
-    for i in range(n):
-        terms = [t for t in (left[i], right[i]) if t is not None]
-        parts.append(terms[0] * terms[1] if len(terms) == 2 else (terms[0] if terms else ones))
-    others = ops.stack(parts, axis=-1) if n else flat
+    others = ops.cumprod(flat, axis=-1, exclusive=True) * \
+        ops.cumprod(flat, axis=-1, exclusive=True, reverse=True)
     others = ops.reshape(others, xt.shape)
     inv = list(np.argsort(perm))
     return ops.transpose(others, inv)
+
+
+# -- scans ----------------------------------------------------------------------------------------
+
+def _scan_forward(fn):
+    def forward(xp, x, axis, exclusive, reverse):
+        if reverse:
+            x = xp.flip(x, axis=axis)
+        out = getattr(xp, fn)(x, axis=axis, dtype=x.dtype)
+        if exclusive and x.shape[axis]:  # shift by one along the axis, the identity first
+            first = xp.full_like(xp.take(out, [0], axis=axis), 0 if fn == "cumsum" else 1)
+            out = xp.concatenate([first, xp.take(out, range(x.shape[axis] - 1), axis=axis)],
+                                 axis=axis)
+        return xp.flip(out, axis=axis) if reverse else out
+    return forward
+
+
+# cumsum is linear, and its transpose is the cumsum the other way
+_cumsum = def_op("cumsum", _scan_forward("cumsum"), linear=True,
+                 vjp=lambda ops, g, axis, exclusive, reverse:
+                 ops.cumsum(g, axis=axis, exclusive=exclusive, reverse=not reverse))
+
+
+# d cumprod(x)_i / dx_j = cumprod(x)_i / x_j for j in the scan of i: g's cotangent is the cumsum
+# of g * out the other way, divided by x (as TensorFlow: inf or nan where x is 0)
+def _cumprod_vjp(ops, g, x, out, axis, exclusive, reverse):
+    return ops.cumsum(g * out, axis=axis, exclusive=exclusive, reverse=not reverse) / x
+
+
+def _cumprod_jvp(ops, t, x, out, axis, exclusive, reverse):
+    return out * ops.cumsum(t / x, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+_cumprod = def_op("cumprod", _scan_forward("cumprod"), saves=("x", "out"), vjp=_cumprod_vjp,
+                  jvp=_cumprod_jvp)
+
+
+def _scan(op, doc):
+    def fn(x, axis=0, exclusive=False, reverse=False, name=None):
+        t = tensor(x)
+        if t._data.dtype.kind not in "iufc":
+            raise InvalidArgumentError(f"{op.name}: expected a numeric tensor, got {t.dtype.name}")
+        if t.ndim == 0:
+            raise InvalidArgumentError(f"{op.name}: a scalar has no axis to scan; give a tensor "
+                                       "of rank >= 1")
+        # the axis counted from the right, so that leading batch axes of g pass through
+        return apply(op, (t,), {"axis": norm_axis(_axis(axis, op.name), t.ndim, op.name),
+                                "exclusive": bool(exclusive), "reverse": bool(reverse)})
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = doc
+    fn.op = op
+    return fn
+
+
+cumsum = _scan(_cumsum, """The cumulative sum along `axis` (`exclusive`: each element gets the sum
+    of those before it; `reverse`: from the end), as `tf.math.cumsum`.
+
+    >>> tg.math.cumsum(tg.constant([1.0, 2.0, 3.0])).numpy()
+    array([1., 3., 6.], dtype=float32)
+    >>> tg.math.cumsum(tg.constant([1.0, 2.0, 3.0]), exclusive=True, reverse=True).numpy()
+    array([5., 3., 0.], dtype=float32)
+    """)
+cumprod = _scan(_cumprod, """The cumulative product along `axis` (`exclusive`, `reverse` as in
+    `cumsum`), as `tf.math.cumprod`. Its gradient divides by x, as TensorFlow's: inf or nan
+    where x is 0 (`reduce_prod`'s gradient is exact with zeros).
+
+    >>> tg.math.cumprod(tg.constant([1.0, 2.0, 3.0]), exclusive=True).numpy()
+    array([1., 1., 2.], dtype=float32)
+    """)
 
 
 __all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)),))

@@ -186,3 +186,18 @@ def test_zero_d_gradients(spec):
     if d2 is not None:
         d3 = t3.gradient(d2, x)
         assert d3 is None or d3.shape == ()
+
+
+def test_reduce_prod_gradient_is_a_fixed_number_of_ops():
+    """reduce_prod's rule is two cumulative products, not one op per reduced element: the ops an
+    outer tape records for its gradient do not grow with the reduced axis."""
+    def recorded(n):
+        x = tg.constant(np.linspace(0.5, 1.5, n))
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape() as inner:
+                inner.watch(x)
+                y = tg.math.reduce_prod(x)
+            inner.gradient(y, x)
+        return len(outer._entries)
+    assert recorded(5) == recorded(50)
