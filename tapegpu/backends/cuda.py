@@ -12,9 +12,10 @@ def device_count():
     return cupy.cuda.runtime.getDeviceCount()
 
 
-def erf(x):
-    from cupyx.scipy.special import erf as _erf
-    return _erf(x)
+def special(name):
+    """cupyx.scipy.special's function `name` (erf, erfc, ...)."""
+    import cupyx.scipy.special  # part of CuPy; loaded when a special function first runs
+    return getattr(cupyx.scipy.special, name)
 
 
 def _load_module(path, names):

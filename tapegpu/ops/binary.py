@@ -27,12 +27,12 @@ def _public(op, doc):
     return fn
 
 
-def _binary(name, forward, vjp=None, saves=(), doc="", linear=False):
+def _binary(name, forward, vjp=None, saves=(), doc="", linear=False, api="tg"):
     op = def_op(name, forward, args=("x", "y"), vjp=vjp, saves=saves, elementwise=True,
                 linear=linear)
     return _public(op, f"""{doc}
 
-    >>> tg.{name}(tg.constant([1.0, 2.0]), 3.0).shape
+    >>> {api}.{name}(tg.constant([1.0, 2.0]), 3.0).shape
     (2,)
     """)
 
@@ -79,6 +79,50 @@ minimum = _binary("minimum", lambda xp, x, y: xp.minimum(x, y), saves=("x", "y")
                   vjp=(lambda ops, g, x, y: ops.keep(ops.less_equal(x, y), g),
                        lambda ops, g, x, y: ops.keep(ops.greater(x, y), g)),
                   doc="The smaller of x and y, elementwise.")
+
+
+# atan2(y, x)' = (x, -y) / (x^2 + y^2)
+def _atan2_vjp_y(ops, g, y, x):
+    return g * (x / (x * x + y * y))
+
+
+def _atan2_vjp_x(ops, g, y, x):
+    return g * (-y / (x * x + y * y))
+
+
+atan2 = _binary("atan2", quiet(lambda xp, y, x: xp.arctan2(y, x)), saves=("x", "y"),
+                vjp=(_atan2_vjp_y, _atan2_vjp_x),
+                doc="The angle of the point (x, y), atan2(y, x), elementwise (y first, as TF).")
+
+
+# xlogy(x, y) = x log y, and 0 where x == 0 (whatever y is), as TF; so are its derivatives:
+# d/dx = log y, d/dy = x / y, both 0 where x == 0
+def _xlog_forward(log):
+    def forward(xp, x, y):
+        return xp.where(x == 0, xp.zeros_like(x), x * getattr(xp, log)(y))
+    return quiet(forward)
+
+
+def _xlog_vjp_x(log):
+    def rule(ops, g, x, y):
+        return ops.where(ops.not_equal(x, 0.0), g * getattr(ops, log)(y), 0.0)
+    return rule
+
+
+def _xlog_vjp_y(shift):
+    def rule(ops, g, x, y):
+        return ops.where(ops.not_equal(x, 0.0), g * (x / (y + shift) if shift else x / y), 0.0)
+    return rule
+
+
+xlogy = _binary("xlogy", _xlog_forward("log"), saves=("x", "y"),
+                vjp=(_xlog_vjp_x("log"), _xlog_vjp_y(0.0)),
+                doc="x * log(y), elementwise, and 0 where x is 0 (as tf.math.xlogy).",
+                api="tg.math")
+xlog1py = _binary("xlog1py", _xlog_forward("log1p"), saves=("x", "y"),
+                  vjp=(_xlog_vjp_x("log1p"), _xlog_vjp_y(1.0)),
+                  doc="x * log(1 + y), elementwise, and 0 where x is 0 (as tf.math.xlog1py).",
+                  api="tg.math")
 floordiv = _binary("floordiv", quiet(lambda xp, x, y: xp.floor_divide(x, y)),
                    doc="floor(x / y), elementwise; no gradient.")
 floormod = _binary("floormod", quiet(lambda xp, x, y: xp.mod(x, y)),
@@ -218,4 +262,5 @@ def add_n(inputs, name=None):
 
 
 __all__ = public(globals(), ("", "math"), special=((("",), (where, clip_by_value)),
+                                                 (("math",), (xlogy, xlog1py)),
                                                  ((), (scalar,))))

@@ -5,6 +5,8 @@ Each rule states its derivative; all are `elementwise`, so their JVPs are derive
 """
 import math
 
+import numpy as np
+
 from .registry import def_op
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
@@ -12,13 +14,18 @@ from ._base import EMPTY, apply, apply1, floating, public, tensor
 from .kernels import activation_kernels, cpu_relu_backward
 from .registry import passthrough, quiet, ufunc
 
+try:
+    import scipy.special as _scipy_special  # optional: exact special functions
+except ImportError:
+    _scipy_special = None
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True):
+def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True, api="tg"):
     """The public function of a one-input elementwise op."""
     if floats_only:
         def fn(x, name=None):
@@ -31,7 +38,7 @@ def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True):
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"""{doc}
 
-    >>> tg.{op.name}(tg.constant({example_input})).shape
+    >>> {api}.{op.name}(tg.constant({example_input})).shape
     (2,)
     """
     fn.op = op
@@ -40,9 +47,9 @@ def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True):
 
 
 def _unary(name, forward, vjp=None, saves=(), doc="", floats_only=True, example="[0.5, 1.0]",
-           **entry):
+           api="tg", **entry):
     op = def_op(name, forward, vjp=vjp, saves=saves, elementwise=True, **entry)
-    return _public(op, doc or f"Elementwise {name}(x).", example, floats_only)
+    return _public(op, doc or f"Elementwise {name}(x).", example, floats_only, api)
 
 
 negative = _unary("negative", ufunc("negative"), vjp=lambda ops, g: -g,
@@ -121,25 +128,52 @@ softplus = _unary("softplus", _softplus, vjp=lambda ops, g, x: g * ops.sigmoid(x
                   **activation_kernels("softplus"))
 
 
-def _erf(xp, x):
-    if xp.__name__ != "numpy":  # CuPy: its special functions live in tapegpu.cuda's import
-        from ..backends.cuda import erf
-        return erf(x)
-    return _erf_numpy(x)
+def _special(name):
+    """The forward of a special function `name` (scipy.special's and math's name): scipy's (exact
+    to the last ulp) when it is installed, else math's elementwise; CuPy's cupyx on a GPU."""
+    def forward(xp, x):
+        if xp.__name__ != "numpy":  # CuPy's (backends/cuda.py imports CuPy: on a GPU only)
+            from ..backends.cuda import special
+            return special(name)(x).astype(x.dtype, copy=False)
+        if _scipy_special is not None:
+            return getattr(_scipy_special, name)(x).astype(x.dtype, copy=False)
+        return np.vectorize(getattr(math, name), otypes=[x.dtype])(x) if x.size else x.copy()
+    return forward
 
 
-def _erf_numpy(x):
-    import numpy as np
-    try:
-        from scipy.special import erf as sp_erf  # exact to the last ulp when present
-        return sp_erf(x).astype(x.dtype, copy=False)
-    except ImportError:
-        return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+_erf = _special("erf")
 
 
 # erf' = 2/sqrt(pi) e^(-x^2)
 erf = _unary("erf", _erf, vjp=lambda ops, g, x: g * (ops.exp(-(x * x)) * _TWO_OVER_SQRT_PI),
              saves=("x",), doc="The error function, elementwise.")
+# erfc' = -2/sqrt(pi) e^(-x^2)
+erfc = _unary("erfc", _special("erfc"), saves=("x",),
+              vjp=lambda ops, g, x: g * (ops.exp(-(x * x)) * -_TWO_OVER_SQRT_PI),
+              doc="1 - erf(x), elementwise, accurate where erf(x) is close to 1.", api="tg.math")
+
+
+def _log_sigmoid(xp, x):
+    # log(1 / (1 + e^-x)) = -softplus(-x) = -(max(-x, 0) + log1p(e^-|x|)): no overflow
+    return -(xp.maximum(-x, 0) + xp.log1p(xp.exp(-xp.abs(x))))
+
+
+# log_sigmoid' = 1 - sigmoid(x) = sigmoid(-x)
+log_sigmoid = _unary("log_sigmoid", _log_sigmoid, saves=("x",),
+                     vjp=lambda ops, g, x: g * ops.sigmoid(-x),
+                     doc="log(sigmoid(x)), elementwise, computed without overflow.",
+                     api="tg.math")
+
+
+def _is(name, ufunc_name):
+    op = def_op(name, ufunc(ufunc_name))  # no gradient: a bool result
+    return _public(op, f"Whether each element is {name[3:]} (a bool tensor; no gradient).",
+                   "[1.0, 2.0]", api="tg.math")
+
+
+is_nan = _is("is_nan", "isnan")
+is_inf = _is("is_inf", "isinf")
+is_finite = _is("is_finite", "isfinite")
 # (1/x)' = -1/x^2
 reciprocal = _unary("reciprocal", quiet(lambda xp, x: 1 / x),
                     vjp=lambda ops, g, out: g * -(out * out), saves=("out",),
@@ -335,4 +369,5 @@ swish = silu
 __all__ = public(globals(), ("", "math"), special=(
     (("", "nn", "activations"), (relu, relu6, elu, selu, gelu, leaky_relu, silu)),
     (("", "math", "nn", "activations"), (sigmoid, tanh, softplus, softsign)),
-    (("",), (cast, identity, stop_gradient))))
+    (("",), (cast, identity, stop_gradient)),
+    (("math",), (erfc, log_sigmoid, is_nan, is_inf, is_finite))))

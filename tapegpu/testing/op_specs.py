@@ -69,6 +69,13 @@ INDICES = np.array([[2, 0], [1, 2]], dtype=np.int64)
 MASK = np.array([[True, False, True, True], [False, True, False, True],
                  [True, True, False, False]])
 
+def _xlog_sample(rng, dtype, shapes):
+    """x away from 0 (where xlogy's derivative is 0 by convention, which central differences do
+    not see; tests/ops/test_ops_conformance.py checks that case), y positive."""
+    x = rng.uniform(0.2, 2, size=shapes[0]) * rng.choice([-1, 1], size=shapes[0])
+    return [x.astype(dtype), rng.uniform(0.3, 2, size=shapes[1]).astype(dtype)]
+
+
 U = (3, 4)  # default unary sample shape
 SPECS = [
     # -- unary math ------------------------------------------------------------------------
@@ -91,6 +98,14 @@ SPECS = [
     Spec("atan", tg.math.atan, (U,), np.arctan),
     Spec("sigmoid", tg.sigmoid, (U,), _sigmoid, domain=(-6, 6)),
     Spec("softplus", tg.math.softplus, (U,), lambda x: np.log1p(np.exp(x)), domain=(-6, 6)),
+    Spec("erfc", tg.math.erfc, (U,), lambda x: 1 - _erf(x)),
+    Spec("log_sigmoid", tg.math.log_sigmoid, (U,), lambda x: -np.log1p(np.exp(-x)),
+         domain=(-6, 6)),
+    Spec("atan2", tg.math.atan2, (U, U), np.arctan2, make=_away_from([0.0])),
+    Spec("xlogy", tg.math.xlogy, (U, U), lambda x, y: np.where(x == 0, 0.0, x * np.log(y)),
+         make=_xlog_sample),
+    Spec("xlog1py", tg.math.xlog1py, (U, U), lambda x, y: np.where(x == 0, 0.0, x * np.log1p(y)),
+         make=_xlog_sample),
     Spec("softsign", tg.nn.softsign, (U,), lambda x: x / (1 + np.abs(x)), make=_away_from([0.0])),
     Spec("erf", tg.math.erf, (U,), _erf),
     Spec("reciprocal", tg.math.reciprocal, (U,), lambda x: 1 / x, domain=(0.3, 3.0)),
@@ -336,6 +351,12 @@ SPECS = [
                                  rng.standard_normal(4).astype(dt),
                                  rng.standard_normal(4).astype(dt)],
         covers=("rsqrt", "subtract", "multiply", "add")),
+    Spec("is_nan", tg.math.is_nan, (U,), np.isnan, grad=False,
+         make=lambda rng, dt, shapes: [np.array([[np.nan, 1.0], [np.inf, -np.inf]], dt)]),
+    Spec("is_inf", tg.math.is_inf, (U,), np.isinf, grad=False,
+         make=lambda rng, dt, shapes: [np.array([[np.nan, 1.0], [np.inf, -np.inf]], dt)]),
+    Spec("is_finite", tg.math.is_finite, (U,), np.isfinite, grad=False,
+         make=lambda rng, dt, shapes: [np.array([[np.nan, 1.0], [np.inf, -np.inf]], dt)]),
     Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
          lambda x: x * (np.random.default_rng(3).uniform(0, 1, (4, 5)) >= 0.5) * 2.0),
 ]

@@ -170,3 +170,18 @@ def test_domain_edges_give_inf_or_nan_without_warnings(fn, x):
             y = fn(t)
         tape.gradient(y, t)
     assert not np.isfinite(y.numpy())
+
+
+@pytest.mark.parametrize("fn", [tg.math.xlogy, tg.math.xlog1py])
+def test_xlogy_is_zero_with_zero_gradients_where_x_is_zero(fn):
+    """As TensorFlow: 0 where x == 0 whatever y is (0, -1, nan), and so are both derivatives."""
+    x = tg.constant([0.0, 0.0, 0.0, 2.0])
+    y = tg.constant([0.0, -1.0, np.nan, 3.0])
+    with tg.GradientTape() as tape:
+        tape.watch([x, y])
+        z = fn(x, y)
+    gx, gy = tape.gradient(z, [x, y])
+    log = np.log if fn is tg.math.xlogy else np.log1p
+    np.testing.assert_array_equal(z.numpy(), [0.0, 0.0, 0.0, 2.0 * log(np.float32(3.0))])
+    np.testing.assert_array_equal(gx.numpy()[:3], 0.0)
+    np.testing.assert_array_equal(gy.numpy()[:3], 0.0)
