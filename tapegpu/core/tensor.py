@@ -137,6 +137,14 @@ class Tensor(TensorBase):
         dev = "" if self._dev is _backend.NUMPY else f", device={self._dev.short}"
         return f"<tg.Tensor: shape={self.shape}, dtype={self.dtype.name}{dev}, numpy={vals}>"
 
+    def __format__(self, spec):
+        """f"{loss:.3f}" formats a scalar tensor's value, as TensorFlow's eager tensors do;
+        a format spec on a tensor of more elements raises numpy's TypeError."""
+        if not spec:
+            return str(self)
+        a = self._dev.to_numpy(self._data)
+        return format(a.item() if a.ndim == 0 else a, spec)
+
     def __str__(self):
         return f"tg.Tensor({np.array2string(self._dev.to_numpy(self._data))}, " \
                f"shape={self.shape}, dtype={self.dtype.name})"

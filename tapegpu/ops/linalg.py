@@ -11,7 +11,11 @@ import numpy as np
 
 from .registry import InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, public, tensor
+from ..core.tensor import Tensor
 from . import binary as _b, unary as _u
+from .reduce import reduce_max, reduce_sum
+from .shape import (_scatter_op, broadcast_to, getitem, matrix_transpose, reshape,
+                    transpose)
 
 
 def _mT(x):
@@ -501,6 +505,50 @@ def global_norm(t_list, name=None):
     return _u.sqrt(sum_list([reduce_sum(_u.square(tensor(t))) for t in ts]))
 
 
+def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
+    """Scales every tensor of the list by clip_norm / max(global_norm, clip_norm), as TF: returns
+    (the clipped list, with None kept, and the global norm). The gradient of each output is
+    finite where the norm is 0.
+
+    >>> clipped, norm = tg.clip_by_global_norm([tg.constant([3.0]), tg.constant([4.0])], 1.0)
+    >>> float(norm), [t.numpy() for t in clipped]
+    (5.0, [array([0.6], dtype=float32), array([0.8], dtype=float32)])
+    """
+    if isinstance(t_list, (Tensor, str)) or not hasattr(t_list, "__iter__"):
+        raise TypeError(f"clip_by_global_norm: t_list must be a list or tuple of tensors, got "
+                        f"{type(t_list).__name__}")
+    t_list = list(t_list)
+    ts = [tensor(t) for t in t_list if t is not None]
+    if use_norm is None:  # global_norm, with sqrt's branch chosen away from 0 (finite gradients)
+        squares = sum_list([reduce_sum(_u.square(t)) for t in ts])
+        positive = _b.greater(squares, 0.0)
+        norm = _b.where(positive, _u.sqrt(_b.where(positive, squares, 1.0)), squares)
+    else:
+        norm = tensor(use_norm)
+    c = _b.as_tensor_pair(norm, clip_norm, "clip_by_global_norm")[1]
+    if float(c.numpy()) < 0:
+        raise InvalidArgumentError(f"clip_by_global_norm: clip_norm must be >= 0, got "
+                                   f"{float(c.numpy())}")
+    # clip_norm * min(1 / norm, 1 / clip_norm), with the 1 / norm branch chosen away from 0
+    safe = _b.where(_b.greater(norm, 0.0), norm, 1.0)
+    scale = c * _b.minimum(1.0 / safe, 1.0 / c)
+    clipped = [None if t is None else tensor(t) * _u.cast(scale, tensor(t).dtype) for t in t_list]
+    return clipped, norm
+
+
+def matvec(a, b, transpose_a=False, adjoint_a=False, name=None):
+    """The product of a matrix (..., m, n) and a vector (..., n), as tf.linalg.matvec.
+
+    >>> tg.linalg.matvec(tg.constant([[1.0, 2.0], [3.0, 4.0]]), tg.constant([1.0, 1.0])).numpy()
+    array([3., 7.], dtype=float32)
+    """
+    a, b = _b.as_tensor_pair(a, b, "matvec")
+    if b.ndim < 1:
+        raise InvalidArgumentError(f"matvec: b must be a vector (..., n), got shape {b.shape}")
+    out = matmul(a, reshape(b, b.shape + (1,)), transpose_a=transpose_a, adjoint_a=adjoint_a)
+    return reshape(out, out.shape[:-1])
+
+
 def sum_list(ts):
     total = ts[0]
     for t in ts[1:]:
@@ -524,11 +572,10 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
     return x * c / _b.maximum(l2, c)
 
 
-from .reduce import reduce_max, reduce_sum  # noqa: E402
-from .shape import (_scatter_op, broadcast_to, getitem, matrix_transpose, reshape,  # noqa: E402
-                    transpose)
+
 
 
 __all__ = public(globals(), ("linalg",), special=(
-    (("", "linalg"), (einsum, matmul, norm, tensordot)), (("",), (clip_by_norm,)),
+    (("", "linalg"), (einsum, matmul, norm, tensordot)),
+    (("",), (clip_by_norm, clip_by_global_norm)),
     ((), (sum_list,))))

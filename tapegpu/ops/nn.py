@@ -2,7 +2,7 @@
 
 from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
-from .binary import as_tensor_pair, greater_equal, where
+from .binary import as_tensor_pair, greater_equal, maximum, where
 from .kernels import bias_act_kernels, softmax_kernels, sparse_xent_kernels
 from .random import uniform
 from .reduce import reduce_sum
@@ -165,6 +165,18 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     return where(pos, x, 0.0) - x * z + log1p(exp(where(pos, -x, x)))
 
 
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """x / sqrt(max(sum(x^2, axis), epsilon)), as tf.math.l2_normalize (`dim` is its old name).
+
+    >>> tg.math.l2_normalize(tg.constant([3.0, 4.0])).numpy()
+    array([0.6, 0.8], dtype=float32)
+    """
+    x = floating(x, "l2_normalize")
+    axis = dim if axis is None and dim is not None else axis
+    square_sum = reduce_sum(square(x), axis=axis, keepdims=True)
+    return x * rsqrt(maximum(square_sum, epsilon))
+
+
 def l2_loss(t, name=None):
     """sum(t^2) / 2.
 
@@ -280,4 +292,5 @@ bias_act.op = _bias_act
 
 
 __all__ = public(globals(), ("", "nn"), special=(
-    ((), (bias_activations,)), (("", "nn", "activations"), (softmax, log_softmax))))
+    ((), (bias_activations,)), (("", "nn", "activations"), (softmax, log_softmax)),
+    (("", "math", "nn"), (l2_normalize,))))

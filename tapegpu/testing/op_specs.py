@@ -357,6 +357,15 @@ SPECS = [
          make=lambda rng, dt, shapes: [np.array([[np.nan, 1.0], [np.inf, -np.inf]], dt)]),
     Spec("is_finite", tg.math.is_finite, (U,), np.isfinite, grad=False,
          make=lambda rng, dt, shapes: [np.array([[np.nan, 1.0], [np.inf, -np.inf]], dt)]),
+    Spec("l2_normalize", lambda x: tg.math.l2_normalize(x, axis=-1), ((3, 4),),
+         lambda x: x / np.sqrt((x * x).sum(-1, keepdims=True)),
+         covers=("maximum", "rsqrt", "reduce_sum")),
+    Spec("matvec", tg.linalg.matvec, ((2, 3, 4), (4,)), lambda a, b: a @ b,
+         covers=("matmul",)),
+    Spec("clip_by_global_norm", lambda x, y: tg.clip_by_global_norm([x, y], 1.5)[0][0] * 2.0 +
+         tg.clip_by_global_norm([x, y], 1.5)[0][1], (U, U),
+         lambda x, y: (2 * x + y) * 1.5 / max(np.sqrt((x * x).sum() + (y * y).sum()), 1.5),
+         covers=("minimum", "reduce_sum")),
     Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
          lambda x: x * (np.random.default_rng(3).uniform(0, 1, (4, 5)) >= 0.5) * 2.0),
 ]

@@ -254,3 +254,11 @@ def test_nest_keeps_defaultdicts():
     assert dict(packed) == {"b": 20, "a": 10} and list(packed) == ["b", "a"]
     nested = nest.map_structure(lambda x: x * 2, {"x": collections.defaultdict(int, {"k": 3})})
     assert nested["x"].default_factory is int and nested["x"]["k"] == 6
+
+
+def test_format_of_scalar_tensors_as_tensorflow():
+    loss = tg.constant(0.123456)
+    assert f"{loss:.3f}" == "0.123" and f"{tg.constant(7, tg.int32):>3d}" == "  7"
+    assert f"{loss}" == str(loss)
+    with pytest.raises(TypeError):
+        f"{tg.constant([1.0, 2.0]):.2f}"

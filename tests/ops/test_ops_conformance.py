@@ -185,3 +185,20 @@ def test_xlogy_is_zero_with_zero_gradients_where_x_is_zero(fn):
     np.testing.assert_array_equal(z.numpy(), [0.0, 0.0, 0.0, 2.0 * log(np.float32(3.0))])
     np.testing.assert_array_equal(gx.numpy()[:3], 0.0)
     np.testing.assert_array_equal(gy.numpy()[:3], 0.0)
+
+
+def test_clip_by_global_norm_as_tensorflow():
+    a, b = tg.constant([3.0]), tg.constant([4.0])
+    (ca, none, cb), norm = tg.clip_by_global_norm([a, None, b], 2.5)
+    assert none is None and float(norm) == 5.0
+    np.testing.assert_allclose([ca.numpy()[0], cb.numpy()[0]], [1.5, 2.0], rtol=1e-6)
+    (ua, ub), _ = tg.clip_by_global_norm([a, b], 10.0)  # under the limit: unchanged
+    assert ua.numpy()[0] == 3.0 and ub.numpy()[0] == 4.0
+    z = tg.zeros(3)
+    with tg.GradientTape() as tape:  # finite gradient at a zero norm
+        tape.watch(z)
+        (cz,), _ = tg.clip_by_global_norm([z], 1.0)
+        y = tg.reduce_sum(cz)
+    assert np.all(np.isfinite(tape.gradient(y, z).numpy()))
+    with pytest.raises(TypeError, match="clip_by_global_norm"):
+        tg.clip_by_global_norm(a, 1.0)
