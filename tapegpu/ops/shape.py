@@ -5,6 +5,7 @@ All are linear; their VJPs move `g` back into the input's layout with leading ba
 to the tangent, with its axis parameters shifted past the tangent's batch axes.
 """
 import math
+from collections import namedtuple
 
 import numpy as np
 
@@ -597,5 +598,102 @@ def size(input, out_type=np.int32, name=None):  # noqa: A002
     return convert_to_tensor(np.asarray(tensor(input).size, dtype=np_dtype(out_type)))
 
 
+# -- sorting ------------------------------------------------------------------------------------
+# take_along picks, along `axis`, the elements that an integer index array names (a sort's
+# permutation, top_k's indices); put_along is its transpose, scattering into zeros of length n.
+# Indices have the shape of x (without a cotangent's leading batch axes, which they broadcast
+# over), so both are linear in their first input and each other's VJP.
+
+def _batched_index(xp, idx, like):
+    return xp.broadcast_to(idx, like.shape[:like.ndim - idx.ndim] + idx.shape)
+
+
+def _take_along_forward(xp, x, idx, axis):
+    return xp.take_along_axis(x, _batched_index(xp, idx, x), axis=axis)
+
+
+def _put_along_forward(xp, g, idx, axis, n):
+    shape = list(g.shape)
+    shape[axis] = n
+    out = xp.zeros(tuple(shape), dtype=g.dtype)
+    xp.put_along_axis(out, _batched_index(xp, idx, g), g, axis=axis)
+    return out
+
+
+_take_along = def_op("take_along", _take_along_forward, args=("x", "idx"), saves=("x.shape", "idx"),
+                     same_dtype=False,
+                     vjp=(lambda ops, g, x_shape, idx, axis:
+                          ops.op("put_along", g, idx, axis=axis, n=x_shape[axis]), None),
+                     jvp=lambda ops, ts, x_shape, idx, axis:
+                     None if ts[0] is None else ops.op("take_along", ts[0], idx, axis=axis))
+_put_along = def_op("put_along", _put_along_forward, args=("g", "idx"), saves=("idx",),
+                    same_dtype=False,
+                    vjp=(lambda ops, g, idx, axis, n: ops.op("take_along", g, idx, axis=axis),
+                         None),
+                    jvp=lambda ops, ts, idx, axis, n:
+                    None if ts[0] is None else ops.op("put_along", ts[0], idx, axis=axis, n=n))
+
+
+def _argsort_forward(xp, x, axis, descending):
+    # a stable sort of -x keeps equal elements in their order, as TF's stable descending sort
+    return xp.argsort(-x if descending else x, axis=axis, kind="stable").astype(xp.int32)
+
+
+_argsort = def_op("argsort", _argsort_forward)  # no gradient: indices
+
+
+def _direction(direction, op):
+    if direction not in ("ASCENDING", "DESCENDING"):
+        raise InvalidArgumentError(f"{op}: direction must be 'ASCENDING' or 'DESCENDING', got "
+                                   f"{direction!r}")
+    return direction == "DESCENDING"
+
+
+def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
+    """The indices (int32) that sort `values` along `axis`, as tf.argsort (always stable).
+
+    >>> tg.argsort(tg.constant([3.0, 1.0, 2.0])).numpy()
+    array([1, 2, 0], dtype=int32)
+    """
+    x = tensor(values)
+    if x.ndim == 0:
+        raise InvalidArgumentError("argsort: a scalar has no axis to sort; give a tensor of "
+                                   "rank >= 1")
+    return apply(_argsort, (x,), {"axis": norm_axis(axis, x.ndim, "argsort"),
+                                  "descending": _direction(direction, "argsort")})
+
+
+def sort(values, axis=-1, direction="ASCENDING", name=None):
+    """`values` sorted along `axis`, as tf.sort; its gradient goes back to where each element
+    came from.
+
+    >>> tg.sort(tg.constant([3.0, 1.0, 2.0]), direction="DESCENDING").numpy()
+    array([3., 2., 1.], dtype=float32)
+    """
+    x = tensor(values)
+    idx = argsort(x, axis=axis, direction=direction)
+    return apply(_take_along, (x, idx), {"axis": norm_axis(axis, x.ndim, "sort")})
+
+
+TopK = namedtuple("TopK", "values indices")
+
+
+def top_k(input, k=1, sorted=True, name=None):  # noqa: A002
+    """The k largest entries along the last axis and their indices (int32), as tf.math.top_k
+    (ties: the lower index first); the gradient goes to the entries picked.
+
+    >>> tg.math.top_k(tg.constant([1.0, 3.0, 2.0]), k=2).values.numpy()
+    array([3., 2.], dtype=float32)
+    """
+    x = tensor(input)
+    k = int(k)
+    if x.ndim == 0 or not 0 <= k <= x.shape[-1]:
+        raise InvalidArgumentError(f"top_k: k={k} must be in [0, {x.shape[-1] if x.ndim else 0}] "
+                                   f"for an input of shape {x.shape}")
+    idx = argsort(x, axis=-1, direction="DESCENDING")[..., :k]
+    return TopK(apply(_take_along, (x, idx), {"axis": -1}), idx)
+
+
 __all__ = public(globals(), ("",), special=((("linalg",), (matrix_transpose,)),
+                                            (("math",), (top_k,)),
                                             ((), (getitem, g_inner_ndim, unstack_last))))

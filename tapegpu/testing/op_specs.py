@@ -366,6 +366,12 @@ SPECS = [
          tg.clip_by_global_norm([x, y], 1.5)[0][1], (U, U),
          lambda x, y: (2 * x + y) * 1.5 / max(np.sqrt((x * x).sum() + (y * y).sum()), 1.5),
          covers=("minimum", "reduce_sum")),
+    Spec("sort", lambda x: tg.sort(x, axis=0), ((5, 3),), lambda x: np.sort(x, 0),
+         covers=("take_along", "put_along", "argsort")),
+    Spec("sort_descending", lambda x: tg.sort(x, direction="DESCENDING"), ((3, 5),),
+         lambda x: -np.sort(-x, -1), covers=("take_along",)),
+    Spec("top_k", lambda x: tg.math.top_k(x, k=2).values, ((3, 5),),
+         lambda x: -np.sort(-x, -1)[..., :2], covers=("take_along",)),
     Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
          lambda x: x * (np.random.default_rng(3).uniform(0, 1, (4, 5)) >= 0.5) * 2.0),
 ]

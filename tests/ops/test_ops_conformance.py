@@ -202,3 +202,20 @@ def test_clip_by_global_norm_as_tensorflow():
     assert np.all(np.isfinite(tape.gradient(y, z).numpy()))
     with pytest.raises(TypeError, match="clip_by_global_norm"):
         tg.clip_by_global_norm(a, 1.0)
+
+
+def test_sorting_as_tensorflow():
+    x = tg.constant([[2.0, 1.0, 2.0, 0.0]])
+    idx = tg.argsort(x)
+    assert idx.dtype == tg.int32 and idx.numpy().tolist() == [[3, 1, 0, 2]]  # stable on ties
+    assert tg.argsort(x, direction="DESCENDING").numpy().tolist() == [[0, 2, 1, 3]]
+    values, indices = tg.math.top_k(x, k=2)
+    assert values.numpy().tolist() == [[2.0, 2.0]] and indices.numpy().tolist() == [[0, 2]]
+    with tg.GradientTape() as tape:  # top_k's gradient goes to the entries picked
+        tape.watch(x)
+        y = tg.reduce_sum(tg.math.top_k(x, k=2).values * tg.constant([1.0, 10.0]))
+    assert tape.gradient(y, x).numpy().tolist() == [[1.0, 0.0, 10.0, 0.0]]
+    with pytest.raises(tg.InvalidArgumentError, match="top_k: k=5"):
+        tg.math.top_k(x, k=5)
+    with pytest.raises(tg.InvalidArgumentError, match="sort.*direction"):
+        tg.sort(x, direction="UP")
