@@ -50,3 +50,35 @@ def map_structure(fn, structure):
 
 def is_nested(s):
     return isinstance(s, (list, tuple, dict))
+
+
+def assert_same_structure(nest1, nest2, check_types=True):
+    """Raises ValueError when the two structures nest differently (TypeError, with `check_types`,
+    when their sequence types differ), as tf.nest.assert_same_structure.
+
+    >>> tg.nest.assert_same_structure([1, (2, 3)], [4, (5, 6)])
+    """
+    def shape(s):
+        if isinstance(s, dict):
+            return (type(s) if check_types else dict, tuple((k, shape(s[k])) for k in sorted(s)))
+        if isinstance(s, (list, tuple)):
+            kind = type(s) if check_types else (tuple if hasattr(s, "_fields") else list)
+            return (kind, tuple(shape(v) for v in s))
+        return None
+
+    a, b = shape(nest1), shape(nest2)
+    if a == b:
+        return
+    if check_types and shape_without_types(nest1) == shape_without_types(nest2):
+        raise TypeError(f"The two structures don't have the same sequence type: {nest1!r} and "
+                        f"{nest2!r}")
+    raise ValueError(f"The two structures don't have the same nested structure: {nest1!r} and "
+                     f"{nest2!r}")
+
+
+def shape_without_types(s):
+    if isinstance(s, dict):
+        return ("dict", tuple((k, shape_without_types(s[k])) for k in sorted(s)))
+    if isinstance(s, (list, tuple)):
+        return ("seq", tuple(shape_without_types(v) for v in s))
+    return None
