@@ -194,8 +194,9 @@ class ConcreteFunction:
         args, kwargs = self.structured_input_signature
         lines = [f"{name}({', '.join(self.function._arg_names(len(args), kwargs))})",
                  "  Args:"]
-        for i, leaf in enumerate(self._key[1]):
-            lines.append(f"    {self.graph.input_names[i] if i < len(self.graph.input_names) and leaf[0] == 'T' else f'arg{i}'}: {_spec_text(leaf)}")
+        names = self.function._leaf_names(self._arg_structure)
+        for name, leaf in zip(names, self._key[1]):
+            lines.append(f"    {name}: {_spec_text(leaf)}")
         lines.append("  Returns:")
         for kind, v in self.graph.outputs:
             if kind == "v":
@@ -248,7 +249,7 @@ class Function:
         self._traced = False
         self._bound = {}
 
-    # -- methods: one Function (and cache) per instance ----------------------------------------------
+    # -- methods: one Function (and cache) per instance ---------------------------------------
     def __get__(self, obj, objtype=None):
         if obj is None or self._instance is not None:
             return self

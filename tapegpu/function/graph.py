@@ -82,9 +82,9 @@ class Graph:
         return f"{dtype}{list(shape)}"
 
     def __str__(self):
-        lines = [f"graph {self.name}({', '.join(f'{self._name(v)}: {self._type(v)}' for v in self.inputs)})"
-                 f"  # traced {self.traced_nodes} nodes; CSE merged {self.merged}, DCE dropped "
-                 f"{self.dropped}"]
+        args = ", ".join(f"{self._name(v)}: {self._type(v)}" for v in self.inputs)
+        lines = [f"graph {self.name}({args})  # traced {self.traced_nodes} nodes; CSE merged "
+                 f"{self.merged}, DCE dropped {self.dropped}"]
         for vid, a in self.constants.items():
             lines.append(f"  {self._name(vid)} = constant {self._type(vid)}")
         for n in self.nodes:
