@@ -70,6 +70,9 @@ from .models.module import Module  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
 from .autodiff import blackbox as _blackbox  # noqa: E402
 from .autodiff.blackbox import NoGradientError, numpy_function  # noqa: E402,F401
+# -- tg.function: tracing into graphs (tapegpu/function) ------------------------------------------
+from .function import TensorSpec, init_scope, function  # noqa: E402,F401
+from .function import print_ as print  # noqa: E402,F401,A001
 
 estimators = _namespace(
     "estimators", central_difference=_blackbox.central_difference,

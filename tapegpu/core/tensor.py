@@ -29,9 +29,24 @@ class _ThreadState(threading.local):
         # rebound (a tape keeps the list it was pushed on)
         self.recorders = []
         self.variable_watchers = []  # told about every variable read (custom_gradient)
+        # tapegpu.function traces recording, innermost last: told when a tensor's value leaves
+        # as a Python value (a guard) and about variable assignments (graph side effects)
+        self.tracers = []
 
 
 _thread = _ThreadState()
+
+
+def _leaving(t):
+    """`t`'s value becomes a Python value (bool, int, float, numpy): active traces guard it."""
+    for tracer in _thread.tracers:
+        tracer.guard(t)
+
+
+def _assigned(var, kind, value):
+    """`var` was assigned (`kind`: assign, assign_add, assign_sub) `value`: traces record it."""
+    for tracer in _thread.tracers:
+        tracer.on_assign(var, kind, value)
 
 
 class TensorBase:
@@ -89,9 +104,13 @@ class Tensor(TensorBase):
 
     def numpy(self):
         """A host numpy copy of the value."""
+        if _thread.tracers:
+            _leaving(self)
         return np.array(self._dev.to_numpy(self._data), copy=True)
 
     def item(self):
+        if _thread.tracers:
+            _leaving(self)
         return self._dev.to_numpy(self._data).item()
 
     def ref(self):
@@ -118,17 +137,25 @@ class Tensor(TensorBase):
         if self._data.size != 1:
             raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; "
                              "use tg.reduce_any or tg.reduce_all")
+        if _thread.tracers:
+            _leaving(self)
         return bool(self._data)
 
     def __float__(self):
+        if _thread.tracers:
+            _leaving(self)
         return float(self._data)
 
     def __int__(self):
+        if _thread.tracers:
+            _leaving(self)
         return int(self._data)
 
     def __index__(self):
         if self._data.dtype.kind not in "iu":
             raise TypeError(f"only integer tensors can be used as an index, not {self.dtype.name}")
+        if _thread.tracers:
+            _leaving(self)
         return int(self._data)
 
     def __repr__(self):
@@ -263,16 +290,22 @@ class Variable:
         if isinstance(value, np.ndarray) and t._data is value:
             t = Tensor(value.copy(), t._dev)  # the caller still holds `value`
         self._value = Tensor(t._data, t._dev)
+        if _thread.tracers:
+            _assigned(self, "assign", t)
         return self if read_value else None
 
     def assign_add(self, delta, read_value=True):
         d = self._checked(delta, "assign_add")
         self._value = Tensor(self._value._data + d._data, d._dev)  # new array: saved values stay
+        if _thread.tracers:
+            _assigned(self, "assign_add", d)
         return self if read_value else None
 
     def assign_sub(self, delta, read_value=True):
         d = self._checked(delta, "assign_sub")
         self._value = Tensor(self._value._data - d._data, d._dev)
+        if _thread.tracers:
+            _assigned(self, "assign_sub", d)
         return self if read_value else None
 
     def _assign_array(self, array):

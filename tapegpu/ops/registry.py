@@ -57,6 +57,12 @@ from ..core.tensor import Tensor, _thread
 
 REGISTRY = {}
 
+# Observers of EVERY op applied, differentiable or not (tapegpu.function's tracer, which records
+# a graph): `observer(op, inputs, out, params)` after the output tensor exists. Empty unless a
+# trace is active in some thread (each observer filters by thread); while non-empty, apply1 and
+# apply2 take the general path through `_finish`, so the fast path costs one list test.
+OBSERVERS = []
+
 
 class InvalidArgumentError(ValueError):
     """Bad shapes, dtypes or values for an op (TensorFlow's `tf.errors.InvalidArgumentError`)."""
@@ -213,7 +219,7 @@ def apply1(op, x, params):
         out = op.forward(dev.xp, x._data, **params) if params else op.forward(dev.xp, x._data)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x,), params, e) from None
-    if op.residuals or dev.counts_launches or _profilers:
+    if op.residuals or dev.counts_launches or _profilers or OBSERVERS:
         return _finish(op, (x,), out, dev, params, True)
     return wrap(op, (x,), out, dev, params)
 
@@ -232,7 +238,7 @@ def apply2(op, x, y, params):
         out = op.forward(dev.xp, xd, yd, **params) if params else op.forward(dev.xp, xd, yd)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise _error(op, (x, y), params, e) from None
-    if op.residuals or dev.counts_launches or _profilers:
+    if op.residuals or dev.counts_launches or _profilers or OBSERVERS:
         return _finish(op, (x, y), out, dev, params, True)
     return wrap(op, (x, y), out, dev, params)
 
@@ -279,6 +285,8 @@ def _finish(op, inputs, out, dev, params, reference):
     if dev.counts_launches and reference and not op.view:
         dev.launches[op.name] += 1
     y = wrap(op, inputs, out, dev, params)
+    for observe in OBSERVERS:
+        observe(op, inputs, y, params)
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y
@@ -297,6 +305,8 @@ def _with_residuals(op, inputs, result, dev, params, reference):
         for rec in active:
             rec.record(op, inputs, y, params)
         del y._res
+    for observe in OBSERVERS:
+        observe(op, inputs, y, params)
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y

@@ -15,7 +15,7 @@ import numpy as np
 from ..autodiff.tape import GradientTape
 from ..backends.kernels import KERNELS
 from ..core import nest
-from ..core.tensor import Tensor, Variable, convert_to_tensor
+from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from .schedules import LearningRateSchedule
 
 
@@ -153,10 +153,18 @@ class Optimizer:
             warnings.warn(f"{self.name}: no gradient for variables "
                           f"{[getattr(v, 'name', repr(v)) for v in skipped]}; they are not "
                           "updated (is the loss connected to them?)", UserWarning, stacklevel=2)
-        arrays = [self._gradient_array(g, v) for g, v in pairs]
-        arrays = self._clip(arrays, [v for _, v in pairs])
+        grads = [self._gradient_tensor(g, v) for g, v in pairs]
+        variables = [v for _, v in pairs]
+        for tracer in _thread.tracers:  # inside tg.function: one graph node replays the update
+            tracer.on_update(self._apply_arrays, grads, variables)
+        return self._apply_arrays([g._data for g in grads], variables)
+
+    def _apply_arrays(self, arrays, variables):
+        """The update from gradient arrays: clipping, the learning rate at the current step,
+        one rule per variable, the step count (what a tg.function graph node replays)."""
+        arrays = self._clip(arrays, variables)
         lr = self._current_lr()
-        for g, (_, var) in zip(arrays, pairs):
+        for g, var in zip(arrays, variables):
             self._update_one(var, g, lr)
         self._step += 1
         self._iterations._assign_array(np.asarray(self._step, dtype=np.int64))
@@ -183,7 +191,7 @@ class Optimizer:
                             "floating-point variables only (make it trainable=False, or create "
                             "it with a float dtype)")
 
-    def _gradient_array(self, g, var):
+    def _gradient_tensor(self, g, var):
         if not var.trainable:
             raise ValueError(f"{self.name}.apply_gradients: variable {var.name!r} is not "
                              "trainable")
@@ -196,7 +204,7 @@ class Optimizer:
         if g._dev is not var._value._dev:
             raise ValueError(f"{self.name}.apply_gradients: gradient on {g.device} for variable "
                              f"{var.name!r} on {var.device}")
-        return g._data
+        return g
 
     def _clip(self, arrays, variables):
         if not arrays:

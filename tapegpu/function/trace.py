@@ -1,0 +1,246 @@
+"""Tracing: a `Tracer` records every op, variable read, assignment, optimizer update, print and
+guard of one run of a Python function into a `graph.Graph`.
+
+A trace runs the function on the call's real values (the first call of a signature executes
+eagerly while it is recorded). The tracer is seen three ways:
+
+* as an observer of every registry op (`registry.OBSERVERS`; differentiable or not);
+* as a recorder on `_thread.recorders`: variable reads come to `record_variable_read`, a
+  GradientTape's sweep inside the trace runs in tensor mode (its VJPs are ops, so gradients are
+  part of the graph), and per-call ops (custom_gradient, recompute_grad) come to `record`;
+* on `_thread.tracers`: guards (a tensor's value leaving as a Python value), assignments,
+  optimizer updates and `tg.print`.
+
+A tensor the trace did not produce is resolved, in order: by id (outputs, placeholders, reads);
+by its array (a tensor re-wrapping a traced value's array: custom_gradient's outputs, an
+assigned value); else it is captured as a constant, by value.
+"""
+import contextlib
+import sys
+import threading
+
+from ..core.tensor import Tensor, Variable, _next_uid, _thread
+from ..ops import registry
+from .graph import Graph
+
+
+class OperatorNotAllowedInGraphError(TypeError):
+    """A tensor's value was used as a Python value (`if t:`, `float(t)`) in a `tg.function`
+    with an `input_signature`, where it cannot retrace for a new value (TensorFlow's error)."""
+
+
+_lock = threading.Lock()
+_active = [0]  # traces running, in all threads
+
+
+def _observe(op, inputs, out, params):
+    for tracer in _thread.tracers:
+        tracer.observe(op, inputs, out, params)
+
+
+class Tracer:
+    """Records one run of a function (see the module docstring)."""
+
+    def __init__(self, name, forbid_guards=False, may_create_variables=True):
+        self.graph = Graph(name)
+        self.name = name
+        self.forbid_guards = forbid_guards
+        self.may_create_variables = may_create_variables
+        self.start_uid = _next_uid()
+        self.by_uid = {}
+        self.by_data = {}
+        self.keep = []  # what the maps refer to stays alive until the trace ends
+        self.created = []  # variables created during this trace
+        self.effects = []  # kinds of side effects so far, for the guard-after-update check
+
+    # -- activation -------------------------------------------------------------------------------
+    def __enter__(self):
+        _thread.tracers.append(self)
+        _thread.recorders.append(self)
+        with _lock:  # the observer is installed while any thread traces
+            _active[0] += 1
+            if _observe not in registry.OBSERVERS:
+                registry.OBSERVERS.append(_observe)
+        return self
+
+    def __exit__(self, *exc):
+        _remove(_thread.tracers, self)
+        _remove(_thread.recorders, self)
+        with _lock:
+            _active[0] -= 1
+            if not _active[0] and _observe in registry.OBSERVERS:
+                registry.OBSERVERS.remove(_observe)
+        self.keep = self.by_data = self.by_uid = None
+
+    # -- values -----------------------------------------------------------------------------------
+    def bind(self, t, vid):
+        self.by_uid[t._uid] = vid
+        self.by_data[id(t._data)] = vid
+        self.keep.append(t)
+
+    def known(self, t):
+        vid = self.by_uid.get(t._uid)
+        if vid is None:
+            vid = self.by_data.get(id(t._data))
+            if vid is not None:
+                self.by_uid[t._uid] = vid
+                self.keep.append(t)
+        return vid
+
+    def value(self, t):
+        if isinstance(t, Variable):
+            t = t._read()
+        vid = self.known(t)
+        if vid is None:
+            vid = self.graph.new_value("constant", t)
+            self.graph.constants[vid] = t._data
+            self.bind(t, vid)
+        return vid
+
+    def placeholder(self, t, name):
+        vid = self.graph.new_value(name, t)
+        self.graph.inputs.append(vid)
+        self.graph.input_names.append(name)
+        self.bind(t, vid)
+
+    # -- what the trace sees ---------------------------------------------------------------------
+    def observe(self, op, inputs, out, params):
+        ins = [self.value(t) for t in inputs]
+        self.bind(out, self.graph.add("op", op, ins, params, out))
+
+    def record(self, op, inputs, out, params):
+        """A recorder's call: registry ops come through `observe`; a per-call op's output
+        (custom_gradient, recompute_grad) re-wraps its function's result, found by array."""
+        if registry.REGISTRY.get(op.name) is not op:
+            self.known(out)
+
+    def note_variable(self, var):
+        self._check_variable(var)
+
+    def record_variable_read(self, var, out):
+        self._check_variable(var)
+        if out is None:
+            out = Tensor(var._value._data, var._value._dev)
+        self.bind(out, self.graph.add("read", var, (), None, out, label=var.name))
+        return out
+
+    def guard(self, t):
+        vid = self.known(t)
+        if vid is None or vid in self.graph.constants:
+            return  # a constant: its value cannot change
+        if self.forbid_guards:
+            raise OperatorNotAllowedInGraphError(
+                f"tg.function {self.name}: using a tensor's value as a Python value (bool, "
+                f"int, float, numpy; a Python `if`/`while` on a tensor) is not allowed under an "
+                f"input_signature: the function cannot retrace for a new value. Use tg.where or "
+                f"compute the condition outside the function")
+        if "update" in self.effects:
+            raise NotImplementedError(
+                f"tg.function {self.name}: a tensor's value is used as a Python value after "
+                f"optimizer.apply_gradients; a guard there could not undo the update when it "
+                f"fails. Move the condition before apply_gradients")
+        host = t._dev.to_numpy(t._data).copy()
+        self.graph.add("guard", host, (vid,), None)
+
+    def on_assign(self, var, kind, value):
+        self._check_variable(var)
+        self.graph.add("assign", var, (self.value(value),), kind)
+        self.effects.append("assign")
+
+    def on_update(self, fn, grads, variables):
+        for v in variables:
+            self._check_variable(v)
+        self.graph.add("update", fn, [self.value(g) for g in grads], list(variables))
+        self.effects.append("update")
+
+    def on_print(self, template, tensors):
+        self.graph.add("print", template, [self.value(t) for t in tensors], None)
+        self.effects.append("print")
+
+    def _check_variable(self, var):
+        if var._uid > self.start_uid and all(v is not var for v in self.created):
+            if not self.may_create_variables:
+                raise ValueError(
+                    f"tg.function {self.name} only supports singleton tg.Variables created on "
+                    f"the first call (variable {var.name!r} was created by a later trace). Make "
+                    f"sure the tg.Variable is only created once or created outside tg.function")
+            self.created.append(var)
+
+    def finish(self, result, nest):
+        """Resolves the function's result: the graph's outputs; returns the result with
+        variables read as tensors."""
+        leaves = nest.flatten(result)
+        outs = []
+        values = []
+        for leaf in leaves:
+            if isinstance(leaf, Variable):
+                leaf = leaf._read()
+            if isinstance(leaf, Tensor):
+                outs.append(("v", self.value(leaf)))
+            else:
+                outs.append(("py", leaf))
+            values.append(leaf)
+        self.graph.outputs = outs
+        self.graph.structure = result
+        return nest.pack_sequence_as(result, values)
+
+
+def _remove(stack, item):
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i] is item:
+            del stack[i]
+            return
+
+
+@contextlib.contextmanager
+def init_scope():
+    """Runs its block outside any `tg.function` trace (TensorFlow's `tf.init_scope`): its ops
+    execute eagerly and are not recorded; tensors it makes are captured as constants when the
+    function uses them afterwards. Outside a trace it does nothing.
+
+    >>> @tg.function
+    ... def f(x):
+    ...     with tg.init_scope():
+    ...         c = tg.constant(2.0) * 3.0  # computed once, at trace time
+    ...     return x * c
+    >>> float(f(tg.constant(1.0)))
+    6.0
+    """
+    tracers = list(_thread.tracers)
+    saved = [(i, r) for i, r in enumerate(_thread.recorders) if isinstance(r, Tracer)]
+    del _thread.tracers[:]
+    for _, r in saved:
+        _remove(_thread.recorders, r)
+    try:
+        yield
+    finally:
+        _thread.tracers.extend(tracers)
+        for i, r in saved:
+            _thread.recorders.insert(min(i, len(_thread.recorders)), r)
+
+
+def print_(*inputs, output_stream=None, sep=" ", end="\n"):
+    """Prints tensors and Python values (TensorFlow's `tf.print`): inside a `tg.function` it is
+    a graph node, so it prints at every call, not only when the function is traced. Prints to
+    `output_stream` (default `sys.stderr`, as TensorFlow).
+
+    >>> import sys
+    >>> tg.print("x:", tg.constant([1, 2]), output_stream=sys.stdout)
+    x: [1 2]
+    """
+    parts = []
+    tensors = []
+    for x in inputs:
+        if isinstance(x, Variable):
+            x = x._read()
+        if isinstance(x, Tensor):
+            parts.append(("t", None))
+            tensors.append(x)
+        else:
+            parts.append(("py", str(x)))
+    template = (tuple(parts), sep, end, output_stream)
+    for tracer in _thread.tracers:
+        tracer.on_print(template, tensors)
+    stream = output_stream or sys.stderr
+    values = iter([t._dev.to_numpy(t._data) for t in tensors])
+    stream.write(sep.join(str(next(values)) if k == "t" else text for k, text in parts) + end)

@@ -1,0 +1,187 @@
+"""tg.function's graphs: variables, gradients inside and outside, nesting, optimizations and
+the replay's memory."""
+import weakref
+
+import numpy as np
+import pytest
+
+import tapegpu as tg
+from tapegpu.function import graph as graph_mod
+
+
+def test_variable_assignments_replay_in_order():
+    v = tg.Variable([1.0, 2.0])
+
+    @tg.function
+    def f(x):
+        v.assign(x)
+        v.assign_add(tg.constant([1.0, 1.0]))
+        y = v * 2.0
+        v.assign_sub(tg.constant([0.5, 0.5]))
+        return y
+
+    assert f(tg.constant([0.0, 1.0])).numpy().tolist() == [2.0, 4.0]
+    assert v.numpy().tolist() == [0.5, 1.5]
+    assert f(tg.constant([2.0, 3.0])).numpy().tolist() == [6.0, 8.0]
+    assert v.numpy().tolist() == [2.5, 3.5]
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_variables_are_read_at_replay_time():
+    v = tg.Variable(2.0)
+
+    @tg.function
+    def f(x):
+        return x * v
+
+    assert float(f(tg.constant(3.0))) == 6.0
+    v.assign(5.0)
+    assert float(f(tg.constant(3.0))) == 15.0
+
+
+def _training(traced, steps=4, momentum=0.9):
+    tg.random.set_seed(3)
+    model = tg.layers.Sequential([tg.layers.Dense(8, activation="relu"), tg.layers.Dense(3)])
+    x = tg.constant(np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32))
+    y = tg.constant(np.array([0, 1, 2, 1, 0, 2], np.int32))
+    model(x)
+    opt = tg.optimizers.SGD(0.1, momentum=momentum)
+
+    def step(x, y):
+        with tg.GradientTape() as tape:
+            logits = model(x)
+            loss = tg.reduce_mean(tg.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    run = tg.function(step) if traced else step
+    losses = [float(run(x, y)) for _ in range(steps)]
+    return losses, [v.numpy() for v in model.trainable_variables], run, opt
+
+
+def test_training_step_matches_the_eager_step_bit_for_bit():
+    eager_losses, eager_vars, _, _ = _training(False)
+    losses, variables, run, opt = _training(True)
+    assert losses == eager_losses
+    for a, b in zip(variables, eager_vars):
+        np.testing.assert_array_equal(a, b)
+    assert run.experimental_get_tracing_count() == 1
+    assert int(opt.iterations) == 4
+
+
+def test_gradient_of_a_traced_function_under_an_outer_tape():
+    @tg.function
+    def f(x, w):
+        return tg.reduce_sum(tg.sin(x) * w)
+
+    x = tg.constant([0.5, 1.0, 2.0])
+    w = tg.Variable([1.0, 2.0, 3.0])
+    f(x, w)  # traced without a tape
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x, w)
+    gx, gw = tape.gradient(y, [x, w])
+    np.testing.assert_allclose(gx.numpy(), np.cos([0.5, 1.0, 2.0]) * [1, 2, 3], rtol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), np.sin([0.5, 1.0, 2.0]), rtol=1e-6)
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_nested_traced_functions_are_inlined():
+    @tg.function
+    def inner(x):
+        return tg.sin(x) * 2.0
+
+    @tg.function
+    def outer(x):
+        return inner(x) + inner(x * 3.0)
+
+    x = tg.constant([0.1, 0.2])
+    expected = np.sin([0.1, 0.2]) * 2 + np.sin([0.3, 0.6]) * 2
+    np.testing.assert_allclose(outer(x).numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(outer(x * 1.0).numpy(), expected, rtol=1e-6)
+    assert str(outer.get_concrete_function(x).graph).count("sin(") == 2
+    assert outer.experimental_get_tracing_count() == 1
+
+
+def test_custom_gradient_recompute_grad_and_stop_gradient_inside():
+    @tg.custom_gradient
+    def clip_grad(x):
+        def grad(dy):
+            return tg.clip_by_value(dy, -0.5, 0.5)
+        return tg.identity(x), grad
+
+    layer = tg.recompute_grad(lambda x: tg.sin(x) * x)
+
+    @tg.function
+    def grads(x):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.reduce_sum(clip_grad(x) * 3.0 + layer(x) + tg.stop_gradient(x) * x)
+        return tape.gradient(y, x)
+
+    def expected(v):
+        return 0.5 + np.sin(v) + v * np.cos(v) + v
+
+    for v in ([0.1, 0.2], [1.0, 2.0]):
+        np.testing.assert_allclose(grads(tg.constant(v)).numpy(),
+                                   expected(np.array(v)), rtol=1e-5)
+    assert grads.experimental_get_tracing_count() == 1
+
+
+def test_cse_and_dce_on_the_printed_graph():
+    @tg.function
+    def f(x):
+        a = tg.sin(x)
+        b = tg.sin(x)  # merged with a
+        unused = tg.exp(x) * 4.0  # dropped  # noqa: F841
+        return a + b
+
+    text = str(f.get_concrete_function(tg.constant([1.0])).graph)
+    assert text.count("sin(") == 1 and "exp(" not in text
+    assert "CSE merged 1" in text and "DCE dropped 2" in text
+    np.testing.assert_allclose(f(tg.constant([1.0])).numpy(), 2 * np.sin([1.0]), rtol=1e-6)
+
+
+def test_replay_frees_intermediates_after_their_last_use():
+    @tg.function
+    def f(x):
+        for _ in range(20):
+            x = tg.sin(x) * 1.01 + 0.1
+        return x
+
+    x = tg.constant(np.ones(1000, np.float32))
+    f(x)
+    cf = f.get_concrete_function(x)
+    assert cf.peak_live_values <= 6  # x, two constants, at most three intermediates
+    made = []
+    live = []
+
+    def watch(vals):
+        for a in vals:
+            if isinstance(a, np.ndarray) and a.size == 1000 and \
+                    all(r() is not a for r in made):
+                made.append(weakref.ref(a))
+        live.append(sum(1 for a in vals if a is not None))
+
+    graph_mod.on_step = watch
+    try:
+        out = f(x * 1.0)
+    finally:
+        graph_mod.on_step = None
+    assert len(made) >= 60 and max(live) <= cf.peak_live_values
+    alive = [r for r in made if r() is not None]
+    assert len(alive) <= 2  # the output (and the cached input) only
+    assert out.shape == (1000,)
+
+
+def test_replay_matches_eager_results_bit_for_bit():
+    def body(x):
+        for _ in range(10):
+            x = tg.sin(x) * 1.01 + 0.1
+        return tg.reduce_sum(x * x)
+
+    f = tg.function(body)
+    x = tg.constant(np.random.default_rng(1).standard_normal(16).astype(np.float32))
+    f(x)
+    assert f(x).numpy() == body(x).numpy()

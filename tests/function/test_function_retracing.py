@@ -1,0 +1,202 @@
+"""tg.function's tracing rules, with the retracing counts of TensorFlow's tf.function guide."""
+import sys
+
+import numpy as np
+import pytest
+
+import tapegpu as tg
+
+
+def test_python_scalars_retrace_per_value_tensors_per_shape_and_dtype():
+    @tg.function
+    def double(a):
+        return a + a
+
+    double(tg.constant(1))
+    double(tg.constant(1.1))
+    double(tg.constant("a") if False else tg.constant([1, 2]))
+    assert double.experimental_get_tracing_count() == 3
+    double(tg.constant(7))  # same shape and dtype as the first call: no trace
+    assert double.experimental_get_tracing_count() == 3
+    double(2)
+    double(3)
+    double(2)
+    assert double.experimental_get_tracing_count() == 5  # one trace per Python value
+
+
+def test_decorator_with_arguments_and_kwargs_and_nested_arguments():
+    @tg.function()
+    def f(xs, scale=2.0):
+        return [x * scale for x in xs["a"]], xs["b"] + 1.0
+
+    a = [tg.constant([1.0]), tg.constant([2.0])]
+    out = f({"a": a, "b": tg.constant(0.5)})
+    assert [float(o[0]) for o in out[0]] == [2.0, 4.0] and float(out[1]) == 1.5
+    out = f({"a": [tg.constant([3.0]), tg.constant([4.0])], "b": tg.constant(1.5)})
+    assert [float(o[0]) for o in out[0]] == [6.0, 8.0] and float(out[1]) == 2.5
+    assert f.experimental_get_tracing_count() == 1
+    f({"a": a, "b": tg.constant(0.5)}, scale=3.0)
+    assert f.experimental_get_tracing_count() == 2
+
+
+def test_input_signature_with_none_dims_traces_once_and_rejects_other_inputs():
+    @tg.function(input_signature=[tg.TensorSpec([None], tg.int32)])
+    def next_collatz(x):
+        return tg.where(x % 2 == 0, x // 2, 3 * x + 1)
+
+    assert next_collatz(tg.constant([1, 2])).numpy().tolist() == [4, 1]
+    assert next_collatz(tg.constant([1, 2, 3, 4])).numpy().tolist() == [4, 1, 10, 2]
+    assert next_collatz.experimental_get_tracing_count() == 1
+    with pytest.raises(TypeError):
+        next_collatz(tg.constant([[1, 2], [3, 4]]))  # wrong rank
+    with pytest.raises(ValueError):
+        next_collatz(tg.constant([1.0, 2.0]))  # wrong dtype
+    with pytest.raises(TypeError, match="next_collatz"):
+        next_collatz(tg.constant([1]), tg.constant([2]))
+
+
+def test_reduce_retracing_generalizes_the_differing_dimension():
+    @tg.function(reduce_retracing=True)
+    def g(x):
+        return x * 2
+
+    for n in (1, 2, 3, 4):
+        assert g(tg.ones((n,))).numpy().tolist() == [2.0] * n
+    assert g.experimental_get_tracing_count() == 2  # (1,), then (None,)
+    g(tg.ones((2, 2)))  # another rank: a new trace
+    assert g.experimental_get_tracing_count() == 3
+    assert "shape=(None,)" in g.pretty_printed_concrete_signatures()
+
+
+def test_python_side_effects_at_trace_time_only_and_tg_print_every_call(capsys):
+    seen = []
+
+    @tg.function
+    def f(x):
+        print("traced")
+        seen.append(1)
+        tg.print("value:", x, output_stream=sys.stdout)
+        return x + 1
+
+    for v in (1.0, 2.0, 3.0):
+        f(tg.constant(v))
+    out = capsys.readouterr().out
+    assert out.count("traced") == 1 and len(seen) == 1
+    assert out.count("value:") == 3 and "value: 3.0" in out
+
+
+def test_variables_may_be_created_on_the_first_trace_only():
+    class Counter:
+        def __init__(self):
+            self.v = None
+
+        @tg.function
+        def __call__(self, x):
+            if self.v is None:
+                self.v = tg.Variable(1.0)
+            return self.v * x
+
+    c = Counter()
+    assert float(c(tg.constant(2.0))) == 2.0
+    assert float(c(tg.constant(3.0))) == 3.0
+    c(tg.constant([1.0, 2.0]))  # a retrace that creates nothing is fine
+
+    @tg.function
+    def f(x):
+        v = tg.Variable(1.0)
+        return v + x
+
+    f(tg.constant(1.0))
+    with pytest.raises(ValueError, match="only supports singleton tg.Variables created on the "
+                                         "first call"):
+        f(tg.constant([1.0]))
+
+
+def test_methods_have_a_cache_per_instance():
+    class M:
+        def __init__(self, k):
+            self.k = k
+
+        @tg.function
+        def f(self, x):
+            return x * self.k
+
+    a, b = M(2.0), M(3.0)
+    assert float(a.f(tg.constant(1.0))) == 2.0
+    assert float(b.f(tg.constant(1.0))) == 3.0
+    assert float(a.f(tg.constant(2.0))) == 4.0
+    assert a.f.experimental_get_tracing_count() == 1
+    assert b.f.experimental_get_tracing_count() == 1
+
+
+def test_get_concrete_function_and_signatures():
+    @tg.function
+    def f(x, n):
+        return x * n
+
+    cf = f.get_concrete_function(tg.constant([1.0, 2.0]), 3)
+    args, kwargs = cf.structured_input_signature
+    assert args == (tg.TensorSpec([2], tg.float32), 3) and kwargs == {}
+    assert "multiply" in str(cf.graph)
+    assert cf(tg.constant([2.0, 3.0]), 3).numpy().tolist() == [6.0, 9.0]
+    assert "x: float32 Tensor, shape=(2,)" in f.pretty_printed_concrete_signatures()
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_python_conditions_on_tensor_values_are_guards():
+    @tg.function
+    def f(x):
+        if tg.reduce_sum(x) > 0:
+            return x * 2.0
+        return x - 1.0
+
+    assert f(tg.constant([1.0])).numpy().tolist() == [2.0]
+    assert f(tg.constant([2.0])).numpy().tolist() == [4.0]  # the guard holds: replay
+    assert f.experimental_get_tracing_count() == 1
+    assert f(tg.constant([-1.0])).numpy().tolist() == [-2.0]  # guard fails: a retrace
+    assert f.experimental_get_tracing_count() == 2
+    assert f(tg.constant([-3.0])).numpy().tolist() == [-4.0]
+    assert f(tg.constant([3.0])).numpy().tolist() == [6.0]
+    assert f.experimental_get_tracing_count() == 2
+
+
+def test_a_failed_guard_undoes_the_assignments_before_it():
+    v = tg.Variable(0.0)
+
+    @tg.function
+    def f(x):
+        v.assign_add(1.0)
+        if x > 0:
+            return v * 1.0
+        return v * -1.0
+
+    assert float(f(tg.constant(1.0))) == 1.0
+    assert float(f(tg.constant(-1.0))) == -2.0  # guard failed after the assign: undone once
+    assert float(v) == 2.0
+    assert float(f(tg.constant(1.0))) == 3.0
+
+
+def test_guards_are_refused_under_an_input_signature():
+    @tg.function(input_signature=[tg.TensorSpec([], tg.float32)])
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(TypeError, match="input_signature"):
+        f(tg.constant(1.0))
+
+
+def test_init_scope_lifts_out_of_the_trace():
+    calls = []
+
+    @tg.function
+    def f(x):
+        with tg.init_scope():
+            c = tg.constant(3.0) + 1.0
+            calls.append(1)
+        return x * c
+
+    assert float(f(tg.constant(1.0))) == 4.0
+    assert float(f(tg.constant(2.0))) == 8.0
+    assert "add" not in str(f.get_concrete_function(tg.constant(1.0)).graph)
