@@ -223,6 +223,53 @@ class Plan:
             peak = max(peak, alive)
             alive -= len(s[4])
         self.peak_live = peak
+        self.straight = None if self.has_guards or any(s[0] == PRINT for s in steps) else \
+            _straight_line(self)
+
+
+def _straight_line(plan):
+    """The schedule as one Python function of straight-line code: a local variable per value,
+    `del` at its last use, the callables and constants as the function's globals. It does what
+    `replay`'s loop does, without the loop's bookkeeping per step (the graph is printable with
+    `str(concrete.graph)`, the code with `plan.source`)."""
+    names = {}
+    env = {"_assign": _assign}
+    lines = []
+    for v, a in plan.graph.constants.items():
+        env[f"c{v}"] = a
+        names[v] = f"c{v}"
+    params = []
+    for v in plan.graph.inputs:
+        names[v] = f"v{v}"
+        params.append(f"v{v}")
+    for k, (kind, fn, ins, out, frees, prm) in enumerate(plan.steps):
+        args = ", ".join(names[i] for i in ins)
+        if kind == OP:
+            env[f"f{k}"] = fn
+            lines.append(f"v{out} = f{k}({args})")
+        elif kind == READ:
+            env[f"var{k}"] = fn
+            lines.append(f"v{out} = var{k}._value._data")
+        elif kind == ASSIGN:
+            env[f"var{k}"], env[f"p{k}"] = fn, prm
+            lines.append(f"_assign(var{k}, p{k}, {args})")
+        else:  # UPDATE
+            env[f"f{k}"], env[f"p{k}"] = fn, prm
+            lines.append(f"f{k}([{args}], p{k})")
+        if out is not None:
+            names[out] = f"v{out}"
+        dead = [names[v] for v in frees if names.get(v, "").startswith("v")]
+        if dead:
+            lines.append(f"del {', '.join(dead)}")
+    outs = ", ".join(names[v] if k == "v" else f"o{n}" for n, (k, v) in
+                     enumerate(plan.graph.outputs))
+    for n, (k, v) in enumerate(plan.graph.outputs):
+        if k != "v":
+            env[f"o{n}"] = v
+    body = "\n    ".join(lines + [f"return [{outs}]"])
+    plan.source = f"def run({', '.join(params)}):\n    {body}\n"
+    exec(compile(plan.source, f"<tg.function {plan.graph.name}>", "exec"), env)
+    return env["run"]
 
 
 # tests set this to watch the slots after every step: on_step(values)
@@ -231,6 +278,8 @@ on_step = None
 
 def replay(plan, arrays):
     """Runs the schedule on input arrays; returns the output arrays (flattened order)."""
+    if plan.straight is not None and on_step is None:
+        return plan.straight(*arrays)
     vals = plan.template.copy()
     for v, a in zip(plan.graph.inputs, arrays):
         vals[v] = a
