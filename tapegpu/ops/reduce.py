@@ -278,6 +278,160 @@ def _prod_others(ops, x, axis):
     return ops.transpose(others, inv)
 
 
+# -- segment reductions ---------------------------------------------------------------------------
+# data (lead batch axes) + ids.shape + rest reduced over equal ids into (num,) + rest; the batch
+# axes of a cotangent or tangent lead (`lead`), and the ids index the axis after them
+
+def _segment_key(ids, lead):
+    return (slice(None),) * lead + (ids,)
+
+
+def _segment_sum_forward(xp, data, ids, num, lead=0):
+    shape = data.shape[:lead] + (num,) + data.shape[lead + ids.ndim:]
+    out = xp.zeros(shape, dtype=data.dtype)
+    xp.add.at(out, _segment_key(ids, lead), data)
+    return out
+
+
+def _segment_extreme_forward(fn):
+    def forward(xp, data, ids, num, lead=0):
+        shape = data.shape[:lead] + (num,) + data.shape[lead + ids.ndim:]
+        info = xp.finfo(data.dtype) if data.dtype.kind == "f" else xp.iinfo(data.dtype)
+        # an empty segment is the dtype's lowest (max) or highest (min) value, as TF
+        out = xp.full(shape, info.min if fn == "maximum" else info.max, dtype=data.dtype)
+        getattr(xp, fn).at(out, _segment_key(ids, lead), data)
+        return out
+    return forward
+
+
+def _gather_segments(ops, g, ids, data_ndim):
+    # d segment_sum / d data: each element gets its segment's cotangent
+    return ops.gather(g, ids, axis=g.ndim - (data_ndim - ids.ndim + 1))
+
+
+# segment_sum is linear in data: its VJP gathers, its JVP is itself on the tangent
+_segment_sum = def_op("unsorted_segment_sum", _segment_sum_forward,
+                      args=("data", "segment_ids"), saves=("data.shape", "segment_ids"),
+                      same_dtype=False,
+                      vjp=(lambda ops, g, d_shape, ids, num, lead=0:
+                           _gather_segments(ops, g, ids, len(d_shape)), None),
+                      jvp=lambda ops, ts, d_shape, ids, num, lead=0:
+                      None if ts[0] is None else ops.op(
+                          "unsorted_segment_sum", ts[0], ids, num=num,
+                          lead=ts[0].ndim - len(d_shape)))
+
+
+# the gradient goes to the elements equal to their segment's extreme, shared among ties (as TF)
+def _segment_extreme_vjp(ops, g, data, ids, out, num, lead=0):
+    hit = ops.cast(ops.equal(data, _gather_segments(ops, out, ids, data.ndim)), data.dtype)
+    ties = ops.op("unsorted_segment_sum", hit, ids, num=num)
+    return _gather_segments(ops, g, ids, data.ndim) * (
+        hit / _gather_segments(ops, ties, ids, data.ndim))
+
+
+def _segment_extreme_jvp(ops, ts, data, ids, out, num, lead=0):
+    hit = ops.cast(ops.equal(data, _gather_segments(ops, out, ids, data.ndim)), data.dtype)
+    ties = ops.op("unsorted_segment_sum", hit, ids, num=num)
+    nb = ts[0].ndim - data.ndim
+    return ops.op("unsorted_segment_sum", ts[0] * hit, ids, num=num, lead=nb) / ties
+
+
+_segment_max = def_op("unsorted_segment_max", _segment_extreme_forward("maximum"),
+                      args=("data", "segment_ids"), saves=("data", "segment_ids", "out"),
+                      same_dtype=False, vjp=(_segment_extreme_vjp, None),
+                      jvp=_segment_extreme_jvp)
+_segment_min = def_op("unsorted_segment_min", _segment_extreme_forward("minimum"),
+                      args=("data", "segment_ids"), saves=("data", "segment_ids", "out"),
+                      same_dtype=False, vjp=(_segment_extreme_vjp, None),
+                      jvp=_segment_extreme_jvp)
+
+
+def _segment_args(data, segment_ids, num_segments, op, sorted_ids=False):
+    x = tensor(data)
+    ids = tensor(segment_ids)
+    if ids._data.dtype.kind not in "iu" or x.shape[:ids.ndim] != ids.shape:
+        raise InvalidArgumentError(f"{op}: segment_ids must be integers whose shape {ids.shape} "
+                                   f"is a prefix of data's shape {x.shape}")
+    host = ids.numpy().ravel()
+    if sorted_ids and host.size and np.any(np.diff(host) < 0):
+        raise InvalidArgumentError(f"{op}: segment_ids must be sorted (use "
+                                   f"unsorted_{op} for unsorted ids)")
+    if num_segments is None:
+        num_segments = int(host.max()) + 1 if host.size else 0
+    num = int(num_segments)
+    if host.size and (host.min() < 0 or host.max() >= num):
+        raise InvalidArgumentError(f"{op}: segment ids must be in [0, {num}), got "
+                                   f"{int(host.min())}..{int(host.max())}")
+    return x, ids, num
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    """Sums of `data` over equal `segment_ids`, as tf.math.unsorted_segment_sum: shape
+    (num_segments,) + data.shape[segment_ids.ndim:].
+
+    >>> tg.math.unsorted_segment_sum(tg.constant([1.0, 2.0, 3.0]), [1, 0, 1], 2).numpy()
+    array([2., 4.], dtype=float32)
+    """
+    x, ids, num = _segment_args(data, segment_ids, num_segments, "unsorted_segment_sum")
+    return apply(_segment_sum, (x, ids), {"num": num})
+
+
+def unsorted_segment_mean(data, segment_ids, num_segments, name=None):
+    """Means of `data` over equal `segment_ids` (0 for an empty segment), as TF.
+
+    >>> tg.math.unsorted_segment_mean(tg.constant([1.0, 2.0, 3.0]), [1, 0, 1], 3).numpy()
+    array([2., 2., 0.], dtype=float32)
+    """
+    x, ids, num = _segment_args(data, segment_ids, num_segments, "unsorted_segment_mean")
+    total = apply(_segment_sum, (x, ids), {"num": num})
+    ones = _u.cast(_b.equal(ids, ids), x.dtype)
+    counts = apply(_segment_sum, (ones, ids), {"num": num})
+    counts = reshape(counts, counts.shape + (1,) * (x.ndim - ids.ndim))
+    return total / _b.maximum(counts, 1.0)
+
+
+def unsorted_segment_max(data, segment_ids, num_segments, name=None):
+    """Maxima of `data` over equal `segment_ids` (the dtype's lowest value for an empty
+    segment), as TF; the gradient is shared among ties.
+
+    >>> tg.math.unsorted_segment_max(tg.constant([1.0, 5.0, 3.0]), [1, 0, 1], 2).numpy()
+    array([5., 3.], dtype=float32)
+    """
+    x, ids, num = _segment_args(data, segment_ids, num_segments, "unsorted_segment_max")
+    return apply(_segment_max, (x, ids), {"num": num})
+
+
+def unsorted_segment_min(data, segment_ids, num_segments, name=None):
+    """Minima of `data` over equal `segment_ids` (the dtype's highest value for an empty
+    segment), as TF.
+
+    >>> tg.math.unsorted_segment_min(tg.constant([1.0, 5.0, 3.0]), [1, 0, 1], 2).numpy()
+    array([5., 1.], dtype=float32)
+    """
+    x, ids, num = _segment_args(data, segment_ids, num_segments, "unsorted_segment_min")
+    return apply(_segment_min, (x, ids), {"num": num})
+
+
+def _sorted_segment(unsorted, op):
+    def fn(data, segment_ids, name=None):
+        x, ids, num = _segment_args(data, segment_ids, None, op, sorted_ids=True)
+        return unsorted(x, ids, num)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"""As `unsorted_{op}` with sorted ids and as many segments as the largest id
+    plus one, as tf.math.{op}.
+
+    >>> tg.math.{op}(tg.constant([1.0, 2.0, 4.0]), [0, 0, 1]).numpy().shape
+    (2,)
+    """
+    return fn
+
+
+segment_sum = _sorted_segment(unsorted_segment_sum, "segment_sum")
+segment_mean = _sorted_segment(unsorted_segment_mean, "segment_mean")
+segment_max = _sorted_segment(unsorted_segment_max, "segment_max")
+segment_min = _sorted_segment(unsorted_segment_min, "segment_min")
+
+
 # -- scans ----------------------------------------------------------------------------------------
 
 def _scan_forward(fn):
@@ -348,4 +502,6 @@ cumprod = _scan(_cumprod, """The cumulative product along `axis` (`exclusive`, `
     """)
 
 
-__all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)),))
+__all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)), (("math",), (
+    unsorted_segment_sum, unsorted_segment_mean, unsorted_segment_max, unsorted_segment_min,
+    segment_sum, segment_mean, segment_max, segment_min))))

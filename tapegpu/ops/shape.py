@@ -598,6 +598,52 @@ def size(input, out_type=np.int32, name=None):  # noqa: A002
     return convert_to_tensor(np.asarray(tensor(input).size, dtype=np_dtype(out_type)))
 
 
+# -- gather_nd, boolean_mask --------------------------------------------------------------------
+
+def gather_nd(params, indices, batch_dims=0, name=None):
+    """Slices of `params` at the index tuples in the last axis of `indices`, as tf.gather_nd:
+    the result has shape indices.shape[:-1] + params.shape[indices.shape[-1]:]; its gradient
+    adds up where indices repeat.
+
+    >>> tg.gather_nd(tg.constant([[1.0, 2.0], [3.0, 4.0]]), [[1, 0], [0, 1]]).numpy()
+    array([3., 2.], dtype=float32)
+    """
+    p = tensor(params)
+    idx = tensor(indices)
+    if batch_dims != 0:
+        raise InvalidArgumentError("gather_nd: batch_dims other than 0 is not supported yet")
+    if idx._data.dtype.kind not in "iu" or idx.ndim < 1 or idx.shape[-1] > p.ndim:
+        raise InvalidArgumentError(f"gather_nd: indices must be integers of shape (..., k) with "
+                                   f"k <= rank {p.ndim} of params, got {idx.dtype.name} of shape "
+                                   f"{idx.shape}")
+    host = idx.numpy()
+    k = host.shape[-1]
+    for axis in range(k):  # TF raises for an index out of range (numpy would wrap negatives)
+        col = host[..., axis].ravel()
+        bad = col[(col < 0) | (col >= p.shape[axis])]
+        if bad.size:
+            raise InvalidArgumentError(f"gather_nd: index {bad[0]} is out of range for axis "
+                                       f"{axis} of size {p.shape[axis]}")
+    return getitem(p, tuple(host[..., axis] for axis in range(k)))
+
+
+def boolean_mask(tensor_, mask, axis=None, name=None):
+    """The elements (or slices along `axis`) where `mask` is True, flattened over the mask's
+    axes, as tf.boolean_mask.
+
+    >>> tg.boolean_mask(tg.constant([1.0, 2.0, 3.0]), [True, False, True]).numpy()
+    array([1., 3.], dtype=float32)
+    """
+    x = tensor(tensor_)
+    m = tensor(mask)
+    a = 0 if axis is None else norm_axes(axis, x.ndim, "boolean_mask")[0]
+    if m._data.dtype.kind != "b" or m.ndim == 0 or x.shape[a:a + m.ndim] != m.shape:
+        raise InvalidArgumentError(f"boolean_mask: mask must be bool with the shape of the "
+                                   f"tensor's axes {a}..{a + m.ndim - 1}, {x.shape[a:a + m.ndim]}; "
+                                   f"got {m.dtype.name} of shape {m.shape}")
+    return getitem(x, (slice(None),) * a + (m.numpy(),))
+
+
 # -- sorting ------------------------------------------------------------------------------------
 # take_along picks, along `axis`, the elements that an integer index array names (a sort's
 # permutation, top_k's indices); put_along is its transpose, scattering into zeros of length n.

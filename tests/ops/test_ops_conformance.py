@@ -219,3 +219,23 @@ def test_sorting_as_tensorflow():
         tg.math.top_k(x, k=5)
     with pytest.raises(tg.InvalidArgumentError, match="sort.*direction"):
         tg.sort(x, direction="UP")
+
+
+def test_segments_and_indexing_as_tensorflow():
+    x = tg.constant([1.0, 3.0, 3.0])
+    with tg.GradientTape() as tape:  # ties share the gradient, as TF
+        tape.watch(x)
+        m = tg.math.unsorted_segment_max(x, [0, 0, 0], 2)
+        first = m[0]
+    assert m.numpy()[1] == np.finfo(np.float32).min  # an empty segment: the lowest value
+    assert tape.gradient(first, x).numpy().tolist() == [0.0, 0.5, 0.5]
+    assert tg.math.unsorted_segment_min(tg.constant([2], tg.int32), [0], 2).numpy().tolist() == \
+        [2, np.iinfo(np.int32).max]
+    with pytest.raises(tg.InvalidArgumentError, match=r"segment ids must be in \[0, 2\)"):
+        tg.math.unsorted_segment_sum(x, [0, 1, 2], 2)
+    with pytest.raises(tg.InvalidArgumentError, match="must be sorted"):
+        tg.math.segment_sum(x, [1, 0, 1])
+    with pytest.raises(tg.InvalidArgumentError, match="gather_nd: index 5 is out of range"):
+        tg.gather_nd(tg.ones((2, 2)), [[5, 0]])
+    with pytest.raises(tg.InvalidArgumentError, match="boolean_mask: mask must be bool"):
+        tg.boolean_mask(tg.ones((2, 2)), [True, False, True])
