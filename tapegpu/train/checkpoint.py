@@ -118,8 +118,8 @@ class _Graph:
             self._visit(child, _join(path, seg))
 
     def slots(self):
-        """[(path, optimizer, variable, slot index)] of the optimizers' existing slots whose
-        variable is in the graph (TF saves no slots of variables outside it)."""
+        """[(path, optimizer path, optimizer, variable, slot index)] of the optimizers' existing
+        slots whose variable is in the graph (TF saves no slots of variables outside it)."""
         out = []
         for opt_path, opt in self.optimizers.items():
             for var, arrays in opt._slots.values():
@@ -128,7 +128,8 @@ class _Graph:
                     continue
                 for i, (name, arr) in enumerate(zip(opt._slot_names, arrays)):
                     if arr is not None:
-                        out.append((_slot_path(var_path, opt_path, name), opt, var, i))
+                        out.append((_slot_path(var_path, opt_path, name), opt_path, opt, var,
+                                    i))
         return out
 
 
@@ -164,8 +165,7 @@ def _host(array, dev):
 
 def _device_copy(arr, dev):
     """A C-contiguous array on `dev` that nobody else holds (slots are updated in place)."""
-    out = dev.asarray(np.array(arr, copy=True, order="C"))
-    return out
+    return dev.asarray(np.array(arr, copy=True, order="C"))
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -535,13 +535,12 @@ class Checkpoint:
                                     "shape": list(arr.shape), "name": var.name,
                                     "trainable": var.trainable})
             arrays.append((path, arr))
-        for path, opt, var, i in graph.slots():
+        for path, opt_path, opt, var, i in graph.slots():
             arr = _host(opt._slots[var._uid][1][i], var._value._dev)
             index["values"].append({"path": path, "kind": "slot", "dtype": arr.dtype.name,
                                     "shape": list(arr.shape),
                                     "variable": graph.paths[id(var)],
-                                    "optimizer": next(p for p, o in graph.optimizers.items()
-                                                      if o is opt),
+                                    "optimizer": opt_path,
                                     "slot": opt._slot_names[i]})
             arrays.append((path, arr))
         _write_checkpoint(_file(file_prefix), index, arrays)
