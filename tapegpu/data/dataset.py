@@ -416,6 +416,15 @@ class _TensorSlices(Dataset):
     def _iterate(self, ctx):
         return structure.split(self._value, "Dataset.from_tensor_slices", ctx.dev)
 
+    def _iterate_batches(self, ctx, size, drop_remainder):
+        """`batch(size, drop_remainder)` of the slices, as slices of `size` rows (the same
+        elements without building each slice first)."""
+        leaves = [structure.to_device(t, ctx.dev) for t in structure.flatten(self._value)]
+        stop = self._n - self._n % size if drop_remainder else self._n
+        for i in range(0, stop, size):
+            yield structure.pack(self._value, [Tensor(t._data[i:i + size], ctx.dev)
+                                               for t in leaves])
+
     def _spec(self):
         return nest.map_structure(lambda t: TensorSpec(tuple(t.shape[1:]), t.dtype), self._value)
 
@@ -693,6 +702,9 @@ class _Batch(_Unary):
         self._drop = drop_remainder
 
     def _iterate(self, ctx):
+        if type(self._input) is _TensorSlices:
+            yield from self._input._iterate_batches(ctx, self._size, self._drop)
+            return
         for chunk in _chunks(self._input._iterate(ctx), self._size, self._drop):
             yield structure.stack(chunk, ctx.dev)
 

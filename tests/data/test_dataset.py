@@ -48,6 +48,15 @@ def test_batch_as_documented():
     assert int(Dataset.range(8).batch(3, drop_remainder=True).cardinality()) == 2
 
 
+def test_batching_slices_matches_batching_elements():
+    x = {"a": np.arange(14).reshape(7, 2), "b": (np.arange(7.0),)}
+    direct = Dataset.from_tensor_slices(x)
+    generic = direct.map(lambda e: e)  # batch stacks element by element here
+    for size, drop in ((3, False), (3, True), (7, True), (10, False), (10, True)):
+        assert values(direct.batch(size, drop)) == values(generic.batch(size, drop))
+    assert len(values(direct.batch(3))) == int(direct.batch(3).cardinality()) == 3
+
+
 def test_from_tensor_slices_as_documented():
     assert values(Dataset.from_tensor_slices([1, 2, 3])) == [1, 2, 3]
     assert values(Dataset.from_tensor_slices([[1, 2], [3, 4]])) == [[1, 2], [3, 4]]
