@@ -74,6 +74,8 @@ from .autodiff.blackbox import NoGradientError, numpy_function  # noqa: E402,F40
 # -- tg.function: tracing into graphs (tapegpu/function) ------------------------------------------
 from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
+# -- tg.data: input pipelines (tapegpu/data) -----------------------------------------------------
+from . import data  # noqa: E402,F401
 
 estimators = _namespace(
     "estimators", central_difference=_blackbox.central_difference,

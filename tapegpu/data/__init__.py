@@ -1,0 +1,19 @@
+"""`tg.data`: input pipelines as TensorFlow's `tf.data` (dataset.py: sources and
+transformations; iterators.py: iteration, prefetch threads, parallel map; structure.py:
+nested elements, batching and padding).
+
+>>> ds = tg.data.Dataset.from_tensor_slices(([1.0, 2.0, 3.0], [0, 1, 0])).batch(2)
+>>> [(x.numpy().tolist(), y.numpy().tolist()) for x, y in ds]
+[([1.0, 2.0], [0, 1]), ([3.0], [0])]
+"""
+import types as _types
+
+from .dataset import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
+from .iterators import Iterator
+
+# tf.data.experimental's names for the same constants
+experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE,
+                                      INFINITE_CARDINALITY=INFINITE_CARDINALITY,
+                                      UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY)
+
+__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "Iterator"]

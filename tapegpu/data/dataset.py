@@ -1,0 +1,997 @@
+"""`tg.data.Dataset`: input pipelines with tf.data's names, defaults and semantics.
+
+A dataset describes how to produce elements; iterating it (`for x in ds`, `iter(ds)`,
+`as_numpy_iterator()`) starts over each time and yields nested tuples / dicts of tensors
+created on the device current at `iter()`. Transformations return new datasets. The
+element's structure is described by `element_spec` (`tg.TensorSpec`s) and the number of
+elements by `cardinality()` (`INFINITE_CARDINALITY`, `UNKNOWN_CARDINALITY` when not known).
+"""
+import itertools
+import os
+
+import numpy as np
+
+from .. import backends as _backend
+from ..core import dtypes, nest
+from ..core.tensor import Tensor, constant
+from ..function import TensorSpec
+from ..ops import random as _random
+from ..ops.registry import InvalidArgumentError
+from . import iterators, structure
+
+AUTOTUNE = -1
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
+
+_AUTOTUNE_PREFETCH = 4  # elements buffered by prefetch(AUTOTUNE)
+
+
+def _count(value, who, name, minimum, none_as=None):
+    """An integer argument: a Python int, numpy integer or integer scalar tensor >= minimum."""
+    if value is None and none_as is not None:
+        return none_as
+    if isinstance(value, Tensor):
+        if value.ndim != 0 or value.dtype not in (dtypes.int32, dtypes.int64):
+            raise TypeError(f"{who}: {name} must be an integer scalar, got a tensor of shape "
+                            f"{value.shape} and dtype {value.dtype.name}")
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{who}: {name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise InvalidArgumentError(f"{who}: {name} must be " + (
+            "greater than zero" if minimum == 1 else f"at least {minimum}") +
+            f", got {value}")
+    return value
+
+
+def _call(fn, element):
+    """tf.data's calling convention: a (plain) tuple element is unpacked into arguments."""
+    if type(element) is tuple:
+        return fn(*element)
+    return fn(element)
+
+
+def _check_callable(fn, who, name):
+    if not callable(fn):
+        raise TypeError(f"{who}: `{name}` must be a Python callable, got {fn!r}")
+
+
+class Dataset:
+    """A sequence of elements (nested tuples and dicts of tensors), as `tf.data.Dataset`.
+
+    Build one with `from_tensor_slices`, `from_tensors`, `from_generator`, `range` or `zip`,
+    transform it with `map`, `filter`, `batch`, `shuffle`, ... and iterate it:
+
+    >>> ds = tg.data.Dataset.range(8).batch(3)
+    >>> [b.numpy().tolist() for b in ds]
+    [[0, 1, 2], [3, 4, 5], [6, 7]]
+    """
+
+    _spec_cache = None
+
+    # -- iteration -----------------------------------------------------------------------------
+    def __iter__(self):
+        return iterators.Iterator(self)
+
+    def _iterate(self, ctx):
+        raise NotImplementedError
+
+    def as_numpy_iterator(self):
+        """An iterator of the elements with numpy leaves (0-d ones as numpy scalars).
+
+        >>> [int(x) for x in tg.data.Dataset.range(3).as_numpy_iterator()]
+        [0, 1, 2]
+        >>> ds = tg.data.Dataset.from_tensor_slices({"a": [1, 2], "b": [3.0, 4.0]})
+        >>> [sorted((k, v.item()) for k, v in e.items()) for e in ds.as_numpy_iterator()]
+        [[('a', 1), ('b', 3.0)], [('a', 2), ('b', 4.0)]]
+        """
+        return iterators.NumpyIterator(self)
+
+    @property
+    def element_spec(self):
+        """The structure of `tg.TensorSpec`s describing one element (None dimensions vary).
+
+        >>> tg.data.Dataset.range(3).batch(2).element_spec
+        TensorSpec(shape=(None,), dtype=tg.int64, name=None)
+        """
+        if self._spec_cache is None:
+            self._spec_cache = self._spec()
+        return self._spec_cache
+
+    def _spec(self):
+        raise NotImplementedError
+
+    def cardinality(self):
+        """The number of elements as an int64 scalar tensor; `tg.data.INFINITE_CARDINALITY`
+        (-1) for an infinite dataset, `tg.data.UNKNOWN_CARDINALITY` (-2) when not known without
+        iterating (after `filter`, `from_generator`, `unbatch`).
+
+        >>> ds = tg.data.Dataset.range(42)
+        >>> int(ds.cardinality()), int(ds.repeat().cardinality())
+        (42, -1)
+        >>> int(ds.filter(lambda x: True).cardinality()) == tg.data.UNKNOWN_CARDINALITY
+        True
+        """
+        return constant(np.int64(self._card()))
+
+    def _card(self):
+        raise NotImplementedError
+
+    def __len__(self):
+        n = self._card()
+        if n == INFINITE_CARDINALITY:
+            raise TypeError("The dataset is infinite.")
+        if n == UNKNOWN_CARDINALITY:
+            raise TypeError("The dataset length is unknown.")
+        return n
+
+    def __bool__(self):
+        return True  # a dataset is not a container to test for emptiness
+
+    def __repr__(self):
+        try:
+            spec = repr(self.element_spec)
+        except Exception:  # noqa: BLE001 - a map function that fails on placeholder values
+            spec = "?"
+        return f"<{type(self).__name__} element_spec={spec}>"
+
+    # -- sources -------------------------------------------------------------------------------
+    @staticmethod
+    def from_tensor_slices(tensors, name=None):
+        """A dataset of the slices of `tensors` along their first dimension; `tensors` may be
+        nested tuples and dicts (lists become tensors, as in tf.data).
+
+        >>> ds = tg.data.Dataset.from_tensor_slices(([1, 2, 3], [[1.0, 2.0]] * 3))
+        >>> [(int(a), b.numpy().tolist()) for a, b in ds]
+        [(1, [1.0, 2.0]), (2, [1.0, 2.0]), (3, [1.0, 2.0])]
+        """
+        return _TensorSlices(tensors)
+
+    @staticmethod
+    def from_tensors(tensors, name=None):
+        """A dataset of one element, `tensors`.
+
+        >>> [t.numpy().tolist() for t in tg.data.Dataset.from_tensors([1, 2, 3])]
+        [[1, 2, 3]]
+        """
+        return _Tensors(tensors)
+
+    @staticmethod
+    def from_generator(generator, output_types=None, output_shapes=None, args=None,
+                       output_signature=None, name=None):
+        """A dataset of the values yielded by `generator(*args)` (called again for each
+        iteration), converted to the dtypes and checked against the shapes of
+        `output_signature` (a structure of `tg.TensorSpec`s; the older `output_types` and
+        `output_shapes` describe the same).
+
+        >>> def gen():
+        ...     for i in range(1, 4):
+        ...         yield i, [1] * i
+        >>> ds = tg.data.Dataset.from_generator(gen, output_signature=(
+        ...     tg.TensorSpec(shape=(), dtype=tg.int32),
+        ...     tg.TensorSpec(shape=(None,), dtype=tg.int32)))
+        >>> [(int(a), b.numpy().tolist()) for a, b in ds]
+        [(1, [1]), (2, [1, 1]), (3, [1, 1, 1])]
+        """
+        return _Generator(generator, output_types, output_shapes, args, output_signature)
+
+    @staticmethod
+    def range(*args, output_type=dtypes.int64, name=None):
+        """`range(stop)`, `range(start, stop[, step])`: int64 scalars as Python's `range`.
+
+        >>> [int(x) for x in tg.data.Dataset.range(1, 10, 3)]
+        [1, 4, 7]
+        """
+        return _Range(args, output_type)
+
+    @staticmethod
+    def zip(*args, datasets=None, name=None):
+        """The elements of several datasets together: `zip(a, b)` or `zip((a, b))` gives
+        tuples, `zip({"x": a, "y": b})` dicts; it ends with the shortest.
+
+        >>> a = tg.data.Dataset.range(1, 4)
+        >>> b = tg.data.Dataset.range(4, 7)
+        >>> [(int(x), int(y)) for x, y in tg.data.Dataset.zip(a, b)]
+        [(1, 4), (2, 5), (3, 6)]
+        """
+        if datasets is not None and args:
+            raise TypeError("Dataset.zip: pass the datasets either positionally or as "
+                            "`datasets`, not both")
+        if datasets is None:
+            if not args:
+                raise TypeError("Dataset.zip: expected at least one dataset")
+            datasets = args[0] if len(args) == 1 and structure.is_structure(args[0]) else args
+        return _Zip(datasets)
+
+    # -- transformations -----------------------------------------------------------------------
+    def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
+        """`map_func` applied to each element (a tuple element is passed as separate
+        arguments), eagerly, in the thread that computes the element. `element_spec` calls it
+        on two placeholder elements (unknown dimensions and values 1, then 2) to find its
+        output's structure, dtypes and shapes, as tf.data traces it. With `num_parallel_calls`
+        (a count, or `tg.data.AUTOTUNE`: the number of CPUs) that many elements are mapped at
+        once on a thread pool; the order is kept (also with `deterministic=False`).
+
+        >>> ds = tg.data.Dataset.range(1, 6).map(lambda x: x * 2, num_parallel_calls=2)
+        >>> [int(x) for x in ds]
+        [2, 4, 6, 8, 10]
+        """
+        _check_callable(map_func, "Dataset.map", "map_func")
+        if num_parallel_calls is not None:
+            num_parallel_calls = _count(num_parallel_calls, "Dataset.map", "num_parallel_calls",
+                                        AUTOTUNE)
+            if num_parallel_calls == 0:
+                raise InvalidArgumentError("Dataset.map: num_parallel_calls must be positive or "
+                                           "tg.data.AUTOTUNE (-1), got 0")
+            if num_parallel_calls == AUTOTUNE:
+                num_parallel_calls = os.cpu_count() or 1
+        return _Map(self, map_func, num_parallel_calls)
+
+    def filter(self, predicate, name=None):
+        """The elements for which `predicate` returns True (a bool scalar).
+
+        >>> [int(x) for x in tg.data.Dataset.range(1, 6).filter(lambda x: x % 2 == 0)]
+        [2, 4]
+        """
+        _check_callable(predicate, "Dataset.filter", "predicate")
+        return _Filter(self, predicate)
+
+    def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None,
+              deterministic=None, name=None):
+        """Consecutive elements stacked along a new first dimension, `batch_size` at a time;
+        the last batch is smaller unless `drop_remainder`.
+
+        >>> [b.numpy().tolist() for b in tg.data.Dataset.range(8).batch(3, drop_remainder=True)]
+        [[0, 1, 2], [3, 4, 5]]
+        """
+        batch_size = _count(batch_size, "Dataset.batch", "batch_size", 1)
+        return _Batch(self, batch_size, bool(drop_remainder))
+
+    def padded_batch(self, batch_size, padded_shapes=None, padding_values=None,
+                     drop_remainder=False, name=None):
+        """Like `batch`, padding each component at the end of every dimension to its padded
+        shape (None or -1: the largest in the batch) with its padding value (default 0).
+
+        >>> ds = tg.data.Dataset.range(1, 5).map(lambda x: tg.fill([int(x)], x))
+        >>> [b.numpy().tolist() for b in ds.padded_batch(2)]
+        [[[1, 0], [2, 2]], [[3, 3, 3, 0], [4, 4, 4, 4]]]
+        >>> [b.numpy().tolist() for b in ds.padded_batch(2, padded_shapes=5,
+        ...                                             padding_values=-1)][0]
+        [[1, -1, -1, -1, -1], [2, 2, -1, -1, -1]]
+        """
+        batch_size = _count(batch_size, "Dataset.padded_batch", "batch_size", 1)
+        return _PaddedBatch(self, batch_size, padded_shapes, padding_values,
+                            bool(drop_remainder))
+
+    def unbatch(self, name=None):
+        """Splits each element along its first dimension into elements.
+
+        >>> ds = tg.data.Dataset.from_tensors([[1, 2], [3, 4]]).unbatch()
+        >>> [x.numpy().tolist() for x in ds]
+        [[1, 2], [3, 4]]
+        """
+        return _Unbatch(self)
+
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True, name=None):
+        """The elements in random order, drawn through a buffer: the buffer holds the next
+        `buffer_size` input elements; each output is drawn uniformly from it and its slot is
+        refilled with the next input. A `buffer_size` at least the dataset's size gives a
+        uniform permutation. With a `seed` (or after `tg.random.set_seed`) the orders repeat
+        from run to run; `reshuffle_each_iteration` draws a new order for each iteration.
+
+        >>> ds = tg.data.Dataset.range(5).shuffle(5, seed=7)
+        >>> a, b = [[int(x) for x in ds] for _ in range(2)]
+        >>> sorted(a) == sorted(b) == [0, 1, 2, 3, 4], a != b
+        (True, True)
+        """
+        buffer_size = _count(buffer_size, "Dataset.shuffle", "buffer_size", 1)
+        if seed is None:
+            seed = int(_random._gen(None).integers(2 ** 63))  # tg.random.set_seed repeats it
+        else:
+            seed = _count(seed, "Dataset.shuffle", "seed", 0)
+        return _Shuffle(self, buffer_size, seed, bool(reshuffle_each_iteration))
+
+    def repeat(self, count=None, name=None):
+        """The dataset `count` times over (None or -1: forever).
+
+        >>> [int(x) for x in tg.data.Dataset.range(3).repeat(2)]
+        [0, 1, 2, 0, 1, 2]
+        """
+        count = _count(count, "Dataset.repeat", "count", -1, none_as=-1)
+        return _Repeat(self, count)
+
+    def take(self, count, name=None):
+        """The first `count` elements (-1: all).
+
+        >>> [int(x) for x in tg.data.Dataset.range(10).take(3)]
+        [0, 1, 2]
+        """
+        return _Take(self, _count(count, "Dataset.take", "count", -1))
+
+    def skip(self, count, name=None):
+        """All but the first `count` elements (-1: none).
+
+        >>> [int(x) for x in tg.data.Dataset.range(10).skip(7)]
+        [7, 8, 9]
+        """
+        return _Skip(self, _count(count, "Dataset.skip", "count", -1))
+
+    def cache(self, filename="", name=None):
+        """Keeps the elements in memory after the first complete iteration; later iterations
+        read them from there (a partial first iteration caches nothing).
+
+        >>> calls = []
+        >>> ds = tg.data.Dataset.range(3).map(lambda x: calls.append(1) or x).cache()
+        >>> _ = list(ds), list(ds)
+        >>> len(calls)
+        3
+        """
+        if filename:
+            raise NotImplementedError("Dataset.cache: only the in-memory cache (filename='') "
+                                      "is supported")
+        return _Cache(self)
+
+    def prefetch(self, buffer_size, name=None):
+        """Elements produced ahead by a background thread into a buffer of `buffer_size`
+        (`tg.data.AUTOTUNE`: a few), overlapping the input pipeline with the consumer's work.
+        Errors in the pipeline are raised by `next`; the thread stops when the iterator is
+        dropped.
+
+        >>> [int(x) for x in tg.data.Dataset.range(4).prefetch(2)]
+        [0, 1, 2, 3]
+        """
+        buffer_size = _count(buffer_size, "Dataset.prefetch", "buffer_size", AUTOTUNE)
+        if buffer_size == AUTOTUNE:
+            buffer_size = _AUTOTUNE_PREFETCH
+        return _Prefetch(self, buffer_size)
+
+    def enumerate(self, start=0, name=None):
+        """(index, element) pairs, the index an int64 scalar counting from `start`.
+
+        >>> [(int(i), int(x)) for i, x in tg.data.Dataset.range(5, 7).enumerate(start=1)]
+        [(1, 5), (2, 6)]
+        """
+        start = _count(start, "Dataset.enumerate", "start", -2 ** 63)
+        return _Enumerate(self, start)
+
+    def shard(self, num_shards, index, name=None):
+        """Every `num_shards`-th element starting at `index` (one worker's share).
+
+        >>> [int(x) for x in tg.data.Dataset.range(10).shard(num_shards=3, index=0)]
+        [0, 3, 6, 9]
+        """
+        num_shards = _count(num_shards, "Dataset.shard", "num_shards", 1)
+        index = _count(index, "Dataset.shard", "index", -2 ** 63)
+        if not 0 <= index < num_shards:
+            raise InvalidArgumentError(f"Dataset.shard: Index must be between 0 and "
+                                       f"{num_shards - 1} (currently index = {index}).")
+        return _Shard(self, num_shards, index)
+
+    def reduce(self, initial_state, reduce_func, name=None):
+        """Folds the elements into a state: `state = reduce_func(state, element)`, starting
+        from `initial_state`; the state keeps its structure and dtypes.
+
+        >>> tg.data.Dataset.range(5).reduce(np.int64(0), lambda x, _: x + 1).numpy()
+        array(5)
+        >>> tg.data.Dataset.range(5).reduce(np.int64(0), lambda x, y: x + y).numpy()
+        array(10)
+        """
+        _check_callable(reduce_func, "Dataset.reduce", "reduce_func")
+        state = structure.normalize(initial_state, "Dataset.reduce")
+        spec = structure.spec_of(state)
+        for element in self:
+            new = structure.normalize(reduce_func(state, element), "Dataset.reduce")
+            new_spec = structure.spec_of(new)
+            if not structure.same_structure(spec, new_spec) or [s.dtype for s in nest.flatten(
+                    spec)] != [s.dtype for s in nest.flatten(new_spec)]:
+                raise TypeError(f"Dataset.reduce: reduce_func must return a state with the "
+                                f"structure and dtypes of the initial state {spec}, got "
+                                f"{new_spec}")
+            state = new
+        return state
+
+
+# -- sources -------------------------------------------------------------------------------------
+
+class _TensorSlices(Dataset):
+    def __init__(self, tensors):
+        self._value = structure.normalize(tensors, "Dataset.from_tensor_slices")
+        leaves = structure.flatten(self._value)
+        if not leaves:
+            raise ValueError("Dataset.from_tensor_slices: the structure has no tensors")
+        for t in leaves:
+            if t.ndim == 0:
+                raise ValueError("Dataset.from_tensor_slices: Unbatching a tensor is only "
+                                 f"supported for rank >= 1 (got a scalar of dtype "
+                                 f"{t.dtype.name})")
+        self._n = leaves[0].shape[0]
+        for t in leaves[1:]:
+            if t.shape[0] != self._n:
+                raise InvalidArgumentError(
+                    f"Dataset.from_tensor_slices: Dimensions {self._n} and {t.shape[0]} are not "
+                    "compatible: every component must have the same size in its first "
+                    f"dimension (shapes {[tuple(x.shape) for x in leaves]})")
+
+    def _iterate(self, ctx):
+        return structure.split(self._value, "Dataset.from_tensor_slices", ctx.dev)
+
+    def _iterate_batches(self, ctx, size, drop_remainder):
+        """`batch(size, drop_remainder)` of the slices, as slices of `size` rows (the same
+        elements without building each slice first)."""
+        leaves = [structure.to_device(t, ctx.dev) for t in structure.flatten(self._value)]
+        stop = self._n - self._n % size if drop_remainder else self._n
+        for i in range(0, stop, size):
+            yield structure.pack(self._value, [Tensor(t._data[i:i + size], ctx.dev)
+                                               for t in leaves])
+
+    def _spec(self):
+        return nest.map_structure(lambda t: TensorSpec(tuple(t.shape[1:]), t.dtype), self._value)
+
+    def _card(self):
+        return self._n
+
+
+class _Tensors(Dataset):
+    def __init__(self, tensors):
+        self._value = structure.normalize(tensors, "Dataset.from_tensors")
+
+    def _iterate(self, ctx):
+        yield nest.map_structure(lambda t: structure.to_device(t, ctx.dev), self._value)
+
+    def _spec(self):
+        return structure.spec_of(self._value)
+
+    def _card(self):
+        return 1
+
+
+class _Range(Dataset):
+    def __init__(self, args, output_type):
+        if not 1 <= len(args) <= 3:
+            raise TypeError(f"Dataset.range: expected 1 to 3 arguments (stop, or start, stop "
+                            f"[, step]), got {len(args)}")
+        args = [_count(a, "Dataset.range", "each argument", -2 ** 63) for a in args]
+        self._range = range(*args) if args[-1] != 0 or len(args) < 3 else None
+        if self._range is None:
+            raise InvalidArgumentError("Dataset.range: step must not be 0")
+        self._dtype = dtypes.as_dtype(output_type)
+        if self._dtype._np.kind not in "iuf":
+            raise TypeError(f"Dataset.range: output_type must be an integer or floating dtype, "
+                            f"got {self._dtype.name}")
+
+    def _iterate(self, ctx):
+        npd = self._dtype._np
+        for i in self._range:
+            yield iterators.scalar(i, npd, ctx.dev)
+
+    def _spec(self):
+        return TensorSpec((), self._dtype)
+
+    def _card(self):
+        return len(self._range)
+
+
+def _signature(output_types, output_shapes, output_signature):
+    who = "Dataset.from_generator"
+    if output_signature is not None:
+        if output_types is not None or output_shapes is not None:
+            raise TypeError(f"{who}: `output_types` and `output_shapes` must not be given with "
+                            "`output_signature`")
+        for s in nest.flatten(output_signature):
+            if not isinstance(s, TensorSpec):
+                raise TypeError(f"{who}: `output_signature` must be a (nested) structure of "
+                                f"tg.TensorSpec, got a {type(s).__name__}: {s!r}")
+        if isinstance(output_signature, list):
+            output_signature = tuple(output_signature)
+        return output_signature
+    if output_types is None:
+        raise TypeError(f"{who}: `output_signature` (a structure of tg.TensorSpec) or the "
+                        "deprecated `output_types` must be given")
+
+    def build(types, shapes):
+        if isinstance(types, dict):
+            if shapes is not None and (not isinstance(shapes, dict) or set(shapes) != set(types)):
+                raise TypeError(f"{who}: `output_shapes` {shapes!r} does not match the "
+                                f"structure of `output_types` {types!r}")
+            return {k: build(v, None if shapes is None else shapes[k]) for k, v in types.items()}
+        if isinstance(types, (tuple, list)):
+            if shapes is not None and (not isinstance(shapes, (tuple, list)) or
+                                       len(shapes) != len(types)):
+                raise TypeError(f"{who}: `output_shapes` {shapes!r} does not match the "
+                                f"structure of `output_types` {types!r}")
+            return tuple(build(v, None if shapes is None else shapes[i])
+                         for i, v in enumerate(types))
+        return TensorSpec(shapes, dtypes.as_dtype(types))
+
+    return build(output_types, output_shapes)
+
+
+def _conform(value, spec, who):
+    if isinstance(spec, dict):
+        if not isinstance(value, dict) or set(value) != set(spec):
+            raise TypeError(f"{who}: `generator` yielded an element that did not match the "
+                            f"expected structure. The expected structure was {spec}, but the "
+                            f"yielded element was {value!r}.")
+        return {k: _conform(value[k], spec[k], who) for k in spec}
+    if isinstance(spec, tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(spec):
+            raise TypeError(f"{who}: `generator` yielded an element that did not match the "
+                            f"expected structure. The expected structure was {spec}, but the "
+                            f"yielded element was {value!r}.")
+        return nest.pack_sequence_as(spec, [_conform(v, s, who) for v, s in zip(value, spec)])
+    try:
+        t = structure.to_device(structure.convert(value, who, dtype=spec.dtype))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{who}: `generator` yielded an element that could not be converted to "
+                        f"the expected type. The expected type was {spec.dtype.name}, but the "
+                        f"yielded element was {value!r} ({e}).") from None
+    if not spec.is_compatible_with(t):
+        raise InvalidArgumentError(f"{who}: `generator` yielded an element of shape "
+                                   f"{tuple(t.shape)} where an element of shape {spec.shape} "
+                                   "was expected.")
+    return t
+
+
+class _Generator(Dataset):
+    def __init__(self, generator, output_types, output_shapes, args, output_signature):
+        _check_callable(generator, "Dataset.from_generator", "generator")
+        self._generator = generator
+        self._signature = _signature(output_types, output_shapes, output_signature)
+        self._args = () if args is None else tuple(
+            structure.convert(a, "Dataset.from_generator").numpy() for a in args)
+
+    def _iterate(self, ctx):
+        for value in self._generator(*self._args):
+            yield _conform(value, self._signature, "Dataset.from_generator")
+
+    def _spec(self):
+        return self._signature
+
+    def _card(self):
+        return UNKNOWN_CARDINALITY
+
+
+class _Zip(Dataset):
+    def __init__(self, datasets):
+        if isinstance(datasets, list):
+            datasets = tuple(datasets)
+        for d in nest.flatten(datasets):
+            if not isinstance(d, Dataset):
+                raise TypeError(f"Dataset.zip: expected datasets (in a tuple or dict), got a "
+                                f"{type(d).__name__}: {d!r}")
+        self._datasets = datasets
+
+    def _iterate(self, ctx):
+        leaves = nest.flatten(self._datasets)
+        its = [d._iterate(ctx) for d in leaves]
+        try:
+            for elements in zip(*its):
+                yield nest.pack_sequence_as(self._datasets, list(elements))
+        finally:
+            for it in its:
+                it.close()
+
+    def _spec(self):
+        return nest.map_structure(lambda d: d.element_spec, self._datasets)
+
+    def _card(self):
+        out = INFINITE_CARDINALITY
+        for d in nest.flatten(self._datasets):
+            n = d._card()
+            if n == UNKNOWN_CARDINALITY:
+                return n
+            if n != INFINITE_CARDINALITY:
+                out = n if out == INFINITE_CARDINALITY else min(out, n)
+        return out
+
+
+# -- transformations ------------------------------------------------------------------------------
+
+class _Unary(Dataset):
+    """A transformation of one input dataset (same spec and cardinality unless overridden)."""
+
+    def __init__(self, input_dataset):
+        self._input = input_dataset
+
+    def _spec(self):
+        return self._input.element_spec
+
+    def _card(self):
+        return self._input._card()
+
+
+class _Map(_Unary):
+    def __init__(self, input_dataset, fn, num_threads):
+        super().__init__(input_dataset)
+        self._fn = fn
+        self._threads = num_threads
+
+    def _apply(self, element):
+        out = _call(self._fn, element)
+        if out is None:
+            raise TypeError("Dataset.map: map_func returned None; it must return tensors (or "
+                            "nested tuples / dicts of them)")
+        return structure.normalize(out, "Dataset.map")
+
+    def _iterate(self, ctx):
+        elements = self._input._iterate(ctx)
+        if self._threads is None:
+            try:
+                for element in elements:
+                    yield self._apply(element)
+            finally:
+                elements.close()
+        else:
+            yield from iterators.parallel_map(elements, self._apply, self._threads, ctx)
+
+    def _spec(self):
+        # as tf.data traces map_func on placeholders: call it on placeholder values of the
+        # input's spec, twice (unknown dimensions and values 1, then 2); output dimensions that
+        # differ are None
+        spec = self._input.element_spec
+        dev = _backend.lookup("cpu")
+        outs = []
+        with np.errstate(all="ignore"), iterators.Context(dev).scope:
+            for size in (1, 2):
+                element = nest.map_structure(lambda s: structure.placeholder(s, size, dev), spec)
+                outs.append(structure.spec_of(self._apply(element)))
+        unknown_rank = any(s.shape is None for s in nest.flatten(spec))
+        return nest.map_structure(
+            lambda s: TensorSpec(None, s.dtype) if unknown_rank else s,
+            _map_pair(structure.most_specific_common, outs[0], outs[1]))
+
+    def __repr__(self):
+        return f"<{type(self).__name__} map_func={getattr(self._fn, '__name__', self._fn)}>"
+
+
+def _map_pair(fn, a, b):
+    return nest.pack_sequence_as(a, [fn(x, y) for x, y in zip(nest.flatten(a), nest.flatten(b))])
+
+
+class _Filter(_Unary):
+    def __init__(self, input_dataset, predicate):
+        super().__init__(input_dataset)
+        self._predicate = predicate
+
+    def _keep(self, element):
+        out = _call(self._predicate, element)
+        if isinstance(out, (bool, np.bool_)):
+            return bool(out)
+        if isinstance(out, Tensor) and out.dtype == dtypes.bool and out.ndim == 0:
+            return bool(out)
+        desc = (f"a tensor of shape {out.shape} and dtype {out.dtype.name}"
+                if isinstance(out, Tensor) else repr(out))
+        raise ValueError("Dataset.filter: Invalid `predicate`. `predicate` must return a bool "
+                         f"scalar tensor, but it returned {desc}")
+
+    def _iterate(self, ctx):
+        elements = self._input._iterate(ctx)
+        try:
+            for element in elements:
+                if self._keep(element):
+                    yield element
+        finally:
+            elements.close()
+
+    def _card(self):
+        return UNKNOWN_CARDINALITY
+
+
+def _chunks(elements, size, drop_remainder):
+    try:
+        while True:
+            chunk = list(itertools.islice(elements, size))
+            if not chunk or (drop_remainder and len(chunk) < size):
+                return
+            yield chunk
+    finally:
+        elements.close()
+
+
+def _batched_card(n, size, drop_remainder):
+    if n < 0:
+        return n
+    return n // size if drop_remainder else -(-n // size)
+
+
+class _Batch(_Unary):
+    def __init__(self, input_dataset, batch_size, drop_remainder):
+        super().__init__(input_dataset)
+        self._size = batch_size
+        self._drop = drop_remainder
+
+    def _iterate(self, ctx):
+        if type(self._input) is _TensorSlices:
+            yield from self._input._iterate_batches(ctx, self._size, self._drop)
+            return
+        for chunk in _chunks(self._input._iterate(ctx), self._size, self._drop):
+            yield structure.stack(chunk, ctx.dev)
+
+    def _spec(self):
+        dim = self._size if self._drop else None
+        return nest.map_structure(lambda s: structure.batched_spec(s, dim),
+                                  self._input.element_spec)
+
+    def _card(self):
+        return _batched_card(self._input._card(), self._size, self._drop)
+
+
+def _shape_arg(shape):
+    if shape is None:
+        return None
+    if isinstance(shape, Tensor):
+        shape = shape.numpy().tolist()
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+class _PaddedBatch(_Batch):
+    def __init__(self, input_dataset, batch_size, padded_shapes, padding_values,
+                 drop_remainder):
+        super().__init__(input_dataset, batch_size, drop_remainder)
+        self._shapes = padded_shapes
+        self._values = padding_values
+
+    def _flat_shapes(self, element):
+        """padded_shapes as a flat list matching `element`'s leaves (None: batch maximum)."""
+        if self._shapes is None:
+            return [None] * len(structure.flatten(element))
+        return _shapes_up_to(element, self._shapes, "Dataset.padded_batch")
+
+    def _resolve(self, element):
+        """(padded shapes, padding values) as flat lists matching `element`'s leaves."""
+        who = "Dataset.padded_batch"
+        leaves = structure.flatten(element)
+        shapes = self._flat_shapes(element)
+        if self._values is None:
+            values = [0] * len(leaves)
+        elif structure.is_structure(self._values):
+            if not structure.same_structure(element, self._values):
+                raise ValueError(f"{who}: padding_values {self._values!r} does not match the "
+                                 "structure of the elements")
+            values = nest.flatten(self._values)
+        else:
+            values = [self._values] * len(leaves)
+        values = [structure.padding_scalar(v, t.dtype, who) for v, t in zip(values, leaves)]
+        return shapes, values
+
+    def _iterate(self, ctx):
+        resolved = None
+        for chunk in _chunks(self._input._iterate(ctx), self._size, self._drop):
+            if resolved is None:
+                resolved = self._resolve(chunk[0])
+            yield structure.pad_stack(chunk, resolved[0], resolved[1], ctx.dev)
+
+    def _spec(self):
+        spec = self._input.element_spec
+        leaves = nest.flatten(spec)
+        shapes = self._flat_shapes(spec)
+        dim = self._size if self._drop else None
+        out = []
+        for s, want in zip(leaves, shapes):
+            if want is None:
+                shape = s.shape
+            else:
+                shape = tuple(None if w in (None, -1) else w for w in want)
+            out.append(TensorSpec(None if shape is None else (dim,) + tuple(shape), s.dtype))
+        return nest.pack_sequence_as(spec, out)
+
+
+def _shapes_up_to(element, shapes, who):
+    """padded_shapes flattened along the element's structure (its leaves are shapes: lists or
+    tuples of ints / None, an int for rank 1, or None)."""
+    if isinstance(element, dict):
+        if not isinstance(shapes, dict) or set(shapes) != set(element):
+            raise ValueError(f"{who}: padded_shapes {shapes!r} does not match the structure of "
+                             f"the elements (a dict with keys {sorted(element)})")
+        return [x for k in sorted(element) for x in _shapes_up_to(element[k], shapes[k], who)]
+    if isinstance(element, tuple):
+        if not isinstance(shapes, (tuple, list)) or len(shapes) != len(element):
+            raise ValueError(f"{who}: padded_shapes {shapes!r} does not match the structure of "
+                             f"the elements (a tuple of {len(element)})")
+        return [x for e, sh in zip(element, shapes) for x in _shapes_up_to(e, sh, who)]
+    return [_shape_arg(shapes)]
+
+
+class _Unbatch(_Unary):
+    def _iterate(self, ctx):
+        elements = self._input._iterate(ctx)
+        try:
+            for element in elements:
+                yield from structure.split(element, "Dataset.unbatch", ctx.dev)
+        finally:
+            elements.close()
+
+    def _spec(self):
+        return nest.map_structure(lambda s: structure.unbatched_spec(s, "Dataset.unbatch"),
+                                  self._input.element_spec)
+
+    def _card(self):
+        return UNKNOWN_CARDINALITY
+
+
+class _Shuffle(_Unary):
+    def __init__(self, input_dataset, buffer_size, seed, reshuffle):
+        super().__init__(input_dataset)
+        self._size = buffer_size
+        self._seed = seed
+        self._reshuffle = reshuffle
+        self._epochs = itertools.count()
+
+    def _iterate(self, ctx):
+        epoch = next(self._epochs) if self._reshuffle else 0
+        rng = np.random.default_rng([self._seed, epoch])
+        elements = self._input._iterate(ctx)
+        buffer = []
+        try:
+            for element in elements:
+                if len(buffer) < self._size:
+                    buffer.append(element)
+                    continue
+                i = int(rng.integers(len(buffer)))
+                out, buffer[i] = buffer[i], element
+                yield out
+            while buffer:  # input exhausted: draw the rest, the last slot filling the gap
+                i = int(rng.integers(len(buffer)))
+                buffer[i], buffer[-1] = buffer[-1], buffer[i]
+                yield buffer.pop()
+        finally:
+            elements.close()
+
+
+class _Repeat(_Unary):
+    def __init__(self, input_dataset, count):
+        super().__init__(input_dataset)
+        self._count = count
+
+    def _iterate(self, ctx):
+        epochs = itertools.count() if self._count == -1 else range(self._count)
+        for _ in epochs:
+            produced = False
+            elements = self._input._iterate(ctx)
+            try:
+                for element in elements:
+                    produced = True
+                    yield element
+            finally:
+                elements.close()
+            if not produced:  # an empty input repeated forever is empty, not a hang
+                return
+
+    def _card(self):
+        n = self._input._card()
+        if self._count == -1:
+            return 0 if n == 0 else INFINITE_CARDINALITY
+        if self._count == 0:
+            return 0
+        if n < 0:
+            return n
+        return n * self._count
+
+
+class _Take(_Unary):
+    def __init__(self, input_dataset, count):
+        super().__init__(input_dataset)
+        self._count = count
+
+    def _iterate(self, ctx):
+        elements = self._input._iterate(ctx)
+        try:
+            if self._count == -1:
+                yield from elements
+            else:
+                yield from itertools.islice(elements, self._count)
+        finally:
+            elements.close()
+
+    def _card(self):
+        n = self._input._card()
+        if self._count == -1:
+            return n
+        if n == INFINITE_CARDINALITY:
+            return self._count
+        if n == UNKNOWN_CARDINALITY:
+            return 0 if self._count == 0 else n
+        return min(n, self._count)
+
+
+class _Skip(_Unary):
+    def __init__(self, input_dataset, count):
+        super().__init__(input_dataset)
+        self._count = count
+
+    def _iterate(self, ctx):
+        elements = self._input._iterate(ctx)
+        try:
+            if self._count == -1:
+                for _ in elements:
+                    pass
+                return
+            yield from itertools.islice(elements, self._count, None)
+        finally:
+            elements.close()
+
+    def _card(self):
+        n = self._input._card()
+        if n < 0:
+            return n
+        return 0 if self._count == -1 else max(0, n - self._count)
+
+
+class _Cache(_Unary):
+    def __init__(self, input_dataset):
+        super().__init__(input_dataset)
+        self._elements = None
+
+    def _iterate(self, ctx):
+        cached = self._elements
+        if cached is not None:
+            for element in cached:
+                yield nest.map_structure(lambda t: structure.to_device(t, ctx.dev), element)
+            return
+        filling = []
+        elements = self._input._iterate(ctx)
+        try:
+            for element in elements:
+                filling.append(element)
+                yield element
+        finally:
+            elements.close()
+        self._elements = filling  # only a complete iteration fills the cache
+
+
+class _Prefetch(_Unary):
+    def __init__(self, input_dataset, buffer_size):
+        super().__init__(input_dataset)
+        self._size = buffer_size
+
+    def _iterate(self, ctx):
+        if self._size == 0:
+            yield from self._input._iterate(ctx)
+            return
+        prefetcher = iterators.Prefetcher(self._input._iterate, self._size, ctx)
+        try:
+            yield from prefetcher
+        finally:
+            prefetcher.close()
+
+
+class _Enumerate(_Unary):
+    def __init__(self, input_dataset, start):
+        super().__init__(input_dataset)
+        self._start = start
+
+    def _iterate(self, ctx):
+        elements = self._input._iterate(ctx)
+        try:
+            for i, element in enumerate(elements, self._start):
+                yield iterators.scalar(i, np.int64, ctx.dev), element
+        finally:
+            elements.close()
+
+    def _spec(self):
+        return TensorSpec((), dtypes.int64), self._input.element_spec
+
+
+class _Shard(_Unary):
+    def __init__(self, input_dataset, num_shards, index):
+        super().__init__(input_dataset)
+        self._num = num_shards
+        self._index = index
+
+    def _iterate(self, ctx):
+        elements = self._input._iterate(ctx)
+        try:
+            yield from itertools.islice(elements, self._index, None, self._num)
+        finally:
+            elements.close()
+
+    def _card(self):
+        n = self._input._card()
+        if n < 0:
+            return n
+        return n // self._num + (1 if self._index < n % self._num else 0)
+
+
