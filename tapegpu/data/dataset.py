@@ -46,10 +46,12 @@ def _count(value, who, name, minimum, none_as=None):
 
 
 def _call(fn, element):
-    """tf.data's calling convention: a (plain) tuple element is unpacked into arguments."""
-    if type(element) is tuple:
-        return fn(*element)
-    return fn(element)
+    """tf.data's calling convention: a (plain) tuple element is unpacked into arguments. No
+    tape or trace of the calling thread sees what `fn` computes (`iterators.unseen`)."""
+    with iterators.unseen():
+        if type(element) is tuple:
+            return fn(*element)
+        return fn(element)
 
 
 def _check_callable(fn, who, name):
@@ -381,7 +383,8 @@ class Dataset:
         state = structure.normalize(initial_state, "Dataset.reduce")
         spec = structure.spec_of(state)
         for element in self:
-            new = structure.normalize(reduce_func(state, element), "Dataset.reduce")
+            with iterators.unseen():
+                new = structure.normalize(reduce_func(state, element), "Dataset.reduce")
             new_spec = structure.spec_of(new)
             if not structure.same_structure(spec, new_spec) or [s.dtype for s in nest.flatten(
                     spec)] != [s.dtype for s in nest.flatten(new_spec)]:

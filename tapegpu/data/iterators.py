@@ -6,6 +6,7 @@ step on it: in the consumer thread (each `next`), in prefetch threads and in map
 elements are created on that device wherever they are computed.
 """
 import collections
+import contextlib
 import queue
 import threading
 import weakref
@@ -13,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import backends as _backend
 from ..core.device import device
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _thread
 from . import structure
 
 
@@ -23,6 +24,24 @@ class Context:
     def __init__(self, dev=None):
         self.dev = _backend.current() if dev is None else dev
         self.scope = device(self.dev)  # usable from any thread (entered per thread)
+
+
+@contextlib.contextmanager
+def unseen():
+    """Hides this thread's tapes, forward accumulators and traces while a pipeline computes:
+    in TensorFlow a dataset's functions run as graphs of their own, which no `GradientTape`
+    records, so a tape around the loop must not record what `map` or `filter` compute either
+    (with or without `prefetch`)."""
+    state = _thread
+    lists = (state.recorders, state.variable_watchers, state.tracers)
+    saved = [list(a) for a in lists]
+    for a in lists:  # emptied in place: a tape keeps the list it was pushed on
+        del a[:]
+    try:
+        yield
+    finally:
+        for a, s in zip(lists, saved):
+            a[:0] = s
 
 
 class Iterator:
@@ -38,7 +57,7 @@ class Iterator:
         self._dataset = dataset
         self._ctx = Context()
         self._it = None
-        with self._ctx.scope:
+        with self._ctx.scope, unseen():
             self._it = dataset._iterate(self._ctx)
 
     @property
@@ -50,7 +69,7 @@ class Iterator:
         return self
 
     def __next__(self):
-        with self._ctx.scope:
+        with self._ctx.scope, unseen():
             return next(self._it)
 
     def get_next(self):

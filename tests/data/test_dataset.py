@@ -515,3 +515,24 @@ def test_training_loop_over_a_dataset():
     assert len(losses) == 8  # 256 examples in batches of 32
     assert epoch_losses[0] > 1.0, epoch_losses  # about the targets' variance at first
     assert epoch_losses[-1] < 0.02, epoch_losses  # 0.006 here; the noise floor is 1e-4
+
+
+@pytest.mark.parametrize("pipeline", [
+    lambda ds: ds,
+    lambda ds: ds.prefetch(2),
+    lambda ds: ds.filter(lambda x: x > -1.0),
+])
+def test_tapes_do_not_see_what_the_pipeline_computes(pipeline):
+    # TF runs a dataset's functions as graphs of their own: a tape around the loop records
+    # nothing of `map`, whether the map runs in the consumer thread or a prefetch thread
+    v = tg.Variable(2.0)
+    ds = pipeline(tg.data.Dataset.from_tensor_slices(np.arange(3, dtype=np.float32))
+                  .map(lambda x: x * v))
+    with tg.GradientTape(persistent=True) as tape:
+        total = tg.add_n(list(ds))
+        reduced = ds.reduce(tg.constant(0.0), lambda s, x: s + x * v)
+        kept = total * v  # ops of the loop itself are still recorded
+    assert float(total) == 6.0 and float(reduced) == 12.0
+    assert tape.gradient(total, v) is None
+    assert tape.gradient(reduced, v) is None
+    assert float(tape.gradient(kept, v)) == 6.0
