@@ -22,13 +22,13 @@ import collections
 import json
 import numbers
 import os
-import secrets
 import time
 import warnings
 import zipfile
 
 import numpy as np
 
+from ..core import files
 from ..core.tensor import Tensor, Variable
 from ..models.module import Module, _sorted_keys
 from ..optimizers.base import Optimizer
@@ -175,41 +175,9 @@ def _file(save_path):
     return save_path if save_path.endswith(SUFFIX) else save_path + SUFFIX
 
 
-def _fsync_dir(directory):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # e.g. Windows: directories cannot be opened
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _atomic_write(path, write):
-    """Calls `write(f)` on a temporary file beside `path`, fsyncs it and renames it to `path`.
-
-    A crash before the rename leaves `path` as it was (and a stray `.<name>.tmp...` file)."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}."
-                                  f"{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(directory)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    files.atomic_write(path, write)
 
 
 def _write_checkpoint(path, index, arrays):

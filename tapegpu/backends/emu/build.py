@@ -48,6 +48,8 @@ import threading
 import warnings
 from pathlib import Path
 
+from ...core import files
+
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emu.h"
 RUNTIME = HERE / "runtime.cpp"
@@ -345,35 +347,6 @@ def _library_name(stem, key, sha):
     return f"{stem}-{key}-{sha[:16]}.so"
 
 
-def _atomic_write(path, data, mode=0o600):
-    """Write `data` to `path` through a temporary file in the same directory: fsync, rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _fsync_dir(d):
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _compile(text, d, stem, key, extra_flags):
     """Build the library in a private scratch directory inside `d`, then move it and
     its manifest into place (each atomically: library first, manifest last)."""
@@ -392,11 +365,11 @@ def _compile(text, d, stem, key, extra_flags):
             data = f.read()
         sha = hashlib.sha256(data).hexdigest()
         target = Path(d) / _library_name(stem, key, sha)
-        _atomic_write(target, data, 0o700)
+        files.atomic_write(target, lambda f: f.write(data), 0o700)
         manifest = {"format": MANIFEST_FORMAT, "key": key, "library": target.name,
                     "size": len(data), "sha256": sha}
-        _atomic_write(manifest_path(d, stem, key), (json.dumps(manifest) + "\n").encode())
-        _fsync_dir(d)
+        text = (json.dumps(manifest) + "\n").encode()
+        files.atomic_write(manifest_path(d, stem, key), lambda f: f.write(text), 0o600)
     finally:
         shutil.rmtree(build, ignore_errors=True)
     return target
