@@ -34,7 +34,7 @@ from .registry import InvalidArgumentError, def_op
 from ._base import apply, floating, public
 from .shape import reshape, transpose
 
-# -- array helpers (forwards only) ----------------------------------------------------------------
+# -- array helpers (forwards only) -----------------------------------------------------------------
 
 
 def _spatial_slices(offsets, dilations, counts, strides):
@@ -130,7 +130,7 @@ def _conv_filter_forward(xp, x, g, w_shape, strides, dilations, pads):
     return dw.reshape(tuple(w_shape))
 
 
-# -- batch folding in rules (computed with `ops`) -------------------------------------------------
+# -- batch folding in rules (computed with `ops`) --------------------------------------------------
 
 def _fold(ops, v, nb, axis, groups):
     """A value with `nb` leading batch axes, its batch moved into channel axis `axis` (-1 or -2)
@@ -264,15 +264,15 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
                 _filter_b(ops, x, tg_, w_shape, nbg=tg_.ndim - g.ndim, **p))
 
 
-_conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"), vjp=(_conv_vjp_x, _conv_vjp_w),
-               jvp=_conv_jvp)
+_conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
+               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp)
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
                      saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp)
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
                       saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp)
 
 
-# -- pooling ops ------------------------------------------------------------------------------------
+# -- pooling ops -----------------------------------------------------------------------------------
 
 def _lowest(xp, dtype):
     return -xp.inf if dtype.kind == "f" else np.iinfo(dtype).min
@@ -370,7 +370,7 @@ _avg_pool_grad = def_op("avg_pool_grad", _avg_pool_grad_forward, args=("g",), li
                         vjp=lambda ops, h, in_shape, **p: ops.op("avg_pool", h, **p))
 
 
-# -- argument handling ----------------------------------------------------------------------------
+# -- argument handling -----------------------------------------------------------------------------
 
 _FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
 
@@ -494,7 +494,7 @@ def _convolution(input, filters, strides, padding, data_format, dilations, nd, f
     return _to_first(y, nd) if cfirst else y
 
 
-# -- public convolution -----------------------------------------------------------------------------
+# -- public convolution ----------------------------------------------------------------------------
 
 def conv1d(input, filters, stride, padding, data_format="NWC", dilations=None, name=None):
     """1-D convolution (cross-correlation, as TensorFlow) of `input` (N, W, C) with `filters`
@@ -576,27 +576,27 @@ def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data
     out_shape = tuple(int(v) for v in output_shape)
     if len(out_shape) != 4:
         raise ValueError(f"{fn}: output_shape must have 4 elements, got {list(out_shape)}")
+    given = g.shape
     if cfirst:
         g = _to_last(g, 2)
         out_shape = (out_shape[0],) + out_shape[2:] + (out_shape[1],)
     if out_shape[0] != g.shape[0]:
-        raise InvalidArgumentError(f"{fn}: output_shape {list(output_shape)} and input "
-                                   f"{tuple(input.shape)} must have the same batch size")
+        raise InvalidArgumentError(f"{fn}: output_shape {list(output_shape)} and input {given} "
+                                   "must have the same batch size")
     if w.shape[-1] != g.shape[-1]:
         raise InvalidArgumentError(f"{fn}: filters {w.shape} must have input's depth "
                                    f"{g.shape[-1]} as their last dimension")
     if out_shape[-1] % w.shape[-2]:
         raise InvalidArgumentError(f"{fn}: output depth {out_shape[-1]} must be divisible by the "
                                    f"filters' depth {w.shape[-2]}")
-    proxy_shape = out_shape
     strides = _sizes(strides, 2, "strides", fn, cfirst)
     dilations = _sizes(dilations, 2, "dilations", fn, cfirst)
-    pads = _pads(padding, proxy_shape[1:-1], w.shape[:2], strides, dilations, 2, fn, cfirst)
+    pads = _pads(padding, out_shape[1:-1], w.shape[:2], strides, dilations, 2, fn, cfirst)
     expect = tuple((n + lo + hi - (k - 1) * d - 1) // s + 1 for n, (lo, hi), k, d, s in
-                   zip(proxy_shape[1:-1], pads, w.shape[:2], dilations, strides))
+                   zip(out_shape[1:-1], pads, w.shape[:2], dilations, strides))
     if expect != g.shape[1:-1]:
         raise InvalidArgumentError(
-            f"{fn}: output_shape {list(output_shape)} is inconsistent with input {input.shape}: "
+            f"{fn}: output_shape {list(output_shape)} is inconsistent with input {given}: "
             f"conv2d of that shape with strides {list(strides)} and padding {padding!r} has "
             f"spatial size {list(expect)}, not {list(g.shape[1:-1])}")
     y = apply(_conv_input, (g, w), {"in_shape": tuple(out_shape[1:]), "strides": strides,
@@ -627,7 +627,7 @@ def depthwise_conv2d(input, filter, strides, padding, data_format=None, dilation
     return _convolution(x, grouped, strides, padding, data_format, dilations, 2, fn)
 
 
-# -- public pooling ---------------------------------------------------------------------------------
+# -- public pooling --------------------------------------------------------------------------------
 
 def _pool(input, ksize, strides, padding, data_format, dilations, nd, kind, fn):
     x = floating(input, fn) if kind == "AVG" else _tensor_of(input, fn)
