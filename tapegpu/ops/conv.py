@@ -99,17 +99,22 @@ def _conv_input_forward(xp, g, w, in_shape, strides, dilations, pads):
     ksize, (cin_g, cout) = w.shape[:nd], w.shape[-2:]
     spatial, c = in_shape[:-1], in_shape[-1]
     groups = c // cin_g
+    taps = math.prod(ksize)
     lead, out = g.shape[:-nd - 1], g.shape[-nd - 1:-1]
     gm = g.reshape(-1, groups, cout // groups)
-    b = _filter_matrix(w, groups)
+    # columns ordered (tap, group, cin_g): each tap's slice is a (rows, c) matrix with
+    # contiguous channels, added into the padded input by one strided add
+    b = w.reshape(taps, cin_g, groups, cout // groups).transpose(2, 3, 0, 1)
     if groups == 1:
-        cols = xp.matmul(gm[:, 0], b[0].T)
+        cols = xp.matmul(gm[:, 0], b[0].reshape(cout, taps * cin_g))
     else:
-        cols = xp.matmul(gm.transpose(1, 0, 2), b.transpose(0, 2, 1)).transpose(1, 0, 2)
-    cols = cols.reshape(lead + out + (c,) + tuple(ksize))
+        cols = xp.matmul(gm.transpose(1, 0, 2), b.reshape(groups, cout // groups, -1))
+        cols = cols.reshape(groups, -1, taps, cin_g).transpose(1, 2, 0, 3)
+    cols = xp.ascontiguousarray(cols).reshape(-1, taps, c)
     dx = xp.zeros(lead + _padded(spatial, pads) + (c,), dtype=g.dtype)
-    for offsets in np.ndindex(*ksize):
-        dx[_spatial_slices(offsets, dilations, out, strides)] += cols[(Ellipsis,) + offsets]
+    for i, offsets in enumerate(np.ndindex(*ksize)):
+        dx[_spatial_slices(offsets, dilations, out, strides)] += cols[:, i].reshape(
+            lead + out + (c,))
     return _crop(dx, pads, spatial)
 
 
@@ -279,13 +284,26 @@ def _lowest(xp, dtype):
 
 
 def _max_pool_forward(xp, x, in_shape, ksize, strides, dilations, pads):
-    """(max of each window, (index of its first maximum in the window,))."""
-    nd = len(ksize)
-    win = _windows(xp, _pad(xp, x, pads, _lowest(xp, x.dtype)), ksize, strides, dilations)
-    flat = win.reshape(win.shape[:-nd] + (math.prod(ksize),))
-    arg = flat.argmax(axis=-1)[..., None]
-    out = xp.take_along_axis(flat, arg, axis=-1)[..., 0]
-    return out, (arg[..., 0].astype(np.int32),)
+    """(max of each window, (index of its first maximum in the window,)): one pass over the
+    windows per kernel tap."""
+    xpad = _pad(xp, x, pads, _lowest(xp, x.dtype))
+    out_shape = tuple((n - (k - 1) * d - 1) // s + 1 for n, k, d, s in
+                      zip(xpad.shape[-len(ksize) - 1:-1], ksize, dilations, strides))
+    taps = list(np.ndindex(*ksize))
+    out = xpad[_spatial_slices(taps[0], dilations, out_shape, strides)].copy()
+    arg = xp.zeros(out.shape, dtype=np.uint8 if len(taps) < 256 else np.int32)
+    for i, offsets in enumerate(taps[1:], 1):
+        v = xpad[_spatial_slices(offsets, dilations, out_shape, strides)]
+        better = v > out
+        xp.copyto(out, v, where=better)
+        arg[better] = i
+    return out, (arg,)
+
+
+def _overlap(ksize, strides, dilations):
+    """Whether an input position can be in two windows."""
+    return any((k - 1) * d + 1 > s or (d > 1 and k > 1) for k, s, d in
+               zip(ksize, strides, dilations))
 
 
 def _max_pool_grad_forward(xp, arg, g, in_shape, ksize, strides, dilations, pads):
@@ -295,8 +313,13 @@ def _max_pool_grad_forward(xp, arg, g, in_shape, ksize, strides, dilations, pads
     lead, out = g.shape[:-nd - 1], g.shape[-nd - 1:-1]
     dx = xp.zeros(lead + _padded(spatial, pads) + (c,), dtype=g.dtype)
     zero = g.dtype.type(0)
+    add = _overlap(ksize, strides, dilations)
     for i, offsets in enumerate(np.ndindex(*ksize)):
-        dx[_spatial_slices(offsets, dilations, out, strides)] += xp.where(arg == i, g, zero)
+        where = _spatial_slices(offsets, dilations, out, strides)
+        if add:
+            dx[where] += xp.where(arg == i, g, zero)
+        else:  # each input position in one window at most: an assignment
+            dx[where] = xp.where(arg == i, g, zero)
     return _crop(dx, pads, spatial)
 
 
