@@ -10,10 +10,11 @@ import sys
 from ..core import tensor as _tensor
 from ..core.device import copy_to
 from ..core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
-from . import binary, control_flow, creation, linalg, nn, reduce, unary
+from . import binary, control_flow, conv, creation, linalg, nn, reduce, unary
 from . import shape as _shape_family  # (`shape` is also a function)
 from .binary import *  # noqa: F401,F403
 from .control_flow import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .namespace import TensorOps
@@ -24,7 +25,8 @@ from .shape import getitem
 from .unary import *  # noqa: F401,F403
 
 EXPORTS = {name: getattr(family, name)
-           for family in (unary, binary, reduce, _shape_family, linalg, nn, creation, control_flow)
+           for family in (unary, binary, reduce, _shape_family, linalg, nn, conv, creation,
+                          control_flow)
            for name in family.__all__}
 TENSOR_OPS = TensorOps(sys.modules[__name__])
 _tensor.stack_tensors = stack  # a nested list holding tensors converts to a stack of them

@@ -76,6 +76,114 @@ def _xlog_sample(rng, dtype, shapes):
     return [x.astype(dtype), rng.uniform(0.3, 2, size=shapes[1]).astype(dtype)]
 
 
+def _conv_ref(x, w, strides, pads, dilations=None):
+    """Channels-last N-d convolution (cross-correlation) with groups, one kernel tap at a time."""
+    nd = w.ndim - 2
+    dil = dilations or (1,) * nd
+    xpad = np.pad(x, [(0, 0)] + [tuple(p) for p in pads] + [(0, 0)])
+    cin_g, cout = w.shape[-2:]
+    groups = x.shape[-1] // cin_g
+    cout_g = cout // groups
+    out = [(xpad.shape[1 + i] - (w.shape[i] - 1) * dil[i] - 1) // strides[i] + 1
+           for i in range(nd)]
+    y = np.zeros((x.shape[0], *out, cout))
+    for tap in np.ndindex(*w.shape[:nd]):
+        patch = xpad[(slice(None),) + tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for
+                                            t, d, o, s in zip(tap, dil, out, strides))]
+        for g in range(groups):
+            y[..., g * cout_g:(g + 1) * cout_g] += (
+                patch[..., g * cin_g:(g + 1) * cin_g] @ w[tap][:, g * cout_g:(g + 1) * cout_g])
+    return y.astype(x.dtype)
+
+
+def _conv_filter_grad_ref(x, u, w_shape, strides, pads):
+    """d/dw of sum(conv(x, w) * u), one filter element at a time (the conv is linear in w)."""
+    dw = np.zeros(w_shape)
+    for i in np.ndindex(*w_shape):
+        e = np.zeros(w_shape)
+        e[i] = 1.0
+        dw[i] = (_conv_ref(x.astype(np.float64), e, strides, pads) * u).sum()
+    return dw.astype(x.dtype)
+
+
+def _transpose_ref(g, w, spatial, strides, pads):
+    """The transposed convolution: each g[n, o, co] spread over the window of output o."""
+    out = np.zeros((g.shape[0],) + tuple(n + lo + hi for n, (lo, hi) in zip(spatial, pads)) +
+                   (w.shape[-2],))
+    for o in np.ndindex(*g.shape[1:-1]):
+        for tap in np.ndindex(*w.shape[:-2]):
+            at = tuple(oi * s + t for oi, s, t in zip(o, strides, tap))
+            out[(slice(None),) + at] += g[(slice(None),) + o] @ w[tap].T
+    crop = tuple(slice(lo, lo + n) for (lo, _), n in zip(pads, spatial))
+    return out[(slice(None),) + crop].astype(g.dtype)
+
+
+def _avg_pool_grad_ref(x, u):
+    """d/dx of sum(avg_pool2d(x, 3, 2, "SAME") * u) on (1, 5, 4, 2), from its linearity."""
+    dx = np.zeros(x.shape)
+    for i in np.ndindex(*x.shape):
+        e = np.zeros(x.shape)
+        e[i] = 1.0
+        dx[i] = (_pool_ref(e, (3, 3), (2, 2), ((1, 1), (0, 1)), "AVG") * u).sum()
+    return dx.astype(x.dtype)
+
+
+def _pool_ref(x, ksize, strides, pads, kind, dilations=None):
+    """Channels-last N-d max or average pooling over the unpadded elements of each window."""
+    nd = len(ksize)
+    dil = dilations or (1,) * nd
+    spatial = x.shape[1:-1]
+    out = [(n + lo + hi - (k - 1) * d - 1) // s + 1
+           for n, (lo, hi), k, d, s in zip(spatial, pads, ksize, dil, strides)]
+    y = np.zeros((x.shape[0], *out, x.shape[-1]), x.dtype)
+    for o in np.ndindex(*out):
+        idx = [[oi * s - lo + t * d for t in range(k)] for oi, s, (lo, _), k, d in
+               zip(o, strides, pads, ksize, dil)]
+        idx = [[i for i in ix if 0 <= i < n] for ix, n in zip(idx, spatial)]
+        win = x[(slice(None),) + np.ix_(*idx) + (slice(None),)]
+        win = win.reshape(x.shape[0], -1, x.shape[-1])
+        y[(slice(None),) + o] = win.max(1) if kind == "MAX" else win.mean(1)
+    return y
+
+
+def _max_pool_grad_ref(x, u, ksize, strides, pads):
+    """d/dx of sum(max_pool(x) * u): each u to its window's first maximum."""
+    nd = len(ksize)
+    xpad = np.pad(x, [(0, 0)] + [tuple(p) for p in pads] + [(0, 0)], constant_values=-np.inf)
+    dx = np.zeros(xpad.shape)
+    for n, c in np.ndindex(x.shape[0], x.shape[-1]):
+        for o in np.ndindex(*u.shape[1:-1]):
+            taps = list(np.ndindex(*ksize))
+            vals = [xpad[(n,) + tuple(oi * s + t for oi, s, t in zip(o, strides, tap)) + (c,)]
+                    for tap in taps]
+            tap = taps[int(np.argmax(vals))]
+            dx[(n,) + tuple(oi * s + t for oi, s, t in zip(o, strides, tap)) + (c,)] += \
+                u[(n,) + o + (c,)]
+    crop = tuple(slice(lo, lo + m) for (lo, _), m in zip(pads, x.shape[1:-1]))
+    return dx[(slice(None),) + crop + (slice(None),)].astype(x.dtype)
+
+
+def _inner_grad(f, wrt):
+    """The gradient of sum(f(...) * u) with respect to argument `wrt` of f, by an inner tape: a
+    function of the other arguments and u, whose own derivatives are second derivatives."""
+    def grad(*args):
+        *xs, u = args
+        xs = [tg.constant(x) if not isinstance(x, tg.Tensor) else x for x in xs]
+        with tg.GradientTape() as tape:
+            tape.watch(xs[wrt])
+            y = f(*xs)
+        return tape.gradient(y, xs[wrt], output_gradients=u)
+    return grad
+
+
+_W_FIXED = np.random.default_rng(7).uniform(-1, 1, (2, 2, 3, 4))
+
+
+def _nchw(f):
+    """A channels-last reference applied to channels-first arrays."""
+    return lambda x, *a: np.moveaxis(f(np.moveaxis(x, 1, -1), *a), -1, 1)
+
+
 U = (3, 4)  # default unary sample shape
 SPECS = [
     # -- unary math ------------------------------------------------------------------------
@@ -389,6 +497,67 @@ SPECS = [
          lambda x: np.stack([x[0] + x[1], x[2]]), covers=("unsorted_segment_sum",)),
     Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
          lambda x: x * (np.random.default_rng(3).uniform(0, 1, (4, 5)) >= 0.5) * 2.0),
+    # -- convolution and pooling ---------------------------------------------------------------
+    Spec("conv2d_same_strided", lambda x, w: tg.nn.conv2d(x, w, [1, 2, 1, 1], "SAME"),
+         ((2, 5, 4, 3), (3, 2, 3, 4)), lambda x, w: _conv_ref(x, w, (2, 1), ((1, 1), (0, 1))),
+         covers=("conv", "transpose")),
+    Spec("conv2d_nchw_groups_dilated", lambda x, w: tg.nn.conv2d(
+        x, w, 1, "VALID", data_format="NCHW", dilations=2), ((1, 4, 5, 6), (2, 2, 2, 6)),
+        _nchw(lambda x, w: _conv_ref(x, w, (1, 1), ((0, 0), (0, 0)), (2, 2))),
+        covers=("conv", "transpose")),
+    Spec("conv2d_explicit", lambda x, w: tg.nn.conv2d(x, w, 2, [[0, 0], [1, 0], [2, 1], [0, 0]]),
+         ((1, 4, 4, 2), (3, 3, 2, 2)), lambda x, w: _conv_ref(x, w, (2, 2), ((1, 0), (2, 1))),
+         covers=("conv",)),
+    Spec("conv1d", lambda x, w: tg.nn.conv1d(x, w, 2, "SAME"), ((2, 7, 2), (3, 2, 3)),
+         lambda x, w: _conv_ref(x, w, (2,), ((1, 1),)), covers=("conv",)),
+    Spec("conv3d", lambda x, w: tg.nn.conv3d(x, w, [1, 1, 1, 1, 1], "SAME"),
+         ((1, 3, 3, 2, 2), (2, 2, 2, 2, 2)),
+         lambda x, w: _conv_ref(x, w, (1, 1, 1), ((0, 1), (0, 1), (0, 1))), covers=("conv",)),
+    Spec("depthwise_conv2d", lambda x, w: tg.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "VALID"),
+         ((1, 4, 3, 2), (2, 2, 2, 2)),
+         lambda x, w: _conv_ref(x, w.reshape(2, 2, 1, 4), (1, 1), ((0, 0), (0, 0))),
+         covers=("conv", "reshape")),
+    Spec("conv2d_transpose", lambda x, w: tg.nn.conv2d_transpose(x, w, (2, 5, 5, 4), 2),
+         ((2, 3, 3, 2), (3, 3, 4, 2)),
+         lambda x, w: _transpose_ref(x, w, (5, 5), (2, 2), ((1, 1), (1, 1))),
+         covers=("conv_backprop_input",)),
+    Spec("conv2d_filter_grad", lambda x, u: _inner_grad(
+        lambda x, w: tg.nn.conv2d(x, w, 1, "VALID"), 1)(x, tg.constant(_W_FIXED.astype(
+            x.dtype.as_numpy_dtype)), u), ((2, 4, 3, 3), (2, 3, 2, 4)),
+        lambda x, u: _conv_filter_grad_ref(x, u, (2, 2, 3, 4), (1, 1), ((0, 0), (0, 0))),
+        covers=("conv", "conv_backprop_filter", "conv_backprop_input")),
+    Spec("max_pool2d_same", lambda x: tg.nn.max_pool2d(x, 3, 2, "SAME"), ((2, 5, 4, 3),),
+         lambda x: _pool_ref(x, (3, 3), (2, 2), ((1, 1), (0, 1)), "MAX"),
+         covers=("max_pool",)),
+    Spec("max_pool1d_explicit", lambda x: tg.nn.max_pool1d(x, 2, 2, [[0, 0], [1, 0], [0, 0]]),
+         ((2, 5, 3),), lambda x: _pool_ref(x, (2,), (2,), ((1, 0),), "MAX"),
+         covers=("max_pool",)),
+    Spec("max_pool3d_ncdhw", lambda x: tg.nn.max_pool3d(x, 2, 1, "VALID", "NCDHW"),
+         ((1, 2, 3, 3, 2),),
+         _nchw(lambda x: _pool_ref(x, (2, 2, 2), (1, 1, 1), ((0, 0),) * 3, "MAX")),
+         covers=("max_pool", "transpose")),
+    # gradient x input (a saliency map): the gradient is piecewise constant in x
+    Spec("max_pool_grad", lambda x, u: x * _inner_grad(
+        lambda x: tg.nn.max_pool2d(x, 2, 2, "SAME"), 0)(x, u), ((2, 5, 3, 2), (2, 3, 2, 2)),
+        lambda x, u: x * _max_pool_grad_ref(x, u, (2, 2), (2, 2), ((0, 1), (0, 1))),
+        covers=("max_pool", "max_pool_grad", "max_pool_grad_grad")),
+    Spec("avg_pool2d_same", lambda x: tg.nn.avg_pool2d(x, [2, 3], 2, "SAME"), ((2, 5, 4, 3),),
+         lambda x: _pool_ref(x, (2, 3), (2, 2), ((0, 1), (0, 1)), "AVG"),
+         covers=("avg_pool",)),
+    Spec("avg_pool1d", lambda x: tg.nn.avg_pool1d(x, 3, 1, "SAME"), ((2, 5, 3),),
+         lambda x: _pool_ref(x, (3,), (1,), ((1, 1),), "AVG"), covers=("avg_pool",)),
+    Spec("avg_pool3d", lambda x: tg.nn.avg_pool3d(x, 2, 2, "VALID"), ((1, 4, 2, 3, 2),),
+         lambda x: _pool_ref(x, (2, 2, 2), (2, 2, 2), ((0, 0),) * 3, "AVG"),
+         covers=("avg_pool",)),
+    Spec("avg_pool_grad", lambda u: _inner_grad(lambda x: tg.nn.avg_pool2d(x, 3, 2, "SAME"), 0)(
+        tg.zeros((1, 5, 4, 2), dtype=u.dtype), u), ((1, 3, 2, 2),),
+        lambda u: _avg_pool_grad_ref(np.zeros((1, 5, 4, 2), u.dtype), u),
+        covers=("avg_pool", "avg_pool_grad")),
+    Spec("pool_dilated", lambda x: tg.nn.pool(x, [2, 2], "MAX", padding="SAME", dilations=2) +
+         tg.nn.pool(x, [2, 2], "AVG", padding="SAME", dilations=2), ((1, 5, 4, 2),),
+         lambda x: _pool_ref(x, (2, 2), (1, 1), ((1, 1), (1, 1)), "MAX", (2, 2)) +
+         _pool_ref(x, (2, 2), (1, 1), ((1, 1), (1, 1)), "AVG", (2, 2)),
+         covers=("max_pool", "avg_pool", "add")),
 ]
 
 BY_NAME = {s.name: s for s in SPECS}
