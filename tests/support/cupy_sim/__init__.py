@@ -492,9 +492,11 @@ _ARRAY_RESULT = {"allclose", "array_equal", "array_equiv", "count_nonzero"}
 def _function(npf, name):
     if name in _HOST_OK:
         def f(*args, **kwargs):
-            if args and isinstance(args[0], ndarray) and kwargs.get("dtype") is None and \
-                    name != "array" and _keeps(args[0], kwargs.get("order")):
-                return args[0]
+            if args and isinstance(args[0], ndarray) and name != "array" and \
+                    np.dtype(kwargs.get("dtype") or args[0].dtype) == args[0].dtype and \
+                    _keeps(args[0], {"ascontiguousarray": "C", "asfortranarray": "F"}.get(
+                        name, kwargs.get("order"))):
+                return args[0]  # CuPy's asarray returns the array itself
             return _wrap(np.array(npf(*_host_ok(args), **_host_ok(kwargs)), copy=name == "array"
                                   or None, order="K"))
     else:
@@ -544,6 +546,25 @@ def take(a, indices, axis=None, out=None):
         out._a[...] = r
         return out
     return _wrap(r)
+
+
+def _mean_dtype_check(dtype):
+    # CuPy's mean has loops ?,b..Q -> d, e->e, f->f, d->d, F->F, D->D only: an integer dtype=
+    # finds none ("Wrong type ... for cupy_mean")
+    if dtype is not None and np.dtype(dtype).kind in "biu":
+        raise TypeError(f"Wrong type ({np.dtype(dtype)}) of arguments for cupy_mean")
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    _mean_dtype_check(dtype)
+    return _function(np.mean, "mean")(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+def _ndarray_mean(self, axis=None, dtype=None, out=None, keepdims=False):
+    return mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+ndarray.mean = _ndarray_mean
 
 
 def get_array_module(*args):
@@ -905,7 +926,7 @@ def build():
     cuda = _cuda_module()
     _MODULES["cupy.cuda"] = cuda
     _fill(cupy, "cupy", np, {
-        "ndarray": ndarray, "ufunc": ufunc, "asnumpy": asnumpy, "take": take,
+        "ndarray": ndarray, "ufunc": ufunc, "asnumpy": asnumpy, "take": take, "mean": mean,
         "get_array_module": get_array_module, "RawModule": RawModule, "cuda": cuda,
         "linalg": linalg, "random": random,
         "get_default_memory_pool": lambda: _POOL,
@@ -942,4 +963,4 @@ def uninstall():
 
 
 def installed():
-    return sys.modules.get("cupy") is _MODULES.get("cupy")
+    return "cupy" in _MODULES and sys.modules.get("cupy") is _MODULES["cupy"]
