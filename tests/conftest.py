@@ -1,8 +1,14 @@
 """Every autodiff test runs on each device given by `--device` (default: numpy and cuda_emu).
 
-`--device numpy` (or `cuda_emu`, `gpu`, a comma-separated list, or `all`) chooses. A test
-module that is about one device only (the kernel and emulator tests, docs, packaging) sets
-`SINGLE_DEVICE = True`. Tests marked `gpu` need a real GPU and skip without one.
+`--device numpy` (or `cuda_emu`, `gpu`, `cuda_sim`, a comma-separated list, or `all`) chooses.
+A test module that is about one device only (the kernel and emulator tests, docs, packaging)
+sets `SINGLE_DEVICE = True`. Tests marked `gpu` need a real GPU and skip without one.
+
+`cuda_sim` is tapegpu's real `cuda` backend (gpu:0) with CuPy replaced by the strict stand-in
+of tests/support/cupy_sim (numpy underneath, CuPy's contract on top: no implicit host
+conversion, CuPy's names only, linalg that never raises, wrapping indices; kernels through the
+emulator). It is installed as `cupy` for the session when `--device` names it or when
+TAPEGPU_TEST_CUPY_SIM=1 (then `all` includes it), and never where a real CuPy is importable.
 """
 import os
 import sys
@@ -14,6 +20,9 @@ import pytest
 import tapegpu as tg  # noqa: E402
 from tapegpu import backends as backend  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
+import cupy_sim  # noqa: E402
+
 
 def pytest_addoption(parser):
     parser.addoption("--device", default="all",
@@ -23,13 +32,33 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a real GPU (skips without one)")
+    if _wants_sim(config) and _real_cupy() is None:
+        cupy_sim.install()
+
+
+def _wants_sim(config):
+    return os.environ.get("TAPEGPU_TEST_CUPY_SIM", "") not in ("", "0") or \
+        "cuda_sim" in config.getoption("--device").split(",")
+
+
+def _real_cupy():
+    """The real CuPy's import spec, if one is installed (the stand-in then stays out)."""
+    from importlib.util import find_spec
+    if cupy_sim.installed():
+        return None
+    return find_spec("cupy")
+
+
+def real_gpu_count():
+    return 0 if cupy_sim.installed() else backend.gpu_count()
 
 
 def _devices(config):
     opt = config.getoption("--device")
     if opt == "all":
         names = ["numpy"] + (["cuda_emu"] if backend.CudaEmuBackend.available() else [])
-        names += [f"gpu:{i}" for i in range(backend.gpu_count())]
+        names += [f"gpu:{i}" for i in range(real_gpu_count())]
+        names += ["cuda_sim"] if cupy_sim.installed() else []
         return names
     return [d.strip() for d in opt.split(",") if d.strip()]
 
@@ -44,7 +73,7 @@ def pytest_generate_tests(metafunc):
 def tg_device(request):
     """Runs the test with its device as the current one."""
     name = getattr(request, "param", "numpy")
-    with tg.device("cpu" if name == "numpy" else name):
+    with tg.device({"numpy": "cpu", "cuda_sim": "gpu:0"}.get(name, name)):
         yield name
 
 
@@ -54,7 +83,7 @@ def _seed():
 
 
 def pytest_collection_modifyitems(config, items):
-    if backend.gpu_count():
+    if real_gpu_count():
         return
     skip = pytest.mark.skip(reason="needs a GPU (CuPy and a CUDA device); none here")
     for item in items:

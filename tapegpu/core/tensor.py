@@ -475,7 +475,11 @@ def _convert(value, dtype, dtype_hint, op):
             (hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")):
         if target is None:
             target = np.dtype(value.dtype) if hasattr(value, "dtype") else None
-        return Tensor(dev.asarray(value, dtype=target), dev)
+        return Tensor(_own(dev.asarray(value, dtype=target), value), dev)
+    if dev.xp is np and not isinstance(value, np.ndarray) and \
+            hasattr(value, "__cuda_array_interface__") and hasattr(value, "device"):
+        # a GPU array for a CPU tensor: an explicit copy to the host (implicit ones raise)
+        value = _backend.gpu(getattr(value.device, "id", 0)).to_numpy(value)
     scalar = isinstance(value, numbers.Number) and not isinstance(value, np.generic)
     src = value if scalar or isinstance(value, (np.ndarray, np.generic)) else _host(value, op)
     if not scalar and src.dtype.kind not in _KINDS:
@@ -498,6 +502,17 @@ def _convert(value, dtype, dtype_hint, op):
         _check_lossless(np.asarray(src), host, target, op)
     arr = dev.asarray(host) if dev.xp is not np else host
     return Tensor(arr, dev)
+
+
+def _own(arr, value):
+    """`arr` (the device's asarray of `value`) in a buffer of its own, as a tensor made from a
+    numpy array is: CuPy's asarray returns the caller's array itself, or a view of its memory,
+    unless it converts the dtype."""
+    try:
+        converted = arr.dtype != np.dtype(value.dtype)
+    except TypeError:  # a foreign dtype object (torch's): compare no further, copy
+        converted = False
+    return arr if converted else arr.copy()
 
 
 def _fits(src, npd):

@@ -266,8 +266,47 @@ def _solve_jvp(ops, ts, matrix, out, rhs_shape, adjoint=False):
     return ops.solve(matrix, rhs, adjoint=adjoint)
 
 
-_solve = def_op("solve", lambda xp, a, b, adjoint=False:
-                xp.linalg.solve(_mT(a) if adjoint else a, b), args=("matrix", "rhs"),
+# numpy's LAPACK calls raise LinAlgError for a singular or non-positive-definite input;
+# CuPy's cuSOLVER calls never do (they return NaN, or a partial Cholesky factor). On a device
+# the result is checked instead, so both raise the same error. The check costs one host sync
+# per call (a reduction read back), on a GPU only.
+
+def _device_check(xp, ok, message):
+    """Raise numpy's LinAlgError(message) unless the device array `ok` is all true."""
+    if xp is not np and not bool(xp.all(ok)):
+        raise np.linalg.LinAlgError(message)
+
+
+def _finite_if_input_finite(xp, out, *inputs):
+    # LAPACK does not raise for NaN/inf input either: only a non-finite result of finite input
+    # is a singular matrix
+    ok = xp.isfinite(out).all()
+    for x in inputs:
+        ok = ok | ~xp.isfinite(x).all()
+    return ok
+
+
+def _solve_forward(xp, a, b, adjoint=False):
+    if adjoint:
+        a = _mT(a)
+    # numpy's solve broadcasts the batch axes of a and b; CuPy's needs them equal
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if a.shape[:-2] != batch:
+        a = xp.broadcast_to(a, batch + a.shape[-2:])
+    if b.shape[:-2] != batch:
+        b = xp.broadcast_to(b, batch + b.shape[-2:])
+    out = xp.linalg.solve(a, b)
+    _device_check(xp, _finite_if_input_finite(xp, out, a, b), "Singular matrix")
+    return out
+
+
+def _inv_forward(xp, x):
+    out = xp.linalg.inv(x)
+    _device_check(xp, _finite_if_input_finite(xp, out, x), "Singular matrix")
+    return out
+
+
+_solve = def_op("solve", _solve_forward, args=("matrix", "rhs"),
                 saves=("matrix", "out", "rhs.shape"), vjp=_solve_vjp, jvp=_solve_jvp)
 
 
@@ -289,7 +328,7 @@ def solve(matrix, rhs, adjoint=False, name=None):
 solve.op = _solve
 
 # d(A^-1) = -A^-1 dA A^-1  =>  dA = -A^-T g A^-T
-_inv = def_op("inv", lambda xp, x: xp.linalg.inv(x), saves=("out",),
+_inv = def_op("inv", _inv_forward, saves=("out",),
               vjp=lambda ops, g, out: -ops.matmul(out, ops.matmul(g, out, transpose_b=True),
                                          transpose_a=True),
               jvp=lambda ops, t, out: -ops.matmul(out, ops.matmul(t, out)))
@@ -395,8 +434,13 @@ def _cholesky_vjp(ops, g, L):
 
 def _cholesky_forward(xp, x):
     try:
-        return xp.linalg.cholesky(x)
-    except np.linalg.LinAlgError as e:  # CuPy raises numpy's too
+        L = xp.linalg.cholesky(x)
+        # CuPy's potrf stops at the first non-positive (or NaN) pivot and leaves it on the
+        # diagonal: a factor is complete iff its diagonal is positive
+        _device_check(xp, xp.diagonal(L, axis1=-2, axis2=-1) > 0,
+                      "Matrix is not positive definite")
+        return L
+    except np.linalg.LinAlgError as e:
         raise ValueError(f"the matrix is not positive definite ({e})") from None
 
 

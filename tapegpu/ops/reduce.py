@@ -101,7 +101,13 @@ def _forward(fn):
     def forward(xp, x, axis, keepdims):
         # integers stay in their dtype (numpy would widen int32 to int64, or to float64 for a
         # mean; TensorFlow keeps int32, and a mean of integers truncates)
-        if fn in ("sum", "prod", "mean") and x.dtype.kind in "iu":
+        if fn == "mean" and x.dtype.kind in "iu":
+            # numpy's mean(dtype=int): the sum in the dtype, divided, truncated toward zero.
+            # Spelled out, as CuPy's mean has no integer-output loop (dtype=int raises there)
+            s = xp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+            count = x.size // s.size if s.size else 1
+            return (s / count).astype(x.dtype)
+        if fn in ("sum", "prod") and x.dtype.kind in "iu":
             return getattr(xp, fn)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
         if fn == "mean" and x.size == 0:
             # the mean over no elements is NaN, as in TF (numpy warns "Mean of empty slice")

@@ -373,16 +373,22 @@ def _scatter_forward(xp, g, key, inner_shape, r, advanced):
     return out
 
 
+def _is_index_array(k):
+    """Whether a normalized key entry is an index array, on the host (numpy) or on the device
+    (a gather's saved indices are device arrays: CuPy's are no numpy.ndarray)."""
+    return hasattr(k, "ndim") and hasattr(k, "dtype") and not isinstance(k, np.generic)
+
+
 def _advanced_ndim(key):
-    return len(np.broadcast_shapes(*[k.shape for k in key if isinstance(k, np.ndarray)]))
+    return len(np.broadcast_shapes(*[k.shape for k in key if _is_index_array(k)]))
 
 
 def _separated_advanced(key):
     """Whether numpy moves the indexed axes to the front: integer arrays (and, with them,
     integers) that a slice or None separates."""
-    if not any(isinstance(k, np.ndarray) for k in key):
+    if not any(_is_index_array(k) for k in key):
         return False
-    pos = [i for i, k in enumerate(key) if isinstance(k, (np.ndarray, int))]
+    pos = [i for i, k in enumerate(key) if _is_index_array(k) or isinstance(k, int)]
     return pos[-1] - pos[0] + 1 != len(pos)
 
 
@@ -404,7 +410,7 @@ _scatter_op = def_op("getitem_grad", _scatter_forward, linear=True,
 
 def g_inner_ndim(key, x_shape, inner):
     """ndim of x[key] over the inner (indexed) axes, from the key alone (numpy's rules)."""
-    arrays = [k for k in key if isinstance(k, np.ndarray)]
+    arrays = [k for k in key if _is_index_array(k)]
     ints = sum(1 for k in key if isinstance(k, int))
     news = sum(1 for k in key if k is None)
     adv = len(np.broadcast_shapes(*[a.shape for a in arrays])) if arrays else 0
@@ -412,7 +418,7 @@ def g_inner_ndim(key, x_shape, inner):
 
 
 def _scatter(ops, g, key, inner_shape, r):
-    advanced = any(isinstance(k, np.ndarray) for k in key)
+    advanced = any(_is_index_array(k) for k in key)  # repeated indices must add up
     return ops.op("getitem_grad", g, key=key, inner_shape=tuple(inner_shape), r=r,
                   advanced=advanced)
 
@@ -427,6 +433,8 @@ def _normalize_key(key, shape, xp):
             k = k.numpy()
         elif hasattr(k, "_value") and hasattr(k, "assign"):
             k = k.numpy()
+        elif _is_index_array(k) and not isinstance(k, np.ndarray):  # a device array (CuPy)
+            k = tensor(k).numpy()
         if isinstance(k, list):
             k = np.asarray(k)
         out.append(k)

@@ -128,7 +128,8 @@ class Optimizer:
         if entry is None:
             xp = var._value._dev.xp
             p = var._value._data
-            entry = (var, [xp.zeros_like(p) if self._needs_slot(name) else None
+            # C order whatever the variable's layout: fused kernels update slots in place
+            entry = (var, [xp.zeros(p.shape, p.dtype) if self._needs_slot(name) else None
                            for name in self._slot_names])
             self._slots[var._uid] = entry
         return entry[1]
@@ -167,7 +168,8 @@ class Optimizer:
         for g, var in zip(arrays, variables):
             self._update_one(var, g, lr)
         self._step += 1
-        self._iterations._assign_array(np.asarray(self._step, dtype=np.int64))
+        it = self._iterations
+        it._assign_array(it._dev.asarray(np.asarray(self._step, dtype=np.int64)))
         return self._iterations
 
     def _update_one(self, var, g, lr):

@@ -48,7 +48,7 @@ def _numerical(f, xs, i, delta, ysize):
             pert = flat.copy()
             pert[j] = pert[j] + sign * delta
             args = list(xs)
-            args[i] = Tensor(pert.reshape(base.shape))
+            args[i] = Tensor(xs[i]._dev.asarray(pert.reshape(base.shape)), xs[i]._dev)
             cols.append(np.asarray(f(*args), dtype=np.float64).reshape(-1))
         out[:, j] = ((cols[0] - cols[1]) / (2 * delta)).astype(dt)
     return out

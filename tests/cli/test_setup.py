@@ -35,8 +35,11 @@ def test_ci_runs_readme_test_command_with_the_nvrtc_extra():
     _, test_line = readme_setup_lines()
     install, _, tests = (part.strip() for part in test_line.partition("&&"))
     assert install == 'pip install -e ".[test]"'
-    ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if "pytest" in ln]
-    assert ci == ['pip install -q -e ".[test,nvrtc]" && ' + tests]
+    ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines()
+          if "pytest" in ln and not ln.lstrip().startswith("#")]
+    # then a second pass on the simulated GPU, as README.md documents it
+    assert ci == ['pip install -q -e ".[test,nvrtc]" && ' + tests, tests + " --device cuda_sim"]
+    assert f"`{tests} --device cuda_sim`" in (ROOT / "README.md").read_text()
 
 
 def test_test_extra_brings_no_cuda_wheels_and_nvrtc_extra_does():

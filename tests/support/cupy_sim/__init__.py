@@ -1,0 +1,966 @@
+"""A strict stand-in for CuPy, for running tapegpu's `cuda` backend in the test suite.
+
+numpy computes underneath, but arrays are this module's own `ndarray`, which keeps CuPy's
+contract where it differs from numpy's:
+
+* no implicit host conversion: `numpy.asarray(a)` (`__array__`) raises TypeError with CuPy's
+  message; `a.get()` and `cupy.asnumpy(a)` are the explicit ways. numpy arrays are refused as
+  operands of ufuncs, operators and most functions (CuPy's "Unsupported type"), accepted only
+  where CuPy copies them to the device (`cupy.asarray`/`array`, indices, `a[...] = host`).
+* `float(a)`, `int(a)`, `bool(a)`, `a.item()`, `a.tolist()`, `repr(a)` sync with the host: they
+  work, and are counted per call site (`stats`), like `.get()` and host->device copies.
+* only CuPy's public names exist (names.txt, made by refresh_names.py from CuPy 13 and 14):
+  a numpy-only function is an AttributeError, as on a GPU.
+* results are arrays: reductions and scalar indexing give 0-d arrays, never numpy scalars.
+* `cupy.linalg` never raises on singular or non-positive-definite input: `inv`/`solve` give
+  NaN, `cholesky` a partial factor (LAPACK's potrf stops at the first non-positive pivot and
+  leaves the rest), as cuSOLVER does without `cupyx.errstate(linalg='raise')`.
+* `linalg.solve` does not broadcast batch axes of `a` against `b`.
+* out-of-range integer index arrays wrap (`a[[1, 3]]` of a length-3 array is `a[[1, 0]]`).
+* `cupy.RawModule` runs the CUDA source through tapegpu's emulator
+  (`tapegpu.backends.emu.RawModule`); `cupy.cuda.runtime.getDeviceCount()` is 1; devices and
+  streams are no-ops.
+
+`install()` puts it in `sys.modules` as `cupy`, `cupyx`, `cupyx.scipy.special` and
+`cupyx.scipy.linalg`; `stats` counts host syncs and transfers per tapegpu call site.
+"""
+import collections
+import contextlib
+import importlib.machinery
+import math
+import os
+import sys
+import types
+
+import numpy as np
+
+from tapegpu.backends import emu
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+SIM_VERSION = "14.2.0"
+
+
+def _load_names():
+    names = collections.defaultdict(set)
+    with open(os.path.join(_HERE, "names.txt")) as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                ns, name = line.split()
+                names[ns].add(name)
+    return names
+
+
+NAMES = _load_names()
+
+
+# ----------------------------------------------------------------------------- counters
+class Stats:
+    """Host syncs and host<->device copies, keyed by the calling site outside the stand-in
+    (`path:line (function)`): `syncs[site]`, `transfers[(direction, site)]` with direction
+    'd2h' or 'h2d'."""
+
+    def __init__(self):
+        self.syncs = collections.Counter()
+        self.transfers = collections.Counter()
+
+    def reset(self):
+        self.syncs.clear()
+        self.transfers.clear()
+
+    def sync(self):
+        self.syncs[_site()] += 1
+
+    def transfer(self, direction):
+        site = _site()
+        self.transfers[(direction, site)] += 1
+        if direction == "d2h":
+            self.syncs[site] += 1
+
+    def sites(self, prefix="tapegpu"):
+        """Sync sites inside `prefix` (a path prefix relative to the repository)."""
+        return {s: n for s, n in self.syncs.items() if s.startswith(prefix)}
+
+
+stats = Stats()
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+
+
+def _site():
+    f = sys._getframe(2)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_HERE) and not fn.startswith(_NUMPY_DIR):
+            rel = os.path.relpath(fn, _ROOT) if fn.startswith(_ROOT) else fn
+            return f"{rel}:{f.f_lineno} ({f.f_code.co_name})"
+        f = f.f_back
+    return "?"
+
+
+# ----------------------------------------------------------------------------- wrapping
+def _unsupported(x):
+    return TypeError(f"Unsupported type {type(x)}")
+
+
+def _is_scalar(x):
+    return isinstance(x, (bool, int, float, complex, np.generic))
+
+
+def _strict(x):
+    """A device value for numpy: our arrays unwrapped; numpy arrays refused (CuPy's rule)."""
+    if isinstance(x, ndarray):
+        return x._a
+    if isinstance(x, np.ndarray):
+        raise _unsupported(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_strict(v) for v in x)
+    return x
+
+
+def _host_ok(x):
+    """A value CuPy copies to the device (asarray, indices, setitem): numpy arrays allowed."""
+    if isinstance(x, ndarray):
+        return x._a
+    if isinstance(x, np.ndarray):
+        stats.transfer("h2d")
+        return x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_host_ok(v) for v in x)
+    return x
+
+
+def _wrap(r):
+    if isinstance(r, np.ndarray):
+        return ndarray._of(r)
+    if isinstance(r, np.generic):
+        return ndarray._of(np.asarray(r))
+    if isinstance(r, tuple) and not hasattr(r, "_fields"):
+        return tuple(_wrap(v) for v in r)
+    if isinstance(r, list):
+        return [_wrap(v) for v in r]
+    return r
+
+
+def _wrap_index(key, shape):
+    """The index with CuPy's wrap-around for integer arrays (and numpy arrays copied over)."""
+    key = _host_ok(key)
+    tup = key if isinstance(key, tuple) else (key,)
+    out, axis = [], 0
+    n_expl = sum(1 for k in tup if k is not None and k is not Ellipsis and
+                 not (isinstance(k, np.ndarray) and k.dtype == np.bool_))
+    n_expl += sum(k.ndim - 1 for k in tup if isinstance(k, np.ndarray) and k.dtype == np.bool_)
+    for k in tup:
+        if k is Ellipsis:
+            out.append(k)
+            axis += len(shape) - n_expl
+            continue
+        if k is None:
+            out.append(k)
+            continue
+        if isinstance(k, list):
+            k = np.asarray(k)
+        if isinstance(k, np.ndarray) and k.dtype.kind in "iu" and axis < len(shape) and \
+                shape[axis]:
+            k = np.mod(k, shape[axis])
+        out.append(k)
+        axis += k.ndim if isinstance(k, np.ndarray) and k.dtype == np.bool_ else 1
+    return tuple(out) if isinstance(key, tuple) else out[0]
+
+
+class Flags:
+    def __init__(self, a):
+        self.c_contiguous = a.flags.c_contiguous
+        self.f_contiguous = a.flags.f_contiguous
+        self.owndata = a.flags.owndata
+
+    def __getitem__(self, k):
+        return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
+                "OWNDATA": self.owndata}[k]
+
+
+class MemoryPointer:
+    def __init__(self, a):
+        self.ptr = a.ctypes.data
+        self.device_id = 0
+
+
+# ----------------------------------------------------------------------------- ndarray
+class ndarray:
+    """CuPy's ndarray on a numpy buffer (`_a`). Construct as CuPy does:
+    `ndarray(shape, dtype=float, memptr=None, strides=None, order='C')`."""
+
+    __slots__ = ("_a", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
+        self._a = np.empty(shape, dtype, order=order)
+
+    @classmethod
+    def _of(cls, a):
+        obj = cls.__new__(cls)
+        obj._a = a
+        return obj
+
+    # CuPy refuses implicit conversion to numpy
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use "
+                        "`.get()` to construct a NumPy array explicitly.")
+
+    def __array_ufunc__(self, uf, method, *inputs, **kwargs):
+        func = _MODULES["cupy"].__dict__.get(uf.__name__) or \
+            _MODULES["cupyx.scipy.special"].__dict__.get(uf.__name__)
+        if func is None:
+            return NotImplemented
+        if "out" in kwargs:
+            kwargs["out"] = kwargs["out"][0]
+        if method != "__call__":
+            func = getattr(func, method, None)
+            if func is None:
+                return NotImplemented
+        return func(*inputs, **kwargs)
+
+    def __array_function__(self, func, types_, args, kwargs):
+        ns = func.__module__.split(".")
+        ns = "cupy" + "".join("." + p for p in ns[1:] if p in ("linalg", "fft", "random"))
+        mod = _MODULES.get(ns)
+        ours = getattr(mod, func.__name__, None) if mod is not None else None
+        if ours is None:
+            return NotImplemented
+        return ours(*args, **kwargs)
+
+    # explicit transfers and syncs
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        stats.transfer("d2h")
+        if out is not None:
+            out[...] = self._a
+            return out
+        return np.array(self._a, order=order, copy=True)
+
+    def set(self, arr, stream=None):
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr)}")
+        stats.transfer("h2d")
+        self._a[...] = arr
+
+    def item(self):
+        stats.transfer("d2h")
+        return self._a.item()
+
+    def tolist(self):
+        stats.transfer("d2h")
+        return self._a.tolist()
+
+    def tobytes(self, order="C"):
+        stats.transfer("d2h")
+        return self._a.tobytes(order)
+
+    def _scalar(self, conv):
+        if self._a.size != 1:
+            raise TypeError("only length-1 arrays can be converted to Python scalars")
+        stats.transfer("d2h")
+        return conv(self._a.reshape(()).item())
+
+    def __float__(self):
+        return self._scalar(float)
+
+    def __int__(self):
+        return self._scalar(int)
+
+    def __complex__(self):
+        return self._scalar(complex)
+
+    def __bool__(self):
+        if self._a.size == 0:
+            return False
+        if self._a.size > 1:
+            raise ValueError("The truth value of an array with more than one element is "
+                             "ambiguous. Use a.any() or a.all()")
+        return self._scalar(bool)
+
+    def __repr__(self):
+        stats.transfer("d2h")
+        return repr(self._a)
+
+    def __str__(self):
+        stats.transfer("d2h")
+        return str(self._a)
+
+    def __format__(self, spec):
+        stats.transfer("d2h")
+        return format(self._a if self._a.ndim else self._a.item(), spec)
+
+    # attributes
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    strides = property(lambda self: self._a.strides)
+    itemsize = property(lambda self: self._a.itemsize)
+    nbytes = property(lambda self: self._a.nbytes)
+    T = property(lambda self: ndarray._of(self._a.T))
+    flags = property(lambda self: Flags(self._a))
+    data = property(lambda self: MemoryPointer(self._a))
+    device = property(lambda self: _Device(0))
+    base = property(lambda self: None if self._a.base is None else
+                    ndarray._of(self._a.base) if isinstance(self._a.base, np.ndarray) else None)
+
+    @property
+    def real(self):
+        return ndarray._of(self._a.real)
+
+    @property
+    def imag(self):
+        return ndarray._of(self._a.imag)
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "descr": self.dtype.descr,
+                "data": (self._a.ctypes.data, False), "version": 3,
+                "strides": None if self._a.flags.c_contiguous else self.strides}
+
+    def __len__(self):
+        if self._a.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return len(self._a)
+
+    def __iter__(self):
+        if self._a.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self._a.shape[0]))
+
+    def __getitem__(self, key):
+        return _wrap(self._a[_wrap_index(key, self._a.shape)])
+
+    def __setitem__(self, key, value):
+        self._a[_wrap_index(key, self._a.shape)] = _host_ok(value)
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __reduce__(self):
+        raise TypeError("cupy_sim arrays are not pickled (CuPy pickles through the host: "
+                        "use .get())")
+
+    __hash__ = None
+
+    def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
+        return ndarray._of(self._a.astype(dtype, order=order, copy=copy))
+
+    def reshape(self, *shape, order="C", copy=None):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return ndarray._of(self._a.reshape(shape, order=order))
+
+    def ptp(self, axis=None, out=None, keepdims=False):
+        return _wrap(np.ptp(self._a, axis=axis, keepdims=keepdims))
+
+    def take(self, indices, axis=None, out=None):
+        return _MODULES["cupy"].take(self, indices, axis=axis, out=out)
+
+    def put(self, indices, values, mode="wrap"):
+        np.put(self._a, _host_ok(indices), _strict(values), mode="wrap")
+
+    def scatter_add(self, slices, value):
+        np.add.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
+
+    def scatter_max(self, slices, value):
+        np.maximum.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
+
+    def scatter_min(self, slices, value):
+        np.minimum.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
+
+    def toDlpack(self):
+        return self._a.__dlpack__()
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA
+
+
+def _method(name):
+    def m(self, *args, **kwargs):
+        return _wrap(getattr(self._a, name)(*_strict(args),
+                                            **{k: _strict(v) for k, v in kwargs.items()}))
+    m.__name__ = name
+    return m
+
+
+for _name in NAMES["cupy.ndarray"]:
+    if not _name.startswith("_") and _name not in ndarray.__dict__ and \
+            hasattr(np.ndarray, _name):
+        setattr(ndarray, _name, _method(_name))
+
+
+# operators: through the module's ufuncs, so CuPy's operand rules apply
+def _operand_ok(other):
+    return isinstance(other, (ndarray, np.ndarray)) or _is_scalar(other)
+
+
+def _binop(ufname, reflected=False, inplace=False):
+    def op(self, other):
+        if not _operand_ok(other):
+            if getattr(other, "__array_priority__", -1) > ndarray.__array_priority__ or \
+                    hasattr(type(other), "__array_ufunc__") and other.__array_ufunc__ is None:
+                return NotImplemented
+            if isinstance(other, (list, tuple)) or not hasattr(other, "__array__"):
+                return NotImplemented
+            raise _unsupported(other)
+        uf = _MODULES["cupy"].__dict__[ufname]
+        if inplace:
+            return uf(self, other, out=self)
+        return uf(other, self) if reflected else uf(self, other)
+    return op
+
+
+for _op, _uf in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                 ("truediv", "true_divide"), ("floordiv", "floor_divide"),
+                 ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
+                 ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"),
+                 ("lshift", "left_shift"), ("rshift", "right_shift")]:
+    setattr(ndarray, f"__{_op}__", _binop(_uf))
+    setattr(ndarray, f"__r{_op}__", _binop(_uf, reflected=True))
+    setattr(ndarray, f"__i{_op}__", _binop(_uf, inplace=True))
+for _op, _uf in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
+                 ("ge", "greater_equal"), ("eq", "equal"), ("ne", "not_equal")]:
+    setattr(ndarray, f"__{_op}__", _binop(_uf))
+for _op, _uf in [("neg", "negative"), ("pos", "positive"), ("abs", "absolute"),
+                 ("invert", "invert")]:
+    setattr(ndarray, f"__{_op}__", (lambda u: lambda self: _MODULES["cupy"].__dict__[u](self))(_uf))
+
+
+# ----------------------------------------------------------------------------- ufuncs
+class ufunc:
+    """CuPy's ufunc: device arrays and scalars only."""
+
+    def __init__(self, npu, name=None):
+        self._u = npu
+        self.__name__ = name or npu.__name__
+        self.nin, self.nout, self.nargs = npu.nin, npu.nout, npu.nargs
+        self.types = npu.types
+
+    def __repr__(self):
+        return f"<ufunc '{self.__name__}'>"
+
+    def _call(self, fn, args, kwargs):
+        for a in args:
+            if not (isinstance(a, ndarray) or _is_scalar(a)):
+                raise _unsupported(a)
+        out = kwargs.pop("out", None)
+        if isinstance(out, tuple):
+            out = out[0] if len(out) == 1 else out
+        if out is not None:
+            if not isinstance(out, ndarray):
+                raise TypeError("Output arguments must be cupy.ndarray")
+            fn(*_strict(args), out=out._a, **kwargs)
+            return out
+        return _wrap(fn(*_strict(args), **kwargs))
+
+    def __call__(self, *args, **kwargs):
+        return self._call(self._u, args, kwargs)
+
+    def reduce(self, *args, **kwargs):
+        return self._call(self._u.reduce, args[:1], dict(kwargs, **dict(
+            zip(("axis", "dtype", "out", "keepdims"), args[1:]))))
+
+    def accumulate(self, *args, **kwargs):
+        return self._call(self._u.accumulate, args[:1], dict(kwargs, **dict(
+            zip(("axis", "dtype", "out"), args[1:]))))
+
+    def outer(self, a, b, **kwargs):
+        return self._call(self._u.outer, (a, b), kwargs)
+
+    def at(self, a, indices, b=None):
+        if not isinstance(a, ndarray):
+            raise _unsupported(a)
+        idx = _wrap_index(indices, a.shape)
+        if b is None:
+            self._u.at(a._a, idx)
+        else:
+            self._u.at(a._a, idx, _strict(b))
+
+
+# ----------------------------------------------------------------------------- functions
+_HOST_OK = {"array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray"}
+_ARRAY_RESULT = {"allclose", "array_equal", "array_equiv", "count_nonzero"}
+
+
+def _function(npf, name):
+    if name in _HOST_OK:
+        def f(*args, **kwargs):
+            if args and isinstance(args[0], ndarray) and name != "array" and \
+                    np.dtype(kwargs.get("dtype") or args[0].dtype) == args[0].dtype and \
+                    _keeps(args[0], {"ascontiguousarray": "C", "asfortranarray": "F"}.get(
+                        name, kwargs.get("order"))):
+                return args[0]  # CuPy's asarray returns the array itself
+            return _wrap(np.array(npf(*_host_ok(args), **_host_ok(kwargs)), copy=name == "array"
+                                  or None, order="K"))
+    else:
+        def f(*args, **kwargs):
+            out = kwargs.get("out")
+            if out is not None:
+                if not isinstance(out, ndarray):
+                    raise TypeError("Output arguments must be cupy.ndarray")
+                kwargs["out"] = out._a
+            r = npf(*_strict(args), **{k: _strict(v) for k, v in kwargs.items()})
+            if out is not None:
+                return out
+            if name in _ARRAY_RESULT and not isinstance(r, np.ndarray):
+                r = np.asarray(r)
+            return _wrap(r)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = getattr(npf, "__doc__", None)
+    return f
+
+
+def _keeps(a, order):
+    if order in (None, "K", "A"):
+        return True
+    return a._a.flags.c_contiguous if order == "C" else a._a.flags.f_contiguous
+
+
+def asnumpy(a, stream=None, order="C", out=None, blocking=True):
+    if isinstance(a, ndarray):
+        return a.get(stream=stream, order=order, out=out, blocking=blocking)
+    r = np.asarray(a, order=order)
+    if out is not None:
+        out[...] = r
+        return out
+    return r
+
+
+def take(a, indices, axis=None, out=None):
+    if not isinstance(a, ndarray):
+        raise _unsupported(a)
+    idx = _host_ok(indices)
+    n = a._a.size if axis is None else a._a.shape[axis]
+    if isinstance(idx, (np.ndarray, int, np.integer)) and n:
+        idx = np.mod(idx, n)
+    r = np.take(a._a, idx, axis=axis)
+    if out is not None:
+        out._a[...] = r
+        return out
+    return _wrap(r)
+
+
+def _mean_dtype_check(dtype):
+    # CuPy's mean has loops ?,b..Q -> d, e->e, f->f, d->d, F->F, D->D only: an integer dtype=
+    # finds none ("Wrong type ... for cupy_mean")
+    if dtype is not None and np.dtype(dtype).kind in "biu":
+        raise TypeError(f"Wrong type ({np.dtype(dtype)}) of arguments for cupy_mean")
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    _mean_dtype_check(dtype)
+    return _function(np.mean, "mean")(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+def _ndarray_mean(self, axis=None, dtype=None, out=None, keepdims=False):
+    return mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+ndarray.mean = _ndarray_mean
+
+
+def get_array_module(*args):
+    for a in args:
+        if isinstance(a, ndarray):
+            return _MODULES["cupy"]
+    return np
+
+
+class _Pool:
+    def used_bytes(self):
+        return 0
+
+    def total_bytes(self):
+        return 0
+
+    def free_all_blocks(self):
+        pass
+
+    def n_free_blocks(self):
+        return 0
+
+
+_POOL = _Pool()
+
+
+# ----------------------------------------------------------------------------- linalg
+LinAlgError = np.linalg.LinAlgError
+
+
+def _assert_device(*arrays):
+    for a in arrays:
+        if not isinstance(a, ndarray):
+            raise _unsupported(a)
+
+
+def _per_matrix(fn, a, out_shape, fallback):
+    """fn over the matrices of a; where numpy raises LinAlgError, `fallback(matrix)`."""
+    try:
+        return fn(a)
+    except LinAlgError:
+        pass
+    flat = a.reshape((-1,) + a.shape[-2:])
+    outs = []
+    for i in range(flat.shape[0]):
+        try:
+            outs.append(fn(flat[i]))
+        except LinAlgError:
+            outs.append(fallback(flat[i]))
+    return np.stack(outs).reshape(out_shape) if outs else np.empty(out_shape, a.dtype)
+
+
+def _float_type(a):
+    return a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64)
+
+
+def inv(a):
+    _assert_device(a)
+    x = a._a
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise LinAlgError(f"{x.ndim}-dimensional array given. Array must be at least "
+                          "two-dimensional and square")
+    dt = _float_type(x)
+    return _wrap(_per_matrix(np.linalg.inv, x, x.shape,
+                             lambda m: np.full(m.shape, np.nan, dt)).astype(dt, copy=False))
+
+
+def solve(a, b):
+    _assert_device(a, b)
+    x, y = a._a, b._a
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise LinAlgError(f"{x.ndim}-dimensional array given. Array must be at least "
+                          "two-dimensional and square")
+    if y.ndim == 0:
+        raise ValueError("b must have at least one dimension")
+    if y.ndim == 1:
+        if x.shape[-1] != y.size:
+            raise ValueError("a must have (..., M, M) shape and b must have (M,) for "
+                             "one-dimensional b")
+        y = np.broadcast_to(y, x.shape[:-1])
+    elif x.shape[:-1] != y.shape[:-1]:
+        raise ValueError("a must have (..., M, M) shape and b must have (..., M, K) for "
+                         "multidimensional b")
+    dt = np.result_type(_float_type(x), _float_type(y))
+    vec = y.ndim == x.ndim - 1
+    yy = y[..., None] if vec else y
+    out = np.empty(yy.shape, dt)
+    fx = x.reshape((-1,) + x.shape[-2:])
+    fy = yy.reshape((-1,) + yy.shape[-2:])
+    fo = out.reshape((-1,) + yy.shape[-2:])
+    for i in range(fx.shape[0]):
+        try:
+            fo[i] = np.linalg.solve(fx[i], fy[i])
+        except LinAlgError:
+            fo[i] = np.nan
+    return _wrap(out[..., 0] if vec else out)
+
+
+def _potrf(m):
+    """LAPACK's unblocked Cholesky: at a non-positive (or NaN) pivot it stores the pivot and
+    stops, leaving the columns after it as they were in the input."""
+    n = m.shape[0]
+    L = np.tril(m).astype(m.dtype, copy=True)
+    for j in range(n):
+        ajj = m[j, j] - L[j, :j] @ L[j, :j]
+        if not ajj > 0:
+            L[j, j] = ajj
+            break
+        L[j, j] = np.sqrt(ajj)
+        L[j + 1:, j] = (m[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
+    return L
+
+
+def cholesky(a):
+    _assert_device(a)
+    x = a._a
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise LinAlgError(f"{x.ndim}-dimensional array given. Array must be at least "
+                          "two-dimensional and square")
+    return _wrap(_per_matrix(np.linalg.cholesky, x, x.shape, _potrf))
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=False):
+    _assert_device(a, b)
+    m = np.tril(a._a) if lower else np.triu(a._a)
+    if unit_diagonal:
+        m = m.copy()
+        np.fill_diagonal(m, 1)
+    if trans in (1, "T"):
+        m = m.T
+    elif trans in (2, "C"):
+        m = m.conj().T
+    with np.errstate(all="ignore"):
+        try:
+            return _wrap(np.linalg.solve(m, b._a))
+        except LinAlgError:
+            return _wrap(np.full(b.shape, np.nan, np.result_type(m, b._a)))
+
+
+# ----------------------------------------------------------------------------- special
+def _special(name, fn):
+    vec = np.vectorize(fn, otypes=[np.float64])
+
+    def f(x, out=None):
+        if not (isinstance(x, ndarray) or _is_scalar(x)):
+            raise _unsupported(x)
+        a = _strict(x)
+        a = np.asarray(a)
+        # CuPy's special ufuncs have float32 and float64 loops: float16 computes in float32
+        dt = np.float32 if a.dtype in (np.float16, np.float32) else np.float64
+        r = vec(a).astype(dt) if a.size else np.empty(a.shape, dt)
+        if out is not None:
+            out._a[...] = r
+            return out
+        return _wrap(r)
+    f.__name__ = name
+    return f
+
+
+_SPECIALS = {"erf": math.erf, "erfc": math.erfc, "gammaln": math.lgamma,
+             "gamma": math.gamma}
+
+
+# ----------------------------------------------------------------------------- random
+class _RandomProxy:
+    """numpy's Generator/RandomState with device results."""
+
+    def __init__(self, gen):
+        self._g = gen
+
+    def __getattr__(self, name):
+        attr = getattr(self._g, name)
+        if not callable(attr):
+            return attr
+
+        def f(*args, **kwargs):
+            return _wrap(attr(*_strict(args), **{k: _strict(v) for k, v in kwargs.items()}))
+        return f
+
+
+def _random_module():
+    m = types.ModuleType("cupy.random")
+    state = [np.random.RandomState(0)]
+    for name in NAMES["cupy.random"]:
+        if name in ("default_rng",):
+            setattr(m, name, lambda seed=None: _RandomProxy(np.random.default_rng(seed)))
+        elif name == "RandomState":
+            setattr(m, name, lambda seed=None, method=None: _RandomProxy(
+                np.random.RandomState(seed)))
+        elif name == "seed":
+            setattr(m, name, lambda seed=None: state.__setitem__(0, np.random.RandomState(seed)))
+        elif name == "get_random_state":
+            setattr(m, name, lambda: _RandomProxy(state[0]))
+        elif hasattr(np.random.RandomState, name):
+            setattr(m, name, (lambda n: lambda *a, **k: _wrap(getattr(state[0], n)(
+                *_strict(a), **{kk: _strict(v) for kk, v in k.items()})))(name))
+    return m
+
+
+# ----------------------------------------------------------------------------- cuda
+class _Device:
+    def __init__(self, device=None):
+        self.id = 0 if device is None else int(device)
+        if self.id != 0:
+            raise RuntimeError(f"CUDARuntimeError: cudaErrorInvalidDevice: invalid device "
+                               f"ordinal {self.id}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def use(self):
+        pass
+
+    def synchronize(self):
+        stats.sync()
+
+    compute_capability = "80"
+
+    def __eq__(self, other):
+        return isinstance(other, _Device) and other.id == self.id
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def __repr__(self):
+        return f"<CUDA Device {self.id}>"
+
+
+class _Stream:
+    null = None
+
+    def __init__(self, null=False, non_blocking=False, ptds=False):
+        self.ptr = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def use(self):
+        return self
+
+    def synchronize(self):
+        stats.sync()
+
+
+_Stream.null = _Stream(null=True)
+
+
+class _Event:
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def synchronize(self):
+        stats.sync()
+
+
+class _Kernel:
+    def __init__(self, fn):
+        self._fn = fn
+
+    def __call__(self, grid, block, args, *, shared_mem=0, stream=None,
+                 enable_cooperative_groups=False):
+        host = []
+        for a in args:
+            if isinstance(a, ndarray):
+                host.append(a._a)
+            elif isinstance(a, np.ndarray):
+                raise _unsupported(a)
+            else:
+                host.append(a)
+        self._fn(grid, block, tuple(host), shared_mem=shared_mem)
+
+
+class RawModule:
+    """cupy.RawModule on tapegpu's emulator."""
+
+    def __init__(self, code=None, path=None, options=(), backend="nvrtc",
+                 translate_cucomplex=False, *, enable_cooperative_groups=False,
+                 name_expressions=None, jitify=False):
+        if not isinstance(options, tuple):
+            raise TypeError("options must be a tuple of str")
+        self._mod = emu.RawModule(code=code, path=path, options=options)
+
+    def get_function(self, name):
+        return _Kernel(self._mod.get_function(name))
+
+
+def _cuda_module():
+    cuda = types.ModuleType("cupy.cuda")
+    runtime = types.ModuleType("cupy.cuda.runtime")
+    runtime.getDeviceCount = lambda: 1
+    runtime.getDevice = lambda: 0
+    runtime.deviceSynchronize = stats.sync
+    runtime.runtimeGetVersion = lambda: 12040
+    runtime.driverGetVersion = lambda: 12040
+    runtime.CUDARuntimeError = type("CUDARuntimeError", (RuntimeError,), {})
+    runtime.getDeviceProperties = lambda i: {
+        "name": b"cupy_sim (numpy)", "totalGlobalMem": 16 * 2 ** 30, "major": 8, "minor": 0}
+    cuda.runtime = runtime
+    cuda.Device = _Device
+    cuda.Stream = _Stream
+    cuda.Event = _Event
+    cuda.get_current_stream = lambda device_id=None: _Stream.null
+    cuda.is_available = lambda: True
+    cuda.get_device_id = lambda: 0
+    return cuda
+
+
+# ----------------------------------------------------------------------------- modules
+_MODULES = {}
+
+
+def _fill(mod, ns, npmod, overrides):
+    for name in sorted(NAMES[ns]):
+        if name in overrides:
+            setattr(mod, name, overrides[name])
+            continue
+        if not hasattr(npmod, name):
+            continue
+        v = getattr(npmod, name)
+        if isinstance(v, np.ufunc):
+            setattr(mod, name, ufunc(v, name))
+        elif isinstance(v, type) or isinstance(v, types.ModuleType) or not callable(v):
+            if not isinstance(v, types.ModuleType):
+                setattr(mod, name, v)
+        else:
+            setattr(mod, name, _function(v, name))
+
+
+def _module(name):
+    m = types.ModuleType(name)
+    m.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    m.__file__ = os.path.join(_HERE, "__init__.py")
+    m.__path__ = []
+    _MODULES[name] = m
+    return m
+
+
+def build():
+    """The stand-in's modules, by name (built once)."""
+    if "cupy" in _MODULES:
+        return dict(_MODULES)
+    cupy = _module("cupy")
+    linalg = _module("cupy.linalg")
+    _fill(linalg, "cupy.linalg", np.linalg, {"inv": inv, "solve": solve, "cholesky": cholesky,
+                                             "LinAlgError": LinAlgError})
+    cupy.linalg = linalg
+    random = _random_module()
+    _MODULES["cupy.random"] = random
+    cuda = _cuda_module()
+    _MODULES["cupy.cuda"] = cuda
+    _fill(cupy, "cupy", np, {
+        "ndarray": ndarray, "ufunc": ufunc, "asnumpy": asnumpy, "take": take, "mean": mean,
+        "get_array_module": get_array_module, "RawModule": RawModule, "cuda": cuda,
+        "linalg": linalg, "random": random,
+        "get_default_memory_pool": lambda: _POOL,
+        "get_default_pinned_memory_pool": lambda: _POOL,
+        "is_available": lambda: True})
+    cupy.__version__ = SIM_VERSION
+    cupy.cupy_sim = sys.modules[__name__]
+    cupyx = _module("cupyx")
+    scipy = _module("cupyx.scipy")
+    special = _module("cupyx.scipy.special")
+    for name in NAMES["cupyx.scipy.special"]:
+        if name in _SPECIALS:
+            setattr(special, name, _special(name, _SPECIALS[name]))
+    sla = _module("cupyx.scipy.linalg")
+    sla.solve_triangular = solve_triangular
+    scipy.special, scipy.linalg = special, sla
+    cupyx.scipy = scipy
+    cupyx.scatter_add = lambda a, slices, value: a.scatter_add(slices, value)
+    cupyx.errstate = lambda **kw: contextlib.nullcontext()
+    return dict(_MODULES)
+
+
+def install():
+    """Put the stand-in in sys.modules (as cupy, cupyx, ...); returns the cupy module."""
+    mods = build()
+    sys.modules.update(mods)
+    return mods["cupy"]
+
+
+def uninstall():
+    for name in list(_MODULES):
+        if sys.modules.get(name) is _MODULES[name]:
+            del sys.modules[name]
+
+
+def installed():
+    return "cupy" in _MODULES and sys.modules.get("cupy") is _MODULES["cupy"]

@@ -1,0 +1,306 @@
+"""The CuPy stand-in refuses what CuPy refuses, and tapegpu's cuda path keeps CuPy's contract.
+
+Part 1 seeds GPU-only bug patterns as small functions of an array module `xp`: each works with
+numpy and fails with the stand-in, as it would on a GPU. Part 2 runs tapegpu on the `cuda`
+backend with the stand-in as CuPy (the `sim` fixture, whatever `--device` says): one test per
+GPU-only bug fixed in tapegpu.
+"""
+import numpy as np
+import pytest
+
+import cupy_sim
+import tapegpu as tg
+from tapegpu import backends as backend
+
+SINGLE_DEVICE = True
+
+
+@pytest.fixture
+def cp():
+    """The stand-in's cupy module, without touching sys.modules."""
+    return cupy_sim.build()["cupy"]
+
+
+@pytest.fixture
+def sim():
+    """tapegpu's gpu:0 with the stand-in as CuPy, for the test (installed if it is not)."""
+    if not backend.CudaEmuBackend.available():
+        pytest.skip(f"the stand-in runs kernels in the emulator: "
+                    f"{backend.CudaEmuBackend.unavailable_reason()}")
+    was = cupy_sim.installed()
+    if not was:
+        from importlib.util import find_spec
+        if find_spec("cupy") is not None:
+            pytest.skip("a real CuPy is installed; the stand-in does not shadow it")
+    cupy = cupy_sim.install()
+    saved = dict(backend._gpus)
+    backend._gpus.clear()
+    try:
+        with tg.device("gpu:0"):
+            yield cupy
+    finally:
+        backend._gpus.clear()
+        backend._gpus.update(saved)
+        if not was:
+            cupy_sim.uninstall()
+
+
+# -- part 1: the stand-in rejects what CuPy rejects ------------------------------------------
+
+def test_implicit_host_conversion_raises_and_explicit_ones_count(cp):
+    a = cp.arange(3.0)
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
+        np.asarray(a)
+    cupy_sim.stats.reset()
+    assert cp.asnumpy(a).tolist() == [0.0, 1.0, 2.0]
+    assert a.get().tolist() == [0.0, 1.0, 2.0]
+    assert float(a.sum()) == 3.0 and bool(a[1])
+    sites = [s for s in cupy_sim.stats.syncs if "test_cupy_sim.py" in s]
+    assert sum(cupy_sim.stats.syncs[s] for s in sites) == 4
+    assert sum(n for (d, s), n in cupy_sim.stats.transfers.items() if d == "d2h") == 4
+
+
+def test_numpy_operands_and_numpy_only_names_are_refused(cp):
+    a = cp.ones(3)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        a + np.ones(3)
+    with pytest.raises(TypeError):
+        np.ones(3) + a
+    with pytest.raises(TypeError, match="Unsupported type"):
+        cp.exp(np.ones(3))
+    for name in ("asmatrix", "seterr", "errstate", "nditer", "frompyfunc"):
+        assert not hasattr(cp, name), name
+    assert np.exp(a).__class__ is cp.ndarray  # numpy's functions dispatch to CuPy's
+
+
+def test_results_are_zero_d_arrays_and_indices_wrap(cp):
+    a = cp.arange(3.0)
+    assert isinstance(a.sum(), cp.ndarray) and a.sum().shape == ()
+    assert isinstance(a[1], cp.ndarray)
+    assert a[cp.asarray([1, 3])].get().tolist() == [1.0, 0.0]   # numpy raises IndexError
+    assert cp.take(a, cp.asarray([-4])).get().tolist() == [2.0]
+
+
+def test_linalg_never_raises_and_solve_does_not_broadcast(cp):
+    assert bool(cp.isnan(cp.linalg.inv(cp.ones((2, 2)))).all())
+    assert bool(cp.isnan(cp.linalg.solve(cp.ones((2, 2)), cp.ones((2, 1)))).all())
+    L = cp.linalg.cholesky(cp.asarray(np.array([[1.0, 2.0], [2.0, 1.0]])))
+    assert L.get().tolist() == [[1.0, 0.0], [2.0, -3.0]]  # potrf's partial factor
+    with pytest.raises(ValueError, match="must have"):
+        cp.linalg.solve(cp.ones((2, 3, 3)), cp.ones((3, 1)))
+    with pytest.raises(TypeError, match="cupy_mean"):
+        cp.mean(cp.ones(2, dtype=np.int32), dtype=np.int32)
+
+
+def test_raw_module_runs_kernels_in_the_emulator(cp):
+    mod = cp.RawModule(code='extern "C" __global__ void twice(const double* x, double* y, '
+                            'long long n) { long long i = blockIdx.x * blockDim.x + '
+                            'threadIdx.x; if (i < n) y[i] = 2 * x[i]; }', options=("-std=c++17",))
+    x, y = cp.arange(5.0), cp.empty(5)
+    mod.get_function("twice")((1,), (32,), (x, y, np.int64(5)))
+    assert y.get().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert cp.cuda.runtime.getDeviceCount() == 1
+    with cp.cuda.Device(0):
+        cp.cuda.Stream.null.synchronize()
+
+
+# Known GPU-only bug patterns: each returns what the caller expects and works with numpy.
+
+def _to_host_implicitly(xp):
+    return np.asarray(xp.arange(3.0)).sum()
+
+
+def _repeated_index_scatter(xp):
+    idx = xp.asarray(np.array([0, 0, 1]))
+    out = xp.zeros(2)
+    if isinstance(idx, np.ndarray):   # "is it an index array?": False for device arrays
+        np.add.at(out, idx, 1.0)
+    else:
+        out[idx] = 1.0                # duplicates lost
+    return out
+
+
+def _batch_broadcast_solve(xp):
+    return xp.linalg.solve(xp.eye(3) * 2.0, xp.ones((2, 3, 1)))
+
+
+def _singular_check_by_exception(xp):
+    try:
+        xp.linalg.inv(xp.ones((2, 2)))
+    except np.linalg.LinAlgError:
+        return "singular"
+    return "inverted"
+
+
+def _host_operand(xp):
+    return xp.arange(3.0) + np.ones(3)
+
+
+def _integer_mean(xp):
+    return xp.mean(xp.asarray(np.array([1, 2, 4])), dtype=np.int64)
+
+
+def _out_of_range_index_raises(xp):
+    try:
+        xp.arange(3)[xp.asarray(np.array([3]))]
+    except IndexError:
+        return "raised"
+    return "wrapped"
+
+
+def _scalar_as_python_index(xp):
+    return [10, 20, 30][xp.argmax(xp.asarray(np.array([1, 5, 2])))]
+
+
+def _numpy_only_name(xp):
+    with xp.errstate(divide="ignore"):
+        return xp.log(xp.zeros(1))
+
+
+SEEDED = {
+    _to_host_implicitly: 3.0,
+    _repeated_index_scatter: [2.0, 1.0],
+    _batch_broadcast_solve: np.full((2, 3, 1), 0.5),
+    _singular_check_by_exception: "singular",
+    _host_operand: [1.0, 2.0, 3.0],
+    _integer_mean: 2,
+    _out_of_range_index_raises: "raised",
+    _scalar_as_python_index: 20,
+    _numpy_only_name: [-np.inf],
+}
+
+
+def _host(v, cp):
+    return cp.asnumpy(v) if isinstance(v, cp.ndarray) else v
+
+
+@pytest.mark.parametrize("fn", list(SEEDED), ids=lambda f: f.__name__.strip("_"))
+def test_seeded_gpu_only_bug_fails_only_on_the_stand_in(fn, cp):
+    expected = SEEDED[fn]
+    got = fn(np)
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        np.testing.assert_array_equal(np.asarray(got), expected)
+    try:
+        got = _host(fn(cp), cp)
+    except (TypeError, ValueError, AttributeError):
+        return  # refused, as CuPy refuses it
+    if isinstance(expected, str):
+        assert got != expected
+    else:
+        assert not np.array_equal(np.asarray(got), expected)
+
+
+# -- part 2: tapegpu's cuda path under the stand-in -------------------------------------------
+
+def test_gather_gradient_adds_repeated_indices(sim):
+    x = tg.constant([1.0, 2.0, 3.0])
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.reduce_sum(tg.gather(x, [0, 0, 2, 0]))
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [3.0, 0.0, 1.0])
+
+
+def test_repeat_and_device_index_gradients_add_up(sim):
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        r = tg.repeat(x, [3, 1])
+        g = tg.gather(x, sim.asarray(np.array([1, 1])))
+    np.testing.assert_array_equal(tape.gradient(r, x).numpy(), [3.0, 1.0])
+    np.testing.assert_array_equal(tape.gradient(g, x).numpy(), [0.0, 2.0])
+
+
+def test_solve_broadcasts_batch_axes(sim):
+    a = tg.constant(np.eye(3) * 2.0)
+    b = tg.constant(np.ones((2, 2, 3, 1)))
+    with tg.GradientTape() as tape:
+        tape.watch([a, b])
+        x = tg.linalg.solve(a, b)
+    np.testing.assert_allclose(x.numpy(), np.full((2, 2, 3, 1), 0.5))
+    ga, gb = tape.gradient(x, [a, b])
+    assert ga.shape == (3, 3) and gb.shape == (2, 2, 3, 1)
+    np.testing.assert_allclose(gb.numpy(), np.full((2, 2, 3, 1), 0.5))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tg.linalg.inv(tg.ones((2, 2))), "^inv: Singular matrix"),
+    (lambda: tg.linalg.solve(tg.ones((2, 2)), tg.ones((2, 1))), "^solve: Singular matrix"),
+    (lambda: tg.linalg.cholesky(tg.constant([[1.0, 2.0], [2.0, 1.0]])),
+     "^cholesky: the matrix is not positive definite"),
+    (lambda: tg.linalg.cholesky(tg.constant([[[4.0, 0.0], [0.0, 1.0]],
+                                             [[1.0, 0.0], [0.0, -1.0]]])),
+     "^cholesky: the matrix is not positive definite"),
+])
+def test_linalg_raises_as_on_the_cpu(sim, call, message):
+    with pytest.raises(tg.InvalidArgumentError, match=message):
+        call()
+    with tg.device("cpu"):
+        with pytest.raises(tg.InvalidArgumentError, match=message):
+            call()
+
+
+def test_linalg_checks_cost_one_sync_and_nan_input_passes_through(sim):
+    a = tg.constant(np.eye(2) * 2.0)
+    cupy_sim.stats.reset()
+    tg.linalg.inv(a)
+    syncs = cupy_sim.stats.sites("tapegpu/ops/linalg.py")
+    assert sum(syncs.values()) == 1, syncs
+    out = tg.linalg.inv(tg.constant([[np.nan, 0.0], [0.0, 1.0]]))  # LAPACK does not raise
+    assert np.isnan(out.numpy()).any()
+
+
+def test_compute_gradient_on_a_gpu(sim):
+    theo, num = tg.test.compute_gradient(lambda a, b: tg.matmul(a, b),
+                                         [np.ones((2, 3)), np.arange(12.0).reshape(3, 4)])
+    np.testing.assert_allclose(theo[0], num[0], rtol=1e-6)
+    tg.test.check_gradients(tg.sin, [np.array([0.3, 0.8])], order=2)
+
+
+def test_tensors_from_device_arrays_own_their_buffer(sim):
+    a = sim.arange(3.0)
+    t, t64, v = tg.constant(a), tg.constant(a, dtype=tg.float64), tg.Variable(a)
+    t32 = tg.constant(a, dtype=tg.float32)
+    a[0] = 42.0
+    for x in (t, t64, v, t32):
+        assert x.numpy().tolist() == [0.0, 1.0, 2.0]
+    with tg.device("cpu"):
+        c = tg.constant(a)  # an explicit copy to the host
+    assert c.device.endswith("CPU:0") and c.numpy().tolist() == [42.0, 1.0, 2.0]
+
+
+def test_getitem_with_a_device_index_array(sim):
+    x = tg.constant([1.0, 2.0, 3.0])
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.reduce_sum(x[sim.asarray(np.array([2, 2]))])
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [0.0, 0.0, 2.0])
+
+
+def test_integer_reduce_mean_truncates_as_on_the_cpu(sim):
+    for vals, dt in (([1, 2], tg.int32), ([-3, -4], tg.int64), ([100, 100], tg.int8)):
+        got = tg.reduce_mean(tg.constant(vals, dtype=dt))
+        with tg.device("cpu"):
+            want = tg.reduce_mean(tg.constant(vals, dtype=dt))
+        assert got.dtype == want.dtype and got.numpy() == want.numpy(), vals
+
+
+def test_optimizer_iterations_live_on_the_variables_device(sim):
+    v = tg.Variable(tg.ones((2, 2)))
+    opt = tg.optimizers.Adam(0.1)
+    opt.apply_gradients([(tg.ones((2, 2)), v)])
+    assert isinstance(opt.iterations._value._data, sim.ndarray)
+    assert int(opt.iterations) == 1
+
+
+@pytest.mark.parametrize("device", ["gpu:0", "cuda_emu"])
+@pytest.mark.parametrize("make", [lambda: tg.optimizers.Adam(0.1),
+                                  lambda: tg.optimizers.SGD(0.1, momentum=0.9)],
+                         ids=["adam", "momentum"])
+def test_fused_updates_accept_a_fortran_order_variable(sim, device, make):
+    with tg.device(device):
+        xp = backend.lookup(device).xp
+        v = tg.Variable(xp.asfortranarray(xp.ones((2, 3))))
+        make().apply_gradients([(tg.ones((2, 3), dtype=tg.float64), v)])
+        assert v.numpy().max() < 1.0
