@@ -670,7 +670,11 @@ def _put_along_forward(xp, g, idx, axis, n):
     shape = list(g.shape)
     shape[axis] = n
     out = xp.zeros(tuple(shape), dtype=g.dtype)
-    xp.put_along_axis(out, _batched_index(xp, idx, g), g, axis=axis)
+    # out[..., idx[i], ...] = g[..., i, ...] by open index grids (CuPy has no put_along_axis)
+    axis %= g.ndim
+    key = [xp.arange(s).reshape((-1,) + (1,) * (g.ndim - 1 - k)) for k, s in enumerate(g.shape)]
+    key[axis] = _batched_index(xp, idx, g)
+    out[tuple(key)] = g
     return out
 
 

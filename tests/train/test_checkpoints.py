@@ -540,7 +540,9 @@ WRITER = textwrap.dedent("""
 
 
 def _run_writer(directory, mode, tg_device, kill_after=None):
-    env = dict(os.environ, TAPEGPU_DEVICE="cpu" if tg_device == "numpy" else tg_device)
+    # the CuPy stand-in lives only in the test process: its writer runs on the CPU
+    env = dict(os.environ, TAPEGPU_DEVICE="cpu" if tg_device in ("numpy", "cuda_sim")
+               else tg_device)
     proc = subprocess.Popen([sys.executable, "-c", WRITER, os.fspath(directory), mode],
                             stdout=subprocess.PIPE, env=env, text=True)
     try:

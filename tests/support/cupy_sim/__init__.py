@@ -923,6 +923,9 @@ def build():
     cupy.linalg = linalg
     random = _random_module()
     _MODULES["cupy.random"] = random
+    lib = _module("cupy.lib")  # imported by cupy's own modules, so `cupy.lib` is always there
+    lib.stride_tricks = _module("cupy.lib.stride_tricks")
+    _fill(lib.stride_tricks, "cupy.lib.stride_tricks", np.lib.stride_tricks, {})
     cuda = _cuda_module()
     _MODULES["cupy.cuda"] = cuda
     _fill(cupy, "cupy", np, {
@@ -932,6 +935,7 @@ def build():
         "get_default_memory_pool": lambda: _POOL,
         "get_default_pinned_memory_pool": lambda: _POOL,
         "is_available": lambda: True})
+    cupy.lib = lib
     cupy.__version__ = SIM_VERSION
     cupy.cupy_sim = sys.modules[__name__]
     cupyx = _module("cupyx")

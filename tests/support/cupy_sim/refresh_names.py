@@ -30,6 +30,7 @@ NAMESPACES = {
     "cupy.random": "cupy/random/__init__.py",
     "cupy.fft": "cupy/fft/__init__.py",
     "cupy.cuda": "cupy/cuda/__init__.py",
+    "cupy.lib.stride_tricks": "cupy/lib/stride_tricks.py",
     "cupyx": "cupyx/__init__.py",
     "cupyx.scipy.special": "cupyx/scipy/special/__init__.py",
     "cupyx.scipy.linalg": "cupyx/scipy/linalg/__init__.py",
