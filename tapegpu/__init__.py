@@ -26,7 +26,7 @@ from .ops import random  # noqa: F401
 from . import testing as test  # noqa: F401
 from .core.profiler import profile as profiler  # noqa: F401
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 
 def _namespace(name, **members):
@@ -74,6 +74,7 @@ from .autodiff.blackbox import NoGradientError, numpy_function  # noqa: E402,F40
 # -- tg.function: tracing into graphs (tapegpu/function) ------------------------------------------
 from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
+from .function import saved_model  # noqa: E402,F401  (tg.saved_model: save, load)
 # -- tg.data: input pipelines (tapegpu/data) -----------------------------------------------------
 from . import data  # noqa: E402,F401
 

@@ -57,6 +57,8 @@ class Graph:
         self.nodes = []
         self.outputs = []  # ("v", vid) or ("py", value), in flattened order
         self.structure = None
+        self.opaque = []  # names of per-call ops (custom_gradient, recompute_grad,
+        # numpy_function) the trace met: the graph holds their inner ops or their values only
         self.traced_nodes = 0
         self.merged = 0
         self.dropped = 0

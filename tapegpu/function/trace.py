@@ -113,6 +113,8 @@ class Tracer:
         (custom_gradient, recompute_grad) re-wraps its function's result, found by array."""
         if registry.REGISTRY.get(op.name) is not op:
             self.known(out)
+            if op.name not in self.graph.opaque:
+                self.graph.opaque.append(op.name)
 
     def note_variable(self, var):
         self._check_variable(var)

@@ -193,26 +193,31 @@ def _write_checkpoint(path, index, arrays):
 class _Reader:
     """A checkpoint file opened for reading: `index` (validated), then `read(entry)` per value.
 
-    Every problem with the file raises ValueError naming the file and what is wrong."""
+    Every problem with the file raises ValueError naming the file and what is wrong. Other
+    formats written by `_write_checkpoint` (tg.saved_model) subclass it and set the class
+    attributes: the format's name and version, the kinds of values, what a file is called in
+    messages and the hint for a missing file."""
+
+    format, version, kinds, what = FORMAT, VERSION, ("variable", "slot"), "checkpoint"
+    missing_hint = "pass the path `save` returned, or tg.train.latest_checkpoint(directory)"
 
     def __init__(self, file, caller):
         self.file, self.caller = file, caller
         try:
             self._f = open(file, "rb")
         except FileNotFoundError:
-            raise FileNotFoundError(f"{caller}: no checkpoint at {file!r} (the file does not "
-                                    "exist; pass the path `save` returned, or "
-                                    "tg.train.latest_checkpoint(directory))") from None
+            raise FileNotFoundError(f"{caller}: no {self.what} at {file!r} (the file does not "
+                                    f"exist; {self.missing_hint})") from None
         try:
             self._zip = zipfile.ZipFile(self._f)
         except Exception as e:  # zipfile raises several types for damaged archives
             self.close()
-            self._fail(f"the file is truncated or is not a checkpoint (not a complete zip "
+            self._fail(f"the file is truncated or is not a {self.what} (not a complete zip "
                        f"archive: {e})")
         try:
             self.members = set(self._zip.namelist())
             if INDEX not in self.members:
-                self._fail(f"it has no {INDEX}: not a {FORMAT} file")
+                self._fail(f"it has no {INDEX}: not a {self.format} file")
             try:
                 raw = self._zip.read(INDEX)
             except Exception as e:  # a damaged member: zipfile's BadZipFile, zlib.error, ...
@@ -227,18 +232,18 @@ class _Reader:
             raise
 
     def _fail(self, what):
-        raise ValueError(f"{self.caller}: cannot read checkpoint {self.file!r}: {what}") \
+        raise ValueError(f"{self.caller}: cannot read {self.what} {self.file!r}: {what}") \
             from None
 
     def _validate(self, index):
-        if not isinstance(index, dict) or index.get("format") != FORMAT:
-            self._fail(f"its {INDEX} does not describe a {FORMAT} file")
+        if not isinstance(index, dict) or index.get("format") != self.format:
+            self._fail(f"its {INDEX} does not describe a {self.format} file")
         version = index.get("version")
         if not isinstance(version, int) or isinstance(version, bool):
             self._fail(f"its {INDEX} has no integer format version (got {version!r})")
-        if version > VERSION:
+        if version > self.version:
             self._fail(f"format version {version} is newer than this tapegpu reads (up to "
-                       f"{VERSION}); upgrade tapegpu")
+                       f"{self.version}); upgrade tapegpu")
         values = index.get("values")
         if not isinstance(values, list):
             self._fail(f"its {INDEX} has no list of values")
@@ -247,7 +252,7 @@ class _Reader:
             ok = isinstance(e, dict) and isinstance(e.get("path"), str) and \
                 isinstance(e.get("shape"), list) and isinstance(e.get("dtype"), str) and \
                 all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                    for d in e["shape"]) and e.get("kind") in ("variable", "slot")
+                    for d in e["shape"]) and e.get("kind") in self.kinds
             if not ok:
                 self._fail(f"its {INDEX} has a malformed entry {str(e)[:200]}")
             if e["kind"] == "slot" and not all(isinstance(e.get(k), str)
@@ -258,8 +263,8 @@ class _Reader:
             except TypeError:
                 dt = None
             if dt is None or dt.kind not in _DTYPE_KINDS or dt.name != e["dtype"]:
-                self._fail(f"value {e['path']!r} has dtype {e['dtype']!r}; checkpoints hold "
-                           "bool, integer, float and complex arrays only")
+                self._fail(f"value {e['path']!r} has dtype {e['dtype']!r}; {self.what}s "
+                           "hold bool, integer, float and complex arrays only")
             if e["path"] in seen:
                 self._fail(f"value {e['path']!r} is listed twice")
             seen.add(e["path"])
