@@ -82,3 +82,6 @@ estimators = _namespace(
     forward_difference=_blackbox.forward_difference, spsa=_blackbox.spsa,
     JacobianEstimator=_blackbox.JacobianEstimator, CentralDifference=_blackbox.CentralDifference,
     ForwardDifference=_blackbox.ForwardDifference, SPSA=_blackbox.SPSA)
+# -- small TensorFlow surfaces: tg.newaxis, tg.errors ---------------------------------------------
+newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
+from . import errors  # noqa: E402,F401

@@ -262,6 +262,10 @@ SPECS = [
          lambda x: np.repeat(x, [2, 0, 3], axis=1), covers=("gather",)),
     Spec("tensor_diag", tg.linalg.tensor_diag, ((2, 3),),
          lambda x: np.diag(x.ravel()).reshape(x.shape * 2), covers=("getitem_grad", "reshape")),
+    Spec("roll", lambda x: tg.roll(x, shift=[1, -2], axis=[0, 2]), ((3, 2, 4),),
+         lambda x: np.roll(x, (1, -2), axis=(0, 2))),
+    Spec("roll_repeated_axis", lambda x: tg.roll(x, shift=[2, 3], axis=[-1, 1]), ((3, 4),),
+         lambda x: np.roll(x, 5, axis=1), covers=("roll",)),
     # -- linear algebra ------------------------------------------------------------------------
     Spec("matmul", tg.matmul, ((3, 4), (4, 5)), np.matmul),
     Spec("matmul_batched", tg.matmul, ((2, 3, 4), (4, 5)), np.matmul, covers=("matmul",)),
