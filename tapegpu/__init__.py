@@ -70,7 +70,7 @@ from .models.module import Module  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
 from . import train  # noqa: E402,F401  (tg.train: checkpoints)
 from .autodiff import blackbox as _blackbox  # noqa: E402
-from .autodiff.blackbox import NoGradientError, numpy_function  # noqa: E402,F401
+from .autodiff.blackbox import NoGradientError, numpy_function, py_function  # noqa: E402,F401
 # -- tg.function: tracing into graphs (tapegpu/function) ------------------------------------------
 from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
