@@ -82,6 +82,7 @@ estimators = _namespace(
     forward_difference=_blackbox.forward_difference, spsa=_blackbox.spsa,
     JacobianEstimator=_blackbox.JacobianEstimator, CentralDifference=_blackbox.CentralDifference,
     ForwardDifference=_blackbox.ForwardDifference, SPSA=_blackbox.SPSA)
-# -- small TensorFlow surfaces: tg.newaxis, tg.errors ---------------------------------------------
+# -- small TensorFlow surfaces: tg.newaxis, tg.errors, tg.image -----------------------------------
 newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
 from . import errors  # noqa: E402,F401
+from .ops import image  # noqa: E402,F401
