@@ -85,25 +85,23 @@ def _keys_cubic(x, a=-0.5):
 
 
 def _bicubic_matrix(n_in, n_out):
-    """Row i: TF's four taps around floor(pos), weights from the table at round(delta * 1024)
-    (in float32), taps outside the image weighted 0 and the rest renormalised to sum 1."""
+    """Row i: TF's four taps around floor(pos), weights at the fraction rounded to 1/1024 (TF's
+    table), taps outside the image weighted 0 and the rest renormalised to sum 1."""
     pos = (np.arange(n_out, dtype=np.float32) + np.float32(0.5)) * _scale(n_in, n_out) - \
         np.float32(0.5)
     base = np.floor(pos)
     delta = pos - base
     step = np.rint(delta * np.float32(_TABLE)).astype(np.int64)
-    d = step.astype(np.float32) / np.float32(_TABLE)
-    weights = [_keys_cubic(d + np.float32(1)), _keys_cubic(d), _keys_cubic(np.float32(1) - d),
-               _keys_cubic(np.float32(2) - d)]
-    weights = [w.astype(np.float32) for w in weights]
+    d = step / float(_TABLE)  # exact; the weights in float64 (TF's table holds float32s)
+    weights = [_keys_cubic(d + 1), _keys_cubic(d), _keys_cubic(1 - d), _keys_cubic(2 - d)]
     base = base.astype(np.int64)
     m = np.zeros((n_out, n_in))
     taps = [base - 1, base, base + 1, base + 2]
     inside = [(t >= 0) & (t < n_in) for t in taps]
-    total = sum(np.where(ok, w, np.float32(0)) for ok, w in zip(inside, weights))
+    total = sum(np.where(ok, w, 0.0) for ok, w in zip(inside, weights))
     rows = np.arange(n_out)
     for t, ok, w in zip(taps, inside, weights):
-        np.add.at(m, (rows[ok], t[ok]), (w[ok] / total[ok]).astype(np.float64))
+        np.add.at(m, (rows[ok], t[ok]), w[ok] / total[ok])
     return m
 
 
@@ -155,10 +153,17 @@ def _method(method, antialias, op):
     if m not in _METHODS:
         raise InvalidArgumentError(f"{op}: resize method is not implemented: {method!r}; valid "
                                    f"methods are {list(_METHODS) + list(_NOT_HERE)}")
-    if antialias:
-        raise UnimplementedError(None, None, f"{op}: antialias=True is not implemented in "
-                                             f"tapegpu; use antialias=False")
     return m
+
+
+def _check_antialias(antialias, method, x, height, width, op):
+    """antialias=True changes nothing when no axis shrinks (TF's documented behaviour); when
+    one does, its filters are not implemented here."""
+    if antialias and (method != "bilinear" or height < x.shape[1] or width < x.shape[2]):
+        raise UnimplementedError(None, None, f"{op}: antialias=True is implemented only for "
+                                             f"bilinear upsampling (where it changes nothing); "
+                                             f"got method {method!r} from "
+                                             f"{tuple(x.shape[1:3])} to {(height, width)}")
 
 
 def _resize4(x, height, width, method):
@@ -180,7 +185,8 @@ def resize(images, size, method=ResizeMethod.BILINEAR, preserve_aspect_ratio=Fal
     """Resizes images to `size = [new_height, new_width]` (tf.image.resize, TF2's half-pixel
     centers; see the module docstring). `method`: 'bilinear' (default), 'nearest' or 'bicubic'
     (TF2's Keys cubic, a = -0.5); `preserve_aspect_ratio` scales both sides by the smaller
-    factor so that the result fits in `size`. Bilinear and bicubic return float32 (float64 for
+    factor so that the result fits in `size`. `antialias=True` is accepted where it changes
+    nothing (bilinear upsampling); elsewhere it raises `tg.errors.UnimplementedError`. Bilinear and bicubic return float32 (float64 for
     float64 images), nearest the image's dtype. Differentiable.
 
     >>> img = tg.reshape(tg.constant([0.0, 1.0, 2.0, 3.0]), (2, 2, 1))
@@ -201,7 +207,8 @@ def resize(images, size, method=ResizeMethod.BILINEAR, preserve_aspect_ratio=Fal
         height, width = int(np.round(factor * h)), int(np.round(factor * w))
     if x.shape[1] == 0 or x.shape[2] == 0:
         raise InvalidArgumentError(f"resize: the input image must be non-empty, got shape "
-                                   f"{tuple(x.shape[1:]) if not single else x.shape[1:]}")
+                                   f"{x.shape[1:] if single else x.shape}")
+    _check_antialias(antialias, m, x, height, width, "resize")
     out = _resize4(x, height, width, m)
     return squeeze(out, 0) if single else out
 
@@ -229,12 +236,13 @@ def resize_with_pad(image, target_height, target_width, method=ResizeMethod.BILI
     h, w = f32(x.shape[1]), f32(x.shape[2])
     if h == 0 or w == 0:
         raise InvalidArgumentError(f"resize_with_pad: the input image must be non-empty, got "
-                                   f"shape {x.shape if not single else x.shape[1:]}")
+                                   f"shape {x.shape[1:] if single else x.shape}")
     ratio = max(w / f32(tw), h / f32(th))
     rh, rw = h / ratio, w / ratio
     new_h, new_w = int(np.floor(rh)), int(np.floor(rw))
     top = max(0, int(np.floor((f32(th) - rh) / f32(2))))
     left = max(0, int(np.floor((f32(tw) - rw) / f32(2))))
+    _check_antialias(antialias, m, x, new_h, new_w, "resize_with_pad")
     resized = _resize4(x, new_h, new_w, m)
     if m != "nearest":
         resized = _float_image(resized)

@@ -114,14 +114,15 @@ def _tf_resize_nearest(x, height, width):
 
 def _tf_bicubic_axis(n_in, n_out):
     """resize_bicubic_op.cc with half-pixel centers: Keys' kernel (a = -0.5) read from a table
-    of 1024 steps, taps outside the image weighted 0, the others renormalised."""
+    of 1024 steps (here in float64), taps outside the image weighted 0, the others
+    renormalised."""
     a = -0.5
     table = []
     for i in range(1025):
-        t = np.float32(i) / np.float32(1024)
+        t = i / 1024
         table.append((((a + 2) * t - (a + 3)) * t * t + 1,
                       ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a))
-    table = np.asarray(table, dtype=np.float32)
+    table = np.asarray(table)
     pos = _tf_positions(n_in, n_out)
     idx, wts = [], []
     for p in pos:
@@ -129,7 +130,7 @@ def _tf_bicubic_axis(n_in, n_out):
         off = int(np.rint((p - np.float32(base)) * np.float32(1024)))
         taps = [base - 1, base, base + 1, base + 2]
         w = [table[off, 1], table[off, 0], table[1024 - off, 0], table[1024 - off, 1]]
-        w = [wi if 0 <= t < n_in else np.float32(0) for t, wi in zip(taps, w)]
+        w = [wi if 0 <= t < n_in else 0.0 for t, wi in zip(taps, w)]
         total = sum(w)
         idx.append([min(max(t, 0), n_in - 1) for t in taps])
         wts.append([float(wi / total) for wi in w])
