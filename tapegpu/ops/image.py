@@ -186,8 +186,9 @@ def resize(images, size, method=ResizeMethod.BILINEAR, preserve_aspect_ratio=Fal
     centers; see the module docstring). `method`: 'bilinear' (default), 'nearest' or 'bicubic'
     (TF2's Keys cubic, a = -0.5); `preserve_aspect_ratio` scales both sides by the smaller
     factor so that the result fits in `size`. `antialias=True` is accepted where it changes
-    nothing (bilinear upsampling); elsewhere it raises `tg.errors.UnimplementedError`. Bilinear and bicubic return float32 (float64 for
-    float64 images), nearest the image's dtype. Differentiable.
+    nothing (bilinear upsampling); elsewhere it raises `tg.errors.UnimplementedError`.
+    Bilinear and bicubic return float32 (float64 for float64 images), nearest the image's
+    dtype. Differentiable.
 
     >>> img = tg.reshape(tg.constant([0.0, 1.0, 2.0, 3.0]), (2, 2, 1))
     >>> tg.image.resize(img, [4, 4])[..., 0].numpy()
@@ -276,8 +277,9 @@ def convert_image_dtype(image, dtype, saturate=False, name=None):
     (truncating; `saturate=True` clamps to the range first); int to int shifts the range by
     integer division or multiplication. A dtype equal to the image's returns the image.
 
-    >>> tg.image.convert_image_dtype(tg.constant([0, 128, 255], dtype=tg.uint8), tg.float32)
-    <tg.Tensor: shape=(3,), dtype=float32, numpy=array([0.       , 0.5019608, 1.       ], dtype=float32)>
+    >>> tg.image.convert_image_dtype(tg.constant([0, 128, 255], dtype=tg.uint8),
+    ...                              tg.float32).numpy()
+    array([0.       , 0.5019608, 1.       ], dtype=float32)
     >>> tg.image.convert_image_dtype(tg.constant([0.0, 0.5, 1.0]), tg.uint8).numpy()
     array([  0, 127, 255], dtype=uint8)
     """

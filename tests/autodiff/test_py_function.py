@@ -108,3 +108,19 @@ def test_errors_map_as_in_tensorflow():
         tg.py_function(lambda: 1.0, [])
     with pytest.raises(TypeError, match="needs Tout"):
         tg.py_function()
+
+
+def test_inside_tg_function_and_dataset_map():
+    """Inside tg.function, func's ops are traced; a branch on a value (a guard) retraces, so
+    each call takes the branch of its own input. In Dataset.map it runs per element."""
+    def branch(x):
+        return x * 2.0 if float(tg.reduce_sum(x)) > 0 else -x
+
+    @tg.function
+    def g(x):
+        return tg.py_function(branch, [x], tg.float32)
+
+    assert [float(g(tg.constant([v]))[0]) for v in (1.0, -1.0, 3.0)] == [2.0, 1.0, 6.0]
+    ds = tg.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0]).map(
+        lambda x: tg.py_function(lambda v: v * 10.0, [x], tg.float32))
+    assert [float(e) for e in ds] == [10.0, 20.0, 30.0]
