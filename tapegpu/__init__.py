@@ -70,7 +70,7 @@ from .models.module import Module  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
 from . import train  # noqa: E402,F401  (tg.train: checkpoints)
 from .autodiff import blackbox as _blackbox  # noqa: E402
-from .autodiff.blackbox import NoGradientError, numpy_function  # noqa: E402,F401
+from .autodiff.blackbox import NoGradientError, numpy_function, py_function  # noqa: E402,F401
 # -- tg.function: tracing into graphs (tapegpu/function) ------------------------------------------
 from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
@@ -83,3 +83,7 @@ estimators = _namespace(
     forward_difference=_blackbox.forward_difference, spsa=_blackbox.spsa,
     JacobianEstimator=_blackbox.JacobianEstimator, CentralDifference=_blackbox.CentralDifference,
     ForwardDifference=_blackbox.ForwardDifference, SPSA=_blackbox.SPSA)
+# -- small TensorFlow surfaces: tg.newaxis, tg.errors, tg.image -----------------------------------
+newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
+from . import errors  # noqa: E402,F401
+from .ops import image  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""Black-box ops: `numpy_function` and the gradient estimators it can use.
+"""Black-box ops: `numpy_function` and the gradient estimators it can use; `py_function`.
 
 `numpy_function(func, inp, Tout, grad=...)` runs `func` on host numpy arrays — plain numpy, an
 external program, a measurement on hardware — and records one op per floating output on the
@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import backends as _backend
 from ..core.dtypes import np_dtype
-from ..ops.registry import Op
+from ..errors import OpError, OutOfRangeError, UnknownError
+from ..ops.registry import InvalidArgumentError, Op
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 
 
@@ -411,3 +412,116 @@ def _missing_vjp(label):
             f"'spsa' or tg.estimators.spsa(num_samples=..., seed=...); or wrap the inputs in "
             f"tg.stop_gradient if no gradient should flow through it")
     return vjp
+
+
+# -- py_function ----------------------------------------------------------------------------------
+
+def py_function(func=None, inp=None, Tout=None, name=None):
+    """Runs a Python function of tensors as one step of the program (as `tf.py_function`).
+
+    `func(*inp)` receives `inp` as tensors (variables are read) and may use any Python control
+    flow, tapegpu ops and `.numpy()`. It returns one value when `Tout` is a dtype, a list of
+    values when `Tout` is a list of dtypes (`[]`: it returns None); each becomes a tensor of its
+    `Tout` dtype (a tensor must already have it; Python and numpy values are converted as by
+    `tg.convert_to_tensor(value, dtype)`).
+
+    Gradients flow through the tapegpu ops that `func` runs on its inputs, as in TensorFlow:
+    the active tapes record them like any other ops (values that leave through numpy have no
+    gradient). Unlike `tg.numpy_function` there is no gradient rule to give.
+
+    Errors from `func` come back as TensorFlow reports them: a `ValueError` or `TypeError` as
+    `tg.errors.InvalidArgumentError`, `StopIteration` as `tg.errors.OutOfRangeError`, any other
+    exception as `tg.errors.UnknownError` (each naming the original, which is its `__cause__`);
+    tapegpu's and TensorFlow's own error classes pass unchanged.
+
+    Called with `func` omitted, it is a decorator: `@tg.py_function(Tout=tg.float32)`.
+
+    >>> def log_huber(x, m):            # TensorFlow's example
+    ...     if tg.abs(x) <= m:
+    ...         return x ** 2
+    ...     return m ** 2 * (1 - 2 * tg.math.log(m) + tg.math.log(x ** 2))
+    >>> x, m = tg.constant(1.0), tg.constant(2.0)
+    >>> with tg.GradientTape() as tape:
+    ...     tape.watch([x, m])
+    ...     y = tg.py_function(func=log_huber, inp=[x, m], Tout=tg.float32)
+    >>> float(tape.gradient(y, x))
+    2.0
+    """
+    if func is None:
+        if inp is not None:
+            raise TypeError("py_function: as a decorator (func omitted) it takes Tout and name, "
+                            "not inp: @tg.py_function(Tout=tg.float32)")
+        if Tout is None:
+            raise TypeError("py_function: as a decorator it needs Tout: "
+                            "@tg.py_function(Tout=tg.float32)")
+
+        def decorator(f):
+            def wrapper(*args):
+                return py_function(f, list(args), Tout, name)
+            wrapper.__name__ = getattr(f, "__name__", "py_function")
+            wrapper.__doc__ = getattr(f, "__doc__", None)
+            wrapper.__wrapped__ = f
+            return wrapper
+        return decorator
+    if not callable(func):
+        raise TypeError(f"py_function: func must be callable, got {func!r}")
+    if Tout is None:
+        raise TypeError("py_function: Tout is required: a dtype (func returns one value), a list "
+                        "of dtypes (a list of values), or [] (func returns None)")
+    label = name or getattr(func, "__name__", "func")
+    if inp is None:
+        inp = []
+    if not isinstance(inp, (list, tuple)):
+        raise TypeError(f"py_function {label!r}: inp must be a list of the arguments of func, "
+                        f"got {type(inp).__name__}; write inp=[x]")
+    single = not isinstance(Tout, (list, tuple))
+    touts = [Tout] if single else list(Tout)
+    try:
+        dtypes_ = [np.dtype(np_dtype(t)) for t in touts]
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"py_function {label!r}: Tout must be a dtype or a list of dtypes, got "
+                        f"{Tout!r} ({e})") from None
+    args = [_as_input(x, label) for x in inp]
+    try:
+        result = func(*args)
+    except (OpError, InvalidArgumentError):
+        raise
+    except (ValueError, TypeError) as e:
+        raise InvalidArgumentError(f"py_function {label!r}: {type(e).__name__}: {e}") from e
+    except StopIteration as e:
+        raise OutOfRangeError(None, None, f"py_function {label!r}: StopIteration: {e}") from e
+    except Exception as e:
+        raise UnknownError(None, None, f"py_function {label!r}: {type(e).__name__}: {e}") from e
+    if not touts:
+        if result is not None and not (isinstance(result, (list, tuple)) and not result):
+            raise InvalidArgumentError(f"py_function {label!r}: Tout is [] but func returned "
+                                       f"{type(result).__name__}; return None")
+        return []
+    if single:
+        results = [result]
+    elif isinstance(result, (list, tuple)) and len(result) == len(touts):
+        results = list(result)
+    else:
+        raise InvalidArgumentError(
+            f"py_function {label!r}: Tout lists {len(touts)} outputs but func returned "
+            f"{type(result).__name__}" + (f" of length {len(result)}"
+                                          if isinstance(result, (list, tuple)) else ""))
+    outs = [_py_output(r, dt, label, k) for k, (r, dt) in enumerate(zip(results, dtypes_))]
+    return outs[0] if single else outs
+
+
+def _py_output(value, dtype, label, k):
+    if isinstance(value, Variable):
+        value = value._read()
+    if value is None:
+        raise InvalidArgumentError(f"py_function {label!r}: output {k} is None; func must return "
+                                   f"a value of dtype {dtype.name} for each entry of Tout")
+    if isinstance(value, Tensor) and value._data.dtype != dtype:
+        raise InvalidArgumentError(f"py_function {label!r}: output {k} is a {value.dtype.name} "
+                                   f"tensor but Tout says {dtype.name}; cast it in func with "
+                                   f"tg.cast(value, tg.{dtype.name})")
+    try:
+        return convert_to_tensor(value, dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"py_function {label!r}: output {k} does not convert to "
+                                   f"Tout's {dtype.name}: {e}") from None

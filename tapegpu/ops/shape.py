@@ -344,6 +344,61 @@ def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
                               "constant_values": constant_values})
 
 
+# -- roll --------------------------------------------------------------------------------------
+
+def _roll_forward(xp, x, shift, axis):
+    # shift and axis count from the right, so leading batch axes (a tangent's) pass through
+    return xp.roll(x, shift, axis=axis)
+
+
+_roll = def_op("roll", _roll_forward, linear=True,
+               vjp=lambda ops, g, shift, axis:
+               ops.op("roll", g, shift=tuple(-s for s in shift), axis=axis),
+               jvp=lambda ops, t, shift, axis: ops.op("roll", t, shift=shift, axis=axis))
+
+
+def _ints(value, what):
+    if isinstance(value, Tensor):
+        if value._data.dtype.kind not in "iu" or value.ndim > 1:
+            raise InvalidArgumentError(f"roll: {what} must be an int or a vector of ints, got "
+                                       f"{value.dtype.name} of shape {value.shape}")
+        value = value.numpy().tolist()
+    vals = [value] if not isinstance(value, (list, tuple, np.ndarray)) else list(value)
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in vals):
+        raise InvalidArgumentError(f"roll: {what} must be an int or a vector of ints, got "
+                                   f"{value!r}")
+    return [int(v) for v in vals], isinstance(value, (int, np.integer))
+
+
+def roll(input, shift, axis, name=None):  # noqa: A002
+    """Rolls elements along `axis` by `shift` (tf.roll): element i moves to (i + shift) mod n;
+    elements that leave one end come back at the other. `shift` and `axis` are ints or
+    vectors of the same length; a repeated axis rolls by the sum of its shifts.
+
+    >>> tg.roll(tg.constant([0, 1, 2, 3, 4]), shift=2, axis=0).numpy()
+    array([3, 4, 0, 1, 2], dtype=int32)
+    >>> tg.roll(tg.reshape(tg.range(6), (2, 3)), shift=[1, -1], axis=[0, 1]).numpy()
+    array([[4, 5, 3],
+           [1, 2, 0]], dtype=int32)
+    """
+    x = tensor(input)
+    shifts, scalar_shift = _ints(shift, "shift")
+    axes, scalar_axis = _ints(axis, "axis")
+    if scalar_shift != scalar_axis or len(shifts) != len(axes):
+        raise InvalidArgumentError(f"roll: shift and axis must both be ints or vectors of the "
+                                   f"same length, got shift={shift!r} and axis={axis!r}")
+    total = {}
+    for s, a in zip(shifts, axes):
+        a = norm_axis(a, x.ndim, "roll")
+        total[a] = total.get(a, 0) + s
+    # a shift of a multiple of the axis' length is the identity there (and rolls nothing
+    # along an empty axis)
+    kept = {a: s % x.shape[a] for a, s in total.items() if x.shape[a] and s % x.shape[a]}
+    if not kept:
+        return x
+    return apply(_roll, (x,), {"shift": tuple(kept.values()), "axis": tuple(kept)})
+
+
 # -- indexing ------------------------------------------------------------------------------------
 
 # Leading axes (the op's own batch or a sweep's batch axes) are indexed by full slices in

@@ -183,6 +183,96 @@ def _nchw(f):
     """A channels-last reference applied to channels-first arrays."""
     return lambda x, *a: np.moveaxis(f(np.moveaxis(x, 1, -1), *a), -1, 1)
 
+# -- TF's image kernels, for the image specs (half-pixel centers, positions in float32) --------
+
+def _tf_positions(n_in, n_out, nearest=False):
+    scale = np.float32(n_in) / np.float32(n_out)
+    pos = (np.arange(n_out, dtype=np.float32) + np.float32(0.5)) * scale
+    return pos if nearest else pos - np.float32(0.5)
+
+
+def _tf_bilinear_axis(n_in, n_out):
+    """resize_bilinear_op.cc's lower, upper and lerp per output index."""
+    pos = _tf_positions(n_in, n_out)
+    lower = np.maximum(np.floor(pos).astype(int), 0)
+    upper = np.minimum(np.ceil(pos).astype(int), n_in - 1)
+    return lower, upper, (pos - np.floor(pos)).astype(np.float64)
+
+
+def _tf_resize_bilinear(x, height, width):
+    """top_left + (top_right - top_left) * x_lerp, then top + (bottom - top) * y_lerp."""
+    yl, yu, ya = _tf_bilinear_axis(x.shape[-3], height)
+    xl, xu, xa = _tf_bilinear_axis(x.shape[-2], width)
+    ya, xa = ya[:, None, None], xa[:, None]
+    top = x[..., yl, :, :][..., xl, :] + (x[..., yl, :, :][..., xu, :] -
+                                          x[..., yl, :, :][..., xl, :]) * xa
+    bottom = x[..., yu, :, :][..., xl, :] + (x[..., yu, :, :][..., xu, :] -
+                                             x[..., yu, :, :][..., xl, :]) * xa
+    return (top + (bottom - top) * ya).astype(x.dtype)
+
+
+def _tf_resize_nearest(x, height, width):
+    yi = np.minimum(np.floor(_tf_positions(x.shape[-3], height, True)).astype(int),
+                    x.shape[-3] - 1)
+    xi = np.minimum(np.floor(_tf_positions(x.shape[-2], width, True)).astype(int),
+                    x.shape[-2] - 1)
+    return x[..., yi, :, :][..., xi, :]
+
+
+def _tf_bicubic_axis(n_in, n_out):
+    """resize_bicubic_op.cc with half-pixel centers: Keys' kernel (a = -0.5) read from a table
+    of 1024 steps (here in float64), taps outside the image weighted 0, the others
+    renormalised."""
+    a = -0.5
+    table = []
+    for i in range(1025):
+        t = i / 1024
+        table.append((((a + 2) * t - (a + 3)) * t * t + 1,
+                      ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a))
+    table = np.asarray(table)
+    pos = _tf_positions(n_in, n_out)
+    idx, wts = [], []
+    for p in pos:
+        base = int(np.floor(p))
+        off = int(np.rint((p - np.float32(base)) * np.float32(1024)))
+        taps = [base - 1, base, base + 1, base + 2]
+        w = [table[off, 1], table[off, 0], table[1024 - off, 0], table[1024 - off, 1]]
+        w = [wi if 0 <= t < n_in else 0.0 for t, wi in zip(taps, w)]
+        total = sum(w)
+        idx.append([min(max(t, 0), n_in - 1) for t in taps])
+        wts.append([float(wi / total) for wi in w])
+    return np.asarray(idx), np.asarray(wts)
+
+
+def _tf_resize_bicubic(x, height, width):
+    yi, yw = _tf_bicubic_axis(x.shape[-3], height)
+    xi, xw = _tf_bicubic_axis(x.shape[-2], width)
+    out = 0.0
+    for i in range(4):
+        rows = x[..., yi[:, i], :, :]
+        for j in range(4):
+            out = out + rows[..., xi[:, j], :] * (yw[:, i, None, None] * xw[:, j, None])
+    return np.asarray(out).astype(x.dtype)
+
+
+def _tf_resize_with_pad(x, th, tw):
+    """image_ops_impl's _resize_image_with_pad_common, its arithmetic in float32."""
+    f32 = np.float32
+    h, w = f32(x.shape[-3]), f32(x.shape[-2])
+    ratio = max(w / f32(tw), h / f32(th))
+    rh, rw = h / ratio, w / ratio
+    nh, nw = int(np.floor(rh)), int(np.floor(rw))
+    top = max(0, int(np.floor((f32(th) - rh) / 2)))
+    left = max(0, int(np.floor((f32(tw) - rw) / 2)))
+    out = np.zeros(x.shape[:-3] + (th, tw, x.shape[-1]), x.dtype)
+    out[..., top:top + nh, left:left + nw, :] = _tf_resize_bilinear(x, nh, nw)
+    return out
+
+
+def _tf_adjust_contrast(x, f):
+    mean = x.mean(axis=(-3, -2), keepdims=True)
+    return ((x - mean) * f + mean).astype(x.dtype)
+
 
 U = (3, 4)  # default unary sample shape
 SPECS = [
@@ -370,6 +460,10 @@ SPECS = [
          lambda x: np.repeat(x, [2, 0, 3], axis=1), covers=("gather",)),
     Spec("tensor_diag", tg.linalg.tensor_diag, ((2, 3),),
          lambda x: np.diag(x.ravel()).reshape(x.shape * 2), covers=("getitem_grad", "reshape")),
+    Spec("roll", lambda x: tg.roll(x, shift=[1, -2], axis=[0, 2]), ((3, 2, 4),),
+         lambda x: np.roll(x, (1, -2), axis=(0, 2))),
+    Spec("roll_repeated_axis", lambda x: tg.roll(x, shift=[2, 3], axis=[-1, 1]), ((3, 4),),
+         lambda x: np.roll(x, 5, axis=1), covers=("roll",)),
     # -- linear algebra ------------------------------------------------------------------------
     Spec("matmul", tg.matmul, ((3, 4), (4, 5)), np.matmul),
     Spec("matmul_batched", tg.matmul, ((2, 3, 4), (4, 5)), np.matmul, covers=("matmul",)),
@@ -558,6 +652,25 @@ SPECS = [
          lambda x: _pool_ref(x, (2, 2), (1, 1), ((1, 1), (1, 1)), "MAX", (2, 2)) +
          _pool_ref(x, (2, 2), (1, 1), ((1, 1), (1, 1)), "AVG", (2, 2)),
          covers=("max_pool", "avg_pool", "add")),
+
+    # -- image -----------------------------------------------------------------------------------
+    Spec("resize_bilinear", lambda x: tg.image.resize(x, [5, 3]), ((2, 3, 4, 2),),
+         lambda x: _tf_resize_bilinear(x, 5, 3), covers=("einsum",)),
+    Spec("resize_bilinear_3d", lambda x: tg.image.resize(x, [2, 7]), ((3, 4, 1),),
+         lambda x: _tf_resize_bilinear(x, 2, 7), covers=("einsum", "reshape")),
+    Spec("resize_bicubic", lambda x: tg.image.resize(x, [7, 3], method="bicubic"),
+         ((1, 4, 5, 2),), lambda x: _tf_resize_bicubic(x, 7, 3), covers=("einsum",)),
+    Spec("resize_nearest", lambda x: tg.image.resize(x, [5, 2], method="nearest"),
+         ((2, 3, 4, 1),), lambda x: _tf_resize_nearest(x, 5, 2), covers=("gather",)),
+    Spec("resize_with_pad", lambda x: tg.image.resize_with_pad(x, 6, 5), ((2, 4, 3, 2),),
+         lambda x: _tf_resize_with_pad(x, 6, 5),
+         covers=("einsum", "pad")),
+    Spec("adjust_contrast", lambda x, f: tg.image.adjust_contrast(x, f), ((2, 3, 4, 2), ()),
+         _tf_adjust_contrast, covers=("reduce_mean", "subtract", "multiply", "add")),
+    Spec("convert_image_dtype", lambda x: tg.image.convert_image_dtype(
+        tg.image.convert_image_dtype(x, tg.float32), x.dtype) * x, (U,),
+        lambda x: x.astype(np.float32).astype(x.dtype) * x, covers=("cast",), atol=1e-4,
+        extra={"h": 1e-2, "rel": 1e-5}),
 ]
 
 BY_NAME = {s.name: s for s in SPECS}

@@ -1,0 +1,336 @@
+"""tg.image against TensorFlow's documented outputs and against direct-loop implementations of
+TF's definitions (TF2's half-pixel centers, positions in float32 as TF's kernels compute them):
+resize (bilinear, nearest, bicubic), preserve_aspect_ratio, resize_with_pad,
+convert_image_dtype's scaling and saturation, adjust_contrast; gradients as the transposed
+linear maps; dtypes, empty batches and errors."""
+import math
+
+import numpy as np
+import pytest
+
+import tapegpu as tg
+
+F32 = np.float32
+
+
+def _center(i, n_in, n_out):
+    """TF's half-pixel source coordinate of output index i, in float32."""
+    return (F32(i) + F32(0.5)) * (F32(n_in) / F32(n_out)) - F32(0.5)
+
+
+def loop_bilinear(img, height, width):
+    """resize_bilinear with half_pixel_centers, pixel by pixel ([h, w, c] float)."""
+    h, w, c = img.shape
+    out = np.zeros((height, width, c))
+    for i in range(height):
+        y = _center(i, h, height)
+        y0 = math.floor(y)
+        top, bottom, ly = max(y0, 0), min(math.ceil(y), h - 1), float(y - F32(y0))
+        for j in range(width):
+            x = _center(j, w, width)
+            x0 = math.floor(x)
+            left, right, lx = max(x0, 0), min(math.ceil(x), w - 1), float(x - F32(x0))
+            for k in range(c):
+                t = img[top, left, k] + (img[top, right, k] - img[top, left, k]) * lx
+                b = img[bottom, left, k] + (img[bottom, right, k] - img[bottom, left, k]) * lx
+                out[i, j, k] = t + (b - t) * ly
+    return out
+
+
+def loop_nearest(img, height, width):
+    """resize_nearest_neighbor with half_pixel_centers: floor((i + 0.5) * scale), clamped."""
+    h, w, c = img.shape
+    out = np.zeros((height, width, c), img.dtype)
+    for i in range(height):
+        y = min(max(math.floor((F32(i) + F32(0.5)) * (F32(h) / F32(height))), 0), h - 1)
+        for j in range(width):
+            x = min(max(math.floor((F32(j) + F32(0.5)) * (F32(w) / F32(width))), 0), w - 1)
+            out[i, j] = img[y, x]
+    return out
+
+
+def keys(t, a=-0.5):
+    t = abs(t)
+    if t <= 1:
+        return (a + 2) * t ** 3 - (a + 3) * t ** 2 + 1
+    if t < 2:
+        return a * t ** 3 - 5 * a * t ** 2 + 8 * a * t - 4 * a
+    return 0.0
+
+
+def _cubic_taps(i, n_in, n_out):
+    """Four taps around floor(pos) with Keys' weights at the fraction rounded to 1/1024 (TF's
+    weight table), taps outside [0, n_in) dropped and the rest renormalised."""
+    p = _center(i, n_in, n_out)
+    base = math.floor(p)
+    d = round(float(p - F32(base)) * 1024) / 1024
+    taps = [(base + k, keys(d - k)) for k in (-1, 0, 1, 2)]
+    taps = [(t, wt) for t, wt in taps if 0 <= t < n_in]
+    total = sum(wt for _, wt in taps)
+    return [(t, wt / total) for t, wt in taps]
+
+
+def loop_bicubic(img, height, width):
+    h, w, c = img.shape
+    out = np.zeros((height, width, c))
+    for i in range(height):
+        for j in range(width):
+            for ty, wy in _cubic_taps(i, h, height):
+                for tx, wx in _cubic_taps(j, w, width):
+                    out[i, j] += wy * wx * img[ty, tx]
+    return out
+
+
+LOOPS = {"bilinear": loop_bilinear, "bicubic": loop_bicubic}
+
+
+def test_tf_documented_resize_example():
+    image = tg.constant([[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0, 1, 0],
+                         [0, 0, 0, 0, 1]])
+    image = image[tg.newaxis, ..., tg.newaxis]
+    assert image.shape == (1, 5, 5, 1)
+    out = tg.image.resize(image, [3, 5])
+    assert out.dtype == tg.float32
+    np.testing.assert_allclose(out[0, ..., 0].numpy(), [
+        [0.6666667, 0.3333333, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.3333335, 0.6666665]], rtol=0, atol=1e-6)
+    assert tg.image.resize(image[0], [3, 5]).shape == (3, 5, 1)
+    a = tg.image.resize(image, [5, 10])
+    b = tg.image.resize(image, [5, 10], antialias=True)  # no effect when upsampling
+    assert float(tg.reduce_max(tg.abs(a - b))) == 0.0
+    assert tg.image.resize(image, [10, 20], preserve_aspect_ratio=True).shape == (1, 10, 10, 1)
+    assert tg.image.resize(image, [20, 10], preserve_aspect_ratio=True).shape == (1, 10, 10, 1)
+
+
+SIZES = [((4, 5), (7, 3)), ((3, 3), (3, 3)), ((6, 2), (2, 9)), ((5, 7), (1, 1)),
+         ((1, 4), (3, 4)), ((8, 8), (3, 5))]
+
+
+@pytest.mark.parametrize("method", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("src,dst", SIZES)
+def test_interpolating_resize_matches_tf_definition(method, dtype, src, dst):
+    rng = np.random.default_rng(0)
+    img = rng.uniform(-1, 1, src + (2,)).astype(dtype)
+    got = tg.image.resize(tg.constant(img), dst, method=method)
+    assert got.dtype == dtype and got.shape == dst + (2,)
+    tol = 2e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got.numpy(), LOOPS[method](img, *dst), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("src,dst", SIZES)
+def test_nearest_resize_matches_tf_definition_and_keeps_dtype(src, dst):
+    img = np.arange(np.prod(src) * 3, dtype=np.uint8).reshape(src + (3,))
+    got = tg.image.resize(tg.constant(img), dst, method=tg.image.ResizeMethod.NEAREST_NEIGHBOR)
+    assert got.dtype == tg.uint8
+    np.testing.assert_array_equal(got.numpy(), loop_nearest(img, *dst))
+
+
+def test_integer_images_resize_to_float32():
+    img = np.arange(24, dtype=np.uint8).reshape(1, 4, 6, 1)
+    got = tg.image.resize(tg.constant(img), [3, 3])
+    assert got.dtype == tg.float32
+    np.testing.assert_allclose(got.numpy()[0], loop_bilinear(img[0].astype(np.float64), 3, 3),
+                               rtol=1e-6)
+
+
+def _jacobian(fn, shape):
+    """The matrix of a linear map given by a loop reference, column by column."""
+    cols = []
+    for k in range(int(np.prod(shape))):
+        e = np.zeros(int(np.prod(shape)))
+        e[k] = 1.0
+        cols.append(np.asarray(fn(e.reshape(shape)), np.float64).ravel())
+    return np.stack(cols, axis=1)
+
+
+@pytest.mark.parametrize("method", ["bilinear", "bicubic", "nearest"])
+def test_resize_gradient_is_the_transposed_map(method):
+    rng = np.random.default_rng(1)
+    shape, size = (3, 5, 2), (4, 3)
+    loop = LOOPS.get(method, loop_nearest)
+    x = tg.constant(rng.standard_normal(shape))
+    w = rng.standard_normal(size + (2,))
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.reduce_sum(tg.image.resize(x, size, method=method) * w)
+    want = (_jacobian(lambda e: loop(e, *size), shape).T @ w.ravel()).reshape(shape)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_resize_empty_batch_and_preserve_aspect_ratio_rounding():
+    assert tg.image.resize(tg.zeros((0, 3, 4, 1)), [5, 2]).shape == (0, 5, 2, 1)
+    # scale = min(7 / 4, 9 / 6) = 1.5: round(4 * 1.5) = 6, round(6 * 1.5) = 9
+    assert tg.image.resize(tg.zeros((4, 6, 1)), [7, 9], preserve_aspect_ratio=True).shape == \
+        (6, 9, 1)
+
+
+def test_resize_errors():
+    with pytest.raises(tg.errors.InvalidArgumentError, match="3 or 4 dimensions"):
+        tg.image.resize(tg.zeros((4, 4)), [2, 2])
+    with pytest.raises(tg.errors.InvalidArgumentError, match="size must be 2 integers"):
+        tg.image.resize(tg.zeros((4, 4, 1)), [2])
+    with pytest.raises(tg.errors.InvalidArgumentError, match="must be positive"):
+        tg.image.resize(tg.zeros((4, 4, 1)), [0, 2])
+    with pytest.raises(ValueError, match="resize method is not implemented: 'linear'"):
+        tg.image.resize(tg.zeros((4, 4, 1)), [2, 2], method="linear")
+    with pytest.raises(tg.errors.UnimplementedError, match="'area' is not implemented"):
+        tg.image.resize(tg.zeros((4, 4, 1)), [2, 2], method=tg.image.ResizeMethod.AREA)
+    with pytest.raises(tg.errors.UnimplementedError, match="antialias=True"):
+        tg.image.resize(tg.zeros((4, 4, 1)), [2, 2], antialias=True)
+
+
+def loop_resize_with_pad(img, th, tw):
+    """_resize_image_with_pad_common: fit by the larger ratio (float32), floor the sizes,
+    resize, then place at floor of half the (float) margins in zeros."""
+    h, w = F32(img.shape[0]), F32(img.shape[1])
+    ratio = max(w / F32(tw), h / F32(th))
+    rh, rw = h / ratio, w / ratio
+    nh, nw = math.floor(rh), math.floor(rw)
+    top, left = max(0, math.floor((F32(th) - rh) / F32(2))), max(0, math.floor((F32(tw) - rw) /
+                                                                              F32(2)))
+    resized = loop_bilinear(img.astype(np.float64), nh, nw)
+    out = np.zeros((th, tw, img.shape[2]))
+    for i in range(nh):
+        for j in range(nw):
+            out[top + i, left + j] = resized[i, j]
+    return out
+
+
+@pytest.mark.parametrize("src,dst", [((2, 4), (4, 4)), ((5, 3), (4, 6)), ((3, 7), (5, 5)),
+                                     ((4, 4), (2, 8)), ((6, 6), (6, 6))])
+def test_resize_with_pad_matches_tf_definition(src, dst):
+    rng = np.random.default_rng(2)
+    img = rng.uniform(0, 1, src + (2,)).astype(np.float32)
+    got = tg.image.resize_with_pad(tg.constant(img), *dst)
+    assert got.dtype == tg.float32 and got.shape == dst + (2,)
+    np.testing.assert_allclose(got.numpy(), loop_resize_with_pad(img, *dst), rtol=2e-6,
+                               atol=2e-6)
+    batch = tg.image.resize_with_pad(tg.constant(np.stack([img, img])), *dst)
+    assert batch.shape == (2,) + dst + (2,)
+    int_img = (img * 255).astype(np.uint8)
+    assert tg.image.resize_with_pad(tg.constant(int_img), *dst).dtype == tg.float32
+
+
+def test_resize_with_pad_errors():
+    with pytest.raises(tg.errors.InvalidArgumentError, match="must be > 0"):
+        tg.image.resize_with_pad(tg.zeros((4, 4, 1)), 0, 3)
+
+
+# -- convert_image_dtype -----------------------------------------------------------------------
+
+def test_convert_image_dtype_int_to_float_divides_by_max():
+    x = np.array([0, 1, 127, 128, 254, 255], np.uint8)
+    got = tg.image.convert_image_dtype(tg.constant(x), tg.float32)
+    assert got.dtype == tg.float32
+    np.testing.assert_array_equal(got.numpy(), x.astype(np.float32) * np.float32(1.0 / 255))
+    x8 = np.array([[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]], np.int8)
+    got = tg.image.convert_image_dtype(tg.constant(x8), tg.float16)
+    np.testing.assert_array_equal(got.numpy(), x8.astype(np.float16) * np.float16(1.0 / 127))
+
+
+def test_convert_image_dtype_float_to_int_scales_by_max_plus_half():
+    x = np.array([0.0, 0.25, 0.5, 0.999, 1.0], np.float32)
+    got = tg.image.convert_image_dtype(tg.constant(x), tg.uint8)
+    want = [math.trunc(float(np.float32(v) * np.float32(255.5))) for v in x]
+    assert got.dtype == tg.uint8 and got.numpy().tolist() == want
+    over = np.array([-0.5, 1.5, 0.5], np.float32)
+    sat = tg.image.convert_image_dtype(tg.constant(over), tg.uint8, saturate=True)
+    assert sat.numpy().tolist() == [0, 255, 127]
+    sat32 = tg.image.convert_image_dtype(tg.constant(np.array([2.0, -2.0], np.float32)),
+                                         tg.int32, saturate=True)
+    assert sat32.numpy().tolist() == [2147483647, -2147483648]
+
+
+def test_convert_image_dtype_int_to_int_shifts_the_range():
+    x = np.array([0, 1, 100, 255], np.uint8)
+    up = tg.image.convert_image_dtype(tg.constant(x), tg.int32)
+    assert up.numpy().tolist() == [v * (2 ** 31 // 2 ** 8) for v in x.tolist()]
+    down = tg.image.convert_image_dtype(up, tg.uint8)
+    assert down.numpy().tolist() == x.tolist()
+    i16 = np.array([-32768, -1, 255, 32767], np.int16)
+    assert tg.image.convert_image_dtype(tg.constant(i16), tg.int8).numpy().tolist() == \
+        [v // 256 for v in i16.tolist()]
+    # int8 -> uint8 without saturation wraps the negative values as a cast does; with it, 0
+    neg = np.array([-3, 5], np.int8)
+    sat = tg.image.convert_image_dtype(tg.constant(neg), tg.uint8, saturate=True)
+    assert sat.numpy().tolist() == [0, 10]
+
+
+def test_convert_image_dtype_float_to_float_casts_and_is_differentiable():
+    x = tg.constant([0.25, 2.0], dtype=tg.float64)
+    same = tg.image.convert_image_dtype(x, tg.float64)
+    assert same is x
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.image.convert_image_dtype(x, tg.float32)
+        loss = tg.reduce_sum(y * tg.constant([3.0, 5.0]))
+    assert y.dtype == tg.float32 and y.numpy().tolist() == [0.25, 2.0]
+    np.testing.assert_array_equal(tape.gradient(loss, x).numpy(), [3.0, 5.0])
+
+
+def test_convert_image_dtype_errors():
+    with pytest.raises(tg.errors.InvalidArgumentError, match="dtype must be either floating"):
+        tg.image.convert_image_dtype(tg.constant([1.0]), tg.bool)
+    with pytest.raises(tg.errors.InvalidArgumentError, match="image dtype must be"):
+        tg.image.convert_image_dtype(tg.constant([True]), tg.float32)
+
+
+# -- adjust_contrast ---------------------------------------------------------------------------
+
+def loop_adjust_contrast(img, factor):
+    """(x - mean) * factor + mean, the mean per channel over height and width."""
+    out = np.zeros(img.shape)
+    *batch, h, w, c = img.shape
+    for b in np.ndindex(*batch):
+        for k in range(c):
+            mean = sum(img[b + (i, j, k)] for i in range(h) for j in range(w)) / (h * w)
+            for i in range(h):
+                for j in range(w):
+                    out[b + (i, j, k)] = (img[b + (i, j, k)] - mean) * factor + mean
+    return out
+
+
+def test_tf_documented_adjust_contrast_example():
+    x = [[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], [[7.0, 8.0, 9.0], [10.0, 11.0, 12.0]]]
+    got = tg.image.adjust_contrast(x, 2.0)
+    assert got.dtype == tg.float32
+    np.testing.assert_array_equal(got.numpy(), [[[-3.5, -2.5, -1.5], [2.5, 3.5, 4.5]],
+                                                [[8.5, 9.5, 10.5], [14.5, 15.5, 16.5]]])
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 2), (2, 3, 4, 1), (2, 1, 2, 2, 3)])
+def test_adjust_contrast_matches_definition_and_is_differentiable(shape):
+    rng = np.random.default_rng(3)
+    img = rng.uniform(0, 1, shape)
+    x, f = tg.constant(img), tg.constant(0.7, dtype=tg.float64)
+    w = rng.standard_normal(shape)
+    with tg.GradientTape() as tape:
+        tape.watch([x, f])
+        out = tg.image.adjust_contrast(x, f)
+        loss = tg.reduce_sum(out * w)
+    np.testing.assert_allclose(out.numpy(), loop_adjust_contrast(img, 0.7), rtol=1e-12)
+    dx, df = tape.gradient(loss, [x, f])
+    # d/df = sum(w * (x - mean)); d/dx = f w + (1 - f) mean_hw(w) per channel
+    centred = loop_adjust_contrast(img, 1.0) - loop_adjust_contrast(img, 0.0)
+    assert float(df) == pytest.approx(float(np.sum(w * centred)), rel=1e-12)
+    np.testing.assert_allclose(dx.numpy(), 0.7 * w + 0.3 * loop_adjust_contrast(w, 0.0),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_adjust_contrast_integer_images_saturate():
+    img = np.array([[[0], [100]], [[200], [255]]], np.uint8)
+    got = tg.image.adjust_contrast(tg.constant(img), 3.0)
+    flt = img.astype(np.float32) * np.float32(1 / 255)
+    adjusted = loop_adjust_contrast(flt.astype(np.float64), 3.0).astype(np.float32)
+    want = np.clip(adjusted.astype(np.float64) * np.float32(255.5), 0, 255).astype(np.uint8)
+    assert got.dtype == tg.uint8
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_adjust_contrast_errors():
+    with pytest.raises(tg.errors.InvalidArgumentError, match="at least 3-D"):
+        tg.image.adjust_contrast(tg.zeros((2, 2)), 2.0)
+    with pytest.raises(tg.errors.InvalidArgumentError, match="scalar"):
+        tg.image.adjust_contrast(tg.zeros((2, 2, 1)), tg.constant([1.0, 2.0]))
