@@ -6,12 +6,10 @@ in TensorFlow, `tg.errors.NotFoundError(None, None, "no such file")`, or with th
 alone, `tg.errors.NotFoundError("no such file")`; `e.message`, `e.op`, `e.node_def` and
 `e.error_code` read them back.
 
-`InvalidArgumentError` is the class tapegpu's ops already raise for bad shapes, dtypes and
-values, so `tg.errors.InvalidArgumentError is tg.InvalidArgumentError` and one `except` clause
-catches both spellings. It is a `ValueError` (what Python code expects of a bad argument); it is
-not (yet) a subclass of `OpError` here, and has no `error_code` attribute.
+`InvalidArgumentError` is the class tapegpu's ops raise for bad shapes, dtypes and values
+(`tg.InvalidArgumentError` is the same class). It is an `OpError` with code 3, as in
+TensorFlow, and also a `ValueError` (what Python code expects of a bad argument).
 """
-from .ops.registry import InvalidArgumentError
 
 OK = 0
 CANCELLED = 1
@@ -83,6 +81,20 @@ def _error(name, code, what):
                                                                   f"error code {code})."})
     cls.__module__ = __name__
     return cls
+
+
+class InvalidArgumentError(OpError, ValueError):
+    """Bad shapes, dtypes or values for an op (`tf.errors.InvalidArgumentError`, error code 3);
+    also a `ValueError`.
+
+    >>> try:
+    ...     tg.reshape(tg.zeros([2, 3]), [4])
+    ... except tg.errors.OpError as e:
+    ...     print(type(e).__name__, e.error_code, isinstance(e, ValueError))
+    InvalidArgumentError 3 True
+    """
+
+    error_code = INVALID_ARGUMENT
 
 
 CancelledError = _error("CancelledError", CANCELLED, "An operation or step was cancelled")

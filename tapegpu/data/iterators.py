@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import backends as _backend
 from ..core.device import device
 from ..core.tensor import Tensor, _thread
+from ..errors import OutOfRangeError
 from . import structure
 
 
@@ -73,12 +74,21 @@ class Iterator:
             return next(self._it)
 
     def get_next(self):
-        """The next element; raises StopIteration (TF: OutOfRangeError) at the end.
+        """The next element; at the end raises `tg.errors.OutOfRangeError` ("End of sequence"),
+        as TF's `get_next` (`next(it)` raises StopIteration, as Python's iterators).
 
-        >>> tg.data.Dataset.from_tensors(7).__iter__().get_next().numpy()
+        >>> it = iter(tg.data.Dataset.from_tensors(7))
+        >>> it.get_next().numpy()
         array(7, dtype=int32)
+        >>> it.get_next()
+        Traceback (most recent call last):
+        ...
+        tapegpu.errors.OutOfRangeError: End of sequence
         """
-        return self.__next__()
+        try:
+            return self.__next__()
+        except StopIteration:
+            raise OutOfRangeError(None, None, "End of sequence") from None
 
     def close(self):
         """Stops the iteration now (background threads end; dropping the iterator does the

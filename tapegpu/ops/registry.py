@@ -52,6 +52,7 @@ fails for an op without one).
 import numpy as np
 
 from ..core import profiler as _profiler
+from ..errors import InvalidArgumentError
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
 
@@ -62,10 +63,6 @@ REGISTRY = {}
 # trace is active in some thread (each observer filters by thread); while non-empty, apply1 and
 # apply2 take the general path through `_finish`, so the fast path costs one list test.
 OBSERVERS = []
-
-
-class InvalidArgumentError(ValueError):
-    """Bad shapes, dtypes or values for an op (TensorFlow's `tf.errors.InvalidArgumentError`)."""
 
 
 class Op:

@@ -536,3 +536,12 @@ def test_tapes_do_not_see_what_the_pipeline_computes(pipeline):
     assert tape.gradient(total, v) is None
     assert tape.gradient(reduced, v) is None
     assert float(tape.gradient(kept, v)) == 6.0
+
+
+def test_get_next_at_the_end_raises_out_of_range_as_tf():
+    it = iter(tg.data.Dataset.range(1))
+    assert int(it.get_next()) == 0
+    with pytest.raises(tg.errors.OutOfRangeError, match="End of sequence"):
+        it.get_next()
+    with pytest.raises(StopIteration):
+        next(iter(tg.data.Dataset.range(0)))

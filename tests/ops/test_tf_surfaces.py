@@ -121,3 +121,10 @@ def test_errors_constructors_and_fields():
 def test_op_errors_are_caught_as_tf_errors():
     with pytest.raises(tg.errors.InvalidArgumentError, match="reshape"):
         tg.reshape(tg.zeros(6), (4, 2))
+    # as in TF, an op's InvalidArgumentError is an OpError with code 3 (and a ValueError here)
+    with pytest.raises(tg.errors.OpError) as info:
+        tg.reshape(tg.zeros(6), (4, 2))
+    assert info.value.error_code == tg.errors.INVALID_ARGUMENT and \
+        isinstance(info.value, ValueError)
+    back = pickle.loads(pickle.dumps(info.value))
+    assert type(back) is tg.InvalidArgumentError and back.message == info.value.message
