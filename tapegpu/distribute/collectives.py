@@ -148,30 +148,45 @@ def _bytes(a):
 # -- the non-blocking reduction of one flat buffer --------------------------------------------
 
 class Reduction:
-    """One flat host buffer being allreduced in two phases (module docstring). Create them in
+    """One flat host buffer of n elements being allreduced in two phases (module docstring).
+    Fill `buffer` (n elements of the values' dtype), then `start()`. Create and start them in
     the same order on every rank; `Reducer` drives them."""
 
-    def __init__(self, flat, op, compression):
+    def __init__(self, n, dtype, op, compression):
         st = _state
-        p = st.comm.Get_size()
+        self.p = p = st.comm.Get_size()
         self.op = op
-        self.n = n = flat.size
-        self.dtype = flat.dtype
-        self.wire = wire = compression.wire_dtype(flat.dtype)
+        self.n = n
+        self.dtype = dtype = np.dtype(dtype)
+        self.wire = wire = compression.wire_dtype(dtype)
         self.m = m = max(1, -(-n // p))
-        send = np.zeros((p, m), wire)
-        send.reshape(-1)[:n] = flat
-        self.send = send
-        self.recv = np.empty((p, m), wire)
-        self.request = st.comm_scatter.Ialltoall(send.view(np.uint8), self.recv.view(np.uint8))
-        self.phase = 1
+        self.send = np.empty((p, m), wire)
+        flat = self.send.reshape(-1)
+        flat[n:] = 0  # the padding
+        # packed straight into the send buffer when nothing is compressed
+        self.buffer = flat[:n] if wire == dtype else np.empty(n, dtype)
+        self.request = None
         self.out = None
 
+    def start(self):
+        if self.wire != self.dtype:
+            self.send.reshape(-1)[:self.n] = self.buffer
+        self.buffer = None
+        if self.p == 1:  # the rank-order combination of one value: the value itself
+            self.out = self.send
+            self.request = _state.MPI.REQUEST_NULL
+            return
+        self.recv = np.empty((self.p, self.m), self.wire)
+        self.request = _state.comm_scatter.Ialltoall(self.send.view(np.uint8),
+                                                     self.recv.view(np.uint8))
+
     def scattered(self):
-        return self.request.Test()
+        return self.out is not None or self.request.Test()
 
     def gather(self):
         """Combines this rank's chunk in rank order and starts phase 2."""
+        if self.out is not None:
+            return
         rows = self.recv
         acc = rows[0].astype(self.dtype)
         ufunc = self.op.ufunc
@@ -184,7 +199,6 @@ class Reduction:
         self.out = np.empty((rows.shape[0], self.m), self.wire)
         self.request = _state.comm_gather.Iallgather(self.chunk.view(np.uint8),
                                                      self.out.view(np.uint8))
-        self.phase = 2
 
     def result(self):
         flat = self.out.reshape(-1)[:self.n]
@@ -200,8 +214,9 @@ class Reducer:
         self.items = []
         self.gathering = 0  # items before this one have started phase 2
 
-    def add(self, flat, op, compression):
-        r = Reduction(flat, op, compression)
+    def add(self, n, dtype, op, compression):
+        """A new reduction of n elements: fill its `buffer`, then `start()` it."""
+        r = Reduction(n, dtype, op, compression)
         self.items.append(r)
         return r
 
@@ -282,7 +297,9 @@ def allreduce(tensor, op=Average, compression=Compression.none, name=None):
                      ("compression", compression.name)], "allreduce", _describe_array)
     del st
     reducer = Reducer()
-    reducer.add(host(t).reshape(-1), op, compression)
+    r = reducer.add(t.size, t._data.dtype, op, compression)
+    r.buffer[...] = host(t).reshape(-1)
+    r.start()
     (flat,) = reducer.finish("allreduce")
     return on_device(flat.reshape(t.shape), t._dev)
 

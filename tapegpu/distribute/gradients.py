@@ -89,15 +89,19 @@ class _Exchange:
         dtype = first._data.dtype
         sizes = [_value_of(self.sources[i]).size for i in members]
         total = sum(sizes)
-        flat = np.zeros(total + len(members), dtype)  # the gradients, then one flag each
+        r = self.reducer.add(total + len(members), dtype, self.op, self.compression)
+        flat = r.buffer  # the gradients, then one flag each
         off = 0
         for k, (i, n) in enumerate(zip(members, sizes)):
             g = values[i]
-            if g is not None:
+            if g is None:
+                flat[off:off + n] = 0
+                flat[total + k] = 0
+            else:
                 flat[off:off + n] = host(g).reshape(-1)
                 flat[total + k] = 1  # connected here: a None gradient counts as zeros
             off += n
-        self.reducer.add(flat, self.op, self.compression)
+        r.start()
 
     def progress(self):
         return self.reducer.progress()
