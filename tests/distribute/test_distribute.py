@@ -47,7 +47,8 @@ def _mpiexec(n, *args, timeout=60):
 
 
 CHECKS = ("broadcast_variables", "gradients_default", "gradients_buckets",
-          "gradients_one_per_bucket", "gradients_no_overlap", "sum_and_fp16",
+          "gradients_one_per_bucket", "gradients_no_overlap",
+          "overlap_starts_buckets_during_the_sweep", "sum_and_fp16",
           "sources_and_unconnected", "training_tape", "training_optimizer", "collectives")
 
 
@@ -56,7 +57,8 @@ CHECKS = ("broadcast_variables", "gradients_default", "gradients_buckets",
 def test_ranks_agree_with_one_process_on_the_whole_batch(n, device):
     """Per rank: broadcast_variables gives rank 0's initial values; averaged gradients (one
     bucket, several, one per variable, without overlap) equal one process's gradients of the
-    whole batch (rtol 1e-5) and are bit-identical across ranks; Sum and fp16; after 5 SGD
+    whole batch (rtol 1e-5) and are bit-identical across ranks; with one variable per bucket,
+    buckets start between segments of the sweep; Sum and fp16; after 5 SGD
     steps (DistributedGradientTape, DistributedOptimizer) the variables are bit-identical
     across ranks and equal to one process trained on the whole batch; allreduce (Average,
     Sum, Min, Max, ints), allgather of uneven rows, broadcast, and the object forms."""

@@ -8,6 +8,8 @@ import sys
 import numpy as np
 
 import tapegpu as tg
+from tapegpu.autodiff import sweep
+from tapegpu.distribute import gradients
 
 D = tg.distribute
 DEVICE = sys.argv[1] if len(sys.argv) > 1 else "cpu"
@@ -85,6 +87,21 @@ with tg.device(DEVICE):
             np.testing.assert_allclose(g.numpy(), w, rtol=RTOL, atol=ATOL, err_msg=label)
         assert same_everywhere(grads), label
         ok(f"gradients_{label}")
+
+    # with small buckets, reductions start between pieces of the backward sweep
+    events = []
+    backward, start = sweep.backward, gradients._Exchange._start
+    sweep.backward = lambda *a, **k: events.append("sweep") or backward(*a, **k)
+    gradients._Exchange._start = lambda self, *a: events.append("start") or start(self, *a)
+    try:
+        with tg.GradientTape() as tape:
+            loss = loss_fn(model, x, y)
+        D.DistributedGradientTape(tape, bucket_bytes=1).gradient(loss, model.trainable_variables)
+    finally:
+        sweep.backward, gradients._Exchange._start = backward, start
+    assert events.count("start") == 6 and events[-1] == "start", events
+    assert events.index("start") < len(events) - 1 - events[::-1].index("sweep"), events
+    ok("overlap_starts_buckets_during_the_sweep")
 
     # Sum: P times the average; fp16: close to it
     with tg.GradientTape(persistent=True) as tape:
