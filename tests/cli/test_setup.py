@@ -31,15 +31,25 @@ def test_readme_setup_is_two_commands_install_and_demo_then_install_and_tests():
     assert test_line.startswith("pip install") and test_line.endswith("pytest -n auto")
 
 
-def test_ci_runs_readme_test_command_with_the_nvrtc_extra():
+def test_ci_runs_readme_test_command_with_the_nvrtc_and_distributed_extras():
     _, test_line = readme_setup_lines()
     install, _, tests = (part.strip() for part in test_line.partition("&&"))
     assert install == 'pip install -e ".[test]"'
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines()
           if "pytest" in ln and not ln.lstrip().startswith("#")]
     # then a second pass on the simulated GPU, as README.md documents it
-    assert ci == ['pip install -q -e ".[test,nvrtc]" && ' + tests, tests + " --device cuda_sim"]
-    assert f"`{tests} --device cuda_sim`" in (ROOT / "README.md").read_text()
+    assert ci == ['pip install -q -e ".[test,nvrtc,distributed]" && ' + tests,
+                  tests + " --device cuda_sim"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`{tests} --device cuda_sim`" in readme
+    assert 'pip install -e ".[test,nvrtc,distributed]"' in readme
+
+
+def test_distributed_extra_brings_mpi4py_and_mpich():
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["distributed"] == ["mpi4py>=3", "mpich"]
 
 
 def test_test_extra_brings_no_cuda_wheels_and_nvrtc_extra_does():
