@@ -164,6 +164,8 @@ class _Encoder:
             return {"type": "scalar", "path": self.array(x)}
         if isinstance(x, np.ndarray):
             return {"type": "array", "path": self.array(x)}
+        if hasattr(x, "__cuda_array_interface__"):  # a GPU array param (an index): copied out
+            return {"type": "array", "path": self.array(x.get())}
         raise _Unsupported(f"a value of type {type(x).__name__} ({x!r:.80})")
 
 

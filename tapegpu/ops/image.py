@@ -300,15 +300,15 @@ def convert_image_dtype(image, dtype, saturate=False, name=None):
     if src.kind in "iu" and target.kind in "iu":
         scale_in, scale_out = _max(src), _max(target)
         if scale_in > scale_out:
-            scaled = xp.floor_divide(a, np.asarray((scale_in + 1) // (scale_out + 1), src))
+            scaled = xp.floor_divide(a, src.type((scale_in + 1) // (scale_out + 1)))
             out = _saturate(xp, scaled, target) if saturate else scaled.astype(target)
         else:
             cast_ = _saturate(xp, a, target) if saturate else a.astype(target)
-            out = cast_ * np.asarray((scale_out + 1) // (scale_in + 1), target)
+            out = cast_ * target.type((scale_out + 1) // (scale_in + 1))
     elif src.kind in "iu":
-        out = a.astype(target) * np.asarray(1.0 / _max(src), target)
+        out = a.astype(target) * target.type(1.0 / _max(src))
     else:
-        scaled = a * np.asarray(_max(target) + 0.5, src)
+        scaled = a * src.type(_max(target) + 0.5)
         if saturate:
             out = _saturate(xp, scaled, target)
         else:

@@ -62,11 +62,17 @@ def _outputs_and_grads(f, variables, x):
     return [y] + grads
 
 
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 CHILD = textwrap.dedent("""
     import sys
+    if sys.argv[2] == "cuda_sim":  # the CuPy stand-in, installed as in the test process
+        sys.path.insert(0, sys.argv[5])
+        import cupy_sim
+        cupy_sim.install()
+        sys.argv[2] = "gpu:0"
     import numpy as np
     import tapegpu as tg
-    export_dir, device, data, out = sys.argv[1:]
+    export_dir, device, data, out = sys.argv[1:5]
     with tg.device(device):
         loaded = tg.saved_model.load(export_dir)
         x = tg.constant(np.load(data)["x"])
@@ -91,7 +97,7 @@ def test_trained_mlp_loads_in_a_fresh_process_bit_for_bit(tmp_path, tg_device):
     np.savez(tmp_path / "data.npz", x=X[:4])
     device = "cpu" if tg_device == "numpy" else tg_device
     subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "mlp"), device,
-                    str(tmp_path / "data.npz"), str(tmp_path / "out.npz")], check=True,
+                    str(tmp_path / "data.npz"), str(tmp_path / "out.npz"), SUPPORT], check=True,
                    timeout=120, cwd=str(tmp_path))
     got = np.load(tmp_path / "out.npz")
     assert _bits(got["y"]) == _bits(expected[0])

@@ -136,6 +136,8 @@ def _wrap(r):
         return ndarray._of(np.asarray(r))
     if isinstance(r, tuple) and not hasattr(r, "_fields"):
         return tuple(_wrap(v) for v in r)
+    if isinstance(r, tuple) and any(isinstance(v, np.ndarray) for v in r):
+        return tuple(_wrap(v) for v in r)  # numpy's named results (slogdet): CuPy's are tuples
     if isinstance(r, list):
         return [_wrap(v) for v in r]
     return r
