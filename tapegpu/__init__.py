@@ -76,6 +76,8 @@ from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
 # -- tg.data: input pipelines (tapegpu/data) -----------------------------------------------------
 from . import data  # noqa: E402,F401
+# -- tg.keras: Keras 3's models, training loop, metrics on the layers above (tapegpu/keras) ------
+from . import keras  # noqa: E402,F401
 
 estimators = _namespace(
     "estimators", central_difference=_blackbox.central_difference,
