@@ -579,6 +579,11 @@ class Lambda(Layer):
         if symbolic is not None:
             return symbolic._symbolic_call(self, inputs, args, kwargs)
         self.built = True
+        if isinstance(inputs, np.ndarray):  # arrays become tensors, as for every layer
+            inputs = convert_to_tensor(inputs)
+        elif isinstance(inputs, (list, tuple)):
+            inputs = type(inputs)(convert_to_tensor(x) if isinstance(x, np.ndarray) else x
+                                  for x in inputs)
         return self.call(inputs, *args, **kwargs)
 
     def call(self, inputs, *args, **kwargs):
