@@ -15,6 +15,7 @@ written for `tf.keras` runs with `import tapegpu as tf`.
 >>> len(history.history["loss"])
 2
 """
+import sys as _sys
 import types as _types
 
 from .. import optimizers as _optimizers
@@ -26,7 +27,7 @@ from ..ops import EXPORTS as _EXPORTS
 from . import callbacks, metrics  # noqa: F401
 from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
-from .utils import backend, utils  # noqa: F401
+from .extras import backend, utils  # noqa: F401
 
 
 def _namespace(name, doc, **members):
@@ -69,3 +70,7 @@ activations = _namespace(
     **{name: fn for name, fn in _EXPORTS.items() if "activations" in fn.api})
 
 models = _namespace("models", "`Model`, `Sequential`.", Model=Model, Sequential=Sequential)
+
+# `from tapegpu.keras.layers import Dense` (as `from tensorflow.keras.layers import Dense`)
+for _ns in (layers, optimizers, losses, initializers, activations, models, utils, backend):
+    _sys.modules.setdefault(_ns.__name__, _ns)

@@ -1,7 +1,9 @@
 """Keras metrics: stateful accumulators with `update_state`, `result` and `reset_state`.
 
 The state lives on the host (float64 numpy scalars): a metric reads each batch's values once,
-so it adds no variables to a model and no ops to a tape.
+so it adds no variables to a model and no ops to a tape. Inside `tg.function`, an update is
+recorded as an effect of the graph (as `apply_gradients` is), so each call of the compiled
+function updates the metric with that call's values.
 
 >>> m = tg.keras.metrics.SparseCategoricalAccuracy()
 >>> m.update_state([1, 0], [[0.1, 0.9], [0.2, 0.8]])
@@ -13,16 +15,43 @@ so it adds no variables to a model and no ops to a tape.
 """
 import numpy as np
 
-from ..core.tensor import Tensor, Variable, constant
+from ..core.tensor import Tensor, Variable, _thread, constant
 from ..models import losses as _losses
+
+
+def _host(array):
+    """A backend array as a numpy array (CuPy arrays are copied to the host)."""
+    return array.get() if hasattr(array, "get") and not isinstance(array, np.ndarray) \
+        else np.asarray(array)
 
 
 def _np(value):
     if isinstance(value, Variable):
         value = value._read()
     if isinstance(value, Tensor):
-        return value.numpy()
+        return _host(value._data)
     return np.asarray(value)
+
+
+def _effect(update, *values):
+    """Runs `update(*numpy arrays)` now, and inside `tg.function` records it as a graph effect
+    that reruns it with each call's tensor values (the others are constants of the trace)."""
+    arrays = [None if v is None else _np(v) for v in values]
+    update(*arrays)
+    if not _thread.tracers:
+        return
+    positions = [i for i, v in enumerate(values) if isinstance(v, (Tensor, Variable))]
+    tensors = [values[i]._read() if isinstance(values[i], Variable) else values[i]
+               for i in positions]
+
+    def replay(raw, _variables):
+        current = list(arrays)
+        for i, a in zip(positions, raw):
+            current[i] = _host(a)
+        update(*current)
+
+    for tracer in _thread.tracers:
+        tracer.on_update(replay, tensors, [])
 
 
 def _weights(sample_weight, values, who):
@@ -99,7 +128,10 @@ class Mean(Metric):
         self.count = 0.0
 
     def update_state(self, values, sample_weight=None):
-        v = _np(values).astype(np.float64)
+        _effect(self._update, values, sample_weight)
+
+    def _update(self, values, sample_weight):
+        v = values.astype(np.float64)
         w = _weights(sample_weight, v, f"{type(self).__name__}.update_state")
         self.total += float((v * w).sum())
         self.count += float(w.sum())
@@ -124,7 +156,10 @@ class Sum(Metric):
         self.total = 0.0
 
     def update_state(self, values, sample_weight=None):
-        v = _np(values).astype(np.float64)
+        _effect(self._update, values, sample_weight)
+
+    def _update(self, values, sample_weight):
+        v = values.astype(np.float64)
         self.total += float((v * _weights(sample_weight, v, "Sum.update_state")).sum())
 
     def result(self):
@@ -140,7 +175,10 @@ class MeanMetricWrapper(Mean):
                          dtype=dtype)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        super().update_state(self._fn(y_true, y_pred, **self._fn_kwargs), sample_weight)
+        _effect(self._update_pair, y_true, y_pred, sample_weight)
+
+    def _update_pair(self, y_true, y_pred, sample_weight):
+        self._update(_np(self._fn(y_true, y_pred, **self._fn_kwargs)), sample_weight)
 
 
 def accuracy(y_true, y_pred):
@@ -269,7 +307,10 @@ class _Confusion(Metric):
         self.false_negatives = np.zeros(n)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        t, p = _np(y_true).astype(np.float64), _np(y_pred).astype(np.float64)
+        _effect(self._update, y_true, y_pred, sample_weight)
+
+    def _update(self, y_true, y_pred, sample_weight):
+        t, p = y_true.astype(np.float64), y_pred.astype(np.float64)
         if t.shape != p.shape:
             raise ValueError(f"{type(self).__name__}.update_state: y_true {t.shape} and y_pred "
                              f"{p.shape} must have the same shape")

@@ -1,4 +1,5 @@
-"""`keras.utils` (`to_categorical`) and `keras.backend` (`clear_session`, `epsilon`)."""
+"""The functions of `keras.utils` (`to_categorical`) and `keras.backend` (`clear_session`,
+`epsilon`)."""
 import types
 
 import numpy as np
