@@ -1,7 +1,10 @@
 """`compile`, `fit`, `evaluate`, `predict` (and the `*_on_batch` steps) of `keras.Model`.
 
 A training step is the custom-training-loop pattern: a `GradientTape` around the forward pass
-and the compiled loss, `optimizer.apply_gradients`, then the metrics. Inputs are numpy arrays or
+and the compiled loss, `optimizer.apply_gradients`, then the metrics. `fit` runs it through
+`tg.function` (one trace per batch shape), unless `compile(run_eagerly=True)` or the model
+holds a `Dropout` layer: a `tg.function` graph replays a dropout mask drawn while tracing, so
+those models train eagerly to draw a new mask per step. Inputs are numpy arrays or
 tensors (sliced into `batch_size` batches, reshuffled each epoch when `shuffle=True`), or a
 `tg.data.Dataset` yielding `(x, y)` or `(x, y, sample_weight)` batches.
 """
@@ -12,6 +15,8 @@ from ..autodiff.tape import GradientTape
 from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..data import Dataset
+from ..function import function as _tg_function
+from ..models.layers import Dropout
 from ..models import losses as _losses
 from .. import optimizers as _optimizers
 from . import callbacks as _callbacks
@@ -38,6 +43,8 @@ class _Compiled:
         self.metric_specs = list(metrics or [])
         self.metrics = None  # created from the first batch (so 'accuracy' can see the shapes)
         self.loss_tracker = _metrics.Mean(name="loss")
+        self.run_eagerly = False
+        self.train_function = None  # made by the first fit
 
     def loss_value(self, y, y_pred, sample_weight):
         if self.loss is None:
@@ -100,7 +107,8 @@ def _unpack(batch):
 
 
 def _num_rows(x, who):
-    rows = {int(np.shape(_np(v))[0]) for v in nest.flatten(x)}
+    rows = {int((v.shape if isinstance(v, (Tensor, Variable)) else np.shape(v))[0])
+            for v in nest.flatten(x)}
     if len(rows) != 1:
         raise ValueError(f"{who}: every input array must have the same number of rows (the "
                          f"batch axis), got {sorted(rows)}")
@@ -187,6 +195,7 @@ class Trainer:
         if metrics is not None and not isinstance(metrics, (list, tuple)):
             raise TypeError(f"compile: metrics must be a list, got {metrics!r}")
         self._compiled = _Compiled(optimizer, loss, metrics, loss_weights)
+        self._compiled.run_eagerly = bool(run_eagerly)
         self.optimizer = self._compiled.optimizer
 
     def _require_compiled(self, who):
@@ -240,6 +249,22 @@ class Trainer:
 
     def _logs(self):
         return {m.name: float(_np(m.result())) for m in self.metrics}
+
+    def make_train_function(self):
+        """The function `fit` calls per batch: `train_step` through `tg.function`, or
+        `train_step` itself when compiled with `run_eagerly=True` or when the model holds a
+        Dropout layer (see the module's docstring). It returns nothing; `fit` reads the
+        metrics after each call."""
+        c = self._compiled
+        if c.train_function is None:
+            eager = c.run_eagerly or any(isinstance(m, Dropout)
+                                         for m in (self,) + tuple(self.submodules))
+            if eager:
+                c.train_function = self.train_step
+            else:
+                step = _tg_function(lambda x, y, sw: self.train_step((x, y, sw)) and None)
+                c.train_function = lambda data: step(*data)
+        return c.train_function
 
     def predict_step(self, data):
         x, _, _ = data
@@ -295,12 +320,14 @@ class Trainer:
         self.history = history
         cbs.on_train_begin()
         logs = {}
+        train_function = self.make_train_function()
         for epoch in range(int(initial_epoch), int(epochs)):
             self.reset_metrics()
             cbs.on_epoch_begin(epoch)
             for step, batch in enumerate(data):
                 cbs.on_train_batch_begin(step)
-                logs = self.train_step(batch)
+                train_function(batch)
+                logs = self._logs()
                 cbs.on_train_batch_end(step, logs)
             logs = dict(logs)
             if val is not None and (epoch + 1) % validation_freq == 0:

@@ -222,3 +222,25 @@ def test_validation_split_and_on_batch_methods():
     loss, acc = model.train_on_batch(x[:10], y[:10])
     assert np.isfinite(loss) and 0 <= acc <= 1
     assert model.predict_on_batch(x[:3]).shape == (3, 4)
+
+
+def test_fit_through_tg_function_matches_eager_fit():
+    x, y = _blobs(n=200)
+    histories = []
+    for eager in (False, True):
+        model = _model()
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"], run_eagerly=eager)
+        histories.append(model.fit(x, y, epochs=3, batch_size=32, shuffle=False,
+                                   verbose=0).history)
+        assert (model.make_train_function() == model.train_step) is eager
+    assert histories[0]["accuracy"] == histories[1]["accuracy"]
+    np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-6)
+
+
+def test_models_with_dropout_fit_eagerly():
+    model = keras.Sequential([keras.layers.Dense(4, input_shape=(6,)),
+                              keras.layers.Dropout(0.5), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    assert model.make_train_function() == model.train_step
