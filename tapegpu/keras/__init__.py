@@ -22,6 +22,7 @@ from .. import optimizers as _optimizers
 from ..models import initializers as _initializers
 from ..models import layers as _layers
 from ..models import losses as _losses
+from ..models import regularizers as _regularizers
 from ..models.layers import get_activation as _get_activation
 from ..ops import EXPORTS as _EXPORTS
 from . import callbacks, metrics  # noqa: F401
@@ -69,8 +70,15 @@ activations = _namespace(
     get=_get_activation, linear=lambda x: x,
     **{name: fn for name, fn in _EXPORTS.items() if "activations" in fn.api})
 
+regularizers = _namespace(
+    "regularizers", "Keras weight regularizers: `L1`, `L2`, `L1L2` (and `l1`, `l2`, `l1_l2`).",
+    Regularizer=_regularizers.Regularizer, L1=_regularizers.L1, L2=_regularizers.L2,
+    L1L2=_regularizers.L1L2, l1=_regularizers.l1, l2=_regularizers.l2,
+    l1_l2=_regularizers.l1_l2, get=_regularizers.get)
+
 models = _namespace("models", "`Model`, `Sequential`.", Model=Model, Sequential=Sequential)
 
 # `from tapegpu.keras.layers import Dense` (as `from tensorflow.keras.layers import Dense`)
-for _ns in (layers, optimizers, losses, initializers, activations, models, utils, backend):
+for _ns in (layers, optimizers, losses, initializers, activations, regularizers, models, utils,
+            backend):
     _sys.modules.setdefault(_ns.__name__, _ns)

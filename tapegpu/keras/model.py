@@ -153,7 +153,8 @@ class Model(training.Trainer, Layer):
     """
 
     _IGNORED_ATTRIBUTES = frozenset({"_inputs", "_outputs", "_nodes", "_compiled",
-                                     "optimizer", "history", "_output_shapes"})
+                                     "optimizer", "history", "_output_shapes",
+                                     "_regularized"})
 
     def __new__(cls, *args, **kwargs):
         if cls is Model and (len(args) >= 2 or "inputs" in kwargs or "outputs" in kwargs):

@@ -227,6 +227,9 @@ class Trainer:
         with GradientTape() as tape:
             y_pred = self(x, training=True)
             loss = c.loss_value(y, y_pred, sw)
+            penalties = self.losses  # the weights' regularization
+            if penalties:
+                loss = loss + ops.add_n([ops.cast(p, loss.dtype) for p in penalties])
         variables = self.trainable_variables
         grads = tape.gradient(loss, variables)
         c.optimizer.apply_gradients(zip(grads, variables))

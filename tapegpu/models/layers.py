@@ -15,7 +15,7 @@ import numpy as np
 from .. import ops
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, Variable, convert_to_tensor
-from . import initializers
+from . import initializers, regularizers
 from ..ops import EXPORTS
 from ..ops.nn import bias_act, bias_activations
 from ..ops.registry import InvalidArgumentError
@@ -67,6 +67,7 @@ class Layer(Module):
     # layers taking a list of inputs (Concatenate, Add): each is converted, `build` gets the
     # list of their shapes
     _MULTI_INPUT = False
+    _IGNORED_ATTRIBUTES = frozenset({"_regularized"})
 
     def __init__(self, dtype=None, name=None, input_shape=None, trainable=True):
         super().__init__(name=name if name is not None else _unique_name(type(self)))
@@ -139,11 +140,33 @@ class Layer(Module):
                 self.built = True
             cls.build = build
 
-    def add_weight(self, name, shape, initializer="zeros", trainable=True, dtype=None):
-        """Creates a variable named `<layer>/<name>` initialised by `initializer`."""
+    def add_weight(self, name, shape, initializer="zeros", trainable=True, dtype=None,
+                   regularizer=None):
+        """Creates a variable named `<layer>/<name>` initialised by `initializer`; a
+        `regularizer`'s penalty of it is listed in `losses`."""
         dt = np_dtype(dtype) or self._dtype or np.dtype(np.float32)
         value = initializers.make(initializers.get(initializer), tuple(shape), dt)
-        return Variable(value, trainable=trainable, name=f"{self.name}/{name}")
+        var = Variable(value, trainable=trainable, name=f"{self.name}/{name}")
+        regularizer = regularizers.get(regularizer)
+        if regularizer is not None:
+            self.__dict__.setdefault("_regularized", []).append((var, regularizer))
+        return var
+
+    @property
+    def losses(self):
+        """The penalties of the regularized weights of this layer and its sub-layers (Keras'
+        `layer.losses`), computed now: under a tape they are differentiable.
+
+        >>> layer = tg.layers.Dense(1, kernel_initializer="ones", kernel_regularizer="l2")
+        >>> _ = layer(tg.ones((1, 2)))
+        >>> [round(float(x), 4) for x in layer.losses]  # 0.01 * (1 + 1)
+        [0.02]
+        """
+        out = []
+        for m in (self,) + tuple(self.submodules):
+            for var, reg in getattr(m, "_regularized", ()):
+                out.append(reg(var.value()))
+        return out
 
     def __call__(self, inputs, *args, **kwargs):
         symbolic = _symbolic_input(inputs)
@@ -206,7 +229,8 @@ class Dense(Layer):
     """
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", dtype=None, name=None, **kwargs):
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 dtype=None, name=None, **kwargs):
         super().__init__(dtype=dtype, name=name, **kwargs)
         if int(units) <= 0 or int(units) != units:
             raise ValueError(f"Dense: units must be a positive integer, got {units!r}")
@@ -215,6 +239,8 @@ class Dense(Layer):
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer)
+        self.bias_regularizer = regularizers.get(bias_regularizer)
         self.kernel = None
         self.bias = None
 
@@ -224,9 +250,11 @@ class Dense(Layer):
                              f"features), got shape {input_shape}; add a batch axis with "
                              "tg.expand_dims(x, 0)")
         self.kernel = self.add_weight("kernel", (input_shape[-1], self.units),
-                                      self.kernel_initializer)
+                                      self.kernel_initializer,
+                                      regularizer=self.kernel_regularizer)
         if self.use_bias:
-            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer)
+            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer,
+                                        regularizer=self.bias_regularizer)
 
     def call(self, inputs):
         if inputs.ndim < 2 or inputs.shape[-1] != self.kernel.shape[0]:

@@ -217,3 +217,29 @@ def test_utils_and_backend():
     keras.backend.clear_session()
     assert keras.layers.Dense(1).name == "dense"
     assert keras.activations.get("relu") is tg.nn.relu
+
+
+def test_regularizers_fill_losses_and_fit_minimises_them():
+    reg = keras.regularizers
+    assert float(reg.l2(0.5)(tg.constant([1.0, -2.0]))) == 2.5
+    assert float(reg.L1(0.5)(tg.constant([1.0, -2.0]))) == 1.5
+    assert float(reg.L1L2(l1=1.0, l2=1.0)(tg.constant([2.0]))) == 6.0
+    with pytest.raises(ValueError, match="Could not interpret regularizer identifier"):
+        keras.layers.Dense(1, kernel_regularizer="l3")
+    model = keras.Sequential([keras.layers.Dense(3, input_shape=(2,),
+                                                 kernel_regularizer=reg.l2(0.1)),
+                              keras.layers.Dense(1, bias_regularizer="l1")])
+    kernel = model.layers[0].kernel
+    assert len(model.losses) == 2
+    np.testing.assert_allclose(float(model.losses[0]), 0.1 * (kernel.numpy() ** 2).sum(),
+                               rtol=1e-6)
+    with tg.GradientTape() as tape:
+        penalty = tg.add_n(model.losses)
+    np.testing.assert_allclose(tape.gradient(penalty, kernel).numpy(), 0.2 * kernel.numpy(),
+                               rtol=1e-6)
+    # zero inputs and targets: the data loss has no gradient, only the penalty moves the kernel
+    before = kernel.numpy()
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+    model.fit(np.zeros((4, 2), np.float32), np.zeros((4, 1), np.float32), batch_size=4,
+              epochs=3, verbose=0)
+    np.testing.assert_allclose(kernel.numpy(), before * (1 - 0.5 * 0.2) ** 3, rtol=1e-5)
