@@ -97,6 +97,10 @@ class Metric:
     def _scalar(self, value):
         return constant(np.asarray(value, dtype=self.dtype))
 
+    def _value(self):
+        """`result()` as a Python float (what fit's logs hold), without making a tensor."""
+        return float(_np(self.result()))
+
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
 
@@ -138,6 +142,9 @@ class Mean(Metric):
 
     def result(self):
         return self._scalar(self.total / self.count if self.count else 0.0)
+
+    def _value(self):
+        return float(np.asarray(self.total / self.count if self.count else 0.0, self.dtype))
 
 
 class Sum(Metric):

@@ -117,7 +117,7 @@ def _num_rows(x, who):
 
 def _take(structure, idx):
     return nest.map_structure(
-        lambda v: None if v is None else convert_to_tensor(np.asarray(_np(v))[idx]), structure)
+        lambda v: None if v is None else convert_to_tensor(_np(v)[idx]), structure)
 
 
 class _ArrayData:
@@ -133,16 +133,18 @@ class _ArrayData:
             if v is not None and _num_rows(v, who) != self.n:
                 raise ValueError(f"{who}: x has {self.n} rows but {label} has "
                                  f"{_num_rows(v, who)}; they must match")
-        self.x, self.y, self.sw = x, y, sample_weight
+        host = lambda s: None if s is None else nest.map_structure(_np, s)  # noqa: E731
+        self.x, self.y, self.sw = host(x), host(y), host(sample_weight)  # once, not per batch
         self.batch_size, self.shuffle = int(batch_size), shuffle
 
     def steps(self):
         return -(-self.n // self.batch_size)
 
     def __iter__(self):
-        order = np.random.permutation(self.n) if self.shuffle else np.arange(self.n)
+        order = np.random.permutation(self.n) if self.shuffle else None
         for start in range(0, self.n, self.batch_size):
-            idx = order[start:start + self.batch_size]
+            idx = slice(start, start + self.batch_size) if order is None else \
+                order[start:start + self.batch_size]
             yield (_take(self.x, idx), None if self.y is None else _take(self.y, idx),
                    None if self.sw is None else _take(self.sw, idx))
 
@@ -251,7 +253,7 @@ class Trainer:
         return self._logs()
 
     def _logs(self):
-        return {m.name: float(_np(m.result())) for m in self.metrics}
+        return {m.name: m._value() for m in self.metrics}
 
     def make_train_function(self):
         """The function `fit` calls per batch: `train_step` through `tg.function`, or
