@@ -367,12 +367,72 @@ class Recall(_Confusion):
         return self._ratio(self.true_positives, self.true_positives + self.false_negatives)
 
 
+class AUC(Metric):
+    """Area under the ROC curve, Keras' way: true/false positives at `num_thresholds`
+    thresholds evenly spaced in [0, 1] (the first just below 0, the last just above 1), and
+    the trapezoidal rule over the (false positive rate, true positive rate) points.
+
+    >>> m = tg.keras.metrics.AUC(num_thresholds=3)
+    >>> float(m([0, 0, 1, 1], [0, 0.5, 0.3, 0.9]))
+    0.75
+    """
+
+    def __init__(self, num_thresholds=200, curve="ROC", summation_method="interpolation",
+                 name="auc", dtype=None, thresholds=None, multi_label=False,
+                 from_logits=False):
+        if curve != "ROC" or summation_method != "interpolation" or multi_label:
+            raise NotImplementedError("AUC: only curve='ROC', summation_method='interpolation' "
+                                      "and multi_label=False are supported")
+        if thresholds is None:
+            if int(num_thresholds) != num_thresholds or num_thresholds <= 1:
+                raise ValueError(f"AUC: num_thresholds must be an integer > 1, got "
+                                 f"{num_thresholds!r}")
+            inner = [(i + 1) / (num_thresholds - 1) for i in range(int(num_thresholds) - 2)]
+        else:
+            inner = sorted(float(t) for t in thresholds)
+        self.thresholds = np.array([-1e-7] + inner + [1.0 + 1e-7])
+        self.from_logits = bool(from_logits)
+        super().__init__(name=name, dtype=dtype)
+
+    def reset_state(self):
+        n = len(self.thresholds)
+        self.true_positives, self.false_positives = np.zeros(n), np.zeros(n)
+        self.false_negatives, self.true_negatives = np.zeros(n), np.zeros(n)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        _effect(self._update, y_true, y_pred, sample_weight)
+
+    def _update(self, y_true, y_pred, sample_weight):
+        t, p = y_true.astype(np.float64), y_pred.astype(np.float64)
+        if t.shape != p.shape:
+            raise ValueError(f"AUC.update_state: y_true {t.shape} and y_pred {p.shape} must "
+                             "have the same shape")
+        if self.from_logits:
+            p = 1.0 / (1.0 + np.exp(-p))
+        w = _weights(sample_weight, p, "AUC.update_state").ravel()
+        positive, p = t.ravel() > 0.5, p.ravel()
+        above = p[None, :] > self.thresholds[:, None]  # (thresholds, values)
+        self.true_positives += (above & positive) @ w
+        self.false_positives += (above & ~positive) @ w
+        self.false_negatives += (~above & positive) @ w
+        self.true_negatives += (~above & ~positive) @ w
+
+    def result(self):
+        tp, fp = self.true_positives, self.false_positives
+        tpr = np.divide(tp, tp + self.false_negatives, out=np.zeros_like(tp),
+                        where=tp + self.false_negatives > 0)
+        fpr = np.divide(fp, fp + self.true_negatives, out=np.zeros_like(fp),
+                        where=fp + self.true_negatives > 0)
+        return self._scalar(np.sum((fpr[:-1] - fpr[1:]) * (tpr[:-1] + tpr[1:]) / 2.0))
+
+
 _BY_NAME = {
     "accuracy": Accuracy, "acc": Accuracy, "sparse_categorical_accuracy":
     SparseCategoricalAccuracy, "categorical_accuracy": CategoricalAccuracy,
     "binary_accuracy": BinaryAccuracy, "mean_squared_error": MeanSquaredError,
     "mse": MeanSquaredError, "mean_absolute_error": MeanAbsoluteError,
-    "mae": MeanAbsoluteError, "precision": Precision, "recall": Recall, "mean": Mean,
+    "mae": MeanAbsoluteError, "precision": Precision, "recall": Recall, "auc": AUC,
+    "mean": Mean,
     "sum": Sum,
 }
 

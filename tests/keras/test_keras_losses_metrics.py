@@ -169,3 +169,23 @@ def test_metric_errors():
         keras.metrics.get("f1ish")
     with pytest.raises(ValueError, match="Precision: thresholds must be in"):
         keras.metrics.Precision(thresholds=1.5)
+
+
+def test_auc_documented_example_and_rank_statistic():
+    m = keras.metrics.AUC(num_thresholds=3)
+    m.update_state([0, 0, 1, 1], [0, 0.5, 0.3, 0.9])
+    assert _f(m.result()) == 0.75
+    m.reset_state()
+    m.update_state([0, 0, 1, 1], [0, 0.5, 0.3, 0.9], sample_weight=[1, 0, 0, 1])
+    assert _f(m.result()) == 1.0
+    # with many thresholds, the ROC area approaches P(score of a positive > of a negative)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    p = np.clip(0.3 * y + rng.uniform(0, 0.7, 400), 0, 1)
+    pos, neg = p[y == 1], p[y == 0]
+    want = (pos[:, None] > neg[None, :]).mean()
+    m = keras.metrics.AUC(num_thresholds=2000)
+    m.update_state(y, p)
+    assert abs(_f(m.result()) - want) < 2e-3
+    with pytest.raises(NotImplementedError, match="AUC: only curve='ROC'"):
+        keras.metrics.AUC(curve="PR")

@@ -121,3 +121,35 @@ def test_keras_optimizers_are_tapegpus():
     assert isinstance(keras.optimizers.get("adam"), tg.optimizers.Adam)
     with pytest.raises(ValueError, match="Could not interpret optimizer identifier"):
         keras.optimizers.get("adamax")
+
+
+def rmsprop_reference(p, grads, lr, rho, momentum, eps, centered):
+    v = np.zeros_like(p)
+    a = np.zeros_like(p)
+    m = np.zeros_like(p)
+    for g in grads:
+        v = rho * v + (1 - rho) * g * g
+        if centered:
+            a = rho * a + (1 - rho) * g
+            d = v - a * a + eps
+        else:
+            d = v + eps
+        inc = lr * g / np.sqrt(d)  # epsilon inside the square root (Keras 3)
+        if momentum > 0:
+            m = momentum * m + inc
+            p = p - m
+        else:
+            p = p - inc
+    return p
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("momentum,centered", [(0.0, False), (0.9, False), (0.5, True)])
+def test_rmsprop_matches_keras(dtype, momentum, centered):
+    p0 = np.linspace(-1, 1, 6).reshape(2, 3)
+    grads = _grads(p0.shape, seed=4)
+    opt = keras.optimizers.RMSprop(learning_rate=0.01, momentum=momentum, centered=centered,
+                                   epsilon=1e-3)
+    got = _run(opt, p0, grads, dtype)
+    want = rmsprop_reference(p0, grads, 0.01, 0.9, momentum, 1e-3, centered)
+    np.testing.assert_allclose(got, want, atol=TOL[dtype], rtol=0)
