@@ -140,11 +140,29 @@ class Layer(Module):
                 self.built = True
             cls.build = build
 
-    def add_weight(self, name, shape, initializer="zeros", trainable=True, dtype=None,
+    def add_weight(self, name=None, shape=None, initializer=None, trainable=True, dtype=None,
                    regularizer=None):
         """Creates a variable named `<layer>/<name>` initialised by `initializer`; a
-        `regularizer`'s penalty of it is listed in `losses`."""
+        `regularizer`'s penalty of it is listed in `losses`.
+
+        Keras 3's spelling works too: `add_weight(shape=..., initializer=...)`, or the shape
+        first (`add_weight((3, 4), "ones")`). `initializer` defaults to 'glorot_uniform' for
+        floating variables and 'zeros' otherwise, as in Keras.
+        """
+        if isinstance(name, (tuple, list)):  # Keras 3's positional order: shape, initializer
+            if initializer is None and shape is not None:
+                initializer = shape
+            name, shape = None, name
+        if shape is None:
+            raise ValueError(f"{type(self).__name__}.add_weight: shape is required (a tuple of "
+                             "dimensions)")
+        if name is None:
+            n = self.__dict__.get("_weight_count", 0)
+            self.__dict__["_weight_count"] = n + 1
+            name = "variable" if n == 0 else f"variable_{n}"
         dt = np_dtype(dtype) or self._dtype or np.dtype(np.float32)
+        if initializer is None:
+            initializer = "glorot_uniform" if np.dtype(dt).kind == "f" else "zeros"
         value = initializers.make(initializers.get(initializer), tuple(shape), dt)
         var = Variable(value, trainable=trainable, name=f"{self.name}/{name}")
         regularizer = regularizers.get(regularizer)

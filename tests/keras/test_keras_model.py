@@ -243,3 +243,32 @@ def test_regularizers_fill_losses_and_fit_minimises_them():
     model.fit(np.zeros((4, 2), np.float32), np.zeros((4, 1), np.float32), batch_size=4,
               epochs=3, verbose=0)
     np.testing.assert_allclose(kernel.numpy(), before * (1 - 0.5 * 0.2) ** 3, rtol=1e-5)
+
+
+def test_custom_layer_in_keras_3_style():
+    """TF's "custom layers" guide: add_weight(shape=..., initializer=..., trainable=...)."""
+    class Linear(keras.layers.Layer):
+        def __init__(self, units=32, **kwargs):
+            super().__init__(**kwargs)
+            self.units = units
+
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(input_shape[-1], self.units),
+                                     initializer="random_normal", trainable=True)
+            self.b = self.add_weight(shape=(self.units,), initializer="zeros", trainable=True)
+            self.k = self.add_weight((2,), "ones", trainable=False)
+            self.g = self.add_weight(shape=(2, 2))
+
+        def call(self, inputs):
+            return tg.matmul(inputs, self.w) + self.b
+
+    layer = Linear(4, name="linear")
+    assert layer(np.ones((2, 3), np.float32)).shape == (2, 4)
+    assert [v.name for v in layer.variables] == ["linear/variable", "linear/variable_1",
+                                                 "linear/variable_2", "linear/variable_3"]
+    assert len(layer.trainable_variables) == 3
+    np.testing.assert_array_equal(layer.k.numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(layer.b.numpy(), np.zeros(4))
+    assert np.abs(layer.g.numpy()).max() > 0  # glorot_uniform by default, as Keras
+    with pytest.raises(ValueError, match="Linear.add_weight: shape is required"):
+        layer.add_weight(name="x")
