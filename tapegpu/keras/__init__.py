@@ -26,6 +26,7 @@ from ..models import regularizers as _regularizers
 from ..models.layers import get_activation as _get_activation
 from ..ops import EXPORTS as _EXPORTS
 from . import callbacks, metrics  # noqa: F401
+from . import datasets as _datasets
 from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
 from .extras import backend, utils  # noqa: F401
@@ -76,9 +77,11 @@ regularizers = _namespace(
     L1L2=_regularizers.L1L2, l1=_regularizers.l1, l2=_regularizers.l2,
     l1_l2=_regularizers.l1_l2, get=_regularizers.get)
 
+datasets = _datasets.namespace()
+
 models = _namespace("models", "`Model`, `Sequential`.", Model=Model, Sequential=Sequential)
 
 # `from tapegpu.keras.layers import Dense` (as `from tensorflow.keras.layers import Dense`)
 for _ns in (layers, optimizers, losses, initializers, activations, regularizers, models, utils,
-            backend):
+            backend, datasets):
     _sys.modules.setdefault(_ns.__name__, _ns)

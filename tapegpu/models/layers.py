@@ -8,6 +8,7 @@ training and inference take `training=` (default False, as Keras outside `fit`).
 """
 import functools
 import inspect
+import re
 import weakref
 
 import numpy as np
@@ -741,9 +742,15 @@ class Sequential(Layer):
         print_fn(f"{'total':<24} {'':<40} {total:>10,}")
 
 
+def _keras_snake(name):
+    """Keras' snake case: 'MyModel' -> 'my_model', 'MLP' -> 'mlp', 'ReLU' -> 're_lu'."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
 def _unique_name(cls):
     """'dense', 'dense_1', ... per layer class (Keras' naming), so variable names differ."""
-    base = _snake(cls.__name__)
+    base = _keras_snake(cls.__name__)
     n = Layer._name_counts.get(base, 0)
     Layer._name_counts[base] = n + 1
     return base if n == 0 else f"{base}_{n}"

@@ -272,3 +272,21 @@ def test_custom_layer_in_keras_3_style():
     assert np.abs(layer.g.numpy()).max() > 0  # glorot_uniform by default, as Keras
     with pytest.raises(ValueError, match="Linear.add_weight: shape is required"):
         layer.add_weight(name="x")
+
+
+def test_datasets_load_local_files_or_name_the_download(tmp_path):
+    with pytest.raises(RuntimeError, match="mnist.load_data: tapegpu does not download.*"
+                                           "mnist.npz"):
+        keras.datasets.mnist.load_data()
+    path = tmp_path / "mnist.npz"
+    np.savez(path, x_train=np.zeros((3, 28, 28), np.uint8), y_train=np.arange(3),
+             x_test=np.ones((2, 28, 28), np.uint8), y_test=np.arange(2))
+    (x_train, y_train), (x_test, y_test) = keras.datasets.mnist.load_data(path=str(path))
+    assert x_train.shape == (3, 28, 28) and y_test.tolist() == [0, 1]
+
+
+def test_default_names_follow_keras():
+    keras.backend.clear_session()
+    assert MLP().name == "mlp"
+    assert keras.layers.ReLU().name == "re_lu"
+    assert keras.layers.LayerNormalization().name == "layer_normalization"
