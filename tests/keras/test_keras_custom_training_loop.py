@@ -110,3 +110,69 @@ def test_metrics_inside_tf_function_match_eager():
     assert eager == compiled
     assert eager_acc == pytest.approx(compiled_acc, abs=1e-6)
     assert eager_loss == pytest.approx(compiled_loss, rel=1e-5)
+
+
+def test_writing_a_training_loop_from_scratch():
+    """Keras' guide "Writing a training loop from scratch" (TensorFlow backend): a functional
+    model, a tf.data pipeline, `model.trainable_weights`, a metric read per epoch, and the
+    regularization `model.losses` added to the loss."""
+    keras = tf.keras
+    layers = tf.keras.layers
+    rng = np.random.default_rng(3)
+    centers = 2.0 * rng.normal(size=(10, 20))
+    y_all = rng.integers(0, 10, 1200)
+    x_all = (centers[y_all] + rng.normal(size=(1200, 20))).astype("float32")
+    x_train, y_train, x_val, y_val = x_all[:1000], y_all[:1000], x_all[1000:], y_all[1000:]
+
+    inputs = keras.Input(shape=(20,), name="digits")
+    x1 = layers.Dense(64, activation="relu",
+                      kernel_regularizer=keras.regularizers.l2(1e-4))(inputs)
+    x2 = layers.Dense(64, activation="relu")(x1)
+    outputs = layers.Dense(10, name="predictions")(x2)
+    model = keras.Model(inputs=inputs, outputs=outputs)
+
+    optimizer = keras.optimizers.Adam(learning_rate=1e-2)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    train_acc_metric = keras.metrics.SparseCategoricalAccuracy()
+    val_acc_metric = keras.metrics.SparseCategoricalAccuracy()
+
+    batch_size = 64
+    train_dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train))
+    train_dataset = train_dataset.shuffle(buffer_size=1024, seed=0).batch(batch_size)
+    val_dataset = tf.data.Dataset.from_tensor_slices((x_val, y_val))
+    val_dataset = val_dataset.batch(batch_size)
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss_value = loss_fn(y, logits)
+            loss_value += sum(model.losses)
+        grads = tape.gradient(loss_value, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        train_acc_metric.update_state(y, logits)
+        return loss_value
+
+    @tf.function
+    def test_step(x, y):
+        val_logits = model(x, training=False)
+        val_acc_metric.update_state(y, val_logits)
+
+    log = []
+    for epoch in range(3):
+        for step, (x_batch_train, y_batch_train) in enumerate(train_dataset):
+            loss_value = train_step(x_batch_train, y_batch_train)
+            if step % 5 == 0:
+                log.append("Training loss (for one batch) at step %d: %.4f"
+                           % (step, float(loss_value)))
+        train_acc = train_acc_metric.result()
+        log.append("Training acc over epoch: %.4f" % (float(train_acc),))
+        train_acc_metric.reset_state()
+        for x_batch_val, y_batch_val in val_dataset:
+            test_step(x_batch_val, y_batch_val)
+        val_acc = val_acc_metric.result()
+        val_acc_metric.reset_state()
+        log.append("Validation acc: %.4f" % (float(val_acc),))
+    assert float(val_acc) >= 0.9, log
+    assert len(model.losses) == 1 and float(model.losses[0]) > 0
+    assert log[-1].startswith("Validation acc: ")
