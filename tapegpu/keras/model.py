@@ -65,6 +65,33 @@ class KerasTensor:
         return nest.pack_sequence_as(out, sym)
 
 
+def _operator(fn, label, reflected=False):
+    """A KerasTensor operator: records `fn` as a Lambda layer of the graph."""
+    def method(self, other):
+        if isinstance(other, KerasTensor):
+            pair = [other, self] if reflected else [self, other]
+            return _layers.Lambda(lambda ts: fn(ts[0], ts[1]), name=_op_name(label))(pair)
+        if reflected:
+            return _layers.Lambda(lambda t: fn(other, t), name=_op_name(label))(self)
+        return _layers.Lambda(lambda t: fn(t, other), name=_op_name(label))(self)
+    method.__name__ = f"__{'r' if reflected else ''}{label}__"
+    return method
+
+
+def _op_name(label):
+    return _layers._unique_name(type(label, (), {}))
+
+
+for _label, _fn in (("add", lambda a, b: a + b), ("sub", lambda a, b: a - b),
+                    ("mul", lambda a, b: a * b), ("truediv", lambda a, b: a / b),
+                    ("matmul", lambda a, b: a @ b), ("pow", lambda a, b: a ** b)):
+    setattr(KerasTensor, f"__{_label}__", _operator(_fn, _label))
+    setattr(KerasTensor, f"__r{_label}__", _operator(_fn, _label, reflected=True))
+KerasTensor.__neg__ = lambda self: _layers.Lambda(lambda t: -t, name=_op_name("neg"))(self)
+KerasTensor.__getitem__ = lambda self, key: _layers.Lambda(
+    lambda t: t[key], name=_op_name("getitem"))(self)
+
+
 class _Node:
     def __init__(self, layer, inputs, args, kwargs):
         self.layer, self.inputs, self.args, self.kwargs = layer, inputs, args, kwargs

@@ -290,3 +290,20 @@ def test_default_names_follow_keras():
     assert MLP().name == "mlp"
     assert keras.layers.ReLU().name == "re_lu"
     assert keras.layers.LayerNormalization().name == "layer_normalization"
+
+
+def test_functional_operators_on_symbolic_tensors():
+    a, b = keras.Input(shape=(4,)), keras.Input(shape=(4,))
+    dense = keras.layers.Dense(4)
+    h = dense(a)
+    o = (h + b) * 2.0 - 1.0
+    o2 = 1.0 - o[:, :2]
+    assert o.shape == (None, 4) and o2.shape == (None, 2)
+    model = keras.Model([a, b], [o, o2, -o, h @ tg.ones((4, 1))])
+    x1, x2 = X[:, :4], X[::-1, :4].copy()
+    r = model([x1, x2])
+    want = (dense(x1).numpy() + x2) * 2 - 1
+    np.testing.assert_allclose(r[0].numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(r[1].numpy(), 1 - want[:, :2], rtol=1e-6)
+    np.testing.assert_allclose(r[2].numpy(), -want, rtol=1e-6)
+    np.testing.assert_allclose(r[3].numpy(), dense(x1).numpy().sum(-1, keepdims=True), rtol=1e-5)
