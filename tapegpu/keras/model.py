@@ -181,7 +181,7 @@ class Model(training.Trainer, Layer):
 
     _IGNORED_ATTRIBUTES = frozenset({"_inputs", "_outputs", "_nodes", "_compiled",
                                      "optimizer", "history", "_output_shapes",
-                                     "_regularized"})
+                                     "_regularized", "_init_args"})
 
     def __new__(cls, *args, **kwargs):
         if cls is Model and (len(args) >= 2 or "inputs" in kwargs or "outputs" in kwargs):
@@ -470,3 +470,28 @@ class Sequential(Model, _layers.Sequential):
 
     def summary(self, print_fn=None, line_length=72):
         Model.summary(self, print_fn, line_length)
+
+    def get_config(self):
+        """`{'name', 'trainable', 'layers': [{'class_name', 'config'}, ...]}`, the input shape
+        first as an InputLayer when declared; `from_config` rebuilds the model."""
+        layers = []
+        if self._input_spec is not None:
+            layers.append({"class_name": "InputLayer",
+                           "config": {"batch_shape": tuple(self._input_spec.shape),
+                                      "dtype": self._input_spec.dtype.name}})
+        for layer in self.layers_:
+            if not isinstance(layer, Layer):
+                raise NotImplementedError(f"Sequential.get_config: {layer!r} is not a layer")
+            layers.append({"class_name": type(layer).__name__, "config": layer.get_config()})
+        return {"name": self.name, "trainable": self.trainable, "layers": layers}
+
+    @classmethod
+    def from_config(cls, config):
+        layers = []
+        for entry in config["layers"]:
+            name = entry["class_name"]
+            layer_cls = InputLayer if name == "InputLayer" else getattr(_layers, name, None)
+            if not (isinstance(layer_cls, type) and issubclass(layer_cls, Layer)):
+                raise ValueError(f"Sequential.from_config: unknown layer class {name!r}")
+            layers.append(layer_cls(**entry["config"]))
+        return cls(layers, name=config.get("name"), trainable=config.get("trainable", True))

@@ -68,7 +68,7 @@ class Layer(Module):
     # layers taking a list of inputs (Concatenate, Add): each is converted, `build` gets the
     # list of their shapes
     _MULTI_INPUT = False
-    _IGNORED_ATTRIBUTES = frozenset({"_regularized"})
+    _IGNORED_ATTRIBUTES = frozenset({"_regularized", "_init_args"})
 
     def __init__(self, dtype=None, name=None, input_shape=None, trainable=True):
         super().__init__(name=name if name is not None else _unique_name(type(self)))
@@ -114,6 +114,43 @@ class Layer(Module):
     trainable_weights = property(lambda self: self.trainable_variables)
     non_trainable_weights = property(lambda self: self.non_trainable_variables)
 
+    def get_config(self):
+        """The constructor's arguments as a dict (Keras' `get_config`), where they are plain
+        values (numbers, strings, None, and tuples, lists and dicts of them); `from_config`
+        rebuilds the layer. Other arguments (e.g. an initializer object or a function) raise
+        NotImplementedError naming them.
+
+        >>> layer = tg.layers.Dense(3, activation="relu", name="d")
+        >>> layer.get_config()
+        {'units': 3, 'activation': 'relu', 'name': 'd', 'trainable': True}
+        >>> tg.layers.Dense.from_config(layer.get_config()).units
+        3
+        """
+        args, kw = self.__dict__.get("_init_args", ((), {}))
+        try:
+            bound = inspect.signature(type(self).__init__).bind(self, *args, **kw)
+        except TypeError:
+            bound = None
+        config = {}
+        if bound is not None:
+            for key, value in list(bound.arguments.items())[1:]:
+                param = inspect.signature(type(self).__init__).parameters[key]
+                items = value.items() if param.kind is param.VAR_KEYWORD else [(key, value)]
+                for k, v in items:
+                    if not _plain(v):
+                        raise NotImplementedError(
+                            f"{type(self).__name__}.get_config: argument {k}={v!r} is not a "
+                            "plain value (number, string, None, or a list/tuple/dict of them)")
+                    config[k] = v
+        config["name"] = self.name
+        config["trainable"] = self.trainable
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        """The layer built from `get_config()`'s dict (new, unbuilt variables)."""
+        return cls(**config)
+
     def get_weights(self):
         """The variables' values as numpy arrays (Keras' `get_weights`)."""
         return [v.numpy() for v in self.variables]
@@ -132,6 +169,15 @@ class Layer(Module):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:  # the outermost constructor's arguments (get_config)
+            user_init = cls.__dict__["__init__"]
+
+            @functools.wraps(user_init)
+            def __init__(self, *args, **kw):
+                if "_init_args" not in self.__dict__:
+                    self.__dict__["_init_args"] = (args, kw)
+                user_init(self, *args, **kw)
+            cls.__init__ = __init__
         if "build" in cls.__dict__:  # a layer built by hand is built (Keras' `layer.build(shape)`)
             user_build = cls.__dict__["build"]
 
@@ -754,6 +800,16 @@ def _unique_name(cls):
     n = Layer._name_counts.get(base, 0)
     Layer._name_counts[base] = n + 1
     return base if n == 0 else f"{base}_{n}"
+
+
+def _plain(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
 
 
 def _symbolic_input(inputs):

@@ -307,3 +307,24 @@ def test_functional_operators_on_symbolic_tensors():
     np.testing.assert_allclose(r[1].numpy(), 1 - want[:, :2], rtol=1e-6)
     np.testing.assert_allclose(r[2].numpy(), -want, rtol=1e-6)
     np.testing.assert_allclose(r[3].numpy(), dense(x1).numpy().sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_get_config_round_trips_simple_layers_and_sequential():
+    layer = keras.layers.Dense(3, activation="relu", use_bias=False, name="d")
+    assert layer.get_config() == {"units": 3, "activation": "relu", "use_bias": False,
+                                  "name": "d", "trainable": True}
+    clone = keras.layers.Dense.from_config(layer.get_config())
+    assert (clone.units, clone.use_bias, clone.name) == (3, False, "d")
+    with pytest.raises(NotImplementedError, match="argument kernel_initializer=.* not a plain"):
+        keras.layers.Dense(3, kernel_initializer=tg.initializers.Zeros()).get_config()
+    model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dropout(0.25), keras.layers.Dense(2)], name="seq")
+    config = model.get_config()
+    assert [e["class_name"] for e in config["layers"]] == ["InputLayer", "Dense", "Dropout",
+                                                           "Dense"]
+    rebuilt = keras.Sequential.from_config(config)
+    assert rebuilt.name == "seq"
+    assert [v.shape for v in rebuilt.variables] == [v.shape for v in model.variables]
+    rebuilt.set_weights(model.get_weights())
+    np.testing.assert_array_equal(rebuilt(X).numpy(), model(X).numpy())
+    assert MLP(name="m").get_config() == {"name": "m", "trainable": True}
