@@ -7,7 +7,7 @@ Walks `tg.GradientTape` (every public method), `tg` (its own names: those no nam
 exports), `tg.math`, `tg.nn`, `tg.linalg`, `tg.random`, `tg.test`, `tg.autodiff`,
 `tg.config`, and whichever of `tg.layers`, `tg.losses`, `tg.optimizers`, `tg.initializers`,
 `tg.estimators`, `tg.profiler`, `tg.experimental`, `tg.train`, `tg.data`, `tg.saved_model`,
-`tg.image`, `tg.errors` exist. Each object is documented once, under the first namespace that
+`tg.image`, `tg.errors`, `tg.keras` exist. Each object is documented once, under the first namespace that
 holds it; the others refer to it. `>>>` examples become code blocks.
 The output depends only on the code (no addresses, no dates), so tests/test_docs.py can compare.
 """
@@ -25,7 +25,8 @@ import tapegpu as tg  # noqa: E402
 
 NAMESPACES = ("math", "nn", "linalg", "random", "test", "autodiff", "config")
 OPTIONAL = ("layers", "losses", "optimizers", "initializers", "estimators", "profiler",
-            "experimental", "train", "data", "saved_model", "image", "errors")
+            "experimental", "train", "data", "saved_model", "image", "errors",
+            "keras")
 
 
 # Op-author helpers that `from .ops import *` in tapegpu/__init__.py leaks into `tg`; they are

@@ -78,6 +78,8 @@ from .function import print_ as print  # noqa: E402,F401,A001
 from .function import saved_model  # noqa: E402,F401  (tg.saved_model: save, load)
 # -- tg.data: input pipelines (tapegpu/data) -----------------------------------------------------
 from . import data  # noqa: E402,F401
+# -- tg.keras: Keras 3's models, training loop, metrics on the layers above (tapegpu/keras) ------
+from . import keras  # noqa: E402,F401
 
 estimators = _namespace(
     "estimators", central_difference=_blackbox.central_difference,

@@ -197,6 +197,7 @@ _BY_NAME = {
     "random_uniform": RandomUniform, "glorot_uniform": GlorotUniform,
     "glorot_normal": GlorotNormal, "he_uniform": HeUniform, "he_normal": HeNormal,
     "lecun_normal": LecunNormal, "variance_scaling": VarianceScaling,
+    "uniform": RandomUniform, "normal": RandomNormal,  # Keras' short aliases
 }
 
 

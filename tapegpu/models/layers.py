@@ -1,4 +1,6 @@
-"""Keras-style layers: `Dense`, `BatchNormalization`, `Dropout`, `Activation`, `Sequential`.
+"""Keras-style layers: `Dense`, `BatchNormalization`, `LayerNormalization`, `Dropout`,
+`Activation`, `ReLU`, `LeakyReLU`, `Softmax`, `Flatten`, `Reshape`, `Embedding`, `Lambda`,
+`Concatenate`, `Add`, `Rescaling`, `Sequential`.
 
 A layer is a `Module` that creates its variables on its first call, from the input's shape and
 dtype (`build`), then computes `call(inputs, ...)`. Layers whose behaviour differs between
@@ -6,6 +8,7 @@ training and inference take `training=` (default False, as Keras outside `fit`).
 """
 import functools
 import inspect
+import re
 import weakref
 
 import numpy as np
@@ -13,9 +16,10 @@ import numpy as np
 from .. import ops
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, Variable, convert_to_tensor
-from . import initializers
+from . import initializers, regularizers
 from ..ops import EXPORTS
 from ..ops.nn import bias_act, bias_activations
+from ..ops.registry import InvalidArgumentError
 from .module import Module, _snake
 
 # Keras' activation names: the functions the op families list as activations, and "linear"
@@ -61,11 +65,40 @@ class Layer(Module):
     """
 
     _name_counts = {}
+    # layers taking a list of inputs (Concatenate, Add): each is converted, `build` gets the
+    # list of their shapes
+    _MULTI_INPUT = False
+    _IGNORED_ATTRIBUTES = frozenset({"_regularized", "_init_args"})
 
-    def __init__(self, dtype=None, name=None):
+    def __init__(self, dtype=None, name=None, input_shape=None, trainable=True):
         super().__init__(name=name if name is not None else _unique_name(type(self)))
         self._dtype = None if dtype is None else np.dtype(np_dtype(dtype))
         self.built = False
+        if input_shape is not None:
+            try:
+                input_shape = tuple(None if d is None else int(d) for d in input_shape)
+            except TypeError:
+                raise TypeError(f"{type(self).__name__}: input_shape must be a tuple of "
+                                f"dimensions (without the batch axis), got {input_shape!r}") \
+                    from None
+        self._input_shape_arg = input_shape
+        self.trainable = bool(trainable)
+
+    @property
+    def trainable_variables(self):
+        """The trainable variables of this layer and its sub-layers, less those of any layer
+        with `trainable = False` (Keras' freezing), in the order of `variables`."""
+        frozen = set()
+        for m in (self,) + self.submodules:
+            if not getattr(m, "trainable", True):
+                frozen.update(id(v) for v in m.variables)
+        return [v for v in self.variables if v.trainable and id(v) not in frozen]
+
+    @property
+    def non_trainable_variables(self):
+        """The variables that `trainable_variables` leaves out, in the order of `variables`."""
+        trainable = {id(v) for v in self.trainable_variables}
+        return [v for v in self.variables if id(v) not in trainable]
 
     @property
     def dtype(self):
@@ -80,6 +113,43 @@ class Layer(Module):
     weights = property(lambda self: self.variables)
     trainable_weights = property(lambda self: self.trainable_variables)
     non_trainable_weights = property(lambda self: self.non_trainable_variables)
+
+    def get_config(self):
+        """The constructor's arguments as a dict (Keras' `get_config`), where they are plain
+        values (numbers, strings, None, and tuples, lists and dicts of them); `from_config`
+        rebuilds the layer. Other arguments (e.g. an initializer object or a function) raise
+        NotImplementedError naming them.
+
+        >>> layer = tg.layers.Dense(3, activation="relu", name="d")
+        >>> layer.get_config()
+        {'units': 3, 'activation': 'relu', 'name': 'd', 'trainable': True}
+        >>> tg.layers.Dense.from_config(layer.get_config()).units
+        3
+        """
+        args, kw = self.__dict__.get("_init_args", ((), {}))
+        try:
+            bound = inspect.signature(type(self).__init__).bind(self, *args, **kw)
+        except TypeError:
+            bound = None
+        config = {}
+        if bound is not None:
+            for key, value in list(bound.arguments.items())[1:]:
+                param = inspect.signature(type(self).__init__).parameters[key]
+                items = value.items() if param.kind is param.VAR_KEYWORD else [(key, value)]
+                for k, v in items:
+                    if not _plain(v):
+                        raise NotImplementedError(
+                            f"{type(self).__name__}.get_config: argument {k}={v!r} is not a "
+                            "plain value (number, string, None, or a list/tuple/dict of them)")
+                    config[k] = v
+        config["name"] = self.name
+        config["trainable"] = self.trainable
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        """The layer built from `get_config()`'s dict (new, unbuilt variables)."""
+        return cls(**config)
 
     def get_weights(self):
         """The variables' values as numpy arrays (Keras' `get_weights`)."""
@@ -99,6 +169,15 @@ class Layer(Module):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:  # the outermost constructor's arguments (get_config)
+            user_init = cls.__dict__["__init__"]
+
+            @functools.wraps(user_init)
+            def __init__(self, *args, **kw):
+                if "_init_args" not in self.__dict__:
+                    self.__dict__["_init_args"] = (args, kw)
+                user_init(self, *args, **kw)
+            cls.__init__ = __init__
         if "build" in cls.__dict__:  # a layer built by hand is built (Keras' `layer.build(shape)`)
             user_build = cls.__dict__["build"]
 
@@ -108,13 +187,58 @@ class Layer(Module):
                 self.built = True
             cls.build = build
 
-    def add_weight(self, name, shape, initializer="zeros", trainable=True, dtype=None):
-        """Creates a variable named `<layer>/<name>` initialised by `initializer`."""
+    def add_weight(self, name=None, shape=None, initializer=None, trainable=True, dtype=None,
+                   regularizer=None):
+        """Creates a variable named `<layer>/<name>` initialised by `initializer`; a
+        `regularizer`'s penalty of it is listed in `losses`.
+
+        Keras 3's spelling works too: `add_weight(shape=..., initializer=...)`, or the shape
+        first (`add_weight((3, 4), "ones")`). `initializer` defaults to 'glorot_uniform' for
+        floating variables and 'zeros' otherwise, as in Keras.
+        """
+        if isinstance(name, (tuple, list)):  # Keras 3's positional order: shape, initializer
+            if initializer is None and shape is not None:
+                initializer = shape
+            name, shape = None, name
+        if shape is None:
+            raise ValueError(f"{type(self).__name__}.add_weight: shape is required (a tuple of "
+                             "dimensions)")
+        if name is None:
+            n = self.__dict__.get("_weight_count", 0)
+            self.__dict__["_weight_count"] = n + 1
+            name = "variable" if n == 0 else f"variable_{n}"
         dt = np_dtype(dtype) or self._dtype or np.dtype(np.float32)
+        if initializer is None:
+            initializer = "glorot_uniform" if np.dtype(dt).kind == "f" else "zeros"
         value = initializers.make(initializers.get(initializer), tuple(shape), dt)
-        return Variable(value, trainable=trainable, name=f"{self.name}/{name}")
+        var = Variable(value, trainable=trainable, name=f"{self.name}/{name}")
+        regularizer = regularizers.get(regularizer)
+        if regularizer is not None:
+            self.__dict__.setdefault("_regularized", []).append((var, regularizer))
+        return var
+
+    @property
+    def losses(self):
+        """The penalties of the regularized weights of this layer and its sub-layers (Keras'
+        `layer.losses`), computed now: under a tape they are differentiable.
+
+        >>> layer = tg.layers.Dense(1, kernel_initializer="ones", kernel_regularizer="l2")
+        >>> _ = layer(tg.ones((1, 2)))
+        >>> [round(float(x), 4) for x in layer.losses]  # 0.01 * (1 + 1)
+        [0.02]
+        """
+        out = []
+        for m in (self,) + tuple(self.submodules):
+            for var, reg in getattr(m, "_regularized", ()):
+                out.append(reg(var.value()))
+        return out
 
     def __call__(self, inputs, *args, **kwargs):
+        symbolic = _symbolic_input(inputs)
+        if symbolic is not None:  # a functional model's graph (keras.Input): record the call
+            return symbolic._symbolic_call(self, inputs, args, kwargs)
+        if self._MULTI_INPUT:
+            return self._call_multi(inputs, args, kwargs)
         x = self._convert(inputs)
         if not self.built:
             if self._dtype is None:
@@ -123,6 +247,20 @@ class Layer(Module):
             self.build(x.shape)
             self.built = True
         return self.call(x, *args, **kwargs)
+
+    def _call_multi(self, inputs, args, kwargs):
+        if not isinstance(inputs, (list, tuple)) or len(inputs) < 1:
+            raise ValueError(f"{type(self).__name__} {self.name!r}: expects a list of input "
+                             f"tensors, got {type(inputs).__name__}")
+        xs = [self._convert(x) for x in inputs]
+        if not self.built:
+            if self._dtype is None:
+                first = xs[0]._data.dtype
+                self._dtype = first if first.kind == "f" else np.dtype(np.float32)
+                xs = [self._convert(x) for x in inputs]
+            self.build([x.shape for x in xs])
+            self.built = True
+        return self.call(xs, *args, **kwargs)
 
     def _convert(self, inputs):
         x = inputs._read() if isinstance(inputs, Variable) else inputs
@@ -156,8 +294,9 @@ class Dense(Layer):
     """
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", dtype=None, name=None):
-        super().__init__(dtype=dtype, name=name)
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 dtype=None, name=None, **kwargs):
+        super().__init__(dtype=dtype, name=name, **kwargs)
         if int(units) <= 0 or int(units) != units:
             raise ValueError(f"Dense: units must be a positive integer, got {units!r}")
         self.units = int(units)
@@ -165,6 +304,8 @@ class Dense(Layer):
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer)
+        self.bias_regularizer = regularizers.get(bias_regularizer)
         self.kernel = None
         self.bias = None
 
@@ -174,9 +315,11 @@ class Dense(Layer):
                              f"features), got shape {input_shape}; add a batch axis with "
                              "tg.expand_dims(x, 0)")
         self.kernel = self.add_weight("kernel", (input_shape[-1], self.units),
-                                      self.kernel_initializer)
+                                      self.kernel_initializer,
+                                      regularizer=self.kernel_regularizer)
         if self.use_bias:
-            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer)
+            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer,
+                                        regularizer=self.bias_regularizer)
 
     def call(self, inputs):
         if inputs.ndim < 2 or inputs.shape[-1] != self.kernel.shape[0]:
@@ -198,8 +341,8 @@ class Activation(Layer):
     array([0., 0.], dtype=float32)
     """
 
-    def __init__(self, activation, name=None):
-        super().__init__(name=name)
+    def __init__(self, activation, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
         self.activation = get_activation(activation)
 
     def call(self, inputs):
@@ -230,8 +373,8 @@ class BatchNormalization(Layer):
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
                  moving_mean_initializer="zeros", moving_variance_initializer="ones",
-                 fused=None, dtype=None, name=None):
-        super().__init__(dtype=dtype, name=name)
+                 fused=None, dtype=None, name=None, **kwargs):
+        super().__init__(dtype=dtype, name=name, **kwargs)
         if fused not in (None, True, False):
             raise TypeError(f"BatchNormalization: fused must be None, True or False, got "
                             f"{fused!r}")
@@ -299,8 +442,8 @@ class Dropout(Layer):
     [0.0, 2.0]
     """
 
-    def __init__(self, rate, noise_shape=None, seed=None, name=None):
-        super().__init__(name=name)
+    def __init__(self, rate, noise_shape=None, seed=None, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
         if not 0.0 <= float(rate) < 1.0:
             raise ValueError(f"Dropout: rate must be in [0, 1), got {rate}")
         self.rate = float(rate)
@@ -314,6 +457,285 @@ class Dropout(Layer):
         noise = None if self.noise_shape is None else \
             tuple(s if s is not None else d for s, d in zip(self.noise_shape, inputs.shape))
         return ops.dropout(inputs, self.rate, noise_shape=noise, seed=seed)
+
+
+class ReLU(Layer):
+    """Rectified linear unit with Keras' options: `max(x, 0)`, capped at `max_value`, with
+    `negative_slope * (x - threshold)` below `threshold`.
+
+    >>> tg.layers.ReLU(max_value=6.0)(tg.constant([-1.0, 3.0, 9.0])).numpy()
+    array([0., 3., 6.], dtype=float32)
+    """
+
+    def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        if max_value is not None and max_value < 0:
+            raise ValueError(f"ReLU: max_value must be >= 0 or None, got {max_value}")
+        if negative_slope < 0:
+            raise ValueError(f"ReLU: negative_slope must be >= 0, got {negative_slope}")
+        self.max_value = None if max_value is None else float(max_value)
+        self.negative_slope, self.threshold = float(negative_slope), float(threshold)
+
+    def call(self, inputs):
+        if self.negative_slope == 0.0 and self.threshold == 0.0:
+            y = ops.relu(inputs)
+        else:
+            y = ops.where(inputs >= self.threshold, inputs,
+                          (inputs - self.threshold) * self.negative_slope)
+        if self.max_value is not None:
+            y = ops.minimum(y, ops.cast(self.max_value, y.dtype))
+        return y
+
+
+class LeakyReLU(Layer):
+    """`x` for x >= 0, `negative_slope * x` below (Keras 3's default slope 0.3).
+
+    >>> tg.layers.LeakyReLU(negative_slope=0.5)(tg.constant([-2.0, 2.0])).numpy()
+    array([-1.,  2.], dtype=float32)
+    """
+
+    def __init__(self, negative_slope=0.3, name=None, **kwargs):
+        if "alpha" in kwargs:  # the tf.keras 2 spelling
+            negative_slope = kwargs.pop("alpha")
+        super().__init__(name=name, **kwargs)
+        if negative_slope < 0:
+            raise ValueError(f"LeakyReLU: negative_slope must be >= 0, got {negative_slope}")
+        self.negative_slope = float(negative_slope)
+
+    def call(self, inputs):
+        return ops.leaky_relu(inputs, alpha=self.negative_slope)
+
+
+class Softmax(Layer):
+    """Softmax along `axis`.
+
+    >>> tg.layers.Softmax()(tg.constant([[0.0, 0.0]])).numpy()
+    array([[0.5, 0.5]], dtype=float32)
+    """
+
+    def __init__(self, axis=-1, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.axis = axis
+
+    def call(self, inputs):
+        return ops.softmax(inputs, axis=self.axis)
+
+
+class Flatten(Layer):
+    """Reshapes `(batch, d1, d2, ...)` to `(batch, d1 * d2 * ...)`.
+
+    >>> tg.layers.Flatten()(tg.zeros((2, 3, 4))).shape
+    (2, 12)
+    """
+
+    def call(self, inputs):
+        if inputs.ndim == 0:
+            raise ValueError(f"Flatten {self.name!r}: inputs must have a batch axis, got a "
+                             "scalar")
+        if inputs.ndim == 1:
+            return ops.expand_dims(inputs, 1)
+        return ops.reshape(inputs, (inputs.shape[0], -1))
+
+
+class Reshape(Layer):
+    """Reshapes each example to `target_shape` (the batch axis is kept; one entry may be -1).
+
+    >>> tg.layers.Reshape((3, 2))(tg.zeros((4, 6))).shape
+    (4, 3, 2)
+    """
+
+    def __init__(self, target_shape, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        try:
+            self.target_shape = tuple(int(d) for d in target_shape)
+        except TypeError:
+            raise TypeError(f"Reshape: target_shape must be a tuple of integers, got "
+                            f"{target_shape!r}") from None
+        if sum(d == -1 for d in self.target_shape) > 1 or \
+                any(d < -1 or d == 0 for d in self.target_shape):
+            raise ValueError(f"Reshape: target_shape must hold positive sizes and at most one "
+                             f"-1, got {target_shape!r}")
+
+    def call(self, inputs):
+        per_example = int(np.prod(inputs.shape[1:]))
+        known = int(np.prod([d for d in self.target_shape if d != -1]))
+        if (-1 in self.target_shape and per_example % known) or \
+                (-1 not in self.target_shape and known != per_example):
+            raise ValueError(f"Reshape {self.name!r}: cannot reshape inputs of shape "
+                             f"{inputs.shape} ({per_example} values per example) to "
+                             f"target_shape {self.target_shape}")
+        return ops.reshape(inputs, (inputs.shape[0],) + self.target_shape)
+
+
+class LayerNormalization(Layer):
+    """Normalises each example over `axis` (default: the last):
+    `(x - mean) / sqrt(variance + epsilon) * gamma + beta`, Keras' formula.
+
+    >>> ln = tg.layers.LayerNormalization()
+    >>> ln(tg.constant([[1.0, 3.0]])).numpy().round(4)
+    array([[-0.9995,  0.9995]], dtype=float32)
+    """
+
+    def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
+                 beta_initializer="zeros", gamma_initializer="ones", dtype=None, name=None,
+                 **kwargs):
+        super().__init__(dtype=dtype, name=name, **kwargs)
+        self.axis = tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),)
+        self.epsilon = float(epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        self._inits = (beta_initializer, gamma_initializer)
+        self.gamma = self.beta = None
+
+    def build(self, input_shape):
+        ndim = len(input_shape)
+        for a in self.axis:
+            if not -ndim <= a < ndim:
+                raise ValueError(f"LayerNormalization {self.name!r}: axis {a} is out of range "
+                                 f"for inputs of shape {input_shape}")
+        self.axis = tuple(sorted(a % ndim for a in self.axis))
+        shape = tuple(input_shape[a] for a in self.axis)
+        if self.scale:
+            self.gamma = self.add_weight("gamma", shape, self._inits[1])
+        if self.center:
+            self.beta = self.add_weight("beta", shape, self._inits[0])
+
+    def call(self, inputs):
+        bshape = [inputs.shape[a] if a in self.axis else 1 for a in range(inputs.ndim)]
+        mean, var = ops.moments(inputs, axes=list(self.axis), keepdims=True)
+        y = (inputs - mean) * ops.rsqrt(var + self.epsilon)
+        if self.scale:
+            y = y * ops.reshape(self.gamma.value(), bshape)
+        if self.center:
+            y = y + ops.reshape(self.beta.value(), bshape)
+        return y
+
+
+class Embedding(Layer):
+    """Maps integer indices in [0, input_dim) to rows of an `(input_dim, output_dim)` table.
+
+    >>> emb = tg.layers.Embedding(10, 4)
+    >>> emb(tg.constant([[1, 2, 3]])).shape
+    (1, 3, 4)
+    """
+
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", dtype=None,
+                 name=None, **kwargs):
+        super().__init__(dtype=dtype, name=name, **kwargs)
+        for label, n in (("input_dim", input_dim), ("output_dim", output_dim)):
+            if int(n) != n or int(n) <= 0:
+                raise ValueError(f"Embedding: {label} must be a positive integer, got {n!r}")
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        self.embeddings_initializer = initializers.get(embeddings_initializer)
+        self.embeddings = None
+
+    def _convert(self, inputs):  # indices stay integers
+        x = inputs._read() if isinstance(inputs, Variable) else inputs
+        x = x if isinstance(x, Tensor) else convert_to_tensor(x)
+        if x._data.dtype.kind == "f":  # Keras accepts floats holding integers
+            x = ops.cast(x, "int64")
+        if x._data.dtype.kind not in "iu":
+            raise TypeError(f"Embedding {self.name!r}: indices must be integers, got "
+                            f"{x.dtype.name} of shape {x.shape}")
+        return x
+
+    def build(self, input_shape):
+        self._dtype = self._dtype if self._dtype is not None and self._dtype.kind == "f" \
+            else np.dtype(np.float32)
+        self.embeddings = self.add_weight("embeddings", (self.input_dim, self.output_dim),
+                                          self.embeddings_initializer)
+
+    def call(self, inputs):
+        data = inputs._data
+        if data.size and (int(data.min()) < 0 or int(data.max()) >= self.input_dim):
+            raise InvalidArgumentError(f"Embedding {self.name!r}: indices must be in [0, "
+                                       f"{self.input_dim}), got values in [{int(data.min())}, "
+                                       f"{int(data.max())}]")
+        return ops.gather(self.embeddings, inputs)
+
+
+class Lambda(Layer):
+    """Wraps a function of the inputs as a layer (`arguments` are extra keyword arguments).
+
+    >>> tg.layers.Lambda(lambda x: x * 2.0)(tg.ones((2,))).numpy()
+    array([2., 2.], dtype=float32)
+    """
+
+    def __init__(self, function, output_shape=None, arguments=None, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        if not callable(function):
+            raise TypeError(f"Lambda: function must be callable, got {function!r}")
+        self.function = function
+        self.arguments = dict(arguments or {})
+
+    def __call__(self, inputs, *args, **kwargs):
+        symbolic = _symbolic_input(inputs)
+        if symbolic is not None:
+            return symbolic._symbolic_call(self, inputs, args, kwargs)
+        self.built = True
+        if isinstance(inputs, np.ndarray):  # arrays become tensors, as for every layer
+            inputs = convert_to_tensor(inputs)
+        elif isinstance(inputs, (list, tuple)):
+            inputs = type(inputs)(convert_to_tensor(x) if isinstance(x, np.ndarray) else x
+                                  for x in inputs)
+        return self.call(inputs, *args, **kwargs)
+
+    def call(self, inputs, *args, **kwargs):
+        return self.function(inputs, *args, **self.arguments, **kwargs)
+
+
+class Concatenate(Layer):
+    """Concatenates a list of tensors along `axis`.
+
+    >>> tg.layers.Concatenate()([tg.ones((2, 1)), tg.zeros((2, 3))]).shape
+    (2, 4)
+    """
+
+    _MULTI_INPUT = True
+
+    def __init__(self, axis=-1, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.axis = int(axis)
+
+    def call(self, inputs):
+        shapes = [x.shape for x in inputs]
+        ndim = len(shapes[0])
+        axis = self.axis % ndim if ndim else 0
+        if any(len(s) != ndim or s[:axis] + s[axis + 1:] != shapes[0][:axis] +
+               shapes[0][axis + 1:] for s in shapes):
+            raise ValueError(f"Concatenate {self.name!r}: inputs must match in every axis but "
+                             f"the concatenation axis ({self.axis}), got shapes {shapes}")
+        return ops.concat(list(inputs), axis=self.axis)
+
+
+class Add(Layer):
+    """Adds a list of tensors of the same shape (broadcasting as the `+` operator).
+
+    >>> tg.layers.Add()([tg.ones((2,)), tg.ones((2,))]).numpy()
+    array([2., 2.], dtype=float32)
+    """
+
+    _MULTI_INPUT = True
+
+    def call(self, inputs):
+        y = inputs[0]
+        for x in inputs[1:]:
+            y = y + x
+        return y
+
+
+class Rescaling(Layer):
+    """`inputs * scale + offset` (integer inputs are cast to the layer's dtype first).
+
+    >>> tg.layers.Rescaling(1 / 255)(tg.constant([[0, 255]], dtype="uint8")).numpy()
+    array([[0., 1.]], dtype=float32)
+    """
+
+    def __init__(self, scale, offset=0.0, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.scale, self.offset = float(scale), float(offset)
+
+    def call(self, inputs):
+        return inputs * self.scale + self.offset
 
 
 class Sequential(Layer):
@@ -366,12 +788,40 @@ class Sequential(Layer):
         print_fn(f"{'total':<24} {'':<40} {total:>10,}")
 
 
+def _keras_snake(name):
+    """Keras' snake case: 'MyModel' -> 'my_model', 'MLP' -> 'mlp', 'ReLU' -> 're_lu'."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
 def _unique_name(cls):
     """'dense', 'dense_1', ... per layer class (Keras' naming), so variable names differ."""
-    base = _snake(cls.__name__)
+    base = _keras_snake(cls.__name__)
     n = Layer._name_counts.get(base, 0)
     Layer._name_counts[base] = n + 1
     return base if n == 0 else f"{base}_{n}"
+
+
+def _plain(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _symbolic_input(inputs):
+    """The first symbolic tensor (a functional model's graph edge, `keras.Input`) among
+    `inputs` (a tensor or a list/tuple of them), or None."""
+    if hasattr(inputs, "_symbolic_call"):
+        return inputs
+    if isinstance(inputs, (list, tuple)):
+        for x in inputs:
+            if hasattr(x, "_symbolic_call"):
+                return x
+    return None
 
 
 def _takes_training(layer):

@@ -1,4 +1,5 @@
-"""Keras losses: `MeanSquaredError`, `SparseCategoricalCrossentropy`, `CategoricalCrossentropy`.
+"""Keras losses: `MeanSquaredError`, `MeanAbsoluteError`, `Huber`, `BinaryCrossentropy`,
+`SparseCategoricalCrossentropy`, `CategoricalCrossentropy`, `KLDivergence`.
 
 A loss object is called as `loss(y_true, y_pred, sample_weight=None)`. It computes one value per
 example (`mean_squared_error` averages the last axis; the cross-entropies reduce the class
@@ -61,6 +62,72 @@ def mean_squared_error(y_true, y_pred):
         raise ValueError(f"mean_squared_error: y_true {y_true.shape} and y_pred {y_pred.shape} "
                          "must have the same shape")
     return ops.reduce_mean(ops.squared_difference(y_pred, y_true), axis=-1)
+
+
+def _same_shape(y_true, y_pred, who):
+    y_pred = _pred(y_pred, who)
+    y_true = _true_like(y_true, y_pred)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"{who}: y_true {y_true.shape} and y_pred {y_pred.shape} must have "
+                         "the same shape")
+    return y_true, y_pred
+
+
+def mean_absolute_error(y_true, y_pred):
+    """Per-example mean of absolute errors over the last axis.
+
+    >>> tg.losses.mean_absolute_error([[0.0, 2.0]], [[1.0, 1.0]]).numpy()
+    array([1.], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "mean_absolute_error")
+    return ops.reduce_mean(ops.abs(y_pred - y_true), axis=-1)
+
+
+def huber(y_true, y_pred, delta=1.0):
+    """Per-example mean over the last axis of `0.5 * e^2` where `|e| <= delta`, else
+    `delta * (|e| - 0.5 * delta)` (e = y_pred - y_true).
+
+    >>> tg.losses.huber([[0.0, 0.0]], [[0.5, 3.0]]).numpy()
+    array([1.3125], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "huber")
+    if not delta > 0:
+        raise ValueError(f"huber: delta must be > 0, got {delta}")
+    err = ops.abs(y_pred - y_true)
+    small = ops.minimum(err, ops.cast(delta, err.dtype))
+    # 0.5 * min(e, d)^2 + d * (e - min(e, d)): both branches in one differentiable form
+    return ops.reduce_mean(0.5 * small * small + delta * (err - small), axis=-1)
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    """Per-example mean over the last axis of `-(y log p + (1 - y) log(1 - p))`; probabilities
+    are clipped to [1e-7, 1 - 1e-7] (Keras), logits use the stable form.
+
+    >>> tg.losses.binary_crossentropy([[1.0, 0.0]], [[0.0, 0.0]], from_logits=True).numpy()
+    array([0.6931472], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "binary_crossentropy")
+    if label_smoothing:
+        y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    if from_logits:
+        values = ops.sigmoid_cross_entropy_with_logits(labels=y_true, logits=y_pred)
+    else:
+        p = ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON)
+        values = -(y_true * ops.log(p) + (1.0 - y_true) * ops.log(1.0 - p))
+    return ops.reduce_mean(values, axis=axis)
+
+
+def kl_divergence(y_true, y_pred):
+    """Per-example `sum(y_true * log(y_true / y_pred))` over the last axis, both clipped to
+    [1e-7, 1] (Keras).
+
+    >>> tg.losses.kl_divergence([[0.5, 0.5]], [[0.5, 0.5]]).numpy()
+    array([0.], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "kl_divergence")
+    t = ops.clip_by_value(y_true, EPSILON, 1.0)
+    p = ops.clip_by_value(y_pred, EPSILON, 1.0)
+    return ops.reduce_sum(t * ops.log(t / p), axis=-1)
 
 
 def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
@@ -234,4 +301,99 @@ class CategoricalCrossentropy(Loss):
         return categorical_crossentropy(y_true, y_pred, self.from_logits, self.label_smoothing)
 
 
+class MeanAbsoluteError(Loss):
+    """mean(|y_true - y_pred|) over the last axis, then reduced over examples.
+
+    >>> float(tg.losses.MeanAbsoluteError()([[0.0, 1.0]], [[1.0, 1.0]]))
+    0.5
+    """
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_error"):
+        super().__init__(reduction, name)
+
+    def call(self, y_true, y_pred):
+        return mean_absolute_error(y_true, y_pred)
+
+
+class Huber(Loss):
+    """The Huber loss (quadratic within `delta`, linear beyond), averaged over the last axis.
+
+    >>> float(tg.losses.Huber()([[0.0, 0.0]], [[0.5, 3.0]]))
+    1.3125
+    """
+
+    def __init__(self, delta=1.0, reduction="sum_over_batch_size", name="huber_loss"):
+        super().__init__(reduction, name)
+        if not delta > 0:
+            raise ValueError(f"Huber: delta must be > 0, got {delta}")
+        self.delta = float(delta)
+
+    def call(self, y_true, y_pred):
+        return huber(y_true, y_pred, self.delta)
+
+
+class BinaryCrossentropy(Loss):
+    """Cross-entropy between 0/1 (or soft) labels and probabilities (or logits).
+
+    >>> round(float(tg.losses.BinaryCrossentropy()([[1.0], [0.0]], [[0.8], [0.2]])), 4)
+    0.2231
+    """
+
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1,
+                 reduction="sum_over_batch_size", name="binary_crossentropy"):
+        super().__init__(reduction, name)
+        self.from_logits = bool(from_logits)
+        self.label_smoothing = float(label_smoothing)
+        self.axis = axis
+
+    def call(self, y_true, y_pred):
+        return binary_crossentropy(y_true, y_pred, self.from_logits, self.label_smoothing,
+                                   self.axis)
+
+
+class KLDivergence(Loss):
+    """Kullback-Leibler divergence `sum(y_true * log(y_true / y_pred))` per example.
+
+    >>> round(float(tg.losses.KLDivergence()([[1.0, 0.0]], [[0.5, 0.5]])), 4)
+    0.6931
+    """
+
+    def __init__(self, reduction="sum_over_batch_size", name="kl_divergence"):
+        super().__init__(reduction, name)
+
+    def call(self, y_true, y_pred):
+        return kl_divergence(y_true, y_pred)
+
+
 MSE = mse = mean_squared_error
+MAE = mae = mean_absolute_error
+KLD = kld = kl_divergence
+
+_BY_NAME = {
+    "mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
+    "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError,
+    "huber": Huber, "huber_loss": Huber, "binary_crossentropy": BinaryCrossentropy,
+    "categorical_crossentropy": CategoricalCrossentropy,
+    "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+    "kl_divergence": KLDivergence, "kld": KLDivergence,
+}
+
+
+def get(identifier):
+    """A loss from a Keras name ('mse', 'sparse_categorical_crossentropy', ...), a `Loss`, or
+    a function `fn(y_true, y_pred)` returning per-example values.
+
+    >>> type(tg.losses.get("mse")).__name__
+    'MeanSquaredError'
+    """
+    if isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, str):
+        if identifier not in _BY_NAME:
+            raise ValueError(f"Could not interpret loss identifier: {identifier!r}; valid "
+                             f"names: {sorted(_BY_NAME)}, a Loss or a function "
+                             "fn(y_true, y_pred)")
+        return _BY_NAME[identifier]()
+    if callable(identifier):
+        return identifier
+    raise ValueError(f"Could not interpret loss identifier: {identifier!r}")

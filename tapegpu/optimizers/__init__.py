@@ -1,7 +1,9 @@
-"""Optimizers: Keras' `SGD`, `Adam`, `RMSprop` (one fused update per variable), learning-rate
-`schedules`, and `LevenbergMarquardt` for least-squares fits of variables."""
+"""Optimizers: Keras' `SGD`, `Adam`, `AdamW`, `Adagrad`, `RMSprop` (one fused update per
+variable), learning-rate `schedules`, and `LevenbergMarquardt` for least-squares fits of
+variables."""
 from . import levenberg_marquardt, schedules  # noqa: F401
-from .adam import Adam  # noqa: F401
+from .adagrad import Adagrad  # noqa: F401
+from .adam import Adam, AdamW  # noqa: F401
 from .base import Optimizer  # noqa: F401
 from .levenberg_marquardt import LevenbergMarquardt, LevenbergMarquardtResult  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401

@@ -52,3 +52,36 @@ class Adam(Optimizer):
             xp.maximum(vhat, v, out=vhat)
             v = vhat
         return p - lr_t * m / (xp.sqrt(v) + eps)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay, as Keras: before each Adam step,
+
+        p = p - p * weight_decay * lr
+
+    (the decay is not part of the gradient, so the moments never see it). Variables whose name
+    contains a string of `exclude_from_weight_decay` are not decayed.
+
+    >>> w = tg.Variable([1.0])
+    >>> opt = tg.optimizers.AdamW(learning_rate=0.1, weight_decay=0.5)
+    >>> _ = opt.apply_gradients([(tg.constant([0.0]), w)])
+    >>> w.numpy().round(4)  # 1 - 1 * 0.5 * 0.1, and Adam's step of a zero gradient is 0
+    array([0.95], dtype=float32)
+    """
+
+    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-7, amsgrad=False, exclude_from_weight_decay=None, name="AdamW",
+                 **kwargs):
+        super().__init__(learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                         amsgrad=amsgrad, name=name, **kwargs)
+        if weight_decay is None or not float(weight_decay) >= 0.0:
+            raise ValueError(f"AdamW: weight_decay must be a number >= 0, got {weight_decay!r}")
+        self.weight_decay = float(weight_decay)
+        self.exclude_from_weight_decay = list(exclude_from_weight_decay or ())
+
+    def _update_one(self, var, g, lr):
+        name = var.name or ""
+        if self.weight_decay and not any(s in name for s in self.exclude_from_weight_decay):
+            p = var._value._data
+            var._assign_array(p - p * (self.weight_decay * lr))
+        super()._update_one(var, g, lr)

@@ -1,0 +1,87 @@
+"""`tg.keras`: a Keras 3 subset (models, layers, optimizers, losses, metrics, callbacks) on
+tapegpu's own layers and optimizers.
+
+`tg.keras.layers.Dense is tg.layers.Dense`, `tg.keras.optimizers.Adam is tg.optimizers.Adam`
+and `tg.keras.losses` holds `tg.losses`' classes: one implementation, two spellings. A program
+written for `tf.keras` runs with `import tapegpu as tf`.
+
+>>> keras = tg.keras
+>>> model = keras.Sequential([keras.Input(shape=(3,)),
+...                           keras.layers.Dense(4, activation="relu"),
+...                           keras.layers.Dense(1)])
+>>> model.compile(optimizer="sgd", loss="mse")
+>>> x = np.zeros((8, 3), np.float32); y = np.zeros((8, 1), np.float32)
+>>> history = model.fit(x, y, epochs=2, verbose=0)
+>>> len(history.history["loss"])
+2
+"""
+import sys as _sys
+import types as _types
+
+from .. import optimizers as _optimizers
+from ..models import initializers as _initializers
+from ..models import layers as _layers
+from ..models import losses as _losses
+from ..models import regularizers as _regularizers
+from ..models.layers import get_activation as _get_activation
+from ..ops import EXPORTS as _EXPORTS
+from . import callbacks, metrics  # noqa: F401
+from . import datasets as _datasets
+from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
+from .training import get_optimizer as _get_optimizer
+from .extras import backend, utils  # noqa: F401
+
+
+def _namespace(name, doc, **members):
+    ns = _types.ModuleType(f"tapegpu.keras.{name}", doc)
+    for k, v in members.items():
+        setattr(ns, k, v)
+    return ns
+
+
+def _public(module):
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and
+            getattr(v, "__module__", "") == module.__name__}
+
+
+layers = _namespace(
+    "layers", "Keras layers: tapegpu's layers (`tg.layers`) plus `Input` and `InputLayer`.",
+    **{k: v for k, v in _public(_layers).items() if isinstance(v, type) and k != "Sequential"},
+    Input=Input, InputLayer=InputLayer)
+
+optimizers = _namespace(
+    "optimizers", "Keras optimizers: the classes of `tg.optimizers`, and `get`.",
+    Optimizer=_optimizers.Optimizer, SGD=_optimizers.SGD, Adam=_optimizers.Adam,
+    AdamW=_optimizers.AdamW, RMSprop=_optimizers.RMSprop, Adagrad=_optimizers.Adagrad,
+    schedules=_optimizers.schedules, get=_get_optimizer)
+
+losses = _namespace("losses", "Keras losses: the classes and functions of `tg.losses`.",
+                    **{k: v for k, v in vars(_losses).items()
+                       if not k.startswith("_") and callable(v) and
+                       getattr(v, "__module__", "") == _losses.__name__})
+
+initializers = _namespace(
+    "initializers", "Keras initializers: those of `tg.initializers`.",
+    **{k: v for k, v in vars(_initializers).items()
+       if not k.startswith("_") and callable(v) and
+       getattr(v, "__module__", "") == _initializers.__name__})
+
+activations = _namespace(
+    "activations", "Keras activations by name (`get`), as functions of tapegpu.",
+    get=_get_activation, linear=lambda x: x,
+    **{name: fn for name, fn in _EXPORTS.items() if "activations" in fn.api})
+
+regularizers = _namespace(
+    "regularizers", "Keras weight regularizers: `L1`, `L2`, `L1L2` (and `l1`, `l2`, `l1_l2`).",
+    Regularizer=_regularizers.Regularizer, L1=_regularizers.L1, L2=_regularizers.L2,
+    L1L2=_regularizers.L1L2, l1=_regularizers.l1, l2=_regularizers.l2,
+    l1_l2=_regularizers.l1_l2, get=_regularizers.get)
+
+datasets = _datasets.namespace()
+
+models = _namespace("models", "`Model`, `Sequential`.", Model=Model, Sequential=Sequential)
+
+# `from tapegpu.keras.layers import Dense` (as `from tensorflow.keras.layers import Dense`)
+for _ns in (layers, optimizers, losses, initializers, activations, regularizers, models, utils,
+            backend, datasets):
+    _sys.modules.setdefault(_ns.__name__, _ns)

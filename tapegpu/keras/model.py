@@ -1,0 +1,497 @@
+"""`keras.Model` (subclassing and functional), `keras.Sequential`, `keras.Input`, `InputLayer`.
+
+A functional model is a graph of layer calls recorded on symbolic tensors (`KerasTensor`):
+`keras.Input(shape)` makes one, and calling a layer on it runs the layer once on a batch of
+zeros (building its variables and finding the output shape) and returns a new `KerasTensor`
+that remembers the call. `keras.Model(inputs, outputs)` then replays those calls, in order, on
+real tensors.
+"""
+import os
+
+import numpy as np
+
+from .. import ops
+from ..core import nest
+from ..core.dtypes import np_dtype
+from ..core.tensor import Tensor, Variable, convert_to_tensor
+from ..models import layers as _layers
+from ..models.layers import Layer, _takes_training
+from ..models.module import Module
+from . import training
+
+
+class KerasTensor:
+    """A symbolic tensor of a functional model: a shape (None for the batch axis), a dtype,
+    and the layer call that produced it."""
+
+    def __init__(self, shape, dtype="float32", name=None, history=None):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(np_dtype(dtype))
+        self.name = name
+        self._keras_history = history  # (node, index) or None for an input
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"<KerasTensor shape={self.shape}, dtype={self.dtype.name}, name={self.name}>"
+
+    def _concrete(self):
+        return ops.zeros([1 if d is None else d for d in self.shape], dtype=self.dtype.name)
+
+    def _symbolic_call(self, layer, inputs, args, kwargs):
+        """Records `layer(inputs, *args, **kwargs)` and returns its symbolic output(s)."""
+        for a in nest.flatten((args, kwargs)):
+            if isinstance(a, KerasTensor):
+                raise ValueError(f"{type(layer).__name__} {layer.name!r}: symbolic tensors must "
+                                 "be passed as the first argument (a tensor or a list of them)")
+        concrete = nest.map_structure(
+            lambda t: t._concrete() if isinstance(t, KerasTensor) else t, inputs)
+        out = layer(concrete, *args, **kwargs)
+        unknown_batch = any(isinstance(t, KerasTensor) and t.shape and t.shape[0] is None
+                            for t in nest.flatten(inputs))
+        node = _Node(layer, inputs, args, kwargs)
+        flat = nest.flatten(out)
+        sym = []
+        for i, t in enumerate(flat):
+            t = t if isinstance(t, Tensor) else convert_to_tensor(t)
+            shape = tuple(t.shape)
+            if unknown_batch and shape:
+                shape = (None,) + shape[1:]
+            sym.append(KerasTensor(shape, t._data.dtype, name=f"{layer.name}_{i}",
+                                   history=(node, i)))
+        node.outputs = sym
+        return nest.pack_sequence_as(out, sym)
+
+
+def _operator(fn, label, reflected=False):
+    """A KerasTensor operator: records `fn` as a Lambda layer of the graph."""
+    def method(self, other):
+        if isinstance(other, KerasTensor):
+            pair = [other, self] if reflected else [self, other]
+            return _layers.Lambda(lambda ts: fn(ts[0], ts[1]), name=_op_name(label))(pair)
+        if reflected:
+            return _layers.Lambda(lambda t: fn(other, t), name=_op_name(label))(self)
+        return _layers.Lambda(lambda t: fn(t, other), name=_op_name(label))(self)
+    method.__name__ = f"__{'r' if reflected else ''}{label}__"
+    return method
+
+
+def _op_name(label):
+    return _layers._unique_name(type(label, (), {}))
+
+
+for _label, _fn in (("add", lambda a, b: a + b), ("sub", lambda a, b: a - b),
+                    ("mul", lambda a, b: a * b), ("truediv", lambda a, b: a / b),
+                    ("matmul", lambda a, b: a @ b), ("pow", lambda a, b: a ** b)):
+    setattr(KerasTensor, f"__{_label}__", _operator(_fn, _label))
+    setattr(KerasTensor, f"__r{_label}__", _operator(_fn, _label, reflected=True))
+KerasTensor.__neg__ = lambda self: _layers.Lambda(lambda t: -t, name=_op_name("neg"))(self)
+KerasTensor.__getitem__ = lambda self, key: _layers.Lambda(
+    lambda t: t[key], name=_op_name("getitem"))(self)
+
+
+class _Node:
+    def __init__(self, layer, inputs, args, kwargs):
+        self.layer, self.inputs, self.args, self.kwargs = layer, inputs, args, kwargs
+        self.outputs = []
+
+    def parents(self):
+        return [t._keras_history[0] for t in nest.flatten(self.inputs)
+                if isinstance(t, KerasTensor) and t._keras_history is not None]
+
+
+class InputLayer(Layer):
+    """The layer a `keras.Input` belongs to: it has no variables and passes inputs through.
+
+    `keras.Sequential([keras.layers.InputLayer(shape=(4,)), ...])` declares the input shape.
+    """
+
+    def __init__(self, shape=None, batch_size=None, dtype=None, name=None, input_shape=None,
+                 batch_shape=None, **kwargs):
+        super().__init__(dtype=dtype, name=name)
+        if kwargs:
+            raise TypeError(f"InputLayer: unexpected arguments {sorted(kwargs)}")
+        if shape is None:
+            shape = input_shape
+        if batch_shape is not None:
+            batch_size, shape = batch_shape[0], batch_shape[1:]
+        if shape is None:
+            raise ValueError("InputLayer: give shape= (the shape of one example, without the "
+                             "batch axis), e.g. keras.Input(shape=(28, 28))")
+        try:
+            shape = tuple(None if d is None else int(d) for d in shape)
+        except TypeError:
+            raise TypeError(f"InputLayer: shape must be a tuple of dimensions, got {shape!r}") \
+                from None
+        self.batch_shape = (batch_size,) + shape
+        self.output = KerasTensor(self.batch_shape, self._dtype or np.float32, name=self.name)
+        self.output._input_layer = self
+        self.built = True
+
+    def call(self, inputs):
+        return inputs
+
+
+def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None,  # noqa: N802
+          **kwargs):
+    """A symbolic input of a functional model: `shape` is one example's shape (no batch axis).
+
+    >>> inputs = tg.keras.Input(shape=(4,))
+    >>> outputs = tg.keras.layers.Dense(2)(inputs)
+    >>> outputs.shape
+    (None, 2)
+    >>> model = tg.keras.Model(inputs, outputs)
+    >>> model(tg.ones((3, 4))).shape
+    (3, 2)
+    """
+    if kwargs:
+        raise TypeError(f"keras.Input: unexpected arguments {sorted(kwargs)}; valid: shape, "
+                        "batch_size, dtype, name, batch_shape")
+    return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, name=name,
+                      batch_shape=batch_shape).output
+
+
+def _as_tensors(structure):
+    """numpy arrays among the inputs become tensors (Keras converts them)."""
+    return nest.map_structure(
+        lambda v: convert_to_tensor(v) if isinstance(v, (np.ndarray, np.generic)) else v,
+        structure)
+
+
+class Model(training.Trainer, Layer):
+    """A layer with training and saving: subclass it (create layers in `__init__`, compute in
+    `call(inputs, training=None)`), or build a functional model with
+    `keras.Model(inputs, outputs)`.
+
+    >>> class MLP(tg.keras.Model):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.hidden = tg.keras.layers.Dense(8, activation="relu")
+    ...         self.out = tg.keras.layers.Dense(2)
+    ...     def call(self, x, training=None):
+    ...         return self.out(self.hidden(x))
+    >>> model = MLP()
+    >>> model(tg.ones((3, 4))).shape
+    (3, 2)
+    >>> [v.shape for v in model.trainable_variables]
+    [(4, 8), (8,), (8, 2), (2,)]
+    """
+
+    _IGNORED_ATTRIBUTES = frozenset({"_inputs", "_outputs", "_nodes", "_compiled",
+                                     "optimizer", "history", "_output_shapes",
+                                     "_regularized", "_init_args"})
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Model and (len(args) >= 2 or "inputs" in kwargs or "outputs" in kwargs):
+            cls = Functional
+        return object.__new__(cls)
+
+    def __init__(self, *args, name=None, dtype=None, trainable=True, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"keras.Model: unexpected arguments {args!r} {sorted(kwargs)}; a "
+                            "subclass takes name=, dtype=, trainable=; a functional model "
+                            "takes (inputs, outputs)")
+        Layer.__init__(self, dtype=dtype, name=name, trainable=trainable)
+        self._compiled = None
+        self.stop_training = False
+        self.optimizer = None
+
+    @property
+    def layers(self):
+        """The model's direct sub-layers, in the order they were assigned."""
+        return [m for m in _direct_layers(self)]
+
+    def build(self, input_shape):
+        """Builds the variables by calling the model on zeros of `input_shape` (None
+        dimensions become 1)."""
+        if self.built:
+            return
+        shape = [1 if d is None else int(d) for d in input_shape]
+        self.built = True  # call() must not re-enter build
+        self.call(ops.zeros(shape, dtype=(self._dtype or np.dtype(np.float32)).name))
+
+    def __call__(self, inputs, *args, training=None, **kwargs):
+        symbolic = _layers._symbolic_input(inputs)
+        if symbolic is not None:
+            if training is not None:
+                kwargs["training"] = training
+            return symbolic._symbolic_call(self, inputs, args, kwargs)
+        inputs = _as_tensors(inputs)
+        if not self.built:
+            if type(self).build is not Model.build:  # a subclass's own build(input_shape)
+                first = nest.flatten(inputs)[0]
+                self.build(tuple(first.shape))
+            self.built = True
+        if _takes_training(self):
+            kwargs["training"] = training
+        return self.call(inputs, *args, **kwargs)
+
+    def call(self, inputs, training=None):
+        raise NotImplementedError(f"{type(self).__name__}: a keras.Model subclass must "
+                                  "implement call(inputs, training=None)")
+
+    # -- weights --------------------------------------------------------------------------------
+    def save_weights(self, filepath, overwrite=True):
+        """Saves the variables' values, in the order of `variables`, to an `.npz` file."""
+        if not overwrite and os.path.exists(filepath):
+            raise FileExistsError(f"save_weights: {filepath!r} exists and overwrite=False")
+        with open(filepath, "wb") as f:
+            np.savez(f, *[v.numpy() for v in self.variables])
+
+    def load_weights(self, filepath):
+        """Loads values saved by `save_weights` (the model must be built, with the same
+        variables' shapes)."""
+        with np.load(filepath) as data:
+            arrays = [data[f"arr_{i}"] for i in range(len(data.files))]
+        variables = self.variables
+        if len(arrays) != len(variables):
+            raise ValueError(f"load_weights: {filepath!r} holds {len(arrays)} arrays but model "
+                             f"{self.name!r} has {len(variables)} variables (build the model "
+                             "first by calling it on a batch)")
+        for v, a in zip(variables, arrays):
+            if tuple(a.shape) != tuple(v.shape):
+                raise ValueError(f"load_weights: variable {v.name!r} has shape {v.shape}, "
+                                 f"the file's array has shape {a.shape}")
+        self.set_weights(arrays)
+
+    # -- summary --------------------------------------------------------------------------------
+    def summary(self, print_fn=None, line_length=72):
+        """Prints each layer with its output shape (when known) and parameter count, then the
+        totals (Keras' layout)."""
+        print_fn = print_fn or print
+        rows = []
+        shapes = getattr(self, "_output_shapes", {})
+        for layer in self.layers:
+            n = sum(int(np.prod(v.shape)) for v in layer.variables) \
+                if isinstance(layer, Module) else 0
+            rows.append((f"{layer.name} ({type(layer).__name__})",
+                         str(shapes.get(id(layer), "?")), f"{n:,}"))
+        w0 = max([len("Layer (type)")] + [len(r[0]) for r in rows]) + 2
+        w1 = max([len("Output Shape")] + [len(r[1]) for r in rows]) + 2
+        line = "-" * max(line_length, w0 + w1 + 12)
+        print_fn(f'Model: "{self.name}"')
+        print_fn(line)
+        print_fn(f"{'Layer (type)':<{w0}}{'Output Shape':<{w1}}{'Param #':>10}")
+        print_fn(line.replace("-", "="))
+        for r in rows:
+            print_fn(f"{r[0]:<{w0}}{r[1]:<{w1}}{r[2]:>10}")
+        print_fn(line)
+        count = lambda vs: sum(int(np.prod(v.shape)) for v in vs)  # noqa: E731
+        print_fn(f"Total params: {count(self.variables):,}")
+        print_fn(f"Trainable params: {count(self.trainable_variables):,}")
+        print_fn(f"Non-trainable params: {count(self.non_trainable_variables):,}")
+
+
+def _direct_layers(module):
+    found, seen = [], set()
+
+    def visit(value):
+        if id(value) in seen:
+            return
+        if isinstance(value, Layer):
+            seen.add(id(value))
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for k in sorted(value, key=str):
+                visit(value[k])
+
+    for key, value in vars(module).items():
+        if key not in module._IGNORED_ATTRIBUTES and key != "_name":
+            visit(value)
+    return found
+
+
+class Functional(Model):
+    """A model given by its symbolic inputs and outputs (`keras.Model(inputs, outputs)`)."""
+
+    def __init__(self, inputs, outputs, name=None, trainable=True):
+        super().__init__(name=name, trainable=trainable)
+        for label, s in (("inputs", inputs), ("outputs", outputs)):
+            bad = [t for t in nest.flatten(s) if not isinstance(t, KerasTensor)]
+            if bad or not nest.flatten(s):
+                raise ValueError(f"keras.Model: {label} must be keras.Input tensors or outputs "
+                                 f"of layers called on them, got {bad or s!r}")
+        self._inputs, self._outputs = inputs, outputs
+        input_ids = {id(t) for t in nest.flatten(inputs)}
+        order, state = [], {}
+
+        def visit(node):  # depth-first topological order of the calls
+            if state.get(id(node)) == "done":
+                return
+            state[id(node)] = "done"
+            for parent in node.parents():
+                visit(parent)
+            order.append(node)
+
+        for t in nest.flatten(outputs):
+            if t._keras_history is not None:
+                visit(t._keras_history[0])
+            elif id(t) not in input_ids:
+                raise ValueError(f"keras.Model: output {t!r} is an Input not among inputs")
+        for node in order:
+            for t in nest.flatten(node.inputs):
+                if isinstance(t, KerasTensor) and t._keras_history is None and \
+                        id(t) not in input_ids:
+                    raise ValueError(f"keras.Model: the graph needs input {t!r}, which is not "
+                                     "among the model's inputs")
+        self._nodes = order
+        model_layers, seen = [], set()
+        for t in nest.flatten(inputs):
+            if hasattr(t, "_input_layer"):
+                model_layers.append(t._input_layer)
+                seen.add(id(t._input_layer))
+        for node in order:
+            if id(node.layer) not in seen:
+                seen.add(id(node.layer))
+                model_layers.append(node.layer)
+        self._layers = model_layers
+        self._output_shapes = {id(n.layer): n.outputs[0].shape if len(n.outputs) == 1 else
+                               [o.shape for o in n.outputs] for n in order}
+        for t in nest.flatten(inputs):
+            if hasattr(t, "_input_layer"):
+                self._output_shapes[id(t._input_layer)] = t.shape
+        self.built = True
+
+    @property
+    def layers(self):
+        return list(self._layers)
+
+    @property
+    def inputs(self):
+        return nest.flatten(self._inputs)
+
+    @property
+    def outputs(self):
+        return nest.flatten(self._outputs)
+
+    def call(self, inputs, training=None):
+        expected = nest.flatten(self._inputs)
+        if isinstance(inputs, (list, tuple)) and len(expected) == 1 and len(inputs) == 1:
+            inputs = inputs[0]
+        given = nest.flatten(inputs) if len(expected) > 1 else [inputs]
+        if len(given) != len(expected):
+            raise ValueError(f"{self.name}: the model has {len(expected)} inputs, got "
+                             f"{len(given)}")
+        values = {id(k): v for k, v in zip(expected, given)}
+        for node in self._nodes:
+            args = nest.map_structure(
+                lambda t: values[id(t)] if isinstance(t, KerasTensor) else t, node.inputs)
+            kwargs = dict(node.kwargs)
+            if training is not None and "training" not in kwargs and \
+                    _takes_training(node.layer):
+                kwargs["training"] = training
+            out = node.layer(args, *node.args, **kwargs)
+            for sym, val in zip(node.outputs, nest.flatten(out)):
+                values[id(sym)] = val
+        return nest.map_structure(lambda t: values[id(t)], self._outputs)
+
+
+class Sequential(Model, _layers.Sequential):
+    """A `keras.Model` made of a stack of layers (also a `tg.layers.Sequential`).
+
+    The input shape can be declared with `keras.Input(shape)` (or `InputLayer`) as the first
+    element, or with `input_shape=` on the first layer; the model is then built at once.
+
+    >>> model = tg.keras.Sequential([tg.keras.layers.Dense(8, activation="relu",
+    ...                                                    input_shape=(4,)),
+    ...                              tg.keras.layers.Dense(3)])
+    >>> len(model.trainable_variables)
+    4
+    >>> model(tg.ones((2, 4))).shape
+    (2, 3)
+    """
+
+    def __init__(self, layers=None, name=None, trainable=True):
+        Model.__init__(self, name=name, trainable=trainable)
+        self.layers_ = []
+        self._input_spec = None
+        self._output_shapes = {}
+        for layer in layers or ():
+            self.add(layer)
+
+    @property
+    def layers(self):
+        return list(self.layers_)
+
+    def add(self, layer):
+        """Appends a layer; a `keras.Input` or `InputLayer` first declares the input shape."""
+        if isinstance(layer, KerasTensor):
+            layer = getattr(layer, "_input_layer", None)
+            if layer is None:
+                raise TypeError("Sequential.add: a symbolic tensor can only be a keras.Input")
+        if isinstance(layer, InputLayer):
+            if self.layers_ or self._input_spec is not None:
+                raise ValueError("Sequential.add: an InputLayer must come first")
+            self._input_spec = layer.output
+            return
+        if not callable(layer):
+            raise TypeError(f"Sequential.add: expected a layer, got {layer!r}")
+        if not self.layers_ and self._input_spec is None and \
+                getattr(layer, "_input_shape_arg", None) is not None:
+            self._input_spec = KerasTensor((None,) + layer._input_shape_arg,
+                                           layer.dtype or np.float32)
+        self.layers_.append(layer)
+        if self._input_spec is not None:
+            self._build_symbolic()
+
+    def _build_symbolic(self):
+        x = self._input_spec
+        for layer in self.layers_:
+            x = layer(x) if not isinstance(layer, Layer) or \
+                not _takes_training(layer) else layer(x, training=False)
+            if isinstance(x, KerasTensor):
+                self._output_shapes[id(layer)] = x.shape
+        self.built = True
+
+    def build(self, input_shape=None):
+        if input_shape is None and self._input_spec is None:
+            raise ValueError(f"Sequential {self.name!r}: build() needs an input_shape when the "
+                             "model declares none (keras.Input or input_shape=)")
+        if input_shape is not None and self._input_spec is None:
+            self._input_spec = KerasTensor(tuple(input_shape), self._dtype or np.float32)
+        self._build_symbolic()
+
+    def __call__(self, inputs, *args, training=None, **kwargs):
+        return Model.__call__(self, inputs, *args, training=training, **kwargs)
+
+    def call(self, inputs, training=None):
+        x = inputs
+        for layer in self.layers_:
+            if _takes_training(layer):
+                x = layer(x, training=bool(training))
+            else:
+                x = layer(x)
+        return x
+
+    def summary(self, print_fn=None, line_length=72):
+        Model.summary(self, print_fn, line_length)
+
+    def get_config(self):
+        """`{'name', 'trainable', 'layers': [{'class_name', 'config'}, ...]}`, the input shape
+        first as an InputLayer when declared; `from_config` rebuilds the model."""
+        layers = []
+        if self._input_spec is not None:
+            layers.append({"class_name": "InputLayer",
+                           "config": {"batch_shape": tuple(self._input_spec.shape),
+                                      "dtype": self._input_spec.dtype.name}})
+        for layer in self.layers_:
+            if not isinstance(layer, Layer):
+                raise NotImplementedError(f"Sequential.get_config: {layer!r} is not a layer")
+            layers.append({"class_name": type(layer).__name__, "config": layer.get_config()})
+        return {"name": self.name, "trainable": self.trainable, "layers": layers}
+
+    @classmethod
+    def from_config(cls, config):
+        layers = []
+        for entry in config["layers"]:
+            name = entry["class_name"]
+            layer_cls = InputLayer if name == "InputLayer" else getattr(_layers, name, None)
+            if not (isinstance(layer_cls, type) and issubclass(layer_cls, Layer)):
+                raise ValueError(f"Sequential.from_config: unknown layer class {name!r}")
+            layers.append(layer_cls(**entry["config"]))
+        return cls(layers, name=config.get("name"), trainable=config.get("trainable", True))

@@ -1,0 +1,415 @@
+"""`compile`, `fit`, `evaluate`, `predict` (and the `*_on_batch` steps) of `keras.Model`.
+
+A training step is the custom-training-loop pattern: a `GradientTape` around the forward pass
+and the compiled loss, `optimizer.apply_gradients`, then the metrics. `fit` runs it through
+`tg.function` (one trace per batch shape), unless `compile(run_eagerly=True)` or the model
+holds a `Dropout` layer: a `tg.function` graph replays a dropout mask drawn while tracing, so
+those models train eagerly to draw a new mask per step. Inputs are numpy arrays or
+tensors (sliced into `batch_size` batches, reshuffled each epoch when `shuffle=True`), or a
+`tg.data.Dataset` yielding `(x, y)` or `(x, y, sample_weight)` batches.
+"""
+import numpy as np
+
+from .. import ops
+from ..autodiff.tape import GradientTape
+from ..core import nest
+from ..core.tensor import Tensor, Variable, convert_to_tensor
+from ..data import Dataset
+from ..function import function as _tg_function
+from ..models.layers import Dropout
+from ..models import losses as _losses
+from .. import optimizers as _optimizers
+from . import callbacks as _callbacks
+from . import metrics as _metrics
+
+_OPTIMIZERS = {"sgd": _optimizers.SGD, "adam": _optimizers.Adam, "adamw": _optimizers.AdamW,
+               "rmsprop": _optimizers.RMSprop, "adagrad": _optimizers.Adagrad}
+
+
+def get_optimizer(identifier):
+    """An optimizer from a name ('adam', 'sgd', ...) or an optimizer instance."""
+    if isinstance(identifier, _optimizers.Optimizer):
+        return identifier
+    if isinstance(identifier, str) and identifier.lower() in _OPTIMIZERS:
+        return _OPTIMIZERS[identifier.lower()]()
+    raise ValueError(f"Could not interpret optimizer identifier: {identifier!r}; valid names: "
+                     f"{sorted(_OPTIMIZERS)}, or a keras.optimizers.Optimizer")
+
+
+class _Compiled:
+    def __init__(self, optimizer, loss, metrics, loss_weights):
+        self.optimizer = get_optimizer(optimizer)
+        self.loss = None if loss is None else _losses.get(loss)
+        self.metric_specs = list(metrics or [])
+        self.metrics = None  # created from the first batch (so 'accuracy' can see the shapes)
+        self.loss_tracker = _metrics.Mean(name="loss")
+        self.run_eagerly = False
+        self.train_function = None  # made by the first fit
+
+    def loss_value(self, y, y_pred, sample_weight):
+        if self.loss is None:
+            raise ValueError("fit: the model was compiled without a loss; pass loss= to "
+                             "compile (or override train_step)")
+        if isinstance(self.loss, _losses.Loss):
+            return self.loss(y, y_pred, sample_weight=sample_weight)
+        values = self.loss(y, y_pred)  # a function: per-example values, averaged as Keras
+        if sample_weight is not None:
+            values = values * convert_to_tensor(sample_weight, dtype=values.dtype)
+        return ops.reduce_sum(values) / float(max(1, values.size if values.ndim else 1))
+
+    def build_metrics(self, y, y_pred):
+        if self.metrics is not None:
+            return
+        self.metrics = []
+        for spec in self.metric_specs:
+            if spec in ("accuracy", "acc"):
+                m = _accuracy_for(self.loss, y, y_pred)
+                m.name = spec
+            else:
+                m = _metrics.get(spec)
+            self.metrics.append(m)
+
+
+def _accuracy_for(loss, y, y_pred):
+    """Keras' choice for metrics=['accuracy']: from the loss, else from the shapes."""
+    if isinstance(loss, _losses.SparseCategoricalCrossentropy):
+        return _metrics.SparseCategoricalAccuracy()
+    if isinstance(loss, _losses.CategoricalCrossentropy):
+        return _metrics.CategoricalAccuracy()
+    if isinstance(loss, _losses.BinaryCrossentropy):
+        return _metrics.BinaryAccuracy()
+    yt, yp = tuple(np.shape(_np(y))), tuple(y_pred.shape)
+    if yp and yp[-1] == 1:
+        return _metrics.BinaryAccuracy()
+    if yt == yp:
+        return _metrics.CategoricalAccuracy()
+    return _metrics.SparseCategoricalAccuracy()
+
+
+def _np(v):
+    if isinstance(v, Variable):
+        v = v._read()
+    return v.numpy() if isinstance(v, Tensor) else np.asarray(v)
+
+
+def _unpack(batch):
+    """(x, y, sample_weight) from a dataset element."""
+    if isinstance(batch, tuple):
+        if len(batch) == 1:
+            return batch[0], None, None
+        if len(batch) == 2:
+            return batch[0], batch[1], None
+        if len(batch) == 3:
+            return batch
+        raise ValueError(f"fit: a dataset element must be x, (x, y) or (x, y, sample_weight), "
+                         f"got a tuple of {len(batch)}")
+    return batch, None, None
+
+
+def _num_rows(x, who):
+    rows = {int((v.shape if isinstance(v, (Tensor, Variable)) else np.shape(v))[0])
+            for v in nest.flatten(x)}
+    if len(rows) != 1:
+        raise ValueError(f"{who}: every input array must have the same number of rows (the "
+                         f"batch axis), got {sorted(rows)}")
+    return rows.pop()
+
+
+def _take(structure, idx):
+    return nest.map_structure(
+        lambda v: None if v is None else convert_to_tensor(_np(v)[idx]), structure)
+
+
+class _ArrayData:
+    """Batches of in-memory arrays."""
+
+    def __init__(self, x, y, sample_weight, batch_size, shuffle, who):
+        if batch_size is None:
+            batch_size = 32
+        if int(batch_size) != batch_size or batch_size <= 0:
+            raise ValueError(f"{who}: batch_size must be a positive integer, got {batch_size!r}")
+        self.n = _num_rows(x, who)
+        for label, v in (("y", y), ("sample_weight", sample_weight)):
+            if v is not None and _num_rows(v, who) != self.n:
+                raise ValueError(f"{who}: x has {self.n} rows but {label} has "
+                                 f"{_num_rows(v, who)}; they must match")
+        host = lambda s: None if s is None else nest.map_structure(_np, s)  # noqa: E731
+        self.x, self.y, self.sw = host(x), host(y), host(sample_weight)  # once, not per batch
+        self.batch_size, self.shuffle = int(batch_size), shuffle
+
+    def steps(self):
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        order = np.random.permutation(self.n) if self.shuffle else None
+        for start in range(0, self.n, self.batch_size):
+            idx = slice(start, start + self.batch_size) if order is None else \
+                order[start:start + self.batch_size]
+            yield (_take(self.x, idx), None if self.y is None else _take(self.y, idx),
+                   None if self.sw is None else _take(self.sw, idx))
+
+
+class _DatasetData:
+    def __init__(self, dataset, steps):
+        self.dataset, self._steps = dataset, steps
+
+    def steps(self):
+        if self._steps is not None:
+            return self._steps
+        n = int(self.dataset.cardinality())
+        return n if n >= 0 else None
+
+    def __iter__(self):
+        for i, batch in enumerate(self.dataset):
+            if self._steps is not None and i >= self._steps:
+                break
+            yield _unpack(batch)
+
+
+def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who):
+    if isinstance(x, Dataset):
+        if y is not None:
+            raise ValueError(f"{who}: y must not be given when x is a tg.data.Dataset (the "
+                             "dataset yields (x, y) pairs)")
+        if sample_weight is not None:
+            raise ValueError(f"{who}: sample_weight must not be given with a Dataset (yield "
+                             "(x, y, sample_weight) instead)")
+        if batch_size is not None:
+            raise ValueError(f"{who}: batch_size must not be given when x is a Dataset (batch "
+                             "the dataset with .batch())")
+        return _DatasetData(x, steps)
+    if x is None:
+        raise ValueError(f"{who}: x must be given (arrays, tensors or a tg.data.Dataset)")
+    return _ArrayData(x, y, sample_weight, batch_size, shuffle, who)
+
+
+class Trainer:
+    """compile / fit / evaluate / predict for `keras.Model` (a mixin)."""
+
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None,
+                weighted_metrics=None, run_eagerly=False, steps_per_execution=1,
+                jit_compile="auto", auto_scale_loss=True):
+        """Sets the optimizer (a name or instance), the loss (a name, `Loss` or function) and
+        the metrics (names such as 'accuracy', `Metric`s or functions) used by `fit`."""
+        if loss_weights is not None or weighted_metrics is not None:
+            raise NotImplementedError("compile: loss_weights and weighted_metrics (multi-output "
+                                      "models) are not supported")
+        if metrics is not None and not isinstance(metrics, (list, tuple)):
+            raise TypeError(f"compile: metrics must be a list, got {metrics!r}")
+        self._compiled = _Compiled(optimizer, loss, metrics, loss_weights)
+        self._compiled.run_eagerly = bool(run_eagerly)
+        self.optimizer = self._compiled.optimizer
+
+    def _require_compiled(self, who):
+        if getattr(self, "_compiled", None) is None:
+            raise RuntimeError(f"You must call `compile()` before using the model ({who}).")
+        return self._compiled
+
+    @property
+    def metrics(self):
+        """The loss tracker then the compiled metrics (once the first batch has built them)."""
+        c = getattr(self, "_compiled", None)
+        if c is None:
+            return []
+        return [c.loss_tracker] + list(c.metrics or [])
+
+    @property
+    def metrics_names(self):
+        return [m.name for m in self.metrics]
+
+    def reset_metrics(self):
+        for m in self.metrics:
+            m.reset_state()
+
+    # -- steps ----------------------------------------------------------------------------------
+    def train_step(self, data):
+        """One optimisation step on a batch `(x, y[, sample_weight])`; returns the logs."""
+        x, y, sw = data
+        c = self._compiled
+        with GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = c.loss_value(y, y_pred, sw)
+            penalties = self.losses  # the weights' regularization
+            if penalties:
+                loss = loss + ops.add_n([ops.cast(p, loss.dtype) for p in penalties])
+        variables = self.trainable_variables
+        grads = tape.gradient(loss, variables)
+        c.optimizer.apply_gradients(zip(grads, variables))
+        return self._update_metrics(loss, y, y_pred, sw, x)
+
+    def test_step(self, data):
+        """The loss and metrics of a batch `(x, y[, sample_weight])`, without updating."""
+        x, y, sw = data
+        y_pred = self(x, training=False)
+        loss = self._compiled.loss_value(y, y_pred, sw)
+        return self._update_metrics(loss, y, y_pred, sw, x)
+
+    def _update_metrics(self, loss, y, y_pred, sw, x):
+        c = self._compiled
+        c.loss_tracker.update_state(loss, sample_weight=_num_rows(x, "fit"))
+        c.build_metrics(y, y_pred)
+        for m in c.metrics:
+            m.update_state(y, y_pred, sample_weight=sw)
+        return self._logs()
+
+    def _logs(self):
+        return {m.name: m._value() for m in self.metrics}
+
+    def make_train_function(self):
+        """The function `fit` calls per batch: `train_step` through `tg.function`, or
+        `train_step` itself when compiled with `run_eagerly=True` or when the model holds a
+        Dropout layer (see the module's docstring). It returns nothing; `fit` reads the
+        metrics after each call."""
+        c = self._compiled
+        if c.train_function is None:
+            eager = c.run_eagerly or any(isinstance(m, Dropout)
+                                         for m in (self,) + tuple(self.submodules))
+            if eager:
+                c.train_function = self.train_step
+            else:
+                step = _tg_function(lambda x, y, sw: self.train_step((x, y, sw)) and None)
+                c.train_function = lambda data: step(*data)
+        return c.train_function
+
+    def predict_step(self, data):
+        x, _, _ = data
+        return self(x, training=False)
+
+    # -- loops ----------------------------------------------------------------------------------
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
+            sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
+            validation_batch_size=None, validation_freq=1):
+        """Trains for `epochs` epochs; returns a `keras.callbacks.History`.
+
+        Prints a progress bar per step on a terminal and one line per epoch otherwise
+        (`verbose=2`: one line per epoch; 0: silent).
+        """
+        c = self._require_compiled("fit")
+        if class_weight is not None:
+            raise NotImplementedError("fit: class_weight is not supported; pass "
+                                      "sample_weight instead")
+        if int(epochs) != epochs or epochs < 0:
+            raise ValueError(f"fit: epochs must be a non-negative integer, got {epochs!r}")
+        if not 0.0 <= validation_split < 1.0:
+            raise ValueError(f"fit: validation_split must be in [0, 1), got {validation_split}")
+        if validation_split:
+            if isinstance(x, Dataset):
+                raise ValueError("fit: validation_split is only supported for arrays and "
+                                 "tensors, not for a tg.data.Dataset")
+            n = _num_rows(x, "fit")
+            cut = int(n * (1.0 - validation_split))
+            split = lambda s, idx: None if s is None else _take(s, idx)  # noqa: E731
+            head, tail = np.arange(cut), np.arange(cut, n)
+            validation_data = (split(x, tail), split(y, tail), split(sample_weight, tail))
+            x, y, sample_weight = split(x, head), split(y, head), split(sample_weight, head)
+        data = _adapter(x, y, sample_weight, batch_size, shuffle, steps_per_epoch, "fit")
+        val = None
+        if validation_data is not None:
+            if isinstance(validation_data, Dataset):
+                val = _adapter(validation_data, None, None, None, False, validation_steps,
+                               "fit")
+            else:
+                vx, vy, vsw = _unpack(tuple(validation_data))
+                val = _adapter(vx, vy, vsw, validation_batch_size or batch_size, False,
+                               validation_steps, "fit")
+        verbose = 1 if verbose == "auto" else int(verbose)
+        history = _callbacks.History()
+        cbs = list(callbacks or [])
+        if verbose:
+            cbs.append(_callbacks.ProgbarLogger(verbose))
+        cbs.append(history)
+        cbs = _callbacks.CallbackList(cbs, self, {"epochs": int(epochs), "steps": data.steps(),
+                                                  "verbose": verbose})
+        self.stop_training = False
+        self.history = history
+        cbs.on_train_begin()
+        logs = {}
+        train_function = self.make_train_function()
+        for epoch in range(int(initial_epoch), int(epochs)):
+            self.reset_metrics()
+            cbs.on_epoch_begin(epoch)
+            for step, batch in enumerate(data):
+                cbs.on_train_batch_begin(step)
+                train_function(batch)
+                logs = self._logs()
+                cbs.on_train_batch_end(step, logs)
+            logs = dict(logs)
+            if val is not None and (epoch + 1) % validation_freq == 0:
+                val_logs = self._evaluate_data(val, _callbacks.CallbackList([], self, {}))
+                logs.update({f"val_{k}": v for k, v in val_logs.items()})
+            cbs.on_epoch_end(epoch, logs)
+            if self.stop_training:
+                break
+        cbs.on_train_end(logs)
+        return history
+
+    def _evaluate_data(self, data, cbs):
+        self._require_compiled("evaluate")
+        self.reset_metrics()
+        cbs.on_test_begin()
+        logs = {}
+        for step, batch in enumerate(data):
+            cbs.on_test_batch_begin(step)
+            logs = self.test_step(batch)
+            cbs.on_test_batch_end(step, logs)
+        logs = self._logs()
+        cbs.on_test_end(logs)
+        return logs
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict=False):
+        """The loss and metrics over the data: a scalar (loss only), a list `[loss, *metrics]`,
+        or a dict with `return_dict=True`."""
+        self._require_compiled("evaluate")
+        data = _adapter(x, y, sample_weight, batch_size, False, steps, "evaluate")
+        logs = self._evaluate_data(data, _callbacks.CallbackList(callbacks or [], self, {}))
+        if verbose not in (0, "auto") and verbose:
+            print(" - ".join(f"{k}: {_callbacks._fmt(v)}" for k, v in logs.items()))
+        if return_dict:
+            return logs
+        values = [logs[m.name] for m in self.metrics]
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The model's outputs over the data, concatenated along the batch axis (numpy)."""
+        data = _adapter(x, None, None, batch_size, False, steps, "predict")
+        cbs = _callbacks.CallbackList(callbacks or [], self, {})
+        cbs.on_predict_begin()
+        outs = []
+        for step, batch in enumerate(data):
+            cbs.on_predict_batch_begin(step)
+            outs.append(nest.map_structure(_np, self.predict_step(batch)))
+            cbs.on_predict_batch_end(step, {"outputs": outs[-1]})
+        cbs.on_predict_end()
+        if not outs:
+            raise ValueError("predict: the input is empty")
+        columns = zip(*[nest.flatten(o) for o in outs])
+        return nest.pack_sequence_as(outs[0], [np.concatenate(c, axis=0) for c in columns])
+
+    def train_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        """One `train_step` on one batch; the loss (and metrics) of that batch."""
+        self._require_compiled("train_on_batch")
+        self.reset_metrics()
+        logs = self.train_step((_as_batch(x), _as_batch(y), _as_batch(sample_weight)))
+        return logs if return_dict else _as_values(logs)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        self._require_compiled("test_on_batch")
+        self.reset_metrics()
+        logs = self.test_step((_as_batch(x), _as_batch(y), _as_batch(sample_weight)))
+        return logs if return_dict else _as_values(logs)
+
+    def predict_on_batch(self, x):
+        return nest.map_structure(_np, self(_as_batch(x), training=False))
+
+
+def _as_batch(v):
+    return None if v is None else nest.map_structure(
+        lambda a: a if isinstance(a, (Tensor, Variable)) else convert_to_tensor(np.asarray(a)),
+        v)
+
+
+def _as_values(logs):
+    values = list(logs.values())
+    return values[0] if len(values) == 1 else values

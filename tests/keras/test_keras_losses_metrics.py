@@ -1,0 +1,191 @@
+"""keras.losses against numpy transcriptions of Keras' formulas, and keras.metrics against the
+outputs Keras documents for its examples."""
+import numpy as np
+import pytest
+
+import tapegpu as tg
+
+keras = tg.keras
+EPS = 1e-7
+
+
+def _f(t):
+    return float(t.numpy()) if hasattr(t, "numpy") else float(t)
+
+
+Y_TRUE = np.array([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0]], np.float32)
+Y_PRED = np.array([[0.2, 0.7, -1.5], [2.5, 0.9, 0.1]], np.float32)
+
+
+def test_mae_huber_match_formulas():
+    err = Y_PRED - Y_TRUE
+    np.testing.assert_allclose(keras.losses.mean_absolute_error(Y_TRUE, Y_PRED).numpy(),
+                               np.abs(err).mean(-1), rtol=1e-6)
+    a = np.abs(err)
+    hub = np.where(a <= 1.0, 0.5 * a * a, 1.0 * (a - 0.5)).mean(-1)
+    np.testing.assert_allclose(keras.losses.huber(Y_TRUE, Y_PRED).numpy(), hub, rtol=1e-6)
+    np.testing.assert_allclose(_f(keras.losses.Huber()(Y_TRUE, Y_PRED)), hub.mean(), rtol=1e-6)
+    hub2 = np.where(a <= 2.0, 0.5 * a * a, 2.0 * (a - 1.0)).mean(-1)
+    np.testing.assert_allclose(_f(keras.losses.Huber(delta=2.0)(Y_TRUE, Y_PRED)), hub2.mean(),
+                               rtol=1e-6)
+
+
+def test_binary_crossentropy_probabilities_and_logits():
+    p = 1 / (1 + np.exp(-Y_PRED.astype(np.float64)))
+    want = -(Y_TRUE * np.log(p) + (1 - Y_TRUE) * np.log(1 - p)).mean(-1)
+    got = keras.losses.BinaryCrossentropy(from_logits=True, reduction=None)(Y_TRUE, Y_PRED)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    pc = np.clip(p, EPS, 1 - EPS)
+    want_p = -(Y_TRUE * np.log(pc) + (1 - Y_TRUE) * np.log(1 - pc)).mean(-1)
+    got_p = keras.losses.BinaryCrossentropy()(Y_TRUE, p.astype(np.float32))
+    np.testing.assert_allclose(_f(got_p), want_p.mean(), rtol=1e-5)
+    # a probability of exactly 0 for a positive label is clipped: finite loss
+    assert np.isfinite(_f(keras.losses.BinaryCrossentropy()([[1.0]], [[0.0]])))
+
+
+def test_binary_crossentropy_keras_documented_example():
+    # Keras' docstring: y_true [[0, 1], [0, 0]], y_pred [[0.6, 0.4], [0.4, 0.6]] -> 0.815
+    bce = keras.losses.BinaryCrossentropy()
+    assert round(_f(bce([[0.0, 1.0], [0.0, 0.0]], [[0.6, 0.4], [0.4, 0.6]])), 3) == 0.815
+
+
+def test_reductions_and_sample_weight():
+    per = np.abs(Y_PRED - Y_TRUE).mean(-1)
+    w = np.array([0.25, 2.0], np.float32)
+    mae = keras.losses.MeanAbsoluteError
+    np.testing.assert_allclose(_f(mae(reduction="sum")(Y_TRUE, Y_PRED)), per.sum(), rtol=1e-6)
+    np.testing.assert_allclose(mae(reduction="none")(Y_TRUE, Y_PRED).numpy(), per, rtol=1e-6)
+    np.testing.assert_allclose(_f(mae()(Y_TRUE, Y_PRED, sample_weight=w)), (per * w).mean(),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        mae(reduction="mean")
+
+
+def test_kl_divergence():
+    t = np.array([[0.2, 0.8]], np.float32)
+    p = np.array([[0.5, 0.5]], np.float32)
+    want = (t * np.log(t / p)).sum(-1)
+    np.testing.assert_allclose(keras.losses.kl_divergence(t, p).numpy(), want, rtol=1e-5)
+
+
+def test_loss_gradients_flow():
+    x = tg.Variable(Y_PRED)
+    for loss in (keras.losses.Huber(), keras.losses.MeanAbsoluteError(),
+                 keras.losses.BinaryCrossentropy(from_logits=True)):
+        with tg.GradientTape() as tape:
+            value = loss(Y_TRUE, x)
+        g = tape.gradient(value, x)
+        assert g.shape == x.shape and np.isfinite(g.numpy()).all()
+
+
+def test_losses_get_and_errors():
+    assert isinstance(keras.losses.get("binary_crossentropy"), keras.losses.BinaryCrossentropy)
+    assert keras.losses.MeanSquaredError is tg.losses.MeanSquaredError
+    with pytest.raises(ValueError, match="Could not interpret loss identifier"):
+        keras.losses.get("hinge_ish")
+    with pytest.raises(ValueError, match="mean_absolute_error: y_true"):
+        keras.losses.mean_absolute_error([[1.0, 2.0]], [[1.0]])
+
+
+# -- metrics: Keras' documented examples -----------------------------------------------------
+
+def test_mean_and_sum():
+    m = keras.metrics.Mean()
+    m.update_state([1, 3, 5, 7])
+    assert _f(m.result()) == 4.0
+    m.reset_state()
+    m.update_state([1, 3, 5, 7], sample_weight=[1, 1, 0, 0])
+    assert _f(m.result()) == 2.0
+    s = keras.metrics.Sum()
+    s.update_state([1, 3, 5, 7])
+    assert _f(s.result()) == 16.0
+    s.reset_state()
+    assert _f(s.result()) == 0.0
+
+
+def test_accuracies_documented_examples():
+    m = keras.metrics.Accuracy()
+    m.update_state([[1], [2], [3], [4]], [[0], [2], [3], [4]])
+    assert _f(m.result()) == 0.75
+    m.reset_state()
+    m.update_state([[1], [2], [3], [4]], [[0], [2], [3], [4]], sample_weight=[1, 1, 0, 0])
+    assert _f(m.result()) == 0.5
+
+    m = keras.metrics.BinaryAccuracy()
+    m.update_state([[1], [1], [0], [0]], [[0.98], [1], [0], [0.6]])
+    assert _f(m.result()) == 0.75
+    m.reset_state()
+    m.update_state([[1], [1], [0], [0]], [[0.98], [1], [0], [0.6]], sample_weight=[1, 0, 0, 1])
+    assert _f(m.result()) == 0.5
+
+    m = keras.metrics.CategoricalAccuracy()
+    m.update_state([[0, 0, 1], [0, 1, 0]], [[0.1, 0.9, 0.8], [0.05, 0.95, 0]])
+    assert _f(m.result()) == 0.5
+    m.reset_state()
+    m.update_state([[0, 0, 1], [0, 1, 0]], [[0.1, 0.9, 0.8], [0.05, 0.95, 0]],
+                   sample_weight=[0.7, 0.3])
+    assert abs(_f(m.result()) - 0.3) < 1e-6
+
+    m = keras.metrics.SparseCategoricalAccuracy()
+    m.update_state([[2], [1]], [[0.1, 0.6, 0.3], [0.05, 0.95, 0]])
+    assert _f(m.result()) == 0.5
+    m.reset_state()
+    m.update_state([[2], [1]], [[0.1, 0.6, 0.3], [0.05, 0.95, 0]], sample_weight=[0.7, 0.3])
+    assert abs(_f(m.result()) - 0.3) < 1e-6
+
+
+def test_precision_recall_documented_examples():
+    p = keras.metrics.Precision()
+    p.update_state([0, 1, 1, 1], [1, 0, 1, 1])
+    assert abs(_f(p.result()) - 2 / 3) < 1e-6
+    p.reset_state()
+    p.update_state([0, 1, 1, 1], [1, 0, 1, 1], sample_weight=[0, 0, 1, 0])
+    assert _f(p.result()) == 1.0
+    r = keras.metrics.Recall()
+    r.update_state([0, 1, 1, 1], [1, 0, 1, 1])
+    assert abs(_f(r.result()) - 2 / 3) < 1e-6
+    r.reset_state()
+    r.update_state([0, 1, 1, 1], [1, 0, 1, 1], sample_weight=[0, 0, 1, 0])
+    assert _f(r.result()) == 1.0
+    # several thresholds give one value each
+    p = keras.metrics.Precision(thresholds=[0.3, 0.7])
+    p.update_state([0, 1, 1], [0.5, 0.5, 0.9])
+    np.testing.assert_allclose(p.result().numpy(), [2 / 3, 1.0], rtol=1e-6)
+
+
+def test_metrics_accumulate_tensors_on_the_device():
+    m = keras.metrics.SparseCategoricalAccuracy()
+    logits = tg.constant([[0.0, 1.0], [2.0, 0.0]])
+    m.update_state(tg.constant([1, 1]), logits)
+    m.update_state(tg.constant([0, 0]), logits)
+    assert _f(m.result()) == 0.5
+    assert _f(m(tg.constant([1, 0]), logits)) == pytest.approx(4 / 6)
+
+
+def test_metric_errors():
+    with pytest.raises(ValueError, match="sparse_categorical_accuracy: labels of shape"):
+        keras.metrics.SparseCategoricalAccuracy().update_state([0, 1, 2], [[0.1, 0.9]])
+    with pytest.raises(ValueError, match="Could not interpret metric identifier"):
+        keras.metrics.get("f1ish")
+    with pytest.raises(ValueError, match="Precision: thresholds must be in"):
+        keras.metrics.Precision(thresholds=1.5)
+
+
+def test_auc_documented_example_and_rank_statistic():
+    m = keras.metrics.AUC(num_thresholds=3)
+    m.update_state([0, 0, 1, 1], [0, 0.5, 0.3, 0.9])
+    assert _f(m.result()) == 0.75
+    m.reset_state()
+    m.update_state([0, 0, 1, 1], [0, 0.5, 0.3, 0.9], sample_weight=[1, 0, 0, 1])
+    assert _f(m.result()) == 1.0
+    # with many thresholds, the ROC area approaches P(score of a positive > of a negative)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    p = np.clip(0.3 * y + rng.uniform(0, 0.7, 400), 0, 1)
+    pos, neg = p[y == 1], p[y == 0]
+    want = (pos[:, None] > neg[None, :]).mean()
+    m = keras.metrics.AUC(num_thresholds=2000)
+    m.update_state(y, p)
+    assert abs(_f(m.result()) - want) < 2e-3
+    with pytest.raises(NotImplementedError, match="AUC: only curve='ROC'"):
+        keras.metrics.AUC(curve="PR")

@@ -1,0 +1,246 @@
+"""Model.compile / fit / evaluate / predict, History, EarlyStopping, ModelCheckpoint and the
+progress display."""
+import io
+
+import numpy as np
+import pytest
+
+import tapegpu as tg
+
+keras = tg.keras
+
+
+def _blobs(n=400, classes=4, dim=6, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = 3.0 * rng.normal(size=(classes, dim))
+    y = rng.integers(0, classes, n)
+    x = (centers[y] + rng.normal(size=(n, dim))).astype(np.float32)
+    return x, y
+
+
+def _model(classes=4, dim=6):
+    tg.random.set_seed(0)
+    return keras.Sequential([keras.Input(shape=(dim,)),
+                             keras.layers.Dense(16, activation="relu"),
+                             keras.layers.Dense(classes)])
+
+
+def test_fit_on_arrays_reaches_accuracy_and_returns_history():
+    x, y = _blobs()
+    model = _model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    history = model.fit(x, y, epochs=8, batch_size=32, validation_data=(x[:100], y[:100]),
+                        verbose=0)
+    assert isinstance(history, keras.callbacks.History) and model.history is history
+    assert history.epoch == list(range(8))
+    assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert history.history["accuracy"][-1] >= 0.95
+    loss, acc = model.evaluate(x, y, verbose=0)
+    assert acc >= 0.95 and loss < history.history["loss"][0]
+    logs = model.evaluate(x, y, verbose=0, return_dict=True)
+    assert logs == {"loss": pytest.approx(loss), "accuracy": pytest.approx(acc)}
+    pred = model.predict(x, batch_size=64, verbose=0)
+    assert isinstance(pred, np.ndarray) and pred.shape == (400, 4)
+    np.testing.assert_allclose(pred, model(x).numpy(), rtol=1e-5, atol=1e-6)
+    # the validation metrics are the evaluation of the validation data after the epoch
+    val = model.evaluate(x[:100], y[:100], verbose=0, return_dict=True)
+    assert history.history["val_loss"][-1] == pytest.approx(val["loss"], rel=1e-5)
+
+
+def test_fit_on_a_dataset_with_string_names():
+    x, y = _blobs(seed=1)
+    onehot = keras.utils.to_categorical(y, 4)
+    ds = tg.data.Dataset.from_tensor_slices((x, onehot)).shuffle(400, seed=0).batch(40)
+    tg.random.set_seed(0)
+    model = keras.Sequential([keras.layers.Dense(16, activation="relu", input_shape=(6,)),
+                              keras.layers.Dense(4, activation="softmax")])
+    model.compile(optimizer="adam", loss="categorical_crossentropy", metrics=["accuracy"])
+    model.compile(optimizer=keras.optimizers.Adam(0.02), loss="categorical_crossentropy",
+                  metrics=["accuracy", "mae"])
+    history = model.fit(ds, epochs=6, verbose=0)
+    assert sorted(history.history) == ["accuracy", "loss", "mean_absolute_error"]
+    # 'accuracy' with categorical cross-entropy is categorical accuracy
+    assert isinstance(model.metrics[1], keras.metrics.CategoricalAccuracy)
+    assert history.history["accuracy"][-1] >= 0.9
+    assert model.evaluate(ds, verbose=0)[1] >= 0.9
+
+
+def test_fit_binary_and_regression():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(300, 3)).astype(np.float32)
+    yb = (x[:, :1] + x[:, 1:2] > 0).astype(np.float32)
+    tg.random.set_seed(0)
+    model = keras.Sequential([keras.layers.Dense(1, activation="sigmoid", input_shape=(3,))])
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss="binary_crossentropy",
+                  metrics=["accuracy", keras.metrics.Precision(), keras.metrics.Recall()])
+    h = model.fit(x, yb, epochs=10, batch_size=30, verbose=0)
+    assert isinstance(model.metrics[1], keras.metrics.BinaryAccuracy)
+    assert h.history["accuracy"][-1] >= 0.9
+    assert h.history["precision"][-1] >= 0.85 and h.history["recall"][-1] >= 0.85
+    yr = (x @ np.array([[1.0], [-2.0], [0.5]]) + 0.3).astype(np.float32)
+    reg = keras.Sequential([keras.layers.Dense(1, input_shape=(3,))])
+    reg.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    h = reg.fit(x, yr, epochs=20, batch_size=30, verbose=0)
+    assert h.history["loss"][-1] < 1e-3
+    assert isinstance(reg.evaluate(x, yr, verbose=0), float)
+
+
+def test_fit_uses_training_true_and_sample_weight():
+    class Probe(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = keras.layers.Dense(1)
+            self.flags = []
+
+        def call(self, x, training=None):
+            self.flags.append(training)
+            return self.d(x)
+
+    x = np.ones((8, 2), np.float32)
+    y = np.ones((8, 1), np.float32)
+    m = Probe()
+    m.compile(optimizer="sgd", loss="mse")
+    m.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    m.evaluate(x, y, verbose=0)
+    m.predict(x, verbose=0)
+    assert m.flags[-3:] == [True, False, False]
+    # weights of zero remove examples from the loss
+    w = np.array([1, 1, 1, 1, 0, 0, 0, 0], np.float32)
+    y2 = np.concatenate([np.ones((4, 1)), 100 * np.ones((4, 1))]).astype(np.float32)
+    full = m.evaluate(x, y2, verbose=0, sample_weight=w)
+    pred = m.predict(x, verbose=0)
+    assert full == pytest.approx(float(((pred[:4] - 1) ** 2).sum() / 8), rel=1e-5)
+
+
+def test_early_stopping_stops_and_restores_best_weights():
+    x, y = _blobs(n=64)
+    model = _model()
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=keras.losses.
+                  SparseCategoricalCrossentropy(from_logits=True))  # loss never improves
+    stop = keras.callbacks.EarlyStopping(monitor="loss", patience=2)
+    h = model.fit(x, y, epochs=20, batch_size=16, callbacks=[stop], verbose=0, shuffle=False)
+    assert len(h.epoch) == 3 and stop.stopped_epoch == 2
+
+    class Record(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            self.weights = getattr(self, "weights", []) + [self.model.get_weights()]
+
+    rec = Record()
+    model.compile(optimizer=keras.optimizers.SGD(5.0), loss=keras.losses.
+                  SparseCategoricalCrossentropy(from_logits=True))  # diverges after a while
+    stop = keras.callbacks.EarlyStopping(monitor="loss", patience=1,
+                                         restore_best_weights=True)
+    h = model.fit(x, y, epochs=30, batch_size=64, callbacks=[stop, rec], verbose=0)
+    losses = h.history["loss"]
+    best = int(np.argmin(losses))
+    assert stop.stopped_epoch == len(losses) - 1 > best == stop.best_epoch
+    for a, b in zip(model.get_weights(), rec.weights[best]):
+        np.testing.assert_array_equal(a, b)
+    assert not all(np.array_equal(a, b) for a, b in zip(model.get_weights(), rec.weights[-1]))
+
+
+def test_model_checkpoint_saves_best(tmp_path):
+    x, y = _blobs(n=64)
+    model = _model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = str(tmp_path / "ckpt-{epoch}.npz")
+    model.fit(x, y, epochs=2, verbose=0,
+              callbacks=[keras.callbacks.ModelCheckpoint(path, monitor="loss")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-1.npz", "ckpt-2.npz"]
+    other = _model()
+    other.load_weights(str(tmp_path / "ckpt-2.npz"))
+    np.testing.assert_array_equal(other.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_progress_lines_when_not_a_tty(capsys):
+    x, y = _blobs(n=64)
+    model = _model()
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x, y, epochs=2, batch_size=16, validation_data=(x, y))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Epoch 1/2" and out[2] == "Epoch 2/2" and len(out) == 4
+    for line in (out[1], out[3]):
+        assert line.startswith("4/4 ━━━━━━━━━━━━━━━━━━━━ ") and "ms/step" in line
+        assert " - loss: " in line and " - accuracy: " in line and " - val_loss: " in line
+    model.fit(x, y, epochs=1, batch_size=16, verbose=2)
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("4/4 - ") and "loss: " in line
+    model.fit(x, y, epochs=1, verbose=0)
+    assert capsys.readouterr().out == ""
+
+
+def test_progress_bar_on_a_terminal_updates_in_place():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Tty()
+    bar = keras.callbacks.ProgbarLogger(stream=stream)
+    bar.set_params({"epochs": 1, "steps": 4})
+    bar.on_train_begin()
+    bar.on_epoch_begin(0)
+    for step in range(4):
+        bar.on_train_batch_end(step, {"loss": 1.0 / (step + 1)})
+    bar.on_epoch_end(0, {"loss": 0.25})
+    text = stream.getvalue()
+    assert text.count("\r") == 5 and "\r1/4 ━━━━━     " in text and text.endswith("\n")
+
+
+def test_fit_argument_errors():
+    x, y = _blobs(n=32)
+    ds = tg.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    model = _model()
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match="fit: y must not be given when x is a tg.data"):
+        model.fit(ds, y, verbose=0)
+    with pytest.raises(ValueError, match="fit: x has 32 rows but y has 31"):
+        model.fit(x, y[:31], verbose=0)
+    with pytest.raises(ValueError, match="fit: batch_size must be a positive integer"):
+        model.fit(x, y, batch_size=0, verbose=0)
+    with pytest.raises(ValueError, match="Could not interpret optimizer identifier"):
+        model.compile(optimizer="nadamish", loss="mse")
+    with pytest.raises(TypeError, match="fit: callbacks must be keras.callbacks.Callback"):
+        model.fit(x, y, verbose=0, callbacks=[print])
+
+
+def test_validation_split_and_on_batch_methods():
+    x, y = _blobs(n=100)
+    model = _model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    h = model.fit(x, y, epochs=1, validation_split=0.2, verbose=0)
+    val = model.evaluate(x[80:], y[80:], verbose=0, return_dict=True)
+    assert h.history["val_loss"][0] == pytest.approx(val["loss"], rel=1e-5)
+    loss, acc = model.train_on_batch(x[:10], y[:10])
+    assert np.isfinite(loss) and 0 <= acc <= 1
+    assert model.predict_on_batch(x[:3]).shape == (3, 4)
+
+
+def test_fit_through_tg_function_matches_eager_fit():
+    x, y = _blobs(n=200)
+    histories = []
+    for eager in (False, True):
+        model = _model()
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"], run_eagerly=eager)
+        histories.append(model.fit(x, y, epochs=3, batch_size=32, shuffle=False,
+                                   verbose=0).history)
+        assert (model.make_train_function() == model.train_step) is eager
+    assert histories[0]["accuracy"] == histories[1]["accuracy"]
+    np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-6)
+
+
+def test_models_with_dropout_fit_eagerly():
+    model = keras.Sequential([keras.layers.Dense(4, input_shape=(6,)),
+                              keras.layers.Dropout(0.5), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    assert model.make_train_function() == model.train_step
