@@ -7,8 +7,8 @@ Walks `tg.GradientTape` (every public method), `tg` (its own names: those no nam
 exports), `tg.math`, `tg.nn`, `tg.linalg`, `tg.random`, `tg.test`, `tg.autodiff`,
 `tg.config`, and whichever of `tg.layers`, `tg.losses`, `tg.optimizers`, `tg.initializers`,
 `tg.estimators`, `tg.profiler`, `tg.experimental`, `tg.train`, `tg.data`, `tg.saved_model`,
-`tg.image`, `tg.errors`, `tg.keras` exist. Each object is documented once, under the first namespace that
-holds it; the others refer to it. `>>>` examples become code blocks.
+`tg.image`, `tg.errors`, `tg.keras` exist. Each object is documented once, under the first
+namespace that holds it; the others refer to it. `>>>` examples become code blocks.
 The output depends only on the code (no addresses, no dates), so tests/test_docs.py can compare.
 """
 import enum
