@@ -7,7 +7,7 @@ written for `tf.keras` runs with `import tapegpu as tf`.
 
 >>> keras = tg.keras
 >>> model = keras.Sequential([keras.Input(shape=(3,)),
-...                           keras.layers.Dense(4, activation="relu"),
+...                           keras.layers.Dense(4, activation="gelu"),
 ...                           keras.layers.Dense(1)])
 >>> model.compile(optimizer="sgd", loss="mse")
 >>> x = np.zeros((8, 3), np.float32); y = np.zeros((8, 1), np.float32)

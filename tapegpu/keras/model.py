@@ -168,7 +168,7 @@ class Model(training.Trainer, Layer):
     >>> class MLP(tg.keras.Model):
     ...     def __init__(self):
     ...         super().__init__()
-    ...         self.hidden = tg.keras.layers.Dense(8, activation="relu")
+    ...         self.hidden = tg.keras.layers.Dense(8, activation="gelu")
     ...         self.out = tg.keras.layers.Dense(2)
     ...     def call(self, x, training=None):
     ...         return self.out(self.hidden(x))
@@ -397,7 +397,7 @@ class Sequential(Model, _layers.Sequential):
     The input shape can be declared with `keras.Input(shape)` (or `InputLayer`) as the first
     element, or with `input_shape=` on the first layer; the model is then built at once.
 
-    >>> model = tg.keras.Sequential([tg.keras.layers.Dense(8, activation="relu",
+    >>> model = tg.keras.Sequential([tg.keras.layers.Dense(8, activation="gelu",
     ...                                                    input_shape=(4,)),
     ...                              tg.keras.layers.Dense(3)])
     >>> len(model.trainable_variables)
