@@ -4,6 +4,8 @@ A graph holds values (ids 0..n-1) and nodes in trace order. A value is a placeho
 argument), a constant (a tensor captured by value) or the output of a node. Nodes:
 
 * `op`: a registry op on values (`op`, `params`), one output;
+* `random`: a random draw (`tg.random.*`, dropout masks): `op` draws a fresh array at every
+  replay, as TF's random ops do in a `tf.function` (never merged with another draw);
 * `read`: a variable's value, read live at replay;
 * `assign`: `var.assign` / `assign_add` / `assign_sub` of a value (a side effect);
 * `update`: an optimizer's `apply_gradients` on gradient values (a side effect: the
@@ -97,6 +99,8 @@ class Graph:
                              f"  : {self._type(n.out)}")
             elif n.kind == "read":
                 lines.append(f"  {self._name(n.out)} = read {n.op.name!r}  : {self._type(n.out)}")
+            elif n.kind == "random":
+                lines.append(f"  {self._name(n.out)} = {n.op.__name__}()  : {self._type(n.out)}")
             elif n.kind == "assign":
                 lines.append(f"  {n.params} {n.op.name!r} <- {ins}")
             elif n.kind == "update":
@@ -181,7 +185,7 @@ def _array_fn(op, dev, params):
 
 
 OP, READ, ASSIGN, UPDATE, PRINT, GUARD = range(6)
-_KINDS = {"op": OP, "read": READ, "assign": ASSIGN, "update": UPDATE, "print": PRINT,
+_KINDS = {"op": OP, "random": OP, "read": READ, "assign": ASSIGN, "update": UPDATE, "print": PRINT,
           "guard": GUARD}
 
 
@@ -205,7 +209,7 @@ class Plan:
         steps = []
         for n, fr in zip(nodes, frees):
             kind = _KINDS[n.kind]
-            obj = _array_fn(n.op, n.dev, n.params) if kind == OP else n.op
+            obj = _array_fn(n.op, n.dev, n.params) if n.kind == "op" else n.op
             steps.append((kind, obj, n.ins, n.out, tuple(fr), n.params))
         self.steps = steps
         self.template = [None] * len(graph.meta)

@@ -222,9 +222,10 @@ def _encode_graph(cf, label, prefix, objects, arrays):
     fname = f"{label} (tg.function {g.name})"
     if g.opaque:
         raise ValueError(f"tg.saved_model.save: {fname} cannot be saved: its graph holds "
-                         f"{g.opaque[0]!r}, a per-call op (custom_gradient, recompute_grad or "
-                         f"numpy_function) that is not a registry op, so a loaded graph could "
-                         f"not reproduce it (its gradient, or its values for new inputs)")
+                         f"{g.opaque[0]!r}, a per-call op (custom_gradient, recompute_grad, "
+                         f"numpy_function or a random draw) that is not a registry op, so a "
+                         f"loaded graph could not reproduce it (its gradient, or its values for "
+                         f"new inputs)")
     enc = _Encoder(arrays, prefix)
 
     def node_error(n, what):

@@ -116,6 +116,13 @@ class Tracer:
             if op.name not in self.graph.opaque:
                 self.graph.opaque.append(op.name)
 
+    def record_random(self, draw, out):
+        """A random tensor made while tracing: a node calling `draw()` again at every replay
+        (a saved model cannot hold it: `opaque`)."""
+        self.bind(out, self.graph.add("random", draw, (), None, out))
+        if draw.__name__ not in self.graph.opaque:
+            self.graph.opaque.append(draw.__name__)
+
     def note_variable(self, var):
         self._check_variable(var)
 

@@ -2,9 +2,9 @@
 
 A training step is the custom-training-loop pattern: a `GradientTape` around the forward pass
 and the compiled loss, `optimizer.apply_gradients`, then the metrics. `fit` runs it through
-`tg.function` (one trace per batch shape), unless `compile(run_eagerly=True)` or the model
-holds a `Dropout` layer: a `tg.function` graph replays a dropout mask drawn while tracing, so
-those models train eagerly to draw a new mask per step. Inputs are numpy arrays or
+`tg.function` (one trace per batch shape; random draws such as dropout masks are fresh at every
+call), unless `compile(run_eagerly=True)` or the model holds a `Dropout` layer with a `seed`:
+its per-call seeds come from Python, which a graph would replay, so those models train eagerly. Inputs are numpy arrays or
 tensors (sliced into `batch_size` batches, reshuffled each epoch when `shuffle=True`), or a
 `tg.data.Dataset` yielding `(x, y)` or `(x, y, sample_weight)` batches.
 """
@@ -258,11 +258,11 @@ class Trainer:
     def make_train_function(self):
         """The function `fit` calls per batch: `train_step` through `tg.function`, or
         `train_step` itself when compiled with `run_eagerly=True` or when the model holds a
-        Dropout layer (see the module's docstring). It returns nothing; `fit` reads the
+        seeded Dropout layer (see the module's docstring). It returns nothing; `fit` reads the
         metrics after each call."""
         c = self._compiled
         if c.train_function is None:
-            eager = c.run_eagerly or any(isinstance(m, Dropout)
+            eager = c.run_eagerly or any(isinstance(m, Dropout) and m._seeds is not None
                                          for m in (self,) + tuple(self.submodules))
             if eager:
                 c.train_function = self.train_step

@@ -5,7 +5,7 @@ import numpy as np
 from .. import backends as _backend
 from ..core.dtypes import np_dtype
 from .registry import InvalidArgumentError
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _thread
 
 _rng = [np.random.default_rng()]
 
@@ -31,9 +31,20 @@ def _float_dtype(dtype, op):
     return dt
 
 
-def _put(host, device):
+def _emit(name, draw, device):
+    """The tensor of `draw()` (a host array) on the device. Inside a `tg.function` trace the draw
+    becomes a graph node that draws again at every call, as TensorFlow's random ops do (not a
+    constant captured once)."""
     dev = device or _backend.current()
-    return Tensor(host if dev.xp is np else dev.asarray(host), dev)
+
+    def fresh():
+        host = draw()
+        return host if dev.xp is np else dev.asarray(host)
+    fresh.__name__ = f"random.{name}"
+    out = Tensor(fresh(), dev)
+    if _thread.tracers:
+        _thread.tracers[-1].record_random(fresh, out)
+    return out
 
 
 def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None, device=None):
@@ -43,8 +54,9 @@ def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None, device
     (2, 3)
     """
     dt = _float_dtype(dtype, "random.normal")
-    host = _gen(seed).standard_normal(tuple(shape), dtype=np.float64) * stddev + mean
-    return _put(host.astype(dt), device)
+    shape = tuple(shape)
+    return _emit("normal", lambda: (_gen(seed).standard_normal(shape, dtype=np.float64) * stddev
+                                    + mean).astype(dt), device)
 
 
 def uniform(shape, minval=0, maxval=None, dtype=None, seed=None, name=None, device=None):
@@ -54,15 +66,15 @@ def uniform(shape, minval=0, maxval=None, dtype=None, seed=None, name=None, devi
     True
     """
     dt = np_dtype(dtype) or np.dtype(np.float32)
-    gen = _gen(seed)
+    shape = tuple(shape)
     if dt.kind in "iu":
         if maxval is None:
             raise InvalidArgumentError("random.uniform: integer dtypes need maxval")
-        host = gen.integers(minval, maxval, size=tuple(shape), dtype=dt)
-    else:
-        hi = 1.0 if maxval is None else maxval
-        host = gen.uniform(minval, hi, size=tuple(shape)).astype(dt)
-    return _put(host, device)
+        return _emit("uniform", lambda: _gen(seed).integers(minval, maxval, size=shape,
+                                                           dtype=dt), device)
+    hi = 1.0 if maxval is None else maxval
+    return _emit("uniform", lambda: _gen(seed).uniform(minval, hi, size=shape).astype(dt),
+                 device)
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None):
@@ -72,10 +84,14 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=No
     True
     """
     dt = _float_dtype(dtype, "random.truncated_normal")
-    gen = _gen(seed)
-    z = gen.standard_normal(tuple(shape))
-    bad = np.abs(z) > 2
-    while bad.any():
-        z[bad] = gen.standard_normal(int(bad.sum()))
+    shape = tuple(shape)
+
+    def draw():
+        gen = _gen(seed)
+        z = gen.standard_normal(shape)
         bad = np.abs(z) > 2
-    return _put((z * stddev + mean).astype(dt), None)
+        while bad.any():
+            z[bad] = gen.standard_normal(int(bad.sum()))
+            bad = np.abs(z) > 2
+        return (z * stddev + mean).astype(dt)
+    return _emit("truncated_normal", draw, None)

@@ -185,3 +185,39 @@ def test_replay_matches_eager_results_bit_for_bit():
     x = tg.constant(np.random.default_rng(1).standard_normal(16).astype(np.float32))
     f(x)
     assert f(x).numpy() == body(x).numpy()
+
+
+def test_random_draws_are_fresh_at_every_call_as_tf():
+    # TF's random ops draw again at every call of a tf.function; a draw captured as a constant
+    # at trace time would give every call the first call's values (the same dropout mask)
+    @tg.function
+    def f(x):
+        return tg.random.normal((64,)) + x, tg.random.normal((64,)), \
+            tg.nn.dropout(tg.ones((64,)), 0.5)
+
+    x = tg.zeros((64,))
+    a, b, m1 = f(x)
+    c, d, m2 = f(x)
+    assert not np.array_equal(a.numpy(), c.numpy())
+    assert not np.array_equal(m1.numpy(), m2.numpy())
+    assert not np.array_equal(a.numpy(), b.numpy())  # two draws in one call are not merged
+    assert "random.normal()" in str(f.get_concrete_function(x).graph)
+    tg.random.set_seed(7)
+    first = [t.numpy() for t in f(x)]
+    tg.random.set_seed(7)
+    again = [t.numpy() for t in f(x)]
+    assert all(np.array_equal(p, q) for p, q in zip(first, again))
+    for t in first:
+        assert t.dtype == np.float32
+
+
+def test_dropout_under_function_trains_with_a_fresh_mask_per_step():
+    layer = tg.layers.Dropout(0.5)
+
+    @tg.function
+    def step(x):
+        return layer(x, training=True)
+
+    x = tg.ones((256,))
+    masks = {tuple(step(x).numpy() != 0) for _ in range(5)}
+    assert len(masks) == 5

@@ -239,8 +239,14 @@ def test_fit_through_tg_function_matches_eager_fit():
     np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-6)
 
 
-def test_models_with_dropout_fit_eagerly():
+def test_models_with_seeded_dropout_fit_eagerly():
+    # a seeded Dropout draws its per-call seeds in Python, which a graph would replay; an
+    # unseeded one draws its mask in the graph, fresh at every call, so it goes through it
+    model = keras.Sequential([keras.layers.Dense(4, input_shape=(6,)),
+                              keras.layers.Dropout(0.5, seed=1), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    assert model.make_train_function() == model.train_step
     model = keras.Sequential([keras.layers.Dense(4, input_shape=(6,)),
                               keras.layers.Dropout(0.5), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
-    assert model.make_train_function() == model.train_step
+    assert model.make_train_function() != model.train_step
