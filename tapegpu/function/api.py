@@ -197,14 +197,7 @@ class ConcreteFunction:
         names = self.function._leaf_names(self._arg_structure)
         for name, leaf in zip(names, self._key[1]):
             lines.append(f"    {name}: {_spec_text(leaf)}")
-        lines.append("  Returns:")
-        for kind, v in self.graph.outputs:
-            if kind == "v":
-                _, shape, dtype, _ = self.graph.meta[v]
-                lines.append(f"    {dtype} Tensor, shape={shape}")
-            else:
-                lines.append(f"    {v!r}")
-        return "\n".join(lines)
+        return "\n".join(lines + returns_lines(self.graph))
 
     def __repr__(self):
         return f"<ConcreteFunction {self.graph.name}: {len(self.graph.nodes)} nodes>"
@@ -465,3 +458,15 @@ def function(func=None, input_signature=None, reduce_retracing=False, jit_compil
         return Function(fn, input_signature=input_signature, reduce_retracing=reduce_retracing,
                         jit_compile=jit_compile, autograph=autograph)
     return decorate if func is None else decorate(func)
+
+
+def returns_lines(graph):
+    """The "Returns:" part of a concrete function's `pretty_printed_signature`."""
+    lines = ["  Returns:"]
+    for kind, v in graph.outputs:
+        if kind == "v":
+            _, shape, dtype, _ = graph.meta[v]
+            lines.append(f"    {dtype} Tensor, shape={shape}")
+        else:
+            lines.append(f"    {v!r}")
+    return lines

@@ -12,7 +12,6 @@ plans; registry ops are looked up by name. The format is described in docs/funct
 ("Saving").
 """
 import inspect
-import json
 import math
 import os
 import sys
@@ -26,7 +25,7 @@ from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..models.module import Module, _sorted_keys
 from ..ops import registry
 from ..train import checkpoint as _ckpt
-from .api import ConcreteFunction, Function, InputSignatureError, TensorSpec
+from .api import ConcreteFunction, Function, InputSignatureError, TensorSpec, returns_lines
 from .graph import Graph, GuardMismatch, Node, Plan
 
 __all__ = ["save", "load"]
@@ -534,14 +533,7 @@ class _LoadedConcreteFunction(ConcreteFunction):
                              f"{tuple(a['shape'])}")
             else:
                 lines.append(f"    {a['value']!r}")
-        lines.append("  Returns:")
-        for kind, v in self.graph.outputs:
-            if kind == "v":
-                _, shape, dtype, _ = self.graph.meta[v]
-                lines.append(f"    {dtype} Tensor, shape={shape}")
-            else:
-                lines.append(f"    {v!r}")
-        return "\n".join(lines)
+        return "\n".join(lines + returns_lines(self.graph))
 
     def __repr__(self):
         return f"<loaded ConcreteFunction {self.graph.name}: {len(self.graph.nodes)} nodes>"
