@@ -1,6 +1,5 @@
 """The functional forms of differentiation: `tg.autodiff.jvp`, `vjp`, `hvp` and `hessian`,
 each a tape or an accumulator (or both) around a call of `f`."""
-from ..core import nest
 from ..core.tensor import Tensor, Variable
 from .. import ops
 from .forward import ForwardAccumulator

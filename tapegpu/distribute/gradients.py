@@ -23,7 +23,7 @@ from ..core import nest
 from ..core.tensor import Tensor, Variable
 from .collectives import (_OPS, Average, Compression, Reducer, _describe_array, as_tensor,
                           check_compression, check_op, check_signature, host, on_device)
-from .runtime import _need, _state, wait
+from .runtime import _need, wait
 
 BUCKET_BYTES = 25 * 2 ** 20  # the default bucket size (as PyTorch DDP's bucket_cap_mb=25)
 

@@ -13,7 +13,7 @@ import numpy as np
 from .. import ops
 from ..core import nest
 from ..core.dtypes import np_dtype
-from ..core.tensor import Tensor, Variable, convert_to_tensor
+from ..core.tensor import Tensor, convert_to_tensor
 from ..models import layers as _layers
 from ..models.layers import Layer, _takes_training
 from ..models.module import Module

@@ -285,7 +285,7 @@ class Trainer:
         Prints a progress bar per step on a terminal and one line per epoch otherwise
         (`verbose=2`: one line per epoch; 0: silent).
         """
-        c = self._require_compiled("fit")
+        self._require_compiled("fit")
         if class_weight is not None:
             raise NotImplementedError("fit: class_weight is not supported; pass "
                                       "sample_weight instead")

@@ -365,10 +365,6 @@ def _inverse_for(ops, x, op):
             f"computed: it needs the matrix inverse ({e})") from None
 
 
-def _expand2(ops, s):
-    return ops.reshape(s, s.shape + (1, 1))
-
-
 # d det(A) = det(A) tr(A^-1 dA)  =>  dA = g det(A) A^-T
 _det = def_op("det", lambda xp, x: xp.linalg.det(x), saves=("x", "out"),
               vjp=lambda ops, g, x, out:

@@ -148,7 +148,6 @@ def _pool_ref(x, ksize, strides, pads, kind, dilations=None):
 
 def _max_pool_grad_ref(x, u, ksize, strides, pads):
     """d/dx of sum(max_pool(x) * u): each u to its window's first maximum."""
-    nd = len(ksize)
     xpad = np.pad(x, [(0, 0)] + [tuple(p) for p in pads] + [(0, 0)], constant_values=-np.inf)
     dx = np.zeros(xpad.shape)
     for n, c in np.ndindex(x.shape[0], x.shape[-1]):
