@@ -6,6 +6,7 @@ created on the device current at `iter()`. Transformations return new datasets. 
 element's structure is described by `element_spec` (`tg.TensorSpec`s) and the number of
 elements by `cardinality()` (`INFINITE_CARDINALITY`, `UNKNOWN_CARDINALITY` when not known).
 """
+import contextlib
 import itertools
 import os
 
@@ -669,13 +670,10 @@ class _Filter(_Unary):
                          f"scalar tensor, but it returned {desc}")
 
     def _iterate(self, ctx):
-        elements = self._input._iterate(ctx)
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             for element in elements:
                 if self._keep(element):
                     yield element
-        finally:
-            elements.close()
 
     def _card(self):
         return UNKNOWN_CARDINALITY
@@ -800,12 +798,9 @@ def _shapes_up_to(element, shapes, who):
 
 class _Unbatch(_Unary):
     def _iterate(self, ctx):
-        elements = self._input._iterate(ctx)
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             for element in elements:
                 yield from structure.split(element, "Dataset.unbatch", ctx.dev)
-        finally:
-            elements.close()
 
     def _spec(self):
         return nest.map_structure(lambda s: structure.unbatched_spec(s, "Dataset.unbatch"),
@@ -826,9 +821,8 @@ class _Shuffle(_Unary):
     def _iterate(self, ctx):
         epoch = next(self._epochs) if self._reshuffle else 0
         rng = np.random.default_rng([self._seed, epoch])
-        elements = self._input._iterate(ctx)
         buffer = []
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             for element in elements:
                 if len(buffer) < self._size:
                     buffer.append(element)
@@ -840,8 +834,6 @@ class _Shuffle(_Unary):
                 i = int(rng.integers(len(buffer)))
                 buffer[i], buffer[-1] = buffer[-1], buffer[i]
                 yield buffer.pop()
-        finally:
-            elements.close()
 
 
 class _Repeat(_Unary):
@@ -853,13 +845,10 @@ class _Repeat(_Unary):
         epochs = itertools.count() if self._count == -1 else range(self._count)
         for _ in epochs:
             produced = False
-            elements = self._input._iterate(ctx)
-            try:
+            with contextlib.closing(self._input._iterate(ctx)) as elements:
                 for element in elements:
                     produced = True
                     yield element
-            finally:
-                elements.close()
             if not produced:  # an empty input repeated forever is empty, not a hang
                 return
 
@@ -880,14 +869,11 @@ class _Take(_Unary):
         self._count = count
 
     def _iterate(self, ctx):
-        elements = self._input._iterate(ctx)
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             if self._count == -1:
                 yield from elements
             else:
                 yield from itertools.islice(elements, self._count)
-        finally:
-            elements.close()
 
     def _card(self):
         n = self._input._card()
@@ -906,15 +892,12 @@ class _Skip(_Unary):
         self._count = count
 
     def _iterate(self, ctx):
-        elements = self._input._iterate(ctx)
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             if self._count == -1:
                 for _ in elements:
                     pass
                 return
             yield from itertools.islice(elements, self._count, None)
-        finally:
-            elements.close()
 
     def _card(self):
         n = self._input._card()
@@ -935,13 +918,10 @@ class _Cache(_Unary):
                 yield nest.map_structure(lambda t: structure.to_device(t, ctx.dev), element)
             return
         filling = []
-        elements = self._input._iterate(ctx)
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             for element in elements:
                 filling.append(element)
                 yield element
-        finally:
-            elements.close()
         self._elements = filling  # only a complete iteration fills the cache
 
 
@@ -967,12 +947,9 @@ class _Enumerate(_Unary):
         self._start = start
 
     def _iterate(self, ctx):
-        elements = self._input._iterate(ctx)
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             for i, element in enumerate(elements, self._start):
                 yield iterators.scalar(i, np.int64, ctx.dev), element
-        finally:
-            elements.close()
 
     def _spec(self):
         return TensorSpec((), dtypes.int64), self._input.element_spec
@@ -985,11 +962,8 @@ class _Shard(_Unary):
         self._index = index
 
     def _iterate(self, ctx):
-        elements = self._input._iterate(ctx)
-        try:
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
             yield from itertools.islice(elements, self._index, None, self._num)
-        finally:
-            elements.close()
 
     def _card(self):
         n = self._input._card()

@@ -35,6 +35,9 @@ def unseen():
     (with or without `prefetch`)."""
     state = _thread
     lists = (state.recorders, state.variable_watchers, state.tracers)
+    if not any(lists):  # nothing to hide (worker threads, or already hidden by the caller)
+        yield
+        return
     saved = [list(a) for a in lists]
     for a in lists:  # emptied in place: a tape keeps the list it was pushed on
         del a[:]
