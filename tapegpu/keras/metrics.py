@@ -140,11 +140,14 @@ class Mean(Metric):
         self.total += float((v * w).sum())
         self.count += float(w.sum())
 
-    def result(self):
-        return self._scalar(self.total / self.count if self.count else 0.0)
+    def _mean(self):
+        return self.total / self.count if self.count else 0.0
 
-    def _value(self):
-        return float(np.asarray(self.total / self.count if self.count else 0.0, self.dtype))
+    def result(self):
+        return self._scalar(self._mean())
+
+    def _value(self):  # fit's logs: the result's value without making a tensor
+        return float(np.asarray(self._mean(), self.dtype))
 
 
 class Sum(Metric):
