@@ -1,6 +1,6 @@
 """A GPU cost model that runs without a GPU: kernel launches (and bytes moved) per step.
 
-    python -m benchmarks.gpu_cost [--only W1,W2] [--json FILE]
+    python -m benchmarks.gpu_cost [--only W1,W2] [--json FILE] [--markdown]
 
 Runs tapegpu's side of each workload (workloads.py) once on the `cuda_emu` device, where every
 custom kernel runs from the same `.cu` source as on a GPU through the CPU emulator, and reads
@@ -11,8 +11,12 @@ of fusion is visible. Where `tg.profiler` reports bytes moved, they are shown to
 
 On a GPU each launch costs a few microseconds of latency whatever its size, so launches per step
 bound the step time of the small workloads (W1, W4-W6) from below; bytes moved over memory
-bandwidth bound the large ones (W2, W3). If this tapegpu has no `cuda_emu` device, the script
-says so and exits 0.
+bandwidth bound the large ones (W2, W3). Both become a roofline estimate on an H100 (the
+figures stated in gpu_model.py): eager launches one by one, and the same kernels replayed from
+one captured graph. For the MLP training step (W2) the data-parallel step on 1-8 GPUs of a node
+and on 4 nodes of 8 is estimated from the same counts (ring allreduce of its float32 gradients,
+bucketed as tg.distribute does). If this tapegpu has no `cuda_emu` device, the script says so
+and exits 0.
 """
 import argparse
 import collections
@@ -21,6 +25,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import gpu_model  # noqa: E402
+
+MLP_WIDTHS = (784, 1024, 1024, 10)  # W2's layers (workloads.py): its gradients are reduced
 
 
 def emu_device():
@@ -67,18 +75,50 @@ def count(dev, fn):
     return {k: v for k, v in after.items() if v}
 
 
+def roofline(entry):
+    """{"unfused", "eager", "graph"}: estimated H100 µs per step of one counted workload."""
+    f, u = entry.get("fused", {}), entry.get("unfused", {})
+    b = f.get("bytes")
+    if b is None or "launches" not in f:
+        return None
+    out = {"eager": gpu_model.roofline_s(b["bytes"], b["flops"], f["launches"]) * 1e6,
+           "graph": gpu_model.roofline_s(b["bytes"], b["flops"], f["launches"], graph=True)
+           * 1e6}
+    if "launches" in u:
+        out["unfused"] = gpu_model.roofline_s(b["bytes"], b["flops"], u["launches"]) * 1e6
+    return out
+
+
 def markdown(report):
-    """The counts as a markdown table."""
-    lines = ["| workload | launches (fused) | launches (unfused) | MiB moved | MFLOP |",
-             "|---|---:|---:|---:|---:|"]
+    """The counts and roofline estimates as a markdown table."""
+    lines = ["| workload | launches (fused) | launches (unfused) | MiB moved | MFLOP | "
+             "H100 µs unfused | eager | one graph |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, e in report.items():
         f, u = e.get("fused", {}), e.get("unfused", {})
         b = f.get("bytes") or {}
-        lines.append(f"| {name} | {f.get('launches', 'error')} | {u.get('launches', 'error')} | "
-                     f"{b['bytes'] / 2**20:.1f} | {b['flops'] / 1e6:.1f} |" if b else
-                     f"| {name} | {f.get('launches', 'error')} | {u.get('launches', 'error')} "
-                     "| | |")
+        r = e.get("roofline_us") or {}
+        cells = [name, f.get("launches", "error"), u.get("launches", "error"),
+                 f"{b['bytes'] / 2**20:.1f}" if b else "", f"{b['flops'] / 1e6:.1f}" if b else "",
+                 *(f"{r[k]:.1f}" if k in r else "" for k in ("unfused", "eager", "graph"))]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def scaling(entry, grad_bytes):
+    """Rows of gpu_model.scaling_table for a counted training step (eager, one graph)."""
+    r = roofline(entry)
+    if r is None:
+        return None
+    rows = {}
+    for mode in ("eager", "graph"):
+        step = r[mode] * 1e-6
+        # the backward sweep is about two thirds of a training step's work (two matmuls per
+        # forward matmul), the part of the step behind which buckets can be reduced
+        rows[mode] = [{"config": label, "gpus": n, **{k: v for k, v in res.items()}}
+                      for label, n, res in gpu_model.scaling_table(step, step * 2 / 3,
+                                                                   grad_bytes)]
+    return rows
 
 
 def main(argv=None):
@@ -126,6 +166,20 @@ def main(argv=None):
             top = sorted(f.get("per_kernel", {}).items(), key=lambda kv: -kv[1])[:6]
             if top:
                 print("    " + ", ".join(f"{k} x{v}" for k, v in top))
+    for name, entry in report.items():
+        entry["roofline_us"] = roofline(entry)
+    w2 = next((name for name in report if name.startswith("W2")), None)
+    if w2 is not None:
+        grad_bytes = 4 * sum(a * b + b for a, b in zip(MLP_WIDTHS, MLP_WIDTHS[1:]))
+        report[w2]["data_parallel"] = scaling(report[w2], grad_bytes)
+        dp = report[w2]["data_parallel"]
+        if dp:
+            print(f"{w2}: data-parallel estimate ({grad_bytes / 1e6:.1f} MB of gradients, "
+                  "25 MiB buckets)")
+            for mode, rows in dp.items():
+                print(f"  {mode}: " + "; ".join(
+                    f"{r['config']}: {r['step_s'] * 1e6:.0f} µs, eff {r['efficiency']:.2f}"
+                    for r in rows))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=1)
