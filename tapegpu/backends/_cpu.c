@@ -1,5 +1,6 @@
 /* tapegpu._cpu: two elementwise kernels for the numpy backend, each one pass where numpy needs
- * several, for the ops that every ReLU layer runs (dispatch.py installs them).
+ * several, for the ops that every ReLU layer runs (dispatch.py installs them), and the caller
+ * of the kernels that tg.function's fusion compiles (call_fused, below).
  *
  *   bias_relu(x, b, out)        out = max(x + b, 0) over rows of len(b), with numpy's
  *                               `maximum` semantics: NaN propagates, -0.0 becomes +0.0
@@ -129,11 +130,73 @@ static PyObject *relu_backward(PyObject *mod, PyObject *const *args, Py_ssize_t 
                "g must be batches of y, out like g");
 }
 
+/* call_fused(address, n, itemsize, n_out, sizes, *arrays): runs a kernel that tg.function's
+ * fusion compiled, `void kernel(void **arrays, long long n)`, on the arrays' buffers (inputs,
+ * then n_out outputs). `sizes` is a bytes object with one byte per array: 1 if the array holds
+ * one element (read at index 0), 0 if it holds n. Every buffer must be C-contiguous with
+ * exactly that many elements of `itemsize` bytes, outputs writeable; else ValueError and
+ * nothing runs. The GIL is released only for large n (a tiny call costs less than the switch).
+ */
+#define MAX_FUSED_ARRAYS 64
+typedef void (*fused_kernel)(void **, long long);
+
+static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 5 || nargs - 5 > MAX_FUSED_ARRAYS || !PyBytes_Check(args[4])
+            || PyBytes_GET_SIZE(args[4]) != nargs - 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "call_fused(address, n, itemsize, n_out, sizes, *arrays)");
+        return NULL;
+    }
+    void *address = PyLong_AsVoidPtr(args[0]);
+    long long n = PyLong_AsLongLong(args[1]);
+    long itemsize = PyLong_AsLong(args[2]);
+    long n_out = PyLong_AsLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t count = nargs - 5;
+    const char *sizes = PyBytes_AS_STRING(args[4]);
+    Py_buffer b[MAX_FUSED_ARRAYS];
+    void *ptrs[MAX_FUSED_ARRAYS];
+    Py_ssize_t got = 0;
+    for (; got < count; got++) {
+        int out = got >= count - n_out;
+        if (PyObject_GetBuffer(args[5 + got], &b[got],
+                               PyBUF_C_CONTIGUOUS | (out ? PyBUF_WRITABLE : 0)) < 0)
+            break;
+        Py_ssize_t want = (sizes[got] ? 1 : (Py_ssize_t)n) * itemsize;
+        if (b[got].itemsize != itemsize || b[got].len != want) {
+            PyErr_Format(PyExc_ValueError, "call_fused: array %zd has %zd bytes of %zd-byte "
+                         "items, the kernel needs %zd bytes of %ld-byte items", got,
+                         b[got].len, b[got].itemsize, want, itemsize);
+            PyBuffer_Release(&b[got]);
+            break;
+        }
+        ptrs[got] = b[got].buf;
+    }
+    if (got == count) {
+        if (n >= 65536) {
+            Py_BEGIN_ALLOW_THREADS
+            ((fused_kernel)address)(ptrs, n);
+            Py_END_ALLOW_THREADS
+        } else {
+            ((fused_kernel)address)(ptrs, n);
+        }
+    }
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    if (got != count)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"bias_relu", (PyCFunction)(void (*)(void))bias_relu, METH_FASTCALL,
      "bias_relu(x, b, out): out = max(x + b, 0) over rows of len(b)."},
     {"relu_backward", (PyCFunction)(void (*)(void))relu_backward, METH_FASTCALL,
      "relu_backward(y, g, out): out = g where y > 0 else 0; y repeats over g's batch axes."},
+    {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
+     "call_fused(address, n, itemsize, n_out, sizes, *arrays): runs a fused kernel."},
     {NULL}
 };
 

@@ -11,6 +11,7 @@ from ..core import dtypes, nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..ops import registry
 from . import graph as _graph
+from . import fusion
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
 
@@ -119,7 +120,9 @@ class ConcreteFunction:
     def __init__(self, function, graph, key, arg_structure):
         self.function = function
         self.graph = optimize(graph)
-        self._plan = Plan(self.graph)
+        # the replayed copy has its elementwise groups fused (fusion.py; jit_compile=False: no)
+        self._plan = Plan(self.graph if function._jit_compile is False else
+                          fusion.fuse(self.graph))
         self._key = key
         self._arg_structure = arg_structure
 

@@ -12,7 +12,9 @@ argument), a constant (a tensor captured by value) or the output of a node. Node
   optimizer's own array update runs at replay, reading its step and learning rate then);
 * `print`: `tg.print` (a side effect);
 * `guard`: a value that became a Python value while tracing (`bool`, `int`, `float`,
-  `numpy`): the replay checks it still has the traced value.
+  `numpy`): the replay checks it still has the traced value;
+* `fused`: only in the copy that replays (fusion.py): one generated kernel computing a group of
+  elementwise nodes, with several outputs (`out` is a tuple).
 
 `optimize` merges identical pure nodes (CSE: same op, inputs and params; reads of the same
 variable between the same side effects) and drops nodes that reach neither an output nor a side
@@ -107,6 +109,9 @@ class Graph:
                 lines.append(f"  update {[v.name for v in n.params]} <- ({ins})")
             elif n.kind == "print":
                 lines.append(f"  print({ins})")
+            elif n.kind == "fused":
+                outs = ", ".join(self._name(v) for v in n.out)
+                lines.append(f"  {outs} = {n.params}({ins})")
             else:
                 lines.append(f"  guard {ins} == traced value")
         outs = ", ".join(self._name(v) if k == "v" else repr(v) for k, v in self.outputs)
@@ -184,9 +189,9 @@ def _array_fn(op, dev, params):
     return run
 
 
-OP, READ, ASSIGN, UPDATE, PRINT, GUARD = range(6)
+OP, READ, ASSIGN, UPDATE, PRINT, GUARD, FUSED = range(7)
 _KINDS = {"op": OP, "random": OP, "read": READ, "assign": ASSIGN, "update": UPDATE, "print": PRINT,
-          "guard": GUARD}
+          "guard": GUARD, "fused": FUSED}
 
 
 class Plan:
@@ -225,7 +230,7 @@ class Plan:
         peak = alive
         for s in steps:
             if s[3] is not None:
-                alive += 1
+                alive += len(s[3]) if s[0] == FUSED else 1
             peak = max(peak, alive)
             alive -= len(s[4])
         self.peak_live = peak
@@ -253,6 +258,11 @@ def _straight_line(plan):
         if kind == OP:
             env[f"f{k}"] = fn
             lines.append(f"v{out} = f{k}({args})")
+        elif kind == FUSED:
+            env[f"f{k}"] = fn
+            lines.append(f"{''.join(f'v{v}, ' for v in out)}= f{k}({args})")
+            names.update((v, f"v{v}") for v in out)
+            out = None
         elif kind == READ:
             env[f"var{k}"] = fn
             lines.append(f"v{out} = var{k}._value._data")
@@ -297,6 +307,9 @@ def replay(plan, arrays):
         for kind, fn, ins, out, frees, params in plan.steps:
             if kind == OP:
                 vals[out] = fn(*[vals[i] for i in ins])
+            elif kind == FUSED:
+                for v, a in zip(out, fn(*[vals[i] for i in ins])):
+                    vals[v] = a
             elif kind == READ:
                 vals[out] = fn._value._data
             elif kind == ASSIGN:

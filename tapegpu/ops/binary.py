@@ -27,9 +27,9 @@ def _public(op, doc):
     return fn
 
 
-def _binary(name, forward, vjp=None, saves=(), doc="", linear=False, api="tg"):
+def _binary(name, forward, vjp=None, saves=(), doc="", linear=False, api="tg", c=None):
     op = def_op(name, forward, args=("x", "y"), vjp=vjp, saves=saves, elementwise=True,
-                linear=linear)
+                linear=linear, c=c)
     return _public(op, f"""{doc}
 
     >>> {api}.{name}(tg.constant([1.0, 2.0]), 3.0).shape
@@ -37,12 +37,13 @@ def _binary(name, forward, vjp=None, saves=(), doc="", linear=False, api="tg"):
     """)
 
 
-add = _binary("add", lambda xp, x, y: x + y, vjp=(passthrough, passthrough), linear=True,
-              doc="x + y, elementwise with broadcasting.")
-subtract = _binary("subtract", lambda xp, x, y: x - y, vjp=(passthrough, lambda ops, g: -g),
-                   linear=True, doc="x - y, elementwise with broadcasting.")
+add = _binary("add", lambda xp, x, y: x + y, c="x + y", vjp=(passthrough, passthrough),
+              linear=True, doc="x + y, elementwise with broadcasting.")
+subtract = _binary("subtract", lambda xp, x, y: x - y, c="x - y",
+                   vjp=(passthrough, lambda ops, g: -g), linear=True,
+                   doc="x - y, elementwise with broadcasting.")
 # d(xy) = y dx + x dy
-multiply = _binary("multiply", lambda xp, x, y: x * y,
+multiply = _binary("multiply", lambda xp, x, y: x * y, c="x * y",
                    vjp=(lambda ops, g, x, y: g * y, lambda ops, g, x, y: g * x), saves=("x", "y"),
                    doc="x * y, elementwise with broadcasting.")
 
@@ -54,7 +55,7 @@ def _divide_forward(xp, x, y):
 
 
 # d(x/y) = dx / y - x dy / y^2
-divide = _binary("divide", quiet(_divide_forward), saves=("x", "y"),
+divide = _binary("divide", quiet(_divide_forward), saves=("x", "y"), c="x / y",
                  vjp=(lambda ops, g, x, y: g / y, lambda ops, g, x, y: -g * (x / (y * y))),
                  doc="x / y, elementwise (true division: integers give floats, as TF).")
 truediv = divide

@@ -42,6 +42,12 @@ Contract (what every rule may rely on, and must honour)
   `linear=True` makes it the op itself applied to the tangents.
 * `view=True`: the op only makes a view or reads metadata; on backends that count launches, any
   other reference forward counts as one library launch.
+* `c="sin(x)"`: the forward on one element of each floating input, as a C/CUDA C expression
+  of the op's `args` (type `T`: float or double; C's math functions, which C++ and CUDA overload
+  for float) that computes the same IEEE operations as `forward`. tg.function's fusion
+  (function/fusion.py) generates its kernels from these expressions only; an op without one
+  is never fused. Views that only relabel elements (reshape, broadcasting a single element)
+  have `c="x"`.
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
 
@@ -69,13 +75,14 @@ class Op:
     """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
-                 "residuals", "view", "tensor_rule", "steps")
+                 "residuals", "view", "tensor_rule", "steps", "c")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None):
+                 vjp_kernels=None, c=None):
         self.name = name
+        self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.forward = forward
         self.args = tuple(args)
         self.vjp = vjp

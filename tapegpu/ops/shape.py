@@ -22,7 +22,7 @@ def _nb(g, out_ndim):
 # -- reshape / transpose / broadcast ---------------------------------------------------------
 
 _reshape = def_op("reshape", lambda xp, x, shape: xp.reshape(x, shape), saves=("x.shape",),
-                  linear=True, view=True,
+                  linear=True, view=True, c="x",
                   vjp=lambda ops, g, x_shape, shape:
                   ops.reshape(g, g.shape[:_nb(g, len(shape))] + x_shape),
                   jvp=lambda ops, t, x_shape, shape:
@@ -112,7 +112,7 @@ def _broadcast_jvp(ops, t, x_shape, shape):
 # shape is saved for the JVP, which needs its rank)
 _broadcast = def_op("broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
                     saves=("x.shape",), vjp=passthrough, jvp=_broadcast_jvp, linear=True,
-                    view=True)
+                    view=True, c="x")
 
 
 def broadcast_to(input, shape, name=None):  # noqa: A002

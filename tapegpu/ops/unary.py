@@ -52,56 +52,58 @@ def _unary(name, forward, vjp=None, saves=(), doc="", floats_only=True, example=
     return _public(op, doc or f"Elementwise {name}(x).", example, floats_only, api)
 
 
-negative = _unary("negative", ufunc("negative"), vjp=lambda ops, g: -g,
+negative = _unary("negative", ufunc("negative"), c="-x", vjp=lambda ops, g: -g,
                   floats_only=False, linear=True, doc="-x, elementwise.")
 # |x|' = sign(x)
-abs = _unary("abs", ufunc("abs"), vjp=lambda ops, g, x: g * ops.sign(x),  # noqa: A001
+abs = _unary("abs", ufunc("abs"), c="fabs(x)", vjp=lambda ops, g, x: g * ops.sign(x),  # noqa: A001
              saves=("x",),
              floats_only=False, doc="|x|, elementwise.")
 # TensorFlow defines sign's gradient as zero (not None).
 sign = _unary("sign", ufunc("sign"), vjp=lambda ops, g: g * 0.0, floats_only=False,
               doc="The sign of x (-1, 0, 1), elementwise; its gradient is zero.")
 # (x^2)' = 2x
-square = _unary("square", ufunc("square"), vjp=lambda ops, g, x: g * (x * 2.0),
+square = _unary("square", ufunc("square"), c="x * x", vjp=lambda ops, g, x: g * (x * 2.0),
                 saves=("x",), floats_only=False, doc="x * x, elementwise.")
 # sqrt(x)' = 1 / (2 sqrt(x))
-sqrt = _unary("sqrt", quiet(ufunc("sqrt")), vjp=lambda ops, g, out: g / (out * 2.0),
+sqrt = _unary("sqrt", quiet(ufunc("sqrt")), c="sqrt(x)", vjp=lambda ops, g, out: g / (out * 2.0),
               saves=("out",), doc="The square root, elementwise.")
 # rsqrt(x)' = -rsqrt(x)^3 / 2
-rsqrt = _unary("rsqrt", quiet(lambda xp, x: 1 / xp.sqrt(x)),
+rsqrt = _unary("rsqrt", quiet(lambda xp, x: 1 / xp.sqrt(x)), c="T(1) / sqrt(x)",
                vjp=lambda ops, g, out: g * (out * out * out * -0.5), saves=("out",),
                doc="1 / sqrt(x), elementwise.")
 # e^x' = e^x: keep the output, not the input
-exp = _unary("exp", ufunc("exp"), vjp=lambda ops, g, out: g * out, saves=("out",),
+exp = _unary("exp", ufunc("exp"), c="exp(x)", vjp=lambda ops, g, out: g * out, saves=("out",),
              doc="e^x, elementwise.")
 # expm1(x)' = e^x = expm1(x) + 1
-expm1 = _unary("expm1", ufunc("expm1"), vjp=lambda ops, g, out: g * (out + 1.0),
+expm1 = _unary("expm1", ufunc("expm1"), c="expm1(x)", vjp=lambda ops, g, out: g * (out + 1.0),
                saves=("out",), doc="e^x - 1, accurate for small x.")
 # log(x)' = 1/x
-log = _unary("log", quiet(ufunc("log")), vjp=lambda ops, g, x: g / x, saves=("x",),
+log = _unary("log", quiet(ufunc("log")), c="log(x)", vjp=lambda ops, g, x: g / x, saves=("x",),
              doc="The natural logarithm, elementwise.")
 # log1p(x)' = 1/(1+x)
-log1p = _unary("log1p", quiet(ufunc("log1p")), vjp=lambda ops, g, x: g / (x + 1.0),
+log1p = _unary("log1p", quiet(ufunc("log1p")), c="log1p(x)", vjp=lambda ops, g, x: g / (x + 1.0),
                saves=("x",), doc="log(1 + x), accurate for small x.")
 # sin' = cos, cos' = -sin
-sin = _unary("sin", ufunc("sin"), vjp=lambda ops, g, x: g * ops.cos(x), saves=("x",),
+sin = _unary("sin", ufunc("sin"), c="sin(x)", vjp=lambda ops, g, x: g * ops.cos(x), saves=("x",),
              doc="The sine, elementwise.")
-cos = _unary("cos", ufunc("cos"), vjp=lambda ops, g, x: g * -ops.sin(x),
+cos = _unary("cos", ufunc("cos"), c="cos(x)", vjp=lambda ops, g, x: g * -ops.sin(x),
              saves=("x",), doc="The cosine, elementwise.")
 # tan' = 1 + tan^2
-tan = _unary("tan", ufunc("tan"), vjp=lambda ops, g, out: g * (out * out + 1.0),
+tan = _unary("tan", ufunc("tan"), c="tan(x)", vjp=lambda ops, g, out: g * (out * out + 1.0),
              saves=("out",), doc="The tangent, elementwise.")
 # tanh' = 1 - tanh^2
-tanh = _unary("tanh", ufunc("tanh"), vjp=lambda ops, g, out: g * (1.0 - out * out),
+tanh = _unary("tanh", ufunc("tanh"), c="tanh(x)", vjp=lambda ops, g, out: g * (1.0 - out * out),
               saves=("out",), doc="The hyperbolic tangent, elementwise.",
               **activation_kernels("tanh"))
 # sinh' = cosh, cosh' = sinh
-sinh = _unary("sinh", ufunc("sinh"), vjp=lambda ops, g, x: g * ops.cosh(x), saves=("x",),
+sinh = _unary("sinh", ufunc("sinh"), c="sinh(x)", vjp=lambda ops, g, x: g * ops.cosh(x),
+              saves=("x",),
               doc="The hyperbolic sine, elementwise.")
-cosh = _unary("cosh", ufunc("cosh"), vjp=lambda ops, g, x: g * ops.sinh(x), saves=("x",),
+cosh = _unary("cosh", ufunc("cosh"), c="cosh(x)", vjp=lambda ops, g, x: g * ops.sinh(x),
+              saves=("x",),
               doc="The hyperbolic cosine, elementwise.")
 # atan' = 1 / (1 + x^2)
-atan = _unary("atan", ufunc("arctan"), vjp=lambda ops, g, x: g / (x * x + 1.0),
+atan = _unary("atan", ufunc("arctan"), c="atan(x)", vjp=lambda ops, g, x: g / (x * x + 1.0),
               saves=("x",), doc="The arctangent, elementwise.")
 
 
@@ -175,7 +177,7 @@ is_nan = _is("is_nan", "isnan")
 is_inf = _is("is_inf", "isinf")
 is_finite = _is("is_finite", "isfinite")
 # (1/x)' = -1/x^2
-reciprocal = _unary("reciprocal", quiet(lambda xp, x: 1 / x),
+reciprocal = _unary("reciprocal", quiet(lambda xp, x: 1 / x), c="T(1) / x",
                     vjp=lambda ops, g, out: g * -(out * out), saves=("out",),
                     doc="1 / x, elementwise.")
 floor = _unary("floor", ufunc("floor"), doc="Rounds down; no gradient (as in TF).")

@@ -281,20 +281,38 @@ def build_library(source, filename, extra_flags=()):
     its manifest and may be loaded. Its `emu_manifest()` lists its kernels (with
     parameter names) and constants as JSON."""
     key = content_hash(source, extra_flags)
+
+    def text():
+        kernels, constants = parse(preprocess(source, extra_flags))
+        return generate(source, filename, kernels, constants, key)
+    return _cached(text, filename, key, extra_flags, emulated=True), key
+
+
+def build_host_library(source, filename, extra_flags=()):
+    """Compile (or find in the cache) a plain C++ library for the CPU: `source` as it is,
+    without the emulator's header and runtime, with the same cache rules and checks as
+    `build_library`. Returns (library path, content hash)."""
+    extra_flags = ("-ffp-contract=off", *extra_flags)  # no fused multiply-add: numpy's rounding
+    key = content_hash(source, ("host",) + extra_flags)
+    return _cached(lambda: source, filename, key, extra_flags, emulated=False), key
+
+
+def _cached(text, filename, key, extra_flags, emulated):
+    """The verified cached library for `key`, built from `text()` when there is none."""
     stem = re.sub(r'\W', '_', Path(filename).stem)[:40]
     d = cache_dir()
     target = verified_library(d, stem, key)
     if target is None:
-        kernels, constants = parse(preprocess(source, extra_flags))
-        text = generate(source, filename, kernels, constants, key)
+        source = text()
         try:
-            target = _compile(text, d, stem, key, extra_flags)
+            target = _compile(source, d, stem, key, extra_flags, emulated)
         except OSError as e:
             if str(d) == _fallback:
                 raise
             d = _fall_back(configured_cache_dir(), f"writing to it failed ({e})")
-            target = verified_library(d, stem, key) or _compile(text, d, stem, key, extra_flags)
-    return target, key
+            target = verified_library(d, stem, key) or \
+                _compile(source, d, stem, key, extra_flags, emulated)
+    return target
 
 
 def manifest_path(d, stem, key):
@@ -347,19 +365,21 @@ def _library_name(stem, key, sha):
     return f"{stem}-{key}-{sha[:16]}.so"
 
 
-def _compile(text, d, stem, key, extra_flags):
+def _compile(text, d, stem, key, extra_flags, emulated=True):
     """Build the library in a private scratch directory inside `d`, then move it and
-    its manifest into place (each atomically: library first, manifest last)."""
+    its manifest into place (each atomically: library first, manifest last). `emulated`:
+    with the emulator's header and runtime."""
     build = tempfile.mkdtemp(prefix=f".{stem}-{key}.", suffix=".build", dir=d)  # mode 0700
     src, out = os.path.join(build, stem + ".cpp"), os.path.join(build, stem + ".so")
     try:
         Path(src).write_text(text)
         # the scratch directory's random name is mapped away, so builds are reproducible
         cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared",
-               "-I", str(HERE), src, str(RUNTIME), "-o", out]
+               *(("-I", str(HERE), src, str(RUNTIME)) if emulated else (src,)), "-o", out]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            raise EmuCompileError(f"g++ failed to compile {stem}-{key} for the emulator:\n"
+            raise EmuCompileError(f"g++ failed to compile {stem}-{key}"
+                                  f"{' for the emulator' if emulated else ''}:\n"
                                   + r.stderr.replace(src, "<generated>"))
         with open(out, "rb") as f:
             data = f.read()

@@ -1,0 +1,422 @@
+"""Elementwise fusion of a traced graph: groups of elementwise ops become one generated kernel.
+
+`fuse(graph)` returns a copy of an optimized graph in which every group of fusible nodes is one
+`fused` node (the graph given is not changed: `concrete.graph` stays the IR of registry ops,
+and saved models keep it). A node is fusible when its op's description has a C expression
+(`c=` in its `def_op` entry: the generated code comes from those and nothing else), it runs on
+`numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype, with
+each input either of the output's shape (or size, for a reshape) or a single element.
+
+Groups. A node's level counts the non-fusible nodes (and side effects, reads and random draws,
+in trace order) on the longest path to it; fusible nodes of one level, size and dtype form one
+group, so no path between two members of a group passes through an unfused node. A value is
+written to memory (an output of its kernel) only when an unfused node, the graph's result or
+another group needs it; single-element values needed elsewhere are recomputed instead. Each
+kernel computes its members (and those recomputed values) once per element, in registers.
+
+Targets, from one body of generated statements:
+
+* `numpy`: C++ compiled by the system compiler (g++, `CXX`) into the private build cache of the
+  emulator (tapegpu/backends/emu/build.py: owned by the user, verified by size and sha256
+  before loading), called through `tapegpu.backends._cpu.call_fused` (one foreign call per
+  kernel) or through ctypes where that extension was not built;
+* `cuda_emu`: the same body as a CUDA C kernel, run by the emulator;
+* `cuda`: that CUDA C kernel compiled by NVRTC through `cupy.RawModule` (`--fmad=false`).
+
+Where no compiler works, `fuse` leaves the graph unfused and `unavailable_reason()` says why
+(`python -m tapegpu info` shows it). `TAPEGPU_FUSION=0`, `fusion.ENABLED = False` or
+`tg.function(..., jit_compile=False)` turn fusion off.
+
+Numerics: arithmetic (+, -, *, /, negation, square, reciprocal) and relabelling views give the
+unfused program's bits exactly (no contraction into fused multiply-adds: `-ffp-contract=off`,
+`--fmad=false`). Library functions (sin, exp, log, ...) are C's on the CPU and CUDA's on a GPU,
+where the unfused program runs numpy's or CuPy's; tests/function/test_fusion.py measures the
+difference on the op spec table's inputs and on NaN, infinities and subnormals, and docs/
+function.md states the bound per function.
+"""
+import copy
+import ctypes
+import hashlib
+import heapq
+import math
+import os
+import re
+
+import numpy as np
+
+from ..backends import emu
+from ..backends.emu import build
+
+try:
+    from ..backends._cpu import call_fused
+except ImportError:  # the compiled helpers are optional: ctypes calls the kernels instead
+    call_fused = None
+
+ENABLED = os.environ.get("TAPEGPU_FUSION", "1") != "0"
+C_TYPES = {"float32": "float", "float64": "double"}
+TARGETS = ("numpy", "cuda_emu", "cuda")
+MAX_ARRAYS = 64  # inputs + outputs of one kernel (tapegpu.backends._cpu.call_fused's limit)
+BLOCK = 256
+MAX_BLOCKS = 1024
+
+_failed = {}  # target -> why it cannot compile (set at the first failure)
+
+
+def unavailable_reason(target="numpy"):
+    """Why fused kernels cannot be built for `target` here, or None when they can (or were
+    not tried yet)."""
+    return _failed.get(target)
+
+
+def _size(shape):
+    return math.prod(shape)
+
+
+def fusible(graph, node):
+    """Whether `node` can be part of a generated kernel (see the module docstring)."""
+    if node.kind != "op" or node.op.c is None or node.dev is None or \
+            node.dev.name not in TARGETS or node.dev.name in _failed:
+        return False
+    _, shape, dtype, _ = graph.meta[node.out]
+    size = _size(shape)
+    if dtype not in C_TYPES or size == 0:
+        return False
+    for i in node.ins:
+        _, ishape, idtype, idev = graph.meta[i]
+        isize = _size(ishape)
+        if idtype != dtype or idev is not node.dev or not (
+                isize == 1 or ishape == shape or (isize == size and len(node.ins) == 1)):
+            return False
+    return True
+
+
+class Kernel:
+    """One fused group: the nodes it computes (in order), the values it reads (`leaves`) and
+    writes (`outputs`), its element count `n` and dtype."""
+
+    def __init__(self, graph, nodes, leaves, outputs, n, dtype, dev):
+        self.graph, self.nodes, self.leaves, self.outputs = graph, nodes, leaves, outputs
+        self.n, self.dtype, self.dev = n, dtype, dev
+        self.stmts = _statements(graph, nodes, leaves, outputs)
+        self.key = hashlib.sha256(f"{dtype}\n{n}\n{self.stmts}".encode()).hexdigest()[:16]
+        self.name = f"tg_fused_{self.key}"
+        self.ops = [node.op.name for node in nodes]
+
+    def cuda_source(self):
+        """The kernel as CUDA C: what NVRTC compiles for `cuda` and the emulator runs."""
+        t = C_TYPES[self.dtype]
+        params = [f"const T *__restrict__ in{j}" for j in range(len(self.leaves))] + \
+            [f"T *__restrict__ out{j}" for j in range(len(self.outputs))] + ["long long n"]
+        return (f"typedef {t} T;\n"
+                f'extern "C" __global__ void {self.name}({", ".join(params)}) {{\n'
+                "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+                "       i += (long long)blockDim.x * gridDim.x) {\n"
+                f"{_cuda_body(self.stmts, self.n)}  }}\n}}\n")
+
+    def host_source(self):
+        """The kernel as C++ for the CPU: a loop over blocks of LANES elements, each statement
+        run for the block's lanes (independent work the processor overlaps: one element's
+        chain of library calls would wait on each result), arrays passed as one pointer array
+        (`call_fused`'s calling convention)."""
+        t = C_TYPES[self.dtype]
+        k = len(self.leaves)
+        lines = [f"  const T *__restrict__ in{j} = (const T *)a[{j}];" for j in range(k)]
+        lines += [f"  T *__restrict__ out{j} = (T *)a[{k + j}];"
+                  for j in range(len(self.outputs))]
+        return ("#include <math.h>\n"
+                f"typedef {t} T;\n"
+                f'extern "C" __attribute__((visibility("default"))) void {self.name}'
+                "(void **a, long long n) {\n" + "\n".join(lines) + "\n"
+                f"  for (long long i = 0; i < n; i += {LANES}) {{\n"
+                f"{_host_body(self.stmts, self.n)}  }}\n}}\n")
+
+    def __str__(self):
+        return f"{self.name}[{', '.join(self.ops)}]"
+
+
+def _statements(graph, nodes, leaves, outputs):
+    """The kernel's work for one element, as (kind, value, argument, single) statements:
+    ("load", v, leaf number), ("let", v, C expression of earlier values `v<id>`), ("store", v,
+    output number); `single`: the value has one element (read and written at index 0)."""
+    def single(vid):
+        return _size(graph.meta[vid][1]) == 1
+    stmts = [("load", v, j, single(v)) for j, v in enumerate(leaves)]
+    for node in nodes:
+        subst = dict(zip(node.op.args, (f"(v{i})" for i in node.ins)))
+        expr = re.sub(r"\b(" + "|".join(map(re.escape, subst)) + r")\b",
+                      lambda m: subst[m.group(1)], node.op.c) if subst else node.op.c
+        stmts.append(("let", node.out, expr, single(node.out)))
+    stmts += [("store", v, j, single(v)) for j, v in enumerate(outputs)]
+    return tuple(stmts)
+
+
+def _cuda_body(stmts, n):
+    """The statements for element `i` of a grid-stride loop."""
+    lines = []
+    for kind, v, arg, single in stmts:
+        if kind == "load":
+            lines.append(f"    const T v{v} = in{arg}[{'0' if single else 'i'}];")
+        elif kind == "let":
+            lines.append(f"    const T v{v} = (T)({arg});")
+        elif single and n > 1:
+            lines.append(f"    if (i == 0) out{arg}[0] = v{v};")
+        else:
+            lines.append(f"    out{arg}[{'0' if single else 'i'}] = v{v};")
+    return "\n".join(lines) + "\n"
+
+
+LANES = 8
+# -O1 and the vectorizer: the lanes' arithmetic in SIMD registers, compiled in about a second
+# for the 600 statements of a long chain (-O2 takes five times as long and runs no faster)
+HOST_FLAGS = ("-O1", "-ftree-vectorize")
+
+
+def _host_body(stmts, n):
+    """The statements for elements i .. i + LANES - 1 (lanes past n repeat element n - 1 and
+    are not stored)."""
+    lanes = f"for (int l = 0; l < {LANES}; ++l)"
+    lines = ["    const long long last = n - 1;"]
+    for kind, v, arg, single in stmts:
+        if kind == "load":
+            at = "0" if single else "i + l < n ? i + l : last"
+            lines.append(f"    T v{v}[{LANES}]; {lanes} v{v}[l] = in{arg}[{at}];")
+        elif kind == "let":
+            expr = re.sub(r"\b(v\d+)\b", r"\1[l]", arg)
+            lines.append(f"    T v{v}[{LANES}]; {lanes} v{v}[l] = (T)({expr});")
+        elif single:
+            lines.append(f"    if (i == 0) out{arg}[0] = v{v}[0];")
+        else:
+            lines.append(f"    for (int l = 0; l < {LANES} && i + l < n; ++l) "
+                         f"out{arg}[i + l] = v{v}[l];")
+    return "\n".join(lines) + "\n"
+
+
+# -- grouping ---------------------------------------------------------------------------------
+def groups(graph):
+    """The kernels of `graph` (a list of Kernel) and, per node index, whether it is fused."""
+    nodes = graph.nodes
+    fus = [fusible(graph, n) for n in nodes]
+    level = {}
+    ordered = 0  # the level of the last side effect, read or random draw, in trace order
+    for k, n in enumerate(nodes):
+        base = max((level.get(i, 0) for i in n.ins), default=0)
+        if n.kind != "op":
+            base = max(base, ordered)
+            ordered = base + 1
+        if n.out is not None:
+            level[n.out] = base if fus[k] else base + 1
+    key = {}
+    producer = {}
+    for k, n in enumerate(nodes):
+        if fus[k]:
+            _, shape, dtype, _ = graph.meta[n.out]
+            key[n.out] = (level[n.out], _size(shape), dtype, n.dev.name)
+            producer[n.out] = n
+    # values a kernel must write: needed by unfused nodes, the result, or other groups
+    needed = {v for kind, v in graph.outputs if kind == "v"}
+    for k, n in enumerate(nodes):
+        for i in n.ins:
+            if i in producer and (not fus[k] or (key[i] != key[n.out] and key[i][1] > 1)):
+                needed.add(i)
+    written = {v for v in needed if v in producer}
+    members = {}
+    for v in producer:
+        if v in written:
+            members.setdefault(key[v], []).append(v)
+    kernels = []
+    for gkey, outs in members.items():
+        order, leaves, seen = [], [], set()
+
+        def visit(v):
+            if v in seen:
+                return
+            seen.add(v)
+            n = producer.get(v)
+            inline = n is not None and (key[v] == gkey or (v not in written and key[v][1] == 1))
+            if not inline:
+                leaves.append(v)
+                return
+            for i in n.ins:
+                visit(i)
+            order.append(n)
+        for v in outs:
+            visit(v)
+        outs = sorted(outs)
+        if len(leaves) + len(outs) > MAX_ARRAYS:
+            continue  # too many arrays for one call: those nodes stay unfused
+        first = producer[outs[0]]
+        kernels.append(Kernel(graph, order, leaves, outs, max(gkey[1], 1), gkey[2], first.dev))
+    return kernels
+
+
+class FusedNode:
+    """A `fused` node of the replay graph: one kernel, its leaves in, its outputs out."""
+    __slots__ = ("kind", "op", "ins", "params", "out", "dev")
+
+    def __init__(self, kernel, run):
+        self.kind = "fused"
+        self.op = run
+        self.ins = tuple(kernel.leaves)
+        self.params = kernel
+        self.out = tuple(kernel.outputs)
+        self.dev = kernel.dev
+
+
+def fuse(graph):
+    """A copy of `graph` with its fusible groups replaced by `fused` nodes (or `graph` itself
+    when nothing is fused)."""
+    if not ENABLED:
+        return graph
+    kernels = groups(graph)
+    fused = []
+    for k in kernels:
+        run = _runner(k)
+        if run is not None:
+            fused.append(FusedNode(k, run))
+    if not fused:
+        return graph
+    # what the kernels do not replace stays, if something still reads it (as `optimize`'s DCE)
+    replaced = {v for f in fused for v in f.out}
+    live = {v for kind, v in graph.outputs if kind == "v"}
+    for f in fused:
+        live.update(f.ins)
+    kept = []
+    for n in reversed(graph.nodes):
+        if n.out is None or (n.out in live and n.out not in replaced):
+            live.update(n.ins)
+            kept.append(n)
+    kept.reverse()
+    out = copy.copy(graph)
+    out.nodes = _schedule(kept, fused)
+    out.fused = [f.params for f in fused]
+    return out
+
+
+def _schedule(nodes, fused):
+    """Unfused nodes and fused ones in a topological order close to the trace's (side effects,
+    reads and random draws keep their order)."""
+    items = [(k, n) for k, n in enumerate(nodes)] + \
+        [(len(nodes) + j, f) for j, f in enumerate(fused)]
+    made_by = {}
+    for idx, n in items:
+        for v in (n.out if isinstance(n.out, tuple) else (n.out,)):
+            if v is not None:
+                made_by[v] = idx
+    deps = {idx: set() for idx, _ in items}
+    last = None
+    for idx, n in items:
+        deps[idx].update(made_by[i] for i in n.ins if i in made_by)
+        if n.kind not in ("op", "fused"):
+            if last is not None:
+                deps[idx].add(last)
+            last = idx
+    # priority: an unfused node its trace position, a kernel just after its last input's
+    # producer (it runs as soon as it can: later nodes wait for its outputs)
+    prio = {}
+    for idx, n in items:
+        if n.kind != "fused":
+            prio[idx] = idx
+    for idx, n in items:
+        if n.kind == "fused":
+            prio[idx] = max((prio.get(d, -1) for d in deps[idx]), default=-1) + 0.5
+    users = {idx: [] for idx, _ in items}
+    for idx, ds in deps.items():
+        for d in ds:
+            users[d].append(idx)
+    missing = {idx: len(ds) for idx, ds in deps.items()}
+    by_idx = dict(items)
+    ready = [(prio[idx], idx) for idx, m in missing.items() if m == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, idx = heapq.heappop(ready)
+        order.append(by_idx[idx])
+        for u in users[idx]:
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, (prio[u], u))
+    if len(order) != len(items):
+        raise AssertionError("tg.function fusion: the fused graph has a cycle")
+    return order
+
+
+# -- running ----------------------------------------------------------------------------------
+_compiled = {}  # (target, source) -> callable on arrays
+
+
+def _runner(kernel):
+    """`run(*leaf arrays) -> tuple of output arrays` for `kernel` on its device, or None when
+    this target cannot compile it (the reason is kept for unavailable_reason)."""
+    target = kernel.dev.name
+    try:
+        if target == "numpy":
+            return _host_runner(kernel)
+        return _device_runner(kernel)
+    except Exception as e:  # a missing or failing compiler: run unfused, say why
+        _failed[target] = f"{type(e).__name__}: {e}".strip()[:500]
+        return None
+
+
+def _host_runner(kernel):
+    source = kernel.host_source()
+    fn = _compiled.get(("numpy", source))
+    if fn is None:
+        path, _ = build.build_host_library(source, kernel.name, HOST_FLAGS)
+        fn = _compiled[("numpy", source)] = getattr(ctypes.CDLL(str(path)), kernel.name)
+    address = ctypes.cast(fn, ctypes.c_void_p).value
+    dtype = np.dtype(kernel.dtype)
+    shapes = [kernel.graph.meta[v][1] for v in kernel.outputs]
+    sizes = bytes(int(_size(kernel.graph.meta[v][1]) == 1) for v in kernel.leaves) + \
+        bytes(int(_size(s) == 1) for s in shapes)
+    n, n_out, item, empty = kernel.n, len(shapes), dtype.itemsize, np.empty
+    if call_fused is None:
+        fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_longlong]
+        fn.restype = None
+
+        def run(*arrays):
+            arrays = [np.ascontiguousarray(a, dtype) for a in arrays]
+            outs = [empty(s, dtype) for s in shapes]
+            ptrs = (ctypes.c_void_p * (len(arrays) + n_out))(
+                *[a.ctypes.data for a in arrays + outs])
+            fn(ptrs, n)
+            return outs
+        return run
+
+    def run(*arrays):
+        outs = [empty(s, dtype) for s in shapes]
+        try:
+            call_fused(address, n, item, n_out, sizes, *arrays, *outs)
+        except (BufferError, ValueError, TypeError):  # a strided view or a numpy scalar
+            arrays = [np.ascontiguousarray(a, dtype) for a in arrays]
+            call_fused(address, n, item, n_out, sizes, *arrays, *outs)
+        return outs
+    return run
+
+
+def _module(dev, source):
+    """The CUDA C `source` loaded for `dev`: by the emulator, or by NVRTC through CuPy."""
+    if dev.name == "cuda_emu":
+        return emu.RawModule(code=source)
+    return dev.xp.RawModule(code=source, options=("-std=c++17", "--fmad=false"))
+
+
+def _device_runner(kernel):
+    dev = kernel.dev
+    xp = dev.xp
+    source = kernel.cuda_source()
+    fn = _compiled.get((dev.name, source))
+    if fn is None:
+        fn = _compiled[(dev.name, source)] = _module(dev, source).get_function(kernel.name)
+    dtype = np.dtype(kernel.dtype)
+    shapes = [kernel.graph.meta[v][1] for v in kernel.outputs]
+    n = kernel.n
+    grid = (min(MAX_BLOCKS, -(-n // BLOCK)),)
+    launches, name = dev.launches, kernel.name
+
+    def run(*arrays):
+        arrays = [xp.ascontiguousarray(xp.asarray(a), dtype) for a in arrays]
+        outs = [xp.empty(s, dtype) for s in shapes]
+        fn(grid, (BLOCK,), (*arrays, *outs, np.int64(n)))
+        launches[name] += 1
+        return outs
+    return run

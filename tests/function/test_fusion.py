@@ -1,0 +1,231 @@
+"""tg.function's elementwise fusion (tapegpu/function/fusion.py): what is fused, that the fused
+replay computes what the unfused one does (bit for bit for arithmetic, within the documented
+bounds for library functions), on every device; every generated kernel compiles with NVRTC."""
+import numpy as np
+import pytest
+
+import tapegpu as tg
+from tapegpu.backends.kernels import nvrtc
+from tapegpu.function import fusion
+from tapegpu.ops.registry import REGISTRY
+from tapegpu.testing.op_specs import SPECS, sample
+
+# ulp bounds of a fused op against the unfused program, per dtype (docs/function.md states
+# them): exact for arithmetic and relabelling views, the C library's vs numpy's (CPU) for the
+# rest. On the simulated GPU both sides run numpy's functions (the stand-in's kernels run on
+# the CPU), so the same bounds apply.
+EXACT = {"add", "subtract", "multiply", "divide", "negative", "abs", "square", "reciprocal",
+         "sqrt", "reshape", "broadcast_to"}
+ULP = {"float32": 2, "float64": 2}
+SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 5e-324, 1e30, -1e30]
+GENERATED = {}  # kernel name -> CUDA C source, of every kernel these tests made
+
+
+def _fused(cf):
+    kernels = getattr(cf._plan.graph, "fused", [])
+    for k in kernels:
+        GENERATED[k.name] = k.cuda_source()
+    return kernels
+
+
+def _ulps(a, b):
+    """|a - b| in units in the last place, elementwise (0 where both are NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    it = np.int32 if a.dtype == np.float32 else np.int64
+
+    def line(v):  # the bit patterns of sign and magnitude, onto one monotonic integer line
+        i = v.view(it).astype(np.int64)
+        return np.where(i < 0, -(i & np.int64(np.iinfo(it).max)), i)
+    return np.where(np.isnan(a) & np.isnan(b), 0, np.abs(line(a) - line(b)))
+
+
+def _both(fn, *args):
+    fused, plain = tg.function(fn), tg.function(fn, jit_compile=False)
+    return fused, plain, fused(*args), plain(*args)
+
+
+def test_a_chain_of_elementwise_ops_and_its_gradient_is_one_kernel(tg_device):
+    x = tg.constant(np.linspace(-2, 2, 16, dtype=np.float32))
+
+    def step():
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = x
+            for _ in range(10):
+                y = tg.sin(y) * 1.01 + 0.1
+            s = tg.reduce_sum(y)
+        return tape.gradient(s, x)
+    fused, plain, a, b = _both(step)
+    kernels = _fused(fused.get_concrete_function())
+    assert len(kernels) == 1 and kernels[0].n == 16
+    # the gradient needs cos of each sin's input; the last sin's output is dead (DCE)
+    assert kernels[0].ops.count("sin") == 9 and kernels[0].ops.count("cos") == 10
+    assert not hasattr(plain.get_concrete_function()._plan.graph, "fused")
+    assert a.dtype == tg.float32 and a.shape == (16,)
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5)
+    # the IR (what concrete.graph shows and saved models keep) is not changed by fusion
+    assert "fused" not in str(fused.get_concrete_function().graph)
+    assert "tg_fused_" in str(fused.get_concrete_function()._plan.graph)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_arithmetic_is_bit_identical_to_the_unfused_replay(tg_device, dtype):
+    base = np.array(SPECIALS + list(np.linspace(-3, 3, 22)), dtype=dtype)
+    x = tg.constant(base)
+    y = tg.constant(base[::-1].copy())
+
+    def f(x, y):
+        a = (x + y) * (x - y) / (y * y + 1.0)
+        b = tg.reshape(-tg.square(a), (4, 8))
+        return tg.reciprocal(b + 3.0) + tg.abs(b) * 0.5, tg.sqrt(tg.abs(a))
+    fused, plain, a, b = _both(f, x, y)
+    assert len(_fused(fused.get_concrete_function(x, y))) == 1
+    for u, v in zip(a, b):
+        assert u.dtype == v.dtype == dtype and u.shape == v.shape
+        np.testing.assert_array_equal(u.numpy().view(np.uint8), v.numpy().view(np.uint8))
+
+
+def _unary_specs():
+    out = []
+    for spec in SPECS:
+        ops = spec.covers or (spec.name,)
+        if len(ops) == 1 and ops[0] in REGISTRY and REGISTRY[ops[0]].c is not None and \
+                len(spec.shapes) == 1:
+            out.append(spec)
+    return out
+
+
+@pytest.mark.parametrize("spec", _unary_specs(), ids=repr)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_each_fusible_op_matches_the_unfused_replay_within_its_bound(tg_device, spec, dtype):
+    x0 = sample(spec, dtype)[0]
+    op = (spec.covers or (spec.name,))[0]
+    if REGISTRY[op].elementwise:  # views (reshape, broadcast_to) keep their sample's shape
+        x0 = np.concatenate([x0.ravel(), np.array(SPECIALS, dtype)])
+    x = tg.constant(x0)
+    fused, plain, a, b = _both(lambda x: spec.fn(x) * 1.0, x)
+    cf = fused.get_concrete_function(x)
+    assert len(_fused(cf)) == 1
+    a, b = a.numpy(), b.numpy()
+    assert a.dtype == b.dtype == dtype
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    np.testing.assert_array_equal(np.isinf(a) * np.sign(a), np.isinf(b) * np.sign(b))
+    bound = 0 if op in EXACT else ULP[np.dtype(dtype).name]
+    worst = _ulps(a, b).max()
+    assert worst <= bound, f"{op} {np.dtype(dtype).name}: {worst} ulp (bound {bound})"
+
+
+def test_reductions_split_groups_and_values_cross_them_through_memory(tg_device):
+    x = tg.constant(np.linspace(0.1, 2, 12, dtype=np.float64).reshape(3, 4))
+
+    def f(x):
+        y = tg.exp(x) * 2.0 - 1.0
+        s = tg.reduce_sum(y, axis=1, keepdims=True)  # not fused: ends the first group
+        z = y / s + tg.cos(x)  # broadcast of s (3, 1) over (3, 4): not fusible either
+        return tg.tanh(z) * 3.0, s
+    fused, plain, a, b = _both(f, x)
+    kernels = _fused(fused.get_concrete_function(x))
+    # cos(x) is ready at the start: it joins the first kernel, which writes it for the second
+    assert [k.ops for k in kernels] == [["exp", "multiply", "subtract", "cos"],
+                                        ["add", "tanh", "multiply"]]
+    assert [len(k.outputs) for k in kernels] == [2, 1]
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-14)
+
+
+def test_side_effects_and_reads_keep_their_order_around_kernels(tg_device):
+    v = tg.Variable(np.array([1.0, 2.0, 3.0], np.float32))
+
+    @tg.function
+    def f(x):
+        a = tg.sin(v) * 2.0 + x
+        v.assign(a * 0.5)
+        b = tg.sin(v) * 2.0 + x  # reads the assigned value
+        return a, b
+    x = tg.constant(np.float32(0.25))
+    a, b = f(x)
+    v0 = np.array([1.0, 2.0, 3.0], np.float32)
+    ea = np.sin(v0) * np.float32(2) + np.float32(0.25)
+    np.testing.assert_allclose(a.numpy(), ea, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), np.sin(ea * np.float32(0.5)) * 2 + 0.25, rtol=1e-6)
+    np.testing.assert_allclose(v.numpy(), ea * 0.5, rtol=1e-6)
+    assert len(_fused(f.get_concrete_function(x))) >= 2
+
+
+def test_strided_and_scalar_leaves_are_read_correctly(tg_device):
+    m = tg.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+
+    def f(m):
+        t = tg.transpose(m)  # a strided view on numpy: the kernel reads a contiguous copy
+        return tg.sin(t) * tg.reduce_sum(m) + 1.0
+    fused, plain, a, b = _both(f, m)
+    assert len(_fused(fused.get_concrete_function(m))) == 1
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-6)
+    np.testing.assert_allclose(a.numpy(), np.sin(np.arange(12.0).reshape(3, 4).T) * 66 + 1,
+                               rtol=2e-5)
+
+
+def test_integer_and_mixed_dtype_ops_are_not_fused(tg_device):
+    def f(i, x):
+        return (i * 2 + 1, tg.cast(x, tg.float64) * 2.0)
+    i = tg.constant(np.arange(6, dtype=np.int32))
+    x = tg.constant(np.ones(6, np.float32))
+    fused = tg.function(f)
+    r = fused(i, x)
+    assert r[0].dtype == tg.int32 and r[1].dtype == tg.float64
+    kernels = _fused(fused.get_concrete_function(i, x))
+    assert all(k.dtype == "float64" for k in kernels)
+    np.testing.assert_array_equal(r[0].numpy(), np.arange(6) * 2 + 1)
+
+
+def test_without_a_compiler_the_replay_runs_unfused_and_says_why(tg_device, monkeypatch):
+    def broken(*a, **k):
+        raise fusion.build.EmuCompileError("g++ failed: no compiler here")
+    monkeypatch.setattr(fusion, "_compiled", {})
+    monkeypatch.setattr(fusion, "_failed", {})
+    monkeypatch.setattr(fusion.build, "build_host_library", broken)
+    monkeypatch.setattr(fusion, "_module", broken)
+    x = tg.constant(np.linspace(-1, 1, 8))
+    fused, plain, a, b = _both(lambda x: tg.sin(x) * 2.0, x)
+    assert _fused(fused.get_concrete_function(x)) == []
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    dev = tg.constant(0.0)._dev.name
+    assert "no compiler here" in fusion.unavailable_reason(dev)
+
+
+def test_call_fused_checks_every_buffer_before_running():
+    _cpu = pytest.importorskip("tapegpu.backends._cpu")
+    x = np.ones(4, np.float32)
+    out = np.empty(3, np.float32)
+    with pytest.raises(ValueError, match="array 1 has 12 bytes"):
+        _cpu.call_fused(0, 4, 4, 1, bytes(2), x, out)  # a wrong size: the null kernel never runs
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        _cpu.call_fused(0, 2, 4, 1, bytes(2), x[::2], out[:2])  # strided
+
+
+def _generated_sources():
+    """The CUDA C of the kernels the graphs of these tests give (generated, not run)."""
+    sources = dict(GENERATED)
+    graphs = []
+    for dtype in (np.float32, np.float64):
+        x = tg.constant(np.linspace(-1, 1, 8).astype(dtype))
+        elementwise = [s for s in _unary_specs()
+                       if REGISTRY[(s.covers or (s.name,))[0]].elementwise]
+        graphs.append(tg.function(lambda x: [s.fn(x) * 2.0 for s in elementwise])
+                      .get_concrete_function(x).graph)
+        graphs.append(tg.function(lambda x: tg.reshape(tg.sin(x) / (x * x + 1.0) - 0.5,
+                                                       (2, 4))).get_concrete_function(x).graph)
+    for g in graphs:
+        for k in fusion.groups(g):
+            sources[k.name] = k.cuda_source()
+    return sources
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason=f"NVRTC unavailable: {nvrtc.reason()}")
+@pytest.mark.parametrize("arch", nvrtc.ARCHS)
+def test_every_generated_kernel_compiles_with_nvrtc(arch):
+    sources = _generated_sources()
+    assert len(sources) >= 3
+    for name, source in sources.items():
+        _, entries = nvrtc.compile_source(source, name + ".cu", arch, options=("--fmad=false",))
+        assert entries == [name]
