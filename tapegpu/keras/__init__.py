@@ -32,6 +32,7 @@ from . import datasets as _datasets
 from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
 from .extras import backend, utils  # noqa: F401
+from . import applications  # noqa: F401
 
 
 def _namespace(name, doc, **members):
