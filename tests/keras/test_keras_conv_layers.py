@@ -481,3 +481,15 @@ def test_trainable_false_freezes_the_kernel():
     conv = L.Conv2D(2, 3, trainable=False)
     conv(np.ones((1, 4, 4, 1), np.float32))
     assert conv.trainable_variables == [] and len(conv.non_trainable_variables) == 2
+
+
+def test_default_names_are_keras():
+    keras.backend.clear_session()
+    made = [L.Conv1D(1, 1), L.Conv2D(1, 1), L.Conv3D(1, 1), L.Conv2DTranspose(1, 1),
+            L.DepthwiseConv2D(1), L.SeparableConv2D(1, 1), L.MaxPooling2D(),
+            L.AveragePooling1D(), L.GlobalAveragePooling2D(), L.GlobalMaxPooling1D(),
+            L.ZeroPadding2D(), L.UpSampling2D(), L.Cropping2D(), L.Conv2D(1, 1)]
+    assert [layer.name for layer in made] == [
+        "conv1d", "conv2d", "conv3d", "conv2d_transpose", "depthwise_conv2d",
+        "separable_conv2d", "max_pooling2d", "average_pooling1d", "global_average_pooling2d",
+        "global_max_pooling1d", "zero_padding2d", "up_sampling2d", "cropping2d", "conv2d_1"]
