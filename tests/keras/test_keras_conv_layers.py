@@ -2,7 +2,9 @@
 applied by hand to the layers' own weights, output shapes against Keras' formulas, gradients
 against finite differences, configs, summaries and errors."""
 import itertools
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -493,3 +495,35 @@ def test_default_names_are_keras():
         "conv1d", "conv2d", "conv3d", "conv2d_transpose", "depthwise_conv2d",
         "separable_conv2d", "max_pooling2d", "average_pooling1d", "global_average_pooling2d",
         "global_max_pooling1d", "zero_padding2d", "up_sampling2d", "cropping2d", "conv2d_1"]
+
+
+# -- against Keras itself --------------------------------------------------------------------------
+
+REFERENCE = os.path.join(os.path.dirname(__file__), "data", "keras_conv_reference.npz")
+
+
+def _reference_cases():
+    with np.load(REFERENCE) as ref:
+        return json.loads(str(ref["cases"]))
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("i,name,kwargs", [(i, name, kwargs) for i, (name, kwargs, _) in
+                                           enumerate(_reference_cases())])
+def test_outputs_and_weight_names_match_keras(i, name, kwargs):
+    """Keras 3's own outputs (tests/keras/data/make_keras_reference.py) on its own weights."""
+    with np.load(REFERENCE) as ref:
+        x, expect = ref[f"x{i}"], ref[f"y{i}"]
+        keras_names = [str(n) for n in ref[f"names{i}"]]
+        weights = [ref[f"w{i}_{j}"] for j in range(len(keras_names))]
+    layer = getattr(L, name)(**{k: _tuples(v) for k, v in kwargs.items()})
+    layer(x)
+    assert [v.name.split("/")[-1] for v in layer.weights] == keras_names
+    assert [v.shape for v in layer.weights] == [w.shape for w in weights]
+    layer.set_weights(weights)
+    y = layer(x).numpy()
+    assert y.shape == expect.shape
+    np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-5)
