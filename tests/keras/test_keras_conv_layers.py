@@ -553,3 +553,14 @@ def test_outputs_and_weight_names_match_keras(i, name, kwargs):
     y = layer(x).numpy()
     assert y.shape == expect.shape
     np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-5)
+
+
+def test_input_shape_argument_builds_a_sequential_model():
+    model = keras.Sequential([L.Conv2D(4, 3, input_shape=(10, 10, 2), name="first"),
+                              L.MaxPooling2D(), L.GlobalAveragePooling2D()])
+    assert model.built and model.layers[0].kernel.shape == (3, 3, 2, 4)
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert any("first (Conv2D)" in line and "(None, 8, 8, 4)" in line and "76" in line
+               for line in lines)
+    assert model(np.ones((3, 10, 10, 2), np.float32)).shape == (3, 4)
