@@ -473,7 +473,7 @@ cholesky.op = _cholesky
 
 
 def diag_part(input, k=0, name=None):  # noqa: A002
-    """The main diagonal of the last two axes.
+    """Diagonal k (0 the main one, k > 0 above it) of the last two axes.
 
     >>> tg.linalg.diag_part(tg.constant([[1.0, 2.0], [3.0, 4.0]])).numpy()
     array([1., 4.], dtype=float32)
@@ -481,8 +481,15 @@ def diag_part(input, k=0, name=None):  # noqa: A002
     x = tensor(input)
     if x.ndim < 2:
         raise InvalidArgumentError(f"diag_part: needs rank >= 2, got shape {x.shape}")
-    i = np.arange(min(x.shape[-1], x.shape[-2]))
-    return getitem(x, (Ellipsis, i, i))
+    if not isinstance(k, (int, np.integer)):
+        raise NotImplementedError(f"diag_part: only a single diagonal k (an int) is supported, "
+                                  f"got k={k!r}")
+    m, n = x.shape[-2:]
+    k = int(k)
+    if not -m < k < n and m and n:
+        raise InvalidArgumentError(f"diag_part: k must be in ({-m}, {n}) for matrices of shape "
+                                   f"({m}, {n}), got {k}")
+    return getitem(x, (Ellipsis,) + _diag_index(max(min(m - max(-k, 0), n - max(k, 0)), 0), k))
 
 
 def tensor_diag(diagonal, name=None):

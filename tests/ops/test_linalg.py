@@ -359,3 +359,13 @@ def test_decompositions_reject_vectors_and_non_square_input():
             fn(np.ones((2, 3)))
     with pytest.raises(InvalidArgumentError, match="floating"):
         tg.linalg.svd(np.ones((2, 2), np.int32))
+
+
+def test_diag_part_reads_diagonal_k():
+    x = np.arange(12.0).reshape(3, 4)
+    for k in (-2, -1, 0, 1, 3):
+        np.testing.assert_array_equal(tg.linalg.diag_part(x, k=k).numpy(), np.diagonal(x, k))
+    g = _grad(lambda a: tg.reduce_sum(tg.linalg.diag_part(a, k=1)), x)
+    np.testing.assert_array_equal(g, np.eye(3, 4, 1))
+    with pytest.raises(InvalidArgumentError, match="k must be in"):
+        tg.linalg.diag_part(x, k=4)
