@@ -200,6 +200,16 @@ def test_triangular_solve_shape_errors():
         tg.linalg.triangular_solve(np.ones((2, 3, 3)), np.ones((4, 3, 1)))
 
 
+def test_triangular_solve_with_a_zero_pivot_raises_on_every_device():
+    """CuPy's solvers return NaN where numpy's raise: both raise, as tg.linalg.solve does."""
+    a = np.triu(np.ones((3, 3))) + np.tril(np.ones((3, 3)), -1) * 5
+    a[1, 1] = 0.0
+    with pytest.raises(InvalidArgumentError, match="Singular"):
+        tg.linalg.triangular_solve(a, np.ones((3, 1)), lower=False)
+    ok = tg.linalg.triangular_solve(a + 2 * np.eye(3), np.ones((3, 1)), lower=False)
+    assert np.all(np.isfinite(ok.numpy()))
+
+
 def test_cholesky_solve_solves_with_the_factor():
     a = RNG.standard_normal((3, 3))
     spd = a @ a.T + 3 * np.eye(3)
