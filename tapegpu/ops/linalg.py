@@ -4,6 +4,7 @@ Matrix rules act on the last two axes, so any leading axes of `g` — the op's o
 matrices or a Jacobian's batch of cotangents — broadcast through `matmul` and `solve`.
 """
 import string
+from collections import namedtuple
 
 import math
 
@@ -1336,6 +1337,149 @@ def expm(input, name=None):  # noqa: A002
 
 
 expm.op = _expm
+
+
+# -- LU with partial pivoting ----------------------------------------------------------------------
+# The op's output packs lu (the unit-lower L below the diagonal, U on and above it) and the row
+# permutation p as floats (exact: n < 2^24), with LU = A[p]; the public function casts p back.
+
+def _lu_forward(xp, x):
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    a = x.reshape((-1, n, n)).copy()
+    rows = xp.arange(a.shape[0])
+    perm = xp.broadcast_to(xp.arange(n), a.shape[:2]).copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(n):  # Doolittle, each step on the whole batch; pivot as LAPACK's getrf
+            piv = xp.argmax(xp.abs(a[:, k:, k]), axis=-1) + k
+            row, p = a[rows, k].copy(), perm[rows, k].copy()
+            a[rows, k], perm[rows, k] = a[rows, piv], perm[rows, piv]
+            a[rows, piv], perm[rows, piv] = row, p
+            a[:, k + 1:, k] /= a[:, k, k][:, None]
+            a[:, k + 1:, k + 1:] -= a[:, k + 1:, k, None] * a[:, k, None, k + 1:]
+    if not bool(xp.all(xp.diagonal(a, axis1=-2, axis2=-1) != 0)):
+        raise np.linalg.LinAlgError("Input is not invertible")
+    return xp.concatenate([a.reshape(batch + (n * n,)), perm.astype(x.dtype).reshape(batch + (n,))],
+                          axis=-1)
+
+
+def _lu_factors(ops, out):
+    """L (unit diagonal), U and the one-hot permutation P (P A = A[p] = L U) from the output."""
+    n = (math.isqrt(4 * out.shape[-1] + 1) - 1) // 2
+    lu_ = ops.reshape(out[..., :n * n], tuple(out.shape[:-1]) + (n, n))
+    eye = ops.const_like(lu_, np.eye(n))
+    lower = ops.band_part(lu_, -1, 0) - lu_ * eye + eye
+    perm = ops.cast(ops.equal(out[..., n * n:, None], ops.arange_like(out, n)), lu_.dtype)
+    return n, lower, ops.band_part(lu_, 0, -1), perm
+
+
+def _lu_vjp(ops, g, out):
+    # P A = L U: with M = tril(L^T gL, -1) + triu(gU U^T) (gL, gU the parts of g),
+    # gA = P^T L^-T M U^-T
+    n, lower, upper, perm = _lu_factors(ops, out)
+    glu = ops.reshape(g[..., :n * n], tuple(g.shape[:-1]) + (n, n))
+    ltg = ops.matmul(lower, glu, transpose_a=True)
+    m = ops.band_part(ltg, -1, 0) - ops.band_part(ltg, 0, 0) + \
+        ops.band_part(ops.matmul(glu, upper, transpose_b=True), 0, -1)
+    y = ops.triangular_solve(lower, m, lower=True, adjoint=True)
+    y = _times_r_inv(ops, y, upper, transpose=True)
+    return ops.matmul(perm, y, transpose_a=True)
+
+
+def _lu_jvp(ops, t, out):
+    # X = L^-1 P dA U^-1:  d lu = L tril(X, -1) + triu(X) U;  p has no tangent
+    n, lower, upper, perm = _lu_factors(ops, out)
+    x = _times_r_inv(ops, ops.triangular_solve(lower, ops.matmul(perm, t)), upper)
+    dlu = ops.matmul(lower, ops.band_part(x, -1, 0) - ops.band_part(x, 0, 0)) + \
+        ops.matmul(ops.band_part(x, 0, -1), upper)
+    return ops.concat([ops.reshape(dlu, tuple(dlu.shape[:-2]) + (n * n,)),
+                       ops.zeros_like(t[..., 0, :])], axis=-1)
+
+
+_lu = def_op("lu", _lu_forward, saves=("out",), vjp=_lu_vjp, jvp=_lu_jvp)
+
+Lu = namedtuple("Lu", ["lu", "p"])
+
+
+def lu(input, output_idx_type=np.int32, name=None):  # noqa: A002
+    """The LU decomposition with partial pivoting of each innermost square matrix, as
+    tf.linalg.lu: (lu, p) with L (unit diagonal, below) and U (on and above the diagonal)
+    packed in lu and L U = input[p] (rows permuted by p). A singular matrix raises, as TF.
+
+    >>> lu_, p = tg.linalg.lu(tg.constant([[1.0, 2.0], [3.0, 4.0]]))
+    >>> p.numpy(), lu_.numpy()
+    (array([1, 0], dtype=int32), array([[3.        , 4.        ],
+           [0.33333334, 0.6666666 ]], dtype=float32))
+    """
+    x = floating(input, "lu")
+    _check_square(x, "lu")
+    n = x.shape[-1]
+    packed = apply(_lu, (x,), EMPTY)
+    return Lu(reshape(packed[..., :n * n], x.shape), _u.cast(packed[..., n * n:],
+                                                            output_idx_type))
+
+
+lu.op = _lu
+
+
+def _permutation(perm, like):
+    """The one-hot matrix P of a permutation p: (P B)[i] = B[p[i]]."""
+    p = tensor(perm)
+    n = p.shape[-1]
+    cols = Tensor(p._dev.xp.arange(n, dtype=p._data.dtype), p._dev)
+    return _u.cast(_b.equal(expand_dims(p, -1), cols), like.dtype)
+
+
+def _lu_lower_upper(lower_upper):
+    n = lower_upper.shape[-1]
+    eye = Tensor(lower_upper._dev.xp.eye(n, dtype=lower_upper._data.dtype), lower_upper._dev)
+    return (band_part(lower_upper, -1, 0) - lower_upper * eye + eye,
+            band_part(lower_upper, 0, -1))
+
+
+def lu_reconstruct(lower_upper, perm, validate_args=False, name=None):
+    """The matrix whose tf.linalg.lu is (lower_upper, perm): P^T L U.
+
+    >>> tg.linalg.lu_reconstruct(*tg.linalg.lu(tg.constant([[1.0, 2.0], [3.0, 4.0]]))).numpy()
+    array([[1., 2.],
+           [3., 4.]], dtype=float32)
+    """
+    lu_ = floating(lower_upper, "lu_reconstruct")
+    _check_square(lu_, "lu_reconstruct")
+    lower, upper = _lu_lower_upper(lu_)
+    return matmul(_permutation(perm, lu_), matmul(lower, upper), transpose_a=True)
+
+
+def lu_solve(lower_upper, perm, rhs, validate_args=False, name=None):
+    """X with A X = rhs, from A's tf.linalg.lu (lower_upper, perm): two triangular solves.
+
+    >>> lu_, p = tg.linalg.lu(tg.constant([[0.0, 2.0], [4.0, 0.0]]))
+    >>> tg.linalg.lu_solve(lu_, p, tg.constant([[2.0], [4.0]])).numpy()
+    array([[1.],
+           [1.]], dtype=float32)
+    """
+    lu_, b = _b.as_tensor_pair(lower_upper, rhs, "lu_solve")
+    _check_square(lu_, "lu_solve")
+    if b.ndim < 2 or b.shape[-2] != lu_.shape[-1]:
+        raise InvalidArgumentError(f"lu_solve: rhs must be (..., {lu_.shape[-1]}, k) for a "
+                                   f"factorisation of shape {lu_.shape}, got {b.shape}")
+    lower, upper = _lu_lower_upper(lu_)
+    y = triangular_solve(lower, matmul(_permutation(perm, lu_), b), lower=True)
+    return triangular_solve(upper, y, lower=False)
+
+
+def lu_matrix_inverse(lower_upper, perm, validate_args=False, name=None):
+    """The inverse of A from its tf.linalg.lu (lower_upper, perm).
+
+    >>> lu_, p = tg.linalg.lu(tg.eye(2) * 4.0)
+    >>> tg.linalg.lu_matrix_inverse(lu_, p).numpy()
+    array([[0.25, 0.  ],
+           [0.  , 0.25]], dtype=float32)
+    """
+    lu_ = floating(lower_upper, "lu_matrix_inverse")
+    n = lu_.shape[-1]
+    eye = Tensor(lu_._dev.xp.eye(n, dtype=lu_._data.dtype), lu_._dev)
+    return lu_solve(lu_, perm, broadcast_to(eye, lu_.shape))
 
 
 __all__ = public(globals(), ("linalg",), special=(

@@ -329,6 +329,18 @@ def _eigh_loss_ref(x):
                           axis=-2).astype(x.dtype)
 
 
+def _lu_ref(x):
+    """Doolittle with partial pivoting (LAPACK's getrf), one matrix at a time."""
+    out = np.array(x, copy=True)
+    for a in out.reshape((-1,) + x.shape[-2:]):
+        for k in range(a.shape[0]):
+            p = k + int(np.argmax(np.abs(a[k:, k])))
+            a[[k, p]] = a[[p, k]]
+            a[k + 1:, k] /= a[k, k]
+            a[k + 1:, k + 1:] -= np.outer(a[k + 1:, k], a[k, k + 1:])
+    return out
+
+
 def _expm_ref(x):
     """exp(A) by its Taylor series in float64, after scaling A below norm 1/2 (then squaring)."""
     a = np.asarray(x, np.float64)
@@ -636,6 +648,9 @@ SPECS = [
     Spec("expm_squared_batched", tg.linalg.expm, ((2, 3, 3),), lambda x: _expm_ref(x),
          make=lambda rng, dt, s: [(rng.uniform(-1, 1, s[0]) * [[[0.05]], [[2.5]]]).astype(dt)],
          covers=("expm",)),
+    Spec("lu", lambda x: tg.linalg.lu(x).lu, ((2, 4, 4),), lambda x: _lu_ref(x)),
+    Spec("lu_solve", lambda x, b: tg.linalg.lu_solve(*tg.linalg.lu(x), b), ((3, 3), (3, 2)),
+         np.linalg.solve, covers=("lu", "triangular_solve", "matmul")),
     # -- nn --------------------------------------------------------------------------------------
     Spec("softmax", tg.nn.softmax, ((3, 4),), _softmax),
     Spec("softmax_axis0", lambda x: tg.nn.softmax(x, axis=0), ((3, 4),),

@@ -379,3 +379,36 @@ def test_diag_part_reads_diagonal_k():
     np.testing.assert_array_equal(g, np.eye(3, 4, 1))
     with pytest.raises(InvalidArgumentError, match="k must be in"):
         tg.linalg.diag_part(x, k=4)
+
+
+# -- lu -------------------------------------------------------------------------------------------
+
+def test_lu_packs_l_and_u_with_rows_permuted_by_p():
+    x = RNG.standard_normal((2, 4, 4))
+    lu, p = tg.linalg.lu(x)
+    assert lu.shape == (2, 4, 4) and p.shape == (2, 4) and p.dtype == tg.int32
+    lu, p = lu.numpy(), p.numpy()
+    lower = np.tril(lu, -1) + np.eye(4)
+    upper = np.triu(lu)
+    np.testing.assert_allclose(lower @ upper, np.take_along_axis(x, p[..., None], axis=-2),
+                               atol=1e-12)
+    assert np.all(np.abs(np.tril(lu, -1)) <= 1)  # partial pivoting: |l_ij| <= 1
+    np.testing.assert_allclose(tg.linalg.lu_reconstruct(lu, p).numpy(), x, atol=1e-12)
+    b = RNG.standard_normal((2, 4, 3))
+    np.testing.assert_allclose(tg.linalg.lu_solve(lu, p, b).numpy(), np.linalg.solve(x, b),
+                               atol=1e-12)
+    np.testing.assert_allclose(tg.linalg.lu_matrix_inverse(lu, p).numpy(), np.linalg.inv(x),
+                               atol=1e-12)
+
+
+def test_lu_gradient_of_log_abs_det_u_is_the_inverse_transpose():
+    """log|det A| = sum log|u_ii| (L has a unit diagonal, P a determinant of +-1)."""
+    x = RNG.standard_normal((3, 3))
+    g = _grad(lambda a: tg.reduce_sum(tg.math.log(tg.abs(tg.linalg.diag_part(
+        tg.linalg.lu(a).lu)))), x)
+    np.testing.assert_allclose(g, np.linalg.inv(x).T, atol=1e-10)
+
+
+def test_lu_of_a_singular_matrix_raises_on_every_device():
+    with pytest.raises(InvalidArgumentError, match="not invertible"):
+        tg.linalg.lu(np.ones((2, 3, 3)))
