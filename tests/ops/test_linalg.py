@@ -219,7 +219,7 @@ def test_cholesky_solve_solves_with_the_factor():
                                np.linalg.solve(spd, b), atol=1e-12)
 
 
-# -- pinv and lstsq ---------------------------------------------------------------------------------
+# -- pinv and lstsq -------------------------------------------------------------------------------
 
 def test_pinv_of_a_rank_deficient_matrix_meets_the_penrose_conditions():
     a = RNG.standard_normal((4, 2)) @ RNG.standard_normal((2, 3))  # rank 2
@@ -340,7 +340,7 @@ def test_adjoint_transposes_the_last_two_axes():
     np.testing.assert_array_equal(tg.linalg.adjoint(x).numpy(), _T(x))
 
 
-# -- empty batches and errors -----------------------------------------------------------------------
+# -- empty batches and errors ---------------------------------------------------------------------
 
 def test_empty_batches_keep_their_shapes_and_gradients():
     x = tg.constant(np.zeros((0, 3, 2)))
