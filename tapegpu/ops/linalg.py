@@ -296,6 +296,8 @@ def _solve_forward(xp, a, b, adjoint=False):
         a = xp.broadcast_to(a, batch + a.shape[-2:])
     if b.shape[:-2] != batch:
         b = xp.broadcast_to(b, batch + b.shape[-2:])
+    if a.size == 0 or b.size == 0:  # an empty batch or system (CuPy's solve rejects them)
+        return xp.zeros(b.shape, dtype=xp.result_type(a, b))
     out = xp.linalg.solve(a, b)
     _device_check(xp, _finite_if_input_finite(xp, out, a, b), "Singular matrix")
     return out
@@ -1183,6 +1185,8 @@ def _check_matrix(x, op):
 def _cutoff_reciprocal(s, rcond):
     """1/s for singular values above rcond * max(s), 0 for the others, by TF's route: small
     values become inf first, so that no NaN reaches the gradient."""
+    if s.size == 0:
+        return s
     cutoff = rcond * reduce_max(s, axis=-1, keepdims=True)
     return 1.0 / _b.where(_b.greater(s, cutoff), s, math.inf)
 
@@ -1346,7 +1350,7 @@ expm.op = _expm
 def _lu_forward(xp, x):
     n = x.shape[-1]
     batch = x.shape[:-2]
-    a = x.reshape((-1, n, n)).copy()
+    a = x.reshape((math.prod(batch), n, n)).copy()
     rows = xp.arange(a.shape[0])
     perm = xp.broadcast_to(xp.arange(n), a.shape[:2]).copy()
     with np.errstate(divide="ignore", invalid="ignore"):

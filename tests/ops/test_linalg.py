@@ -342,21 +342,28 @@ def test_adjoint_transposes_the_last_two_axes():
 
 # -- empty batches and errors ---------------------------------------------------------------------
 
-def test_empty_batches_keep_their_shapes_and_gradients():
-    x = tg.constant(np.zeros((0, 3, 2)))
-    with tg.GradientTape() as tape:
-        tape.watch(x)
-        s, u, v = tg.linalg.svd(x)
-        q, r = tg.linalg.qr(x)
-        y = tg.reduce_sum(s) + tg.reduce_sum(q) + tg.reduce_sum(r)
-    assert (s.shape, u.shape, v.shape, q.shape, r.shape) == \
-        ((0, 2), (0, 3, 2), (0, 2, 2), (0, 3, 2), (0, 2, 2))
-    assert tape.gradient(y, x).shape == (0, 3, 2)
-    sq = np.zeros((0, 3, 3))
-    e, vec = tg.linalg.eigh(sq)
-    assert e.shape == (0, 3) and vec.shape == (0, 3, 3)
-    assert tg.linalg.expm(sq).shape == (0, 3, 3)
-    assert tg.linalg.band_part(sq, 1, 1).shape == (0, 3, 3)
+@pytest.mark.parametrize("shape", [(0, 3, 3), (2, 0, 0), (3, 0), (2, 0, 3)], ids=str)
+def test_empty_inputs_keep_their_shapes_and_gradients(shape):
+    """Empty batches and 0-row or 0-column matrices: outputs of TF's shapes and gradients of
+    the input's shape, on every device (CuPy's solve rejects empty systems)."""
+    x = tg.constant(np.zeros(shape))
+    m, n = shape[-2:]
+    k = min(m, n)
+    fns = {"svd": lambda a: tg.linalg.svd(a)[1], "qr": lambda a: tg.linalg.qr(a)[1],
+           "pinv": tg.linalg.pinv, "band_part": lambda a: tg.linalg.band_part(a, 0, -1)}
+    if m == n:
+        fns.update(eigh=lambda a: tg.linalg.eigh(a)[1], lu=lambda a: tg.linalg.lu(a).lu,
+                   expm=tg.linalg.expm)
+    want = {"svd": shape[:-2] + (m, k), "qr": shape[:-2] + (k, n), "pinv": shape[:-2] + (n, m)}
+    for name, fn in fns.items():
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+            loss = tg.reduce_sum(y)
+        assert y.shape == want.get(name, shape), name
+        assert tape.gradient(loss, x).shape == shape, name
+    solved = tg.linalg.solve(np.zeros(shape[:-2] + (k, k)), np.zeros(shape[:-2] + (k, 2)))
+    assert solved.shape == shape[:-2] + (k, 2)
 
 
 def test_decompositions_reject_vectors_and_non_square_input():
