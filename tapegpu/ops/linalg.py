@@ -4,6 +4,7 @@ Matrix rules act on the last two axes, so any leading axes of `g` — the op's o
 matrices or a Jacobian's batch of cotangents — broadcast through `matmul` and `solve`.
 """
 import string
+from collections import namedtuple
 
 import math
 
@@ -14,8 +15,8 @@ from ._base import EMPTY, apply, floating, public, tensor
 from ..core.tensor import Tensor
 from . import binary as _b, unary as _u
 from .reduce import reduce_max, reduce_sum
-from .shape import (_scatter_op, broadcast_to, getitem, matrix_transpose, reshape,
-                    transpose)
+from .shape import (_scatter_op, broadcast_to, expand_dims, getitem, matrix_transpose,
+                    reshape, transpose)
 
 
 def _mT(x):
@@ -295,6 +296,8 @@ def _solve_forward(xp, a, b, adjoint=False):
         a = xp.broadcast_to(a, batch + a.shape[-2:])
     if b.shape[:-2] != batch:
         b = xp.broadcast_to(b, batch + b.shape[-2:])
+    if a.size == 0 or b.size == 0:  # an empty batch or system (CuPy's solve rejects them)
+        return xp.zeros(b.shape, dtype=xp.result_type(a, b))
     out = xp.linalg.solve(a, b)
     _device_check(xp, _finite_if_input_finite(xp, out, a, b), "Singular matrix")
     return out
@@ -473,7 +476,7 @@ cholesky.op = _cholesky
 
 
 def diag_part(input, k=0, name=None):  # noqa: A002
-    """The main diagonal of the last two axes.
+    """Diagonal k (0 the main one, k > 0 above it) of the last two axes.
 
     >>> tg.linalg.diag_part(tg.constant([[1.0, 2.0], [3.0, 4.0]])).numpy()
     array([1., 4.], dtype=float32)
@@ -481,8 +484,15 @@ def diag_part(input, k=0, name=None):  # noqa: A002
     x = tensor(input)
     if x.ndim < 2:
         raise InvalidArgumentError(f"diag_part: needs rank >= 2, got shape {x.shape}")
-    i = np.arange(min(x.shape[-1], x.shape[-2]))
-    return getitem(x, (Ellipsis, i, i))
+    if not isinstance(k, (int, np.integer)):
+        raise NotImplementedError(f"diag_part: only a single diagonal k (an int) is supported, "
+                                  f"got k={k!r}")
+    m, n = x.shape[-2:]
+    k = int(k)
+    if not -m < k < n and m and n:
+        raise InvalidArgumentError(f"diag_part: k must be in ({-m}, {n}) for matrices of shape "
+                                   f"({m}, {n}), got {k}")
+    return getitem(x, (Ellipsis,) + _diag_index(max(min(m - max(-k, 0), n - max(k, 0)), 0), k))
 
 
 def tensor_diag(diagonal, name=None):
@@ -613,6 +623,867 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
 
 
 
+# -- band part, diagonals, triangular solves -----------------------------------------------------
+
+def _band_mask(xp, m, n, num_lower, num_upper):
+    """in_band(i, j) = (num_lower < 0 or i - j <= num_lower) and (num_upper < 0 or
+    j - i <= num_upper) over an (m, n) matrix, as TF's MatrixBandPart."""
+    keep = xp.ones((m, n), dtype=bool)
+    if num_upper >= 0:
+        keep &= xp.tri(m, n, num_upper, dtype=bool)
+    if num_lower >= 0:
+        keep &= ~xp.tri(m, n, -num_lower - 1, dtype=bool)
+    return keep
+
+
+def _band_part_forward(xp, x, lower, upper):
+    keep = _band_mask(xp, x.shape[-2], x.shape[-1], lower, upper)
+    return xp.where(keep, x, x.dtype.type(0))  # a where: inf and nan outside the band become 0
+
+
+# the band part is a mask: its own transpose, and linear
+_band_part = def_op("band_part", _band_part_forward, linear=True,
+                    vjp=lambda ops, g, lower, upper: ops.band_part(g, lower, upper))
+
+
+def band_part(input, num_lower, num_upper, name=None):  # noqa: A002
+    """Zeros everything outside a central band of each innermost matrix: entry (i, j) is kept
+    where (num_lower < 0 or i - j <= num_lower) and (num_upper < 0 or j - i <= num_upper)
+    (tf.linalg.band_part; a negative count keeps the whole triangle).
+
+    >>> tg.linalg.band_part(tg.ones((3, 3)), 0, -1).numpy()
+    array([[1., 1., 1.],
+           [0., 1., 1.],
+           [0., 0., 1.]], dtype=float32)
+    """
+    x = tensor(input)
+    if x.ndim < 2:
+        raise InvalidArgumentError(f"band_part: input must be at least 2-dim, received shape "
+                                   f"{x.shape}")
+    lower, upper = int(num_lower), int(num_upper)
+    m, n = x.shape[-2:]
+    if lower > m:
+        raise InvalidArgumentError(f"band_part: num_lower must be negative or less or equal to "
+                                   f"number of rows ({m}) got: {lower}")
+    if upper > n:
+        raise InvalidArgumentError(f"band_part: num_upper must be negative or less or equal to "
+                                   f"number of columns ({n}) got: {upper}")
+    return apply(_band_part, (x,), {"lower": lower, "upper": upper})
+
+
+band_part.op = _band_part
+matrix_band_part = band_part  # TF 1's name (tf.compat.v1.matrix_band_part)
+
+
+def _diag_index(n, k):
+    """Rows and columns of diagonal k (k > 0 above the main one) for a diagonal of length n."""
+    i = np.arange(n)
+    return (i, i + k) if k >= 0 else (i - k, i)
+
+
+def _diag_forward(xp, d, k, rows, cols, padding):
+    out = xp.full(d.shape[:-1] + (rows, cols), padding, dtype=d.dtype)
+    r, c = _diag_index(d.shape[-1], k)
+    out[..., xp.asarray(r), xp.asarray(c)] = d
+    return out
+
+
+# out[..., i, i + k] = d[..., i]:  g_d = g[..., i, i + k];  the tangent has no padding
+_diag = def_op("diag", _diag_forward,
+               vjp=lambda ops, g, k, rows, cols, padding:
+               ops.getitem(g, (Ellipsis,) + _diag_index(min(rows - max(-k, 0),
+                                                            cols - max(k, 0)), k)),
+               jvp=lambda ops, t, k, rows, cols, padding:
+               ops.op("diag", t, k=k, rows=rows, cols=cols, padding=0.0))
+
+
+def diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0,
+         align="RIGHT_LEFT"):
+    """Batched diagonal matrices: the last axis of `diagonal` on diagonal `k` (k > 0 above the
+    main one) of (num_rows, num_cols) matrices filled with `padding_value` elsewhere
+    (tf.linalg.diag with one diagonal; the sizes default to the smallest that fit).
+
+    >>> tg.linalg.diag(tg.constant([1.0, 2.0])).numpy()
+    array([[1., 0.],
+           [0., 2.]], dtype=float32)
+    """
+    d = tensor(diagonal)
+    if not isinstance(k, (int, np.integer)):
+        raise NotImplementedError(f"diag: only a single diagonal k (an int) is supported, got "
+                                  f"k={k!r}")
+    k = int(k)
+    if d.ndim < 1:
+        raise InvalidArgumentError(f"diag: diagonal must be at least 1-dim, received shape "
+                                   f"{d.shape}")
+    n = d.shape[-1]
+    if num_rows == -1 and num_cols == -1:  # square, as TF
+        rows = cols = n + abs(k)
+    else:  # the one not given is the smallest that holds the diagonal
+        rows = n + max(-k, 0) if num_rows == -1 else int(num_rows)
+        cols = n + max(k, 0) if num_cols == -1 else int(num_cols)
+    if min(rows - max(-k, 0), cols - max(k, 0)) != n:
+        raise InvalidArgumentError(f"diag: diagonal {k} of a ({rows}, {cols}) matrix has length "
+                                   f"{max(min(rows - max(-k, 0), cols - max(k, 0)), 0)}, got a "
+                                   f"diagonal of shape {d.shape}")
+    return apply(_diag, (d,), {"k": k, "rows": rows, "cols": cols,
+                               "padding": float(padding_value)})
+
+
+diag.op = _diag
+
+
+def adjoint(matrix, name=None):
+    """The conjugate transpose of the last two axes (tapegpu's dtypes are real: the transpose).
+
+    >>> tg.linalg.adjoint(tg.zeros((4, 2, 3))).shape
+    (4, 3, 2)
+    """
+    return matrix_transpose(matrix)
+
+
+def _triangle(xp, a, lower):
+    n = a.shape[-1]
+    return xp.where(_band_mask(xp, n, n, -1, 0) if lower else _band_mask(xp, n, n, 0, -1),
+                    a, a.dtype.type(0))
+
+
+def _triangular_solve_forward(xp, a, b, lower=True, adjoint=False):
+    # an LU solve of the triangle: batched on every backend (LAPACK's trtrs and cupyx's
+    # solve_triangular take one matrix); LU leaves a triangular matrix as it is up to pivoting
+    return _solve_forward(xp, _triangle(xp, a, lower), b, adjoint)
+
+
+def _triangular_solve_vjp(ops, g, matrix, out, rhs_shape, lower=True, adjoint=False):
+    # X = T^-1 B (T the triangle):  gB = T^-T g,  gT = -gB X^T, kept on the triangle
+    gb = ops.triangular_solve(matrix, g, lower=lower, adjoint=not adjoint)
+    ga = -ops.matmul(gb, out, transpose_b=True) if not adjoint else \
+        -ops.matmul(out, gb, transpose_b=True)
+    return ops.band_part(ga, -1, 0) if lower else ops.band_part(ga, 0, -1), gb
+
+
+def _triangular_solve_jvp(ops, ts, matrix, out, rhs_shape, lower=True, adjoint=False):
+    # dX = T^-1 (dB - dT X)  (T^T and dT^T when adjoint), dT the tangent's triangle
+    da, db = ts
+    rhs = None
+    if db is not None:  # the tangent's batch axes in front of the matrix's batch axes
+        nb = db.ndim - len(rhs_shape)
+        rhs = ops.reshape(db, db.shape[:nb] + (1,) * (out.ndim - len(rhs_shape)) + db.shape[nb:])
+    if da is not None:
+        tri = ops.band_part(da, -1, 0) if lower else ops.band_part(da, 0, -1)
+        dax = ops.matmul(_lift(ops, tri, matrix, out), out, transpose_a=adjoint)
+        rhs = -dax if rhs is None else rhs - dax
+    return ops.triangular_solve(matrix, rhs, lower=lower, adjoint=adjoint)
+
+
+_triangular_solve = def_op("triangular_solve", _triangular_solve_forward,
+                           args=("matrix", "rhs"), saves=("matrix", "out", "rhs.shape"),
+                           vjp=_triangular_solve_vjp, jvp=_triangular_solve_jvp)
+
+
+def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
+    """X with T @ X = rhs for the lower (or upper) triangle T of `matrix` (T^T @ X = rhs with
+    adjoint=True); the other triangle is not read (tf.linalg.triangular_solve). Batch axes
+    broadcast. A zero on the diagonal raises, as tg.linalg.solve does.
+
+    >>> tg.linalg.triangular_solve(tg.constant([[2.0, 9.0], [1.0, 1.0]]),
+    ...                            tg.constant([[2.0], [2.0]])).numpy()
+    array([[1.],
+           [1.]], dtype=float32)
+    """
+    a, b = _b.as_tensor_pair(matrix, rhs, "triangular_solve")
+    a = floating(a, "triangular_solve")
+    _check_square(a, "triangular_solve")
+    if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
+        raise InvalidArgumentError(f"triangular_solve: rhs must be (..., {a.shape[-1]}, k) for "
+                                   f"a matrix of shape {a.shape}, got {b.shape}")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise InvalidArgumentError(f"triangular_solve: the batch shapes of matrix {a.shape} and "
+                                   f"rhs {b.shape} do not broadcast") from None
+    return apply(_triangular_solve, (a, b), {"lower": bool(lower), "adjoint": bool(adjoint)})
+
+
+triangular_solve.op = _triangular_solve
+
+
+def cholesky_solve(chol, rhs, name=None):
+    """X with A @ X = rhs, given the Cholesky factor `chol` of A (tf.linalg.cholesky_solve):
+    two triangular solves, L Y = rhs then L^T X = Y.
+
+    >>> tg.linalg.cholesky_solve(tg.eye(2) * 2.0, tg.ones((2, 1))).numpy()
+    array([[0.25],
+           [0.25]], dtype=float32)
+    """
+    chol, rhs = _b.as_tensor_pair(chol, rhs, "cholesky_solve")
+    _check_square(chol, "cholesky_solve")
+    if rhs.ndim < 2 or rhs.shape[-2] != chol.shape[-1]:
+        raise InvalidArgumentError(f"cholesky_solve: rhs must be (..., {chol.shape[-1]}, k) for "
+                                   f"a factor of shape {chol.shape}, got {rhs.shape}")
+    y = triangular_solve(chol, rhs, lower=True)
+    return triangular_solve(chol, y, lower=True, adjoint=True)
+
+
+# -- decompositions: svd, eigh, qr -----------------------------------------------------------------
+# An op has one output, so a decomposition's op returns its factors packed into one array
+# (..., sum of the factors' sizes), the factors flattened one after the other; its public
+# function splits them (views), and its rules split the cotangent the same way. A factor that
+# no loss reads gets a zero cotangent, which the rules handle like any other.
+
+def _pack(xp, *parts):
+    lead = parts[0].shape[:-2]
+    return xp.concatenate([p.reshape(lead + (p.shape[-2] * p.shape[-1],)) for p in parts],
+                          axis=-1)
+
+
+def _unpack(reshape_, v, shapes):
+    """The factors (..., r, c) of a packed value `v` (array or tensor, any leading axes)."""
+    parts, start = [], 0
+    for r, c in shapes:
+        part = v[..., start:start + r * c]
+        parts.append(reshape_(part, tuple(v.shape[:-1]) + (r, c)))
+        start += r * c
+    return parts
+
+
+def _pack_ops(ops, *parts):
+    return ops.concat([ops.reshape(p, tuple(p.shape[:-2]) + (p.shape[-2] * p.shape[-1],))
+                       for p in parts], axis=-1)
+
+
+def _nan_for_nonfinite(xp, fn, x):
+    """fn(x) (a tuple of arrays over the batch of x), NaN for the matrices of x that are not
+    finite: TF's decompositions return NaN for them, numpy's raise LinAlgError (CuPy's give
+    NaN already). A failure on finite input still raises."""
+    try:
+        return fn(x)
+    except np.linalg.LinAlgError:
+        bad = ~np.isfinite(x).all(axis=(-2, -1))
+        if not bad.any():
+            raise
+        outs = fn(np.where(bad[..., None, None], 0, x))
+        return tuple(np.where(bad.reshape(bad.shape + (1,) * (o.ndim - bad.ndim)), np.nan, o)
+                     for o in outs)
+
+
+def _safe_reciprocal(x):
+    # TF's _SafeReciprocal: 1/x away from 0 and 0 at 0, so that equal singular values (or
+    # eigenvalues) contribute nothing instead of inf
+    return x / (x * x + 1e-20)
+
+
+def _row(ops, s):
+    """A vector (..., k) as a row (..., 1, k)."""
+    return ops.reshape(s, tuple(s.shape[:-1]) + (1, s.shape[-1]))
+
+
+def _svd_shapes(m, n, full):
+    k = min(m, n)
+    return ((1, k), (m, m if full else k), (n, n if full else k))
+
+
+def _svd_forward(xp, x, full=False, uv=True):
+    if not uv:
+        return _nan_for_nonfinite(xp, lambda a: (xp.linalg.svd(a, compute_uv=False),), x)[0]
+    u, s, vh = _nan_for_nonfinite(xp, lambda a: xp.linalg.svd(a, full_matrices=full), x)
+    return _pack(xp, s[..., None, :], u, _mT(vh))
+
+
+def _svd_full_check(m, n, full, what):
+    if full and abs(m - n) > 1:
+        raise NotImplementedError(f"svd: the {what} is not implemented for abs(m - n) > 1 when "
+                                  f"full_matrices is True (input ({m}, {n})), as in TF: the "
+                                  "extra singular vectors are not unique")
+
+
+def _svd_vjp(ops, g, x, out, full=False, uv=True):
+    # TF's SvdGrad (Giles 2008; Townsend 2016), with F_ij = 1 / (s_j^2 - s_i^2) off the
+    # diagonal and 0 where singular values are equal (TF's safe reciprocal)
+    m, n = x.shape[-2:]
+    if not uv:  # A = U diag(s) V^T:  dA = U diag(g) V^T
+        _, u, v = ops.svd(x)
+        return ops.matmul(u * _row(ops, g), v, transpose_b=True)
+    _svd_full_check(m, n, full, "gradient")
+    s, u, v = _unpack(ops.reshape, out, _svd_shapes(m, n, full))
+    gs, gu, gv = _unpack(ops.reshape, g, _svd_shapes(m, n, full))
+    adjoint = m > n  # work on A^T = V S U^T, so that m <= n
+    if adjoint:
+        m, n, u, v, gu, gv = n, m, v, u, gv, gu
+    s_col = ops.matrix_transpose(s)
+    f = _safe_reciprocal(s * s - s_col * s_col)
+    v1, gv1 = v[..., :, :m], gv[..., :, :m]
+    f_u = f * ops.matmul(u, gu, transpose_a=True)
+    f_v = f * ops.matmul(v1, gv1, transpose_a=True)
+    eye = ops.const_like(s, np.eye(m))
+    inner = gs * eye + (f_u + ops.matrix_transpose(f_u)) * s + \
+        s_col * (f_v + ops.matrix_transpose(f_v))
+    ga = ops.matmul(u, ops.matmul(inner, v1, transpose_b=True))
+    if m != n:
+        gv1t = ops.matrix_transpose(gv1)
+        rest = gv1t - ops.matmul(ops.matmul(gv1t, v1), v1, transpose_b=True)
+        if full:
+            v2, gv2 = v[..., :, m:], gv[..., :, m:]
+            rest = rest - ops.matmul(ops.matmul(v1, gv2, transpose_a=True), v2,
+                                     transpose_b=True)
+        ga = ga + ops.matmul(u * _safe_reciprocal(s), rest)
+    return ops.matrix_transpose(ga) if adjoint else ga
+
+
+def _svd_jvp(ops, t, x, out, full=False, uv=True):
+    # dS = U^T dA V:  ds = diag(dS),  dU = U (F o (dS S + S dS^T)) + (I - U U^T) dA V S^-1,
+    # dV = V (F o (S dS + dS^T S)) (for m >= n; the transpose otherwise)
+    m, n = x.shape[-2:]
+    if not uv:
+        _, u, v = ops.svd(x)
+        ds = ops.matmul(ops.matmul(u, t, transpose_a=True), v)
+        return ops.reduce_sum(ds * ops.const_like(ds, np.eye(min(m, n))), axis=-2)
+    _svd_full_check(m, n, full, "derivative")
+    s, u, v = _unpack(ops.reshape, out, _svd_shapes(m, n, full))
+    adjoint = m < n  # work on A^T, so that m >= n
+    if adjoint:
+        m, n, u, v, t = n, m, v, u, ops.matrix_transpose(t)
+    u1 = u[..., :, :n]
+    s_col = ops.matrix_transpose(s)
+    f = _safe_reciprocal(s * s - s_col * s_col)
+    tv = ops.matmul(t, v)
+    dS = ops.matmul(u1, tv, transpose_a=True)
+    eye = ops.const_like(s, np.eye(n))
+    ds = ops.reduce_sum(dS * eye, axis=-2, keepdims=True)
+    dSS = dS * s
+    SdS = s_col * dS
+    du = ops.matmul(u1, f * (dSS + ops.matrix_transpose(dSS)))
+    dv = ops.matmul(v, f * (SdS + ops.matrix_transpose(SdS)))
+    if m > n:
+        s_inv = _safe_reciprocal(s)
+        du = du + (tv - ops.matmul(u1, dS)) * s_inv
+        if full:  # U2 spans the rest: U1^T dU2 = -(U2^T dU1)^T, U2^T dU2 = 0 (one column)
+            u2 = u[..., :, n:]
+            proj = ops.matmul(u2, tv, transpose_a=True) * s_inv
+            du = ops.concat([du, -ops.matmul(u1, proj, transpose_b=True)], axis=-1)
+    if adjoint:
+        du, dv = dv, du
+    return _pack_ops(ops, ds, du, dv)
+
+
+_svd = def_op("svd", _svd_forward, saves=("x", "out"), vjp=_svd_vjp, jvp=_svd_jvp)
+
+
+def svd(tensor, full_matrices=False, compute_uv=True, name=None):  # noqa: A002
+    """The singular value decomposition tensor = u diag(s) v^T of each innermost matrix:
+    returns (s, u, v) as tf.linalg.svd (v, not v^T; s descending), or s alone with
+    compute_uv=False. The gradient is TF's: well defined for distinct nonzero singular values;
+    equal ones contribute nothing to it (TF's convention) and with full_matrices=True it needs
+    abs(m - n) <= 1. Non-finite matrices give NaN, as in TF.
+
+    >>> s, u, v = tg.linalg.svd(tg.constant([[3.0, 0.0], [0.0, -2.0]]))
+    >>> s.numpy()
+    array([3., 2.], dtype=float32)
+    """
+    x = floating(tensor, "svd")
+    if x.ndim < 2:
+        raise InvalidArgumentError(f"svd: input must have rank >= 2, got shape {x.shape}")
+    params = {"full": bool(full_matrices), "uv": bool(compute_uv)}
+    packed = apply(_svd, (x,), params)
+    if not compute_uv:
+        return packed
+    m, n = x.shape[-2:]
+    s, u, v = _unpack(reshape, packed, _svd_shapes(m, n, bool(full_matrices)))
+    return reshape(s, s.shape[:-2] + (s.shape[-1],)), u, v
+
+
+svd.op = _svd
+
+
+def _eigh_forward(xp, x, vectors=True):
+    if not vectors:
+        return _nan_for_nonfinite(xp, lambda a: (xp.linalg.eigvalsh(a),), x)[0]
+    e, v = _nan_for_nonfinite(xp, xp.linalg.eigh, x)
+    return _pack(xp, e[..., None, :], v)
+
+
+def _lower_sym_vjp(ops, ga):
+    # eigh reads the lower triangle only: A = tril(X) + tril(X, -1)^T, whose adjoint maps G to
+    # tril(G + G^T) with G's diagonal once
+    n = ga.shape[-1]
+    phi = ops.const_like(ga, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
+    return (ga + ops.matrix_transpose(ga)) * phi
+
+
+def _lower_sym_jvp(ops, t):
+    # the tangent of the symmetric matrix eigh sees: tril(dX) + tril(dX, -1)^T
+    n = t.shape[-1]
+    half = t * ops.const_like(t, np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
+    return half + ops.matrix_transpose(half)
+
+
+def _eigh_vjp(ops, g, x, out, vectors=True):
+    # A V = V diag(e):  dA = V (diag(g_e) + F o (V^T g_V)) V^T, F_ij = 1 / (e_j - e_i) off the
+    # diagonal, 0 for equal eigenvalues (TF's SelfAdjointEigV2 gradient)
+    n = x.shape[-1]
+    if not vectors:
+        _, v = ops.eigh(x)
+        return _lower_sym_vjp(ops, ops.matmul(v * _row(ops, g), v, transpose_b=True))
+    e, v = _unpack(ops.reshape, out, ((1, n), (n, n)))
+    ge, gv = _unpack(ops.reshape, g, ((1, n), (n, n)))
+    f = _safe_reciprocal(e - ops.matrix_transpose(e))
+    inner = ge * ops.const_like(e, np.eye(n)) + f * ops.matmul(v, gv, transpose_a=True)
+    return _lower_sym_vjp(ops, ops.matmul(v, ops.matmul(inner, v, transpose_b=True)))
+
+
+def _eigh_jvp(ops, t, x, out, vectors=True):
+    # M = V^T dA V:  de = diag(M),  dV = V (F o M)
+    n = x.shape[-1]
+    dA = _lower_sym_jvp(ops, t)
+    eye = ops.const_like(t, np.eye(n))
+    if not vectors:
+        _, v = ops.eigh(x)
+        return ops.reduce_sum(ops.matmul(v, ops.matmul(dA, v), transpose_a=True) * eye, axis=-2)
+    e, v = _unpack(ops.reshape, out, ((1, n), (n, n)))
+    M = ops.matmul(v, ops.matmul(dA, v), transpose_a=True)
+    de = ops.reduce_sum(M * eye, axis=-2, keepdims=True)
+    dv = ops.matmul(v, _safe_reciprocal(e - ops.matrix_transpose(e)) * M)
+    return _pack_ops(ops, de, dv)
+
+
+_eigh = def_op("eigh", _eigh_forward, saves=("x", "out"), vjp=_eigh_vjp, jvp=_eigh_jvp)
+
+
+def eigh(tensor, name=None):  # noqa: A002
+    """Eigenvalues (ascending) and eigenvectors (columns) of each innermost symmetric matrix,
+    (e, v) as tf.linalg.eigh; only the lower triangle is read. The gradient is TF's: defined
+    for distinct eigenvalues, equal ones contributing nothing; the eigenvectors' signs are
+    arbitrary, so a loss should not depend on them. Non-finite matrices give NaN.
+
+    >>> e, v = tg.linalg.eigh(tg.constant([[2.0, 0.0], [0.0, 1.0]]))
+    >>> e.numpy()
+    array([1., 2.], dtype=float32)
+    """
+    x = floating(tensor, "eigh")
+    _check_square(x, "eigh")
+    n = x.shape[-1]
+    e, v = _unpack(reshape, apply(_eigh, (x,), EMPTY), ((1, n), (n, n)))
+    return reshape(e, e.shape[:-2] + (n,)), v
+
+
+eigh.op = _eigh
+
+
+def eigvalsh(tensor, name=None):  # noqa: A002
+    """The eigenvalues (ascending) of each innermost symmetric matrix (lower triangle read), as
+    tf.linalg.eigvalsh.
+
+    >>> tg.linalg.eigvalsh(tg.constant([[2.0, 1.0], [1.0, 2.0]])).numpy()
+    array([1., 3.], dtype=float32)
+    """
+    x = floating(tensor, "eigvalsh")
+    _check_square(x, "eigvalsh")
+    return apply(_eigh, (x,), {"vectors": False})
+
+
+def _qr_shapes(m, n, full):
+    k = m if full else min(m, n)
+    return ((m, k), (k, n))
+
+
+def _qr_forward(xp, x, full=False):
+    return _pack(xp, *xp.linalg.qr(x, mode="complete" if full else "reduced"))
+
+
+def _qr_full_check(m, n, full, what):
+    if full and m > n:
+        raise NotImplementedError(f"qr: the {what} is not implemented when nrows > ncols and "
+                                  f"full_matrices is True (input ({m}, {n})), as in TF: the "
+                                  "extra columns of q are not unique")
+
+
+def _times_r_inv(ops, x, r, transpose=False):
+    """x R^-1 (x R^-T with transpose=True) for upper-triangular R; x may have more leading
+    axes."""
+    return ops.matrix_transpose(ops.triangular_solve(r, ops.matrix_transpose(x), lower=False,
+                                                     adjoint=not transpose))
+
+
+def _qr_vjp_deep(ops, q, r, gq, gr):
+    # TF's QrGrad for m >= n (Roberts et al. 2020): with T = tril(Q^T gQ - gQ^T Q + R gR^T -
+    # gR R^T),  gA = Q (gR + T R^-T) + (gQ - Q Q^T gQ) R^-T
+    qdq = ops.matmul(q, gq, transpose_a=True)
+    rdr = ops.matmul(r, gr, transpose_b=True)
+    tril = ops.band_part(qdq - ops.matrix_transpose(qdq) + rdr - ops.matrix_transpose(rdr),
+                         -1, 0)
+    return ops.matmul(q, gr + _times_r_inv(ops, tril, r, transpose=True)) + \
+        _times_r_inv(ops, gq - ops.matmul(q, qdq), r, transpose=True)
+
+
+def _qr_vjp(ops, g, x, out, full=False):
+    m, n = x.shape[-2:]
+    _qr_full_check(m, n, full, "gradient")
+    q, r = _unpack(ops.reshape, out, _qr_shapes(m, n, full))
+    gq, gr = _unpack(ops.reshape, g, _qr_shapes(m, n, full))
+    if m >= n:
+        return _qr_vjp_deep(ops, q, r, gq, gr)
+    # wide: A = [X, Y], R = [U, V] with X = Q U square and V = Q^T Y
+    y = x[..., :, m:]
+    gu, gv = gr[..., :, :m], gr[..., :, m:]
+    gx = _qr_vjp_deep(ops, q, r[..., :, :m], gq + ops.matmul(y, gv, transpose_b=True), gu)
+    return ops.concat([gx, ops.matmul(q, gv)], axis=-1)
+
+
+def _qr_jvp_deep(ops, q, r, t):
+    # C = Q^T dA R^-1, Omega = tril(C, -1) - tril(C, -1)^T (Q^T dQ, skew):
+    # dR = (C - Omega) R,  dQ = dA R^-1 - Q (C - Omega)
+    t_rinv = _times_r_inv(ops, t, r)
+    c = ops.matmul(q, t_rinv, transpose_a=True)
+    low = ops.band_part(c, -1, 0) - ops.band_part(c, 0, 0)
+    upper = c - low + ops.matrix_transpose(low)
+    return t_rinv - ops.matmul(q, upper), ops.matmul(upper, r)
+
+
+def _qr_jvp(ops, t, x, out, full=False):
+    m, n = x.shape[-2:]
+    _qr_full_check(m, n, full, "derivative")
+    q, r = _unpack(ops.reshape, out, _qr_shapes(m, n, full))
+    if m >= n:
+        return _pack_ops(ops, *_qr_jvp_deep(ops, q, r, t))
+    dq, du = _qr_jvp_deep(ops, q, r[..., :, :m], t[..., :, :m])
+    y = x[..., :, m:]
+    dv = ops.matmul(dq, y, transpose_a=True) + ops.matmul(q, t[..., :, m:], transpose_a=True)
+    return _pack_ops(ops, dq, ops.concat([du, dv], axis=-1))
+
+
+_qr = def_op("qr", _qr_forward, saves=("x", "out"), vjp=_qr_vjp, jvp=_qr_jvp)
+
+
+def qr(input, full_matrices=False, name=None):  # noqa: A002
+    """The QR decomposition of each innermost (m, n) matrix: (q, r) with orthonormal columns in
+    q and upper-triangular r, as tf.linalg.qr (Householder, as LAPACK: r's diagonal may be
+    negative). The gradient is TF's: r must be invertible on its leading square, and
+    full_matrices=True with m > n has none (the extra columns of q are not unique).
+
+    >>> q, r = tg.linalg.qr(tg.constant([[3.0, 1.0], [4.0, 2.0]]))
+    >>> float(tg.reduce_max(tg.abs(tg.matmul(q, r) - [[3.0, 1.0], [4.0, 2.0]]))) < 1e-5
+    True
+    """
+    x = floating(input, "qr")
+    if x.ndim < 2:
+        raise InvalidArgumentError(f"qr: input must have rank >= 2, got shape {x.shape}")
+    full = bool(full_matrices)
+    m, n = x.shape[-2:]
+    return tuple(_unpack(reshape, apply(_qr, (x,), {"full": full} if full else EMPTY),
+                         _qr_shapes(m, n, full)))
+
+
+qr.op = _qr
+
+
+# -- pseudo-inverse, least squares, matrix exponential ---------------------------------------------
+
+def _check_matrix(x, op):
+    if x.ndim < 2:
+        raise InvalidArgumentError(f"{op}: expected matrices (..., m, n), got shape {x.shape}")
+
+
+def _cutoff_reciprocal(s, rcond):
+    """1/s for singular values above rcond * max(s), 0 for the others, by TF's route: small
+    values become inf first, so that no NaN reaches the gradient."""
+    if s.size == 0:
+        return s
+    cutoff = rcond * reduce_max(s, axis=-1, keepdims=True)
+    return 1.0 / _b.where(_b.greater(s, cutoff), s, math.inf)
+
+
+def pinv(a, rcond=None, validate_args=False, name=None):
+    """The Moore-Penrose pseudo-inverse of each innermost matrix, from its SVD: singular values
+    at or below rcond * max(s) count as 0 (rcond defaults to 10 * max(m, n) * eps, as
+    tf.linalg.pinv). Its gradient is the SVD's (distinct singular values).
+
+    >>> tg.linalg.pinv(tg.constant([[2.0, 0.0], [0.0, 0.0]])).numpy()
+    array([[0.5, 0. ],
+           [0. , 0. ]], dtype=float32)
+    """
+    x = floating(a, "pinv")
+    _check_matrix(x, "pinv")
+    if rcond is None:
+        rcond = 10.0 * max(x.shape[-2:]) * float(np.finfo(x._data.dtype).eps)
+    s, u, v = svd(x)
+    return matmul(v * expand_dims(_cutoff_reciprocal(s, float(rcond)), -2), u,
+                  transpose_b=True)
+
+
+def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
+    """X minimising ||matrix X - rhs||^2 + l2_regularizer ||X||^2 for each innermost (m, n)
+    matrix and (m, k) right-hand side (tf.linalg.lstsq). fast=True solves the normal
+    equations by Cholesky as TF: (A^T A + l I)^-1 A^T B for m >= n, A^T (A A^T + l I)^-1 B
+    (the minimum-norm solution) for m < n; the matrix must have full rank. fast=False uses
+    the SVD (rank-deficient matrices too, singular values below 10 max(m, n) eps of the
+    largest counting as 0) and, unlike TF, applies the regularizer and has a gradient.
+
+    >>> tg.linalg.lstsq(tg.constant([[1.0], [1.0]]), tg.constant([[1.0], [3.0]])).numpy()
+    array([[2.]], dtype=float32)
+    """
+    a, b = _b.as_tensor_pair(matrix, rhs, "lstsq")
+    a = floating(a, "lstsq")
+    _check_matrix(a, "lstsq")
+    if b.ndim < 2 or b.shape[-2] != a.shape[-2]:
+        raise InvalidArgumentError(f"lstsq: rhs must be (..., {a.shape[-2]}, k) for a matrix of "
+                                   f"shape {a.shape}, got {b.shape}")
+    lam = float(l2_regularizer.numpy() if isinstance(l2_regularizer, Tensor) else l2_regularizer)
+    if lam < 0:
+        raise InvalidArgumentError(f"lstsq: l2_regularizer must be >= 0, got {lam}")
+    m, n = a.shape[-2:]
+    if not fast:
+        s, u, v = svd(a)
+        if lam == 0:
+            inv_s = _cutoff_reciprocal(s, 10.0 * max(m, n) * float(np.finfo(a._data.dtype).eps))
+        else:
+            inv_s = s / (_u.square(s) + lam)
+        return matmul(v * expand_dims(inv_s, -2), matmul(u, b, transpose_a=True))
+    eye = Tensor(a._dev.xp.eye(min(m, n), dtype=a._data.dtype), a._dev)
+    if m >= n:
+        gram = matmul(a, a, transpose_a=True)
+        return cholesky_solve(cholesky(gram + lam * eye if lam else gram),
+                              matmul(a, b, transpose_a=True))
+    gram = matmul(a, a, transpose_b=True)
+    return matmul(a, cholesky_solve(cholesky(gram + lam * eye if lam else gram), b),
+                  transpose_a=True)
+
+
+# Pade approximants r_d(A) = (V - U)^-1 (V + U) of degree d and the 1-norm up to which each is
+# accurate to the unit roundoff (Higham 2005, "The scaling and squaring method for the matrix
+# exponential revisited"; TF uses the same table): float64 up to degree 13, float32 up to 7.
+_PADE = {
+    3: (120.0, 60.0, 12.0, 1.0),
+    5: (30240.0, 15120.0, 3360.0, 420.0, 30.0, 1.0),
+    7: (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0),
+    9: (17643225600.0, 8821612800.0, 2075673600.0, 302702400.0, 30270240.0, 2162160.0,
+        110880.0, 3960.0, 90.0, 1.0),
+    13: (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+         129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+         40840800.0, 960960.0, 16380.0, 182.0, 1.0),
+}
+_THETA = {np.dtype(np.float64): ((3, 1.495585217958292e-2), (5, 2.539398330063230e-1),
+                                 (7, 9.504178996162932e-1), (9, 2.097847961257068),
+                                 (13, 5.371920351148152)),
+          np.dtype(np.float32): ((3, 4.258730016922831e-1), (5, 1.880152677804762),
+                                 (7, 3.925724783138660))}
+
+
+def _pade(xp, a, d):
+    b = _PADE[d]
+    eye = xp.eye(a.shape[-1], dtype=a.dtype)
+    a2 = a @ a
+    if d < 13:
+        powers = [eye, a2]
+        while len(powers) <= d // 2:
+            powers.append(powers[-1] @ a2)
+        u = a @ sum(b[2 * i + 1] * p for i, p in enumerate(powers))
+        v = sum(b[2 * i] * p for i, p in enumerate(powers))
+        return u, v
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2 +
+             b[1] * eye)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + \
+        b[0] * eye
+    return u, v
+
+
+def _expm_forward(xp, x):
+    if x.size == 0:
+        return x.copy()
+    theta = _THETA[x.dtype]
+    norm1 = xp.abs(x).sum(axis=-2).max(axis=-1)  # (...): each matrix's 1-norm
+    largest = float(norm1.max())
+    degree = next((d for d, t in theta if largest <= t), None)
+    if degree is not None:
+        squarings = None
+    else:  # scale each matrix by 2^-s_i into the last degree's range, square back s_i times
+        degree, top = theta[-1]
+        squarings = xp.maximum(xp.ceil(xp.log2(norm1 / top)), 0)
+        x = x / (2.0 ** squarings).astype(x.dtype)[..., None, None]
+    u, v = _pade(xp, x, degree)
+    out = xp.linalg.solve(v - u, v + u)
+    if squarings is not None:
+        s = squarings[..., None, None]
+        for i in range(int(squarings.max())):
+            out = xp.where(s > i, out @ out, out)
+    return out
+
+
+def _expm_frechet(ops, a, e):
+    """The Frechet derivative L(A, E) of expm, the upper-right block of expm([[A, E], [0, A]])
+    (Mathias 1996); e may have more leading axes than a."""
+    n = a.shape[-1]
+    a = ops.broadcast_to(a, tuple(e.shape))
+    top = ops.concat([a, e], axis=-1)
+    bottom = ops.concat([ops.zeros_like(e), a], axis=-1)
+    return ops.expm(ops.concat([top, bottom], axis=-2))[..., :n, n:]
+
+
+# d expm(A) = L(A, dA);  the adjoint of L(A, .) is L(A^T, .)
+_expm = def_op("expm", _expm_forward, saves=("x",),
+               vjp=lambda ops, g, x: _expm_frechet(ops, ops.matrix_transpose(x), g),
+               jvp=lambda ops, t, x: _expm_frechet(ops, x, t))
+
+
+def expm(input, name=None):  # noqa: A002
+    """The matrix exponential of each innermost square matrix, by Pade approximation with
+    scaling and squaring (Higham 2005), as tf.linalg.expm; each matrix of a batch is scaled by
+    its own norm. Gradients are exact Frechet derivatives (block-triangular expm), not the
+    derivative of the approximation.
+
+    >>> tg.linalg.expm(tg.zeros((2, 2))).numpy()
+    array([[1., 0.],
+           [0., 1.]], dtype=float32)
+    """
+    x = floating(input, "expm")
+    _check_square(x, "expm")
+    return apply(_expm, (x,), EMPTY)
+
+
+expm.op = _expm
+
+
+# -- LU with partial pivoting ----------------------------------------------------------------------
+# The op's output packs lu (the unit-lower L below the diagonal, U on and above it) and the row
+# permutation p as floats (exact: n < 2^24), with LU = A[p]; the public function casts p back.
+
+def _lu_forward(xp, x):
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    a = x.reshape((math.prod(batch), n, n)).copy()
+    rows = xp.arange(a.shape[0])
+    perm = xp.broadcast_to(xp.arange(n), a.shape[:2]).copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(n):  # Doolittle, each step on the whole batch; pivot as LAPACK's getrf
+            piv = xp.argmax(xp.abs(a[:, k:, k]), axis=-1) + k
+            row, p = a[rows, k].copy(), perm[rows, k].copy()
+            a[rows, k], perm[rows, k] = a[rows, piv], perm[rows, piv]
+            a[rows, piv], perm[rows, piv] = row, p
+            a[:, k + 1:, k] /= a[:, k, k][:, None]
+            a[:, k + 1:, k + 1:] -= a[:, k + 1:, k, None] * a[:, k, None, k + 1:]
+    if not bool(xp.all(xp.diagonal(a, axis1=-2, axis2=-1) != 0)):
+        raise np.linalg.LinAlgError("Input is not invertible")
+    return xp.concatenate([a.reshape(batch + (n * n,)), perm.astype(x.dtype).reshape(batch + (n,))],
+                          axis=-1)
+
+
+def _lu_factors(ops, out):
+    """L (unit diagonal), U and the one-hot permutation P (P A = A[p] = L U) from the output."""
+    n = (math.isqrt(4 * out.shape[-1] + 1) - 1) // 2
+    lu_ = ops.reshape(out[..., :n * n], tuple(out.shape[:-1]) + (n, n))
+    eye = ops.const_like(lu_, np.eye(n))
+    lower = ops.band_part(lu_, -1, 0) - lu_ * eye + eye
+    perm = ops.cast(ops.equal(out[..., n * n:, None], ops.arange_like(out, n)), lu_.dtype)
+    return n, lower, ops.band_part(lu_, 0, -1), perm
+
+
+def _lu_vjp(ops, g, out):
+    # P A = L U: with M = tril(L^T gL, -1) + triu(gU U^T) (gL, gU the parts of g),
+    # gA = P^T L^-T M U^-T
+    n, lower, upper, perm = _lu_factors(ops, out)
+    glu = ops.reshape(g[..., :n * n], tuple(g.shape[:-1]) + (n, n))
+    ltg = ops.matmul(lower, glu, transpose_a=True)
+    m = ops.band_part(ltg, -1, 0) - ops.band_part(ltg, 0, 0) + \
+        ops.band_part(ops.matmul(glu, upper, transpose_b=True), 0, -1)
+    y = ops.triangular_solve(lower, m, lower=True, adjoint=True)
+    y = _times_r_inv(ops, y, upper, transpose=True)
+    return ops.matmul(perm, y, transpose_a=True)
+
+
+def _lu_jvp(ops, t, out):
+    # X = L^-1 P dA U^-1:  d lu = L tril(X, -1) + triu(X) U;  p has no tangent
+    n, lower, upper, perm = _lu_factors(ops, out)
+    x = _times_r_inv(ops, ops.triangular_solve(lower, ops.matmul(perm, t)), upper)
+    dlu = ops.matmul(lower, ops.band_part(x, -1, 0) - ops.band_part(x, 0, 0)) + \
+        ops.matmul(ops.band_part(x, 0, -1), upper)
+    return ops.concat([ops.reshape(dlu, tuple(dlu.shape[:-2]) + (n * n,)),
+                       ops.zeros_like(t[..., 0, :])], axis=-1)
+
+
+_lu = def_op("lu", _lu_forward, saves=("out",), vjp=_lu_vjp, jvp=_lu_jvp)
+
+Lu = namedtuple("Lu", ["lu", "p"])
+
+
+def lu(input, output_idx_type=np.int32, name=None):  # noqa: A002
+    """The LU decomposition with partial pivoting of each innermost square matrix, as
+    tf.linalg.lu: (lu, p) with L (unit diagonal, below) and U (on and above the diagonal)
+    packed in lu and L U = input[p] (rows permuted by p). A singular matrix raises, as TF.
+
+    >>> lu_, p = tg.linalg.lu(tg.constant([[1.0, 2.0], [3.0, 4.0]]))
+    >>> p.numpy(), lu_.numpy()
+    (array([1, 0], dtype=int32), array([[3.        , 4.        ],
+           [0.33333334, 0.6666666 ]], dtype=float32))
+    """
+    x = floating(input, "lu")
+    _check_square(x, "lu")
+    n = x.shape[-1]
+    packed = apply(_lu, (x,), EMPTY)
+    return Lu(reshape(packed[..., :n * n], x.shape), _u.cast(packed[..., n * n:],
+                                                            output_idx_type))
+
+
+lu.op = _lu
+
+
+def _permutation(perm, like):
+    """The one-hot matrix P of a permutation p: (P B)[i] = B[p[i]]."""
+    p = tensor(perm)
+    n = p.shape[-1]
+    cols = Tensor(p._dev.xp.arange(n, dtype=p._data.dtype), p._dev)
+    return _u.cast(_b.equal(expand_dims(p, -1), cols), like.dtype)
+
+
+def _lu_lower_upper(lower_upper):
+    n = lower_upper.shape[-1]
+    eye = Tensor(lower_upper._dev.xp.eye(n, dtype=lower_upper._data.dtype), lower_upper._dev)
+    return (band_part(lower_upper, -1, 0) - lower_upper * eye + eye,
+            band_part(lower_upper, 0, -1))
+
+
+def lu_reconstruct(lower_upper, perm, validate_args=False, name=None):
+    """The matrix whose tf.linalg.lu is (lower_upper, perm): P^T L U.
+
+    >>> tg.linalg.lu_reconstruct(*tg.linalg.lu(tg.constant([[1.0, 2.0], [3.0, 4.0]]))).numpy()
+    array([[1., 2.],
+           [3., 4.]], dtype=float32)
+    """
+    lu_ = floating(lower_upper, "lu_reconstruct")
+    _check_square(lu_, "lu_reconstruct")
+    lower, upper = _lu_lower_upper(lu_)
+    return matmul(_permutation(perm, lu_), matmul(lower, upper), transpose_a=True)
+
+
+def lu_solve(lower_upper, perm, rhs, validate_args=False, name=None):
+    """X with A X = rhs, from A's tf.linalg.lu (lower_upper, perm): two triangular solves.
+
+    >>> lu_, p = tg.linalg.lu(tg.constant([[0.0, 2.0], [4.0, 0.0]]))
+    >>> tg.linalg.lu_solve(lu_, p, tg.constant([[2.0], [4.0]])).numpy()
+    array([[1.],
+           [1.]], dtype=float32)
+    """
+    lu_, b = _b.as_tensor_pair(lower_upper, rhs, "lu_solve")
+    _check_square(lu_, "lu_solve")
+    if b.ndim < 2 or b.shape[-2] != lu_.shape[-1]:
+        raise InvalidArgumentError(f"lu_solve: rhs must be (..., {lu_.shape[-1]}, k) for a "
+                                   f"factorisation of shape {lu_.shape}, got {b.shape}")
+    lower, upper = _lu_lower_upper(lu_)
+    y = triangular_solve(lower, matmul(_permutation(perm, lu_), b), lower=True)
+    return triangular_solve(upper, y, lower=False)
+
+
+def lu_matrix_inverse(lower_upper, perm, validate_args=False, name=None):
+    """The inverse of A from its tf.linalg.lu (lower_upper, perm).
+
+    >>> lu_, p = tg.linalg.lu(tg.eye(2) * 4.0)
+    >>> tg.linalg.lu_matrix_inverse(lu_, p).numpy()
+    array([[0.25, 0.  ],
+           [0.  , 0.25]], dtype=float32)
+    """
+    lu_ = floating(lower_upper, "lu_matrix_inverse")
+    n = lu_.shape[-1]
+    eye = Tensor(lu_._dev.xp.eye(n, dtype=lu_._data.dtype), lu_._dev)
+    return lu_solve(lu_, perm, broadcast_to(eye, lu_.shape))
 
 
 __all__ = public(globals(), ("linalg",), special=(

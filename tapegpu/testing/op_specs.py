@@ -273,6 +273,88 @@ def _tf_adjust_contrast(x, f):
     return ((x - mean) * f + mean).astype(x.dtype)
 
 
+
+def _triangular_sample(batch_a, batch_b=()):
+    """A well-conditioned triangular solve: a dominant diagonal, the other triangle random (it
+    must not be read)."""
+    def make(rng, dtype, shapes):
+        a = rng.standard_normal(batch_a + (3, 3)) + 3 * np.eye(3)
+        return [a.astype(dtype), rng.standard_normal(batch_b + (3, 2)).astype(dtype)]
+    return make
+
+
+def _svd_loss(x, full=False):
+    """u diag(s^2) v^T beside u diag(w) v^T (and, with full_matrices, the projector onto the
+    extra singular vectors): independent of the singular vectors' signs."""
+    s, u, v = tg.linalg.svd(x, full_matrices=full)
+    k = s.shape[-1]
+    w = tg.cast(tg.range(3.0, 3.0 - k, -1.0), x.dtype)
+    u1, v1 = u[..., :k], v[..., :k]
+    parts = [tg.matmul(u1 * (s * s)[..., None, :], v1, transpose_b=True),
+             tg.matmul(u1 * w, v1, transpose_b=True)]
+    if full and u.shape[-1] > k:
+        parts.append(tg.matmul(u[..., k:], u[..., k:], transpose_b=True))
+    if full and v.shape[-1] > k:
+        parts.append(tg.matmul(v[..., k:], v[..., k:], transpose_b=True))
+    return tg.concat([tg.reshape(p, p.shape[:-2] + (-1,)) for p in parts], axis=-1)
+
+
+def _svd_loss_ref(x, full=False):
+    u, s, vh = np.linalg.svd(x, full_matrices=full)
+    k = s.shape[-1]
+    w = np.arange(3.0, 3.0 - k, -1.0)
+    u1, v1 = u[..., :k], np.swapaxes(vh, -1, -2)[..., :k]
+    parts = [(u1 * (s * s)[..., None, :]) @ np.swapaxes(v1, -1, -2),
+             (u1 * w) @ np.swapaxes(v1, -1, -2)]
+    if full and u.shape[-1] > k:
+        parts.append(u[..., k:] @ np.swapaxes(u[..., k:], -1, -2))
+    if full and vh.shape[-1] > k:
+        v2 = np.swapaxes(vh, -1, -2)[..., k:]
+        parts.append(v2 @ np.swapaxes(v2, -1, -2))
+    return np.concatenate([p.reshape(p.shape[:-2] + (-1,)) for p in parts],
+                          axis=-1).astype(x.dtype)
+
+
+def _eigh_loss(x):
+    """v diag(w) v^T above the eigenvalues: independent of the eigenvectors' signs."""
+    e, v = tg.linalg.eigh(x)
+    w = tg.cast(tg.constant([1.0, -2.0, 3.0]), x.dtype)
+    return tg.concat([tg.matmul(v * w, v, transpose_b=True), e[..., None, :]], axis=-2)
+
+
+def _eigh_loss_ref(x):
+    e, v = np.linalg.eigh(x)
+    w = np.array([1.0, -2.0, 3.0])
+    return np.concatenate([(v * w) @ np.swapaxes(v, -1, -2), e[..., None, :]],
+                          axis=-2).astype(x.dtype)
+
+
+def _lu_ref(x):
+    """Doolittle with partial pivoting (LAPACK's getrf), one matrix at a time."""
+    out = np.array(x, copy=True)
+    for a in out.reshape((-1,) + x.shape[-2:]):
+        for k in range(a.shape[0]):
+            p = k + int(np.argmax(np.abs(a[k:, k])))
+            a[[k, p]] = a[[p, k]]
+            a[k + 1:, k] /= a[k, k]
+            a[k + 1:, k + 1:] -= np.outer(a[k + 1:, k], a[k, k + 1:])
+    return out
+
+
+def _expm_ref(x):
+    """exp(A) by its Taylor series in float64, after scaling A below norm 1/2 (then squaring)."""
+    a = np.asarray(x, np.float64)
+    s = max(0, int(np.ceil(np.log2(max(np.abs(a).sum(-2).max(), 1e-300) / 0.5))))
+    a = a / 2.0 ** s
+    term = out = np.broadcast_to(np.eye(a.shape[-1]), a.shape).copy()
+    for k in range(1, 30):
+        term = term @ a / k
+        out = out + term
+    for _ in range(s):
+        out = out @ out
+    return out.astype(x.dtype)
+
+
 U = (3, 4)  # default unary sample shape
 SPECS = [
     # -- unary math ------------------------------------------------------------------------
@@ -513,6 +595,62 @@ SPECS = [
          lambda x: x / max(np.linalg.norm(x), 1.0)),
     Spec("global_norm", lambda x, y: tg.linalg.global_norm([x, y]), ((3,), (2, 2)),
          lambda x, y: np.sqrt((x ** 2).sum() + (y ** 2).sum())),
+    Spec("band_part", lambda x: tg.linalg.band_part(x, 1, 0), ((2, 3, 4),),
+         lambda x: np.triu(np.tril(x), -1)),
+    Spec("diag", lambda d: tg.linalg.diag(d, k=1), ((2, 3),),
+         lambda d: np.stack([np.diag(r, 1) for r in d])),
+    Spec("diag_padded", lambda d: tg.linalg.diag(d, k=-1, num_cols=4, padding_value=1.5),
+         ((3,),), lambda d: np.diag(d, -1) + 1.5 * (1 - np.eye(4, k=-1)), covers=("diag",)),
+    Spec("triangular_solve", tg.linalg.triangular_solve, ((3, 3), (3, 2)),
+         lambda a, b: np.linalg.solve(np.tril(a), b), make=_triangular_sample(())),
+    Spec("triangular_solve_upper_adjoint", lambda a, b: tg.linalg.triangular_solve(
+        a, b, lower=False, adjoint=True), ((2, 3, 3), (3, 2)),
+        lambda a, b: np.linalg.solve(np.swapaxes(np.triu(a), -1, -2), b),
+        make=_triangular_sample((2,)), covers=("triangular_solve",)),
+    Spec("cholesky_solve", tg.linalg.cholesky_solve, ((3, 3), (2, 3, 2)),
+         lambda c, b: np.linalg.solve(np.tril(c) @ np.tril(c).T, b),
+         make=_triangular_sample((), (2,)), covers=("triangular_solve",)),
+    # decompositions: functions of the factors that do not depend on the signs of singular
+    # vectors or eigenvectors (numpy's and CuPy's choices differ)
+    Spec("svd", lambda x: _svd_loss(x), ((4, 3),), lambda x: _svd_loss_ref(x),
+         covers=("svd",)),
+    Spec("svd_wide_batched", lambda x: _svd_loss(x), ((2, 3, 5),),
+         lambda x: _svd_loss_ref(x), covers=("svd",)),
+    Spec("svd_full", lambda x: _svd_loss(x, full=True), ((4, 3),),
+         lambda x: _svd_loss_ref(x, full=True), covers=("svd",)),
+    Spec("svd_full_wide", lambda x: _svd_loss(x, full=True), ((3, 4),),
+         lambda x: _svd_loss_ref(x, full=True), covers=("svd",)),
+    Spec("svd_values", lambda x: tg.linalg.svd(x, compute_uv=False), ((2, 3, 4),),
+         lambda x: np.linalg.svd(x, compute_uv=False), covers=("svd",)),
+    Spec("eigh", lambda x: _eigh_loss(x), ((2, 3, 3),), lambda x: _eigh_loss_ref(x),
+         covers=("eigh",)),
+    Spec("eigvalsh", tg.linalg.eigvalsh, ((2, 3, 3),), np.linalg.eigvalsh, covers=("eigh",)),
+    Spec("qr", lambda x: tg.concat(tg.linalg.qr(x), axis=-2), ((4, 3),),
+         lambda x: np.concatenate(np.linalg.qr(x), axis=-2)),
+    Spec("qr_wide_batched", lambda x: tg.concat(tg.linalg.qr(x), axis=-1), ((2, 3, 5),),
+         lambda x: np.concatenate(np.linalg.qr(x), axis=-1), covers=("qr",)),
+    Spec("qr_full_square", lambda x: tg.concat(tg.linalg.qr(x, full_matrices=True), axis=-1),
+         ((3, 3),), lambda x: np.concatenate(np.linalg.qr(x, "complete"), axis=-1),
+         covers=("qr",)),
+    Spec("pinv", tg.linalg.pinv, ((2, 4, 3),), np.linalg.pinv, covers=("svd",)),
+    Spec("lstsq", tg.linalg.lstsq, ((5, 3), (5, 2)),
+         lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0],
+         covers=("cholesky", "triangular_solve", "matmul")),
+    Spec("lstsq_wide_l2", lambda a, b: tg.linalg.lstsq(a, b, l2_regularizer=0.25),
+         ((2, 3, 5), (2, 3, 2)),
+         lambda a, b: np.swapaxes(a, -1, -2) @ np.linalg.solve(
+             a @ np.swapaxes(a, -1, -2) + 0.25 * np.eye(3), b),
+         covers=("cholesky", "triangular_solve", "matmul")),
+    Spec("lstsq_svd_l2", lambda a, b: tg.linalg.lstsq(a, b, l2_regularizer=0.25, fast=False),
+         ((5, 3), (5, 2)), lambda a, b: np.linalg.solve(a.T @ a + 0.25 * np.eye(3), a.T @ b),
+         covers=("svd",)),
+    Spec("expm", tg.linalg.expm, ((3, 3),), lambda x: _expm_ref(x), domain=(-0.6, 0.6)),
+    Spec("expm_squared_batched", tg.linalg.expm, ((2, 3, 3),), lambda x: _expm_ref(x),
+         make=lambda rng, dt, s: [(rng.uniform(-1, 1, s[0]) * [[[0.05]], [[2.5]]]).astype(dt)],
+         covers=("expm",)),
+    Spec("lu", lambda x: tg.linalg.lu(x).lu, ((2, 4, 4),), lambda x: _lu_ref(x)),
+    Spec("lu_solve", lambda x, b: tg.linalg.lu_solve(*tg.linalg.lu(x), b), ((3, 3), (3, 2)),
+         np.linalg.solve, covers=("lu", "triangular_solve", "matmul")),
     # -- nn --------------------------------------------------------------------------------------
     Spec("softmax", tg.nn.softmax, ((3, 4),), _softmax),
     Spec("softmax_axis0", lambda x: tg.nn.softmax(x, axis=0), ((3, 4),),
