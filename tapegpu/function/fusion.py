@@ -5,11 +5,11 @@
 and saved models keep it). A node is fusible when its op's description has a C expression
 (`c=` in its `def_op` entry: the generated code comes from those and nothing else), it runs on
 `numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype, with
-each input either of the output's shape (or size, for a reshape) or a single element.
+each input of a shape that broadcasts to the output's (or of its size, for a reshape).
 
 Groups. A node's level counts the non-fusible nodes (and side effects, reads and random draws,
 in trace order) on the longest path to it; fusible nodes of one level, size and dtype form one
-group, so no path between two members of a group passes through an unfused node. A value is
+group (a group of one op, with views, is left as it is: fusing it saves nothing), so no path between two members of a group passes through an unfused node. A value is
 written to memory (an output of its kernel) only when an unfused node, the graph's result or
 another group needs it; single-element values needed elsewhere are recomputed instead. Each
 kernel computes its members (and those recomputed values) once per element, in registers.
@@ -72,6 +72,37 @@ def _size(shape):
     return math.prod(shape)
 
 
+def _broadcasts(shape, to):
+    """Whether numpy broadcasting takes `shape` to `to` (and only by repeating)."""
+    return len(shape) <= len(to) and all(
+        a == b or a == 1 for a, b in zip(shape[::-1], to[::-1]))
+
+
+def index(shape, to, i="i"):
+    """The C expression of the flat index into a C-contiguous array of `shape` that holds the
+    element at flat index `i` of its broadcast to `to` (or of its reshape, same size)."""
+    if _size(shape) == 1:
+        return "0"
+    if tuple(shape) == tuple(to) or not _broadcasts(shape, to):  # the same, or a reshape
+        return i
+    padded = (1,) * (len(to) - len(shape)) + tuple(shape)
+    terms, d = [], 0
+    while d < len(to):
+        if padded[d] == 1 and to[d] != 1:
+            d += 1
+            continue
+        e = d  # a run of dims the array has: one coordinate for all of them
+        while e + 1 < len(to) and not (padded[e + 1] == 1 and to[e + 1] != 1):
+            e += 1
+        below, span, weight = _size(to[e + 1:]), _size(to[d:e + 1]), _size(padded[e + 1:])
+        t = i if below == 1 else f"{i} / {below}"
+        if d > 0:
+            t = f"({t}) % {span}"
+        terms.append(f"({t}) * {weight}" if weight != 1 else f"({t})")
+        d = e + 1
+    return " + ".join(terms) or "0"
+
+
 def fusible(graph, node):
     """Whether `node` can be part of a generated kernel (see the module docstring)."""
     if node.kind != "op" or node.op.c is None or node.dev is None or \
@@ -83,22 +114,22 @@ def fusible(graph, node):
         return False
     for i in node.ins:
         _, ishape, idtype, idev = graph.meta[i]
-        isize = _size(ishape)
         if idtype != dtype or idev is not node.dev or not (
-                isize == 1 or ishape == shape or (isize == size and len(node.ins) == 1)):
+                _broadcasts(ishape, shape) or (_size(ishape) == size and len(node.ins) == 1)):
             return False
     return True
 
 
 class Kernel:
     """One fused group: the nodes it computes (in order), the values it reads (`leaves`) and
-    writes (`outputs`), its element count `n` and dtype."""
+    writes (`outputs`), its element count `n` (of every value it computes but single-element
+    ones) and dtype."""
 
     def __init__(self, graph, nodes, leaves, outputs, n, dtype, dev):
         self.graph, self.nodes, self.leaves, self.outputs = graph, nodes, leaves, outputs
         self.n, self.dtype, self.dev = n, dtype, dev
         self.stmts = _statements(graph, nodes, leaves, outputs)
-        self.key = hashlib.sha256(f"{dtype}\n{n}\n{self.stmts}".encode()).hexdigest()[:16]
+        self.key = hashlib.sha256(f"{dtype}\n{self.n}\n{self.stmts}".encode()).hexdigest()[:16]
         self.name = f"tg_fused_{self.key}"
         self.ops = [node.op.name for node in nodes]
 
@@ -135,33 +166,44 @@ class Kernel:
 
 
 def _statements(graph, nodes, leaves, outputs):
-    """The kernel's work for one element, as (kind, value, argument, single) statements:
-    ("load", v, leaf number), ("let", v, C expression of earlier values `v<id>`), ("store", v,
-    output number); `single`: the value has one element (read and written at index 0)."""
-    def single(vid):
-        return _size(graph.meta[vid][1]) == 1
-    stmts = [("load", v, j, single(v)) for j, v in enumerate(leaves)]
+    """The kernel's work for flat element `i`, as statements: ("load", name, array number,
+    index template with `{i}`), ("let", name, C expression of earlier names), ("store", name,
+    output number). Every value of the group has n elements and is computed at its flat
+    element `i` (C order: a reshape keeps it); an input is read where broadcasting (or a
+    reshape) maps its consumer's element `i`; single-element values are read, and computed,
+    at index 0."""
+    number = {v: j for j, v in enumerate(leaves)}
+    computed = {n.out for n in nodes}
+    stmts, loads = [], {}
+
+    def value(v, consumer_shape):
+        if v in computed:
+            return f"v{v}"
+        at = index(graph.meta[v][1], consumer_shape, "{i}")
+        if (v, at) not in loads:
+            loads[v, at] = f"a{len(loads)}"
+            stmts.append(("load", loads[v, at], number[v], at))
+        return loads[v, at]
     for node in nodes:
-        subst = dict(zip(node.op.args, (f"(v{i})" for i in node.ins)))
+        out_shape = graph.meta[node.out][1]
+        subst = dict(zip(node.op.args, (f"({value(i, out_shape)})" for i in node.ins)))
         expr = re.sub(r"\b(" + "|".join(map(re.escape, subst)) + r")\b",
                       lambda m: subst[m.group(1)], node.op.c) if subst else node.op.c
-        stmts.append(("let", node.out, expr, single(node.out)))
-    stmts += [("store", v, j, single(v)) for j, v in enumerate(outputs)]
+        stmts.append(("let", f"v{node.out}", expr, None))
+    stmts += [("store", f"v{v}", j, None) for j, v in enumerate(outputs)]
     return tuple(stmts)
 
 
 def _cuda_body(stmts, n):
     """The statements for element `i` of a grid-stride loop."""
     lines = []
-    for kind, v, arg, single in stmts:
+    for kind, name, arg, at in stmts:
         if kind == "load":
-            lines.append(f"    const T v{v} = in{arg}[{'0' if single else 'i'}];")
+            lines.append(f"    const T {name} = in{arg}[{at.format(i='i')}];")
         elif kind == "let":
-            lines.append(f"    const T v{v} = (T)({arg});")
-        elif single and n > 1:
-            lines.append(f"    if (i == 0) out{arg}[0] = v{v};")
+            lines.append(f"    const T {name} = (T)({arg});")
         else:
-            lines.append(f"    out{arg}[{'0' if single else 'i'}] = v{v};")
+            lines.append(f"    out{arg}[i] = {name};")
     return "\n".join(lines) + "\n"
 
 
@@ -175,25 +217,24 @@ def _host_body(stmts, n):
     """The statements for elements i .. i + LANES - 1 (lanes past n repeat element n - 1 and
     are not stored)."""
     lanes = f"for (int l = 0; l < {LANES}; ++l)"
-    lines = ["    const long long last = n - 1;"]
-    for kind, v, arg, single in stmts:
+    lines = ["    const long long last = n - 1;",
+             f"    long long k[{LANES}]; {lanes} k[l] = i + l < n ? i + l : last;"]
+    for kind, name, arg, at in stmts:
         if kind == "load":
-            at = "0" if single else "i + l < n ? i + l : last"
-            lines.append(f"    T v{v}[{LANES}]; {lanes} v{v}[l] = in{arg}[{at}];")
+            lines.append(f"    T {name}[{LANES}]; {lanes} {name}[l] = "
+                         f"in{arg}[{at.format(i='k[l]')}];")
         elif kind == "let":
-            expr = re.sub(r"\b(v\d+)\b", r"\1[l]", arg)
-            lines.append(f"    T v{v}[{LANES}]; {lanes} v{v}[l] = (T)({expr});")
-        elif single:
-            lines.append(f"    if (i == 0) out{arg}[0] = v{v}[0];")
+            expr = re.sub(r"\b([va]\d+)\b", r"\1[l]", arg)
+            lines.append(f"    T {name}[{LANES}]; {lanes} {name}[l] = (T)({expr});")
         else:
             lines.append(f"    for (int l = 0; l < {LANES} && i + l < n; ++l) "
-                         f"out{arg}[i + l] = v{v}[l];")
+                         f"out{arg}[i + l] = {name}[l];")
     return "\n".join(lines) + "\n"
 
 
 # -- grouping ---------------------------------------------------------------------------------
 def groups(graph):
-    """The kernels of `graph` (a list of Kernel) and, per node index, whether it is fused."""
+    """The kernels of `graph`, a list of Kernel (groups of one op, with views, are left out)."""
     nodes = graph.nodes
     fus = [fusible(graph, n) for n in nodes]
     level = {}
@@ -244,8 +285,10 @@ def groups(graph):
         outs = sorted(outs)
         if len(leaves) + len(outs) > MAX_ARRAYS:
             continue  # too many arrays for one call: those nodes stay unfused
+        if sum(not n.op.view for n in order) < 2:
+            continue  # one op (and views) in a kernel saves nothing: it stays as it is
         first = producer[outs[0]]
-        kernels.append(Kernel(graph, order, leaves, outs, max(gkey[1], 1), gkey[2], first.dev))
+        kernels.append(Kernel(graph, order, leaves, outs, gkey[1], gkey[2], first.dev))
     return kernels
 
 

@@ -180,12 +180,23 @@ def _array_fn(op, dev, params):
     if kernel is None and not op.residuals:
         if getattr(f, "ufunc", None) and not params and \
                 f.__qualname__.startswith("ufunc.") and hasattr(dev.xp, f.ufunc):
-            return getattr(dev.xp, f.ufunc)
-        return functools.partial(f, dev.xp, **params)
+            fn = getattr(dev.xp, f.ufunc)
+        else:
+            fn = functools.partial(f, dev.xp, **params)
+        if dev.counts_launches and not op.view:  # one library launch, as eager counts it
+            return _counted(fn, dev.launches, op.name)
+        return fn
 
     def run(*arrays):
         out = registry.forward_on(op, dev, arrays, params)
         return out[0] if op.residuals else out
+    return run
+
+
+def _counted(fn, launches, name):
+    def run(*arrays):
+        launches[name] += 1
+        return fn(*arrays)
     return run
 
 

@@ -103,7 +103,9 @@ def test_each_fusible_op_matches_the_unfused_replay_within_its_bound(tg_device, 
     if REGISTRY[op].elementwise:  # views (reshape, broadcast_to) keep their sample's shape
         x0 = np.concatenate([x0.ravel(), np.array(SPECIALS, dtype)])
     x = tg.constant(x0)
-    fused, plain, a, b = _both(lambda x: spec.fn(x) * 1.0, x)
+    # multiplying by 1.0 is exact: the op is in a kernel with two multiplies (one op alone, or
+    # with views only, is not fused)
+    fused, plain, a, b = _both(lambda x: spec.fn(x) * 1.0 * 1.0, x)
     cf = fused.get_concrete_function(x)
     assert len(_fused(cf)) == 1
     a, b = a.numpy(), b.numpy()
@@ -121,13 +123,14 @@ def test_reductions_split_groups_and_values_cross_them_through_memory(tg_device)
     def f(x):
         y = tg.exp(x) * 2.0 - 1.0
         s = tg.reduce_sum(y, axis=1, keepdims=True)  # not fused: ends the first group
-        z = y / s + tg.cos(x)  # broadcast of s (3, 1) over (3, 4): not fusible either
+        z = y / s + tg.cos(x)
         return tg.tanh(z) * 3.0, s
     fused, plain, a, b = _both(f, x)
     kernels = _fused(fused.get_concrete_function(x))
-    # cos(x) is ready at the start: it joins the first kernel, which writes it for the second
+    # cos(x) is ready at the start: it joins the first kernel, which writes it for the second;
+    # y / s reads s (3, 1) broadcast over the rows
     assert [k.ops for k in kernels] == [["exp", "multiply", "subtract", "cos"],
-                                        ["add", "tanh", "multiply"]]
+                                        ["divide", "add", "tanh", "multiply"]]
     assert [len(k.outputs) for k in kernels] == [2, 1]
     for u, v in zip(a, b):
         np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-14)
@@ -229,3 +232,35 @@ def test_every_generated_kernel_compiles_with_nvrtc(arch):
     for name, source in sources.items():
         _, entries = nvrtc.compile_source(source, name + ".cu", arch, options=("--fmad=false",))
         assert entries == [name]
+
+
+def test_broadcast_index_expressions_read_what_numpy_broadcasting_reads():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        to = tuple(int(d) for d in rng.integers(1, 5, size=rng.integers(1, 5)))
+        shape = tuple(d if rng.random() < 0.5 else 1 for d in to[rng.integers(0, len(to)):])
+        flat = np.broadcast_to(np.arange(int(np.prod(shape))).reshape(shape), to).ravel()
+        expr = fusion.index(shape, to).replace("/", "//")
+        assert [eval(expr, {"i": i}) for i in range(flat.size)] == list(flat), (shape, to)
+
+
+def test_bias_and_row_broadcasts_fuse_with_the_ops_around_them(tg_device):
+    x = tg.constant(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6))
+    b = tg.constant(np.linspace(0, 1, 6, dtype=np.float32))
+    r = tg.constant(np.linspace(1, 2, 4, dtype=np.float32).reshape(4, 1))
+
+    def f(x, b, r):
+        return tg.tanh(x + b) * r - tg.exp(b) / r
+    fused, plain, a, e = _both(f, x, b, r)
+    kernels = _fused(fused.get_concrete_function(x, b, r))
+    # exp(b) has 6 elements, not 24: alone in its group, it is not a kernel; the kernel reads it
+    assert len(kernels) == 1 and sorted(kernels[0].ops) == sorted(
+        ["add", "tanh", "multiply", "divide", "subtract"])
+    np.testing.assert_array_equal(a.numpy(), e.numpy())
+
+
+def test_a_lone_op_is_not_made_a_kernel(tg_device):
+    x = tg.constant(np.ones((3, 4), np.float32))
+    f = tg.function(lambda x: tg.reduce_sum(tg.reshape(x * 2.0, (12,))))
+    f(x)
+    assert _fused(f.get_concrete_function(x)) == []
