@@ -130,22 +130,22 @@ static PyObject *relu_backward(PyObject *mod, PyObject *const *args, Py_ssize_t 
                "g must be batches of y, out like g");
 }
 
-/* call_fused(address, n, itemsize, n_out, sizes, *arrays): runs a kernel that tg.function's
+/* call_fused(address, n, itemsize, n_out, counts, *arrays): runs a kernel that tg.function's
  * fusion compiled, `void kernel(void **arrays, long long n)`, on the arrays' buffers (inputs,
- * then n_out outputs). `sizes` is a bytes object with one byte per array: 1 if the array holds
- * one element (read at index 0), 0 if it holds n. Every buffer must be C-contiguous with
- * exactly that many elements of `itemsize` bytes, outputs writeable; else ValueError and
- * nothing runs. The GIL is released only for large n (a tiny call costs less than the switch).
+ * then n_out outputs). `counts` is a tuple with each array's element count. Every buffer must
+ * be C-contiguous with exactly that many elements of `itemsize` bytes, outputs writeable; else
+ * ValueError and nothing runs. The GIL is released only for large n (a tiny call costs less
+ * than the switch).
  */
 #define MAX_FUSED_ARRAYS 64
 typedef void (*fused_kernel)(void **, long long);
 
 static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 5 || nargs - 5 > MAX_FUSED_ARRAYS || !PyBytes_Check(args[4])
-            || PyBytes_GET_SIZE(args[4]) != nargs - 5) {
+    if (nargs < 5 || nargs - 5 > MAX_FUSED_ARRAYS || !PyTuple_Check(args[4])
+            || PyTuple_GET_SIZE(args[4]) != nargs - 5) {
         PyErr_SetString(PyExc_TypeError,
-                        "call_fused(address, n, itemsize, n_out, sizes, *arrays)");
+                        "call_fused(address, n, itemsize, n_out, counts, *arrays)");
         return NULL;
     }
     void *address = PyLong_AsVoidPtr(args[0]);
@@ -155,16 +155,17 @@ static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (PyErr_Occurred())
         return NULL;
     Py_ssize_t count = nargs - 5;
-    const char *sizes = PyBytes_AS_STRING(args[4]);
     Py_buffer b[MAX_FUSED_ARRAYS];
     void *ptrs[MAX_FUSED_ARRAYS];
     Py_ssize_t got = 0;
     for (; got < count; got++) {
         int out = got >= count - n_out;
+        Py_ssize_t want = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[4], got)) * itemsize;
+        if (PyErr_Occurred())
+            break;
         if (PyObject_GetBuffer(args[5 + got], &b[got],
                                PyBUF_C_CONTIGUOUS | (out ? PyBUF_WRITABLE : 0)) < 0)
             break;
-        Py_ssize_t want = (sizes[got] ? 1 : (Py_ssize_t)n) * itemsize;
         if (b[got].itemsize != itemsize || b[got].len != want) {
             PyErr_Format(PyExc_ValueError, "call_fused: array %zd has %zd bytes of %zd-byte "
                          "items, the kernel needs %zd bytes of %ld-byte items", got,
@@ -196,7 +197,7 @@ static PyMethodDef methods[] = {
     {"relu_backward", (PyCFunction)(void (*)(void))relu_backward, METH_FASTCALL,
      "relu_backward(y, g, out): out = g where y > 0 else 0; y repeats over g's batch axes."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
-     "call_fused(address, n, itemsize, n_out, sizes, *arrays): runs a fused kernel."},
+     "call_fused(address, n, itemsize, n_out, counts, *arrays): runs a fused kernel."},
     {NULL}
 };
 

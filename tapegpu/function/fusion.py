@@ -409,8 +409,8 @@ def _host_runner(kernel):
     address = ctypes.cast(fn, ctypes.c_void_p).value
     dtype = np.dtype(kernel.dtype)
     shapes = [kernel.graph.meta[v][1] for v in kernel.outputs]
-    sizes = bytes(int(_size(kernel.graph.meta[v][1]) == 1) for v in kernel.leaves) + \
-        bytes(int(_size(s) == 1) for s in shapes)
+    counts = tuple(_size(kernel.graph.meta[v][1]) for v in kernel.leaves) + \
+        tuple(_size(s) for s in shapes)
     n, n_out, item, empty = kernel.n, len(shapes), dtype.itemsize, np.empty
     if call_fused is None:
         fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_longlong]
@@ -428,10 +428,10 @@ def _host_runner(kernel):
     def run(*arrays):
         outs = [empty(s, dtype) for s in shapes]
         try:
-            call_fused(address, n, item, n_out, sizes, *arrays, *outs)
+            call_fused(address, n, item, n_out, counts, *arrays, *outs)
         except (BufferError, ValueError, TypeError):  # a strided view or a numpy scalar
             arrays = [np.ascontiguousarray(a, dtype) for a in arrays]
-            call_fused(address, n, item, n_out, sizes, *arrays, *outs)
+            call_fused(address, n, item, n_out, counts, *arrays, *outs)
         return outs
     return run
 

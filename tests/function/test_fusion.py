@@ -201,9 +201,9 @@ def test_call_fused_checks_every_buffer_before_running():
     x = np.ones(4, np.float32)
     out = np.empty(3, np.float32)
     with pytest.raises(ValueError, match="array 1 has 12 bytes"):
-        _cpu.call_fused(0, 4, 4, 1, bytes(2), x, out)  # a wrong size: the null kernel never runs
+        _cpu.call_fused(0, 4, 4, 1, (4, 4), x, out)  # a wrong size: the null kernel never runs
     with pytest.raises(ValueError, match="not C-contiguous"):
-        _cpu.call_fused(0, 2, 4, 1, bytes(2), x[::2], out[:2])  # strided
+        _cpu.call_fused(0, 2, 4, 1, (2, 2), x[::2], out[:2])  # strided
 
 
 def _generated_sources():
@@ -264,3 +264,14 @@ def test_a_lone_op_is_not_made_a_kernel(tg_device):
     f = tg.function(lambda x: tg.reduce_sum(tg.reshape(x * 2.0, (12,))))
     f(x)
     assert _fused(f.get_concrete_function(x)) == []
+
+
+def test_without_the_compiled_helper_ctypes_calls_the_kernels(monkeypatch):
+    monkeypatch.setattr(fusion, "call_fused", None)
+    monkeypatch.setattr(fusion, "_compiled", {})
+    x = tg.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    b = tg.constant(np.float32([1, 2, 3, 4]))
+    fused, plain, a, e = _both(lambda x, b: tg.sin(tg.transpose(x)) * 2.0 + tg.reshape(b, (4, 1)),
+                               x, b)
+    assert len(_fused(fused.get_concrete_function(x, b))) == 1
+    np.testing.assert_array_equal(a.numpy(), e.numpy())
