@@ -11,6 +11,7 @@ import pytest
 import cupy_sim
 import tapegpu as tg
 from tapegpu import backends as backend
+from tapegpu.backends import checks
 
 SINGLE_DEVICE = True
 
@@ -304,3 +305,107 @@ def test_fused_updates_accept_a_fortran_order_variable(sim, device, make):
         v = tg.Variable(xp.asfortranarray(xp.ones((2, 3))))
         make().apply_gradients([(tg.ones((2, 3), dtype=tg.float64), v)])
         assert v.numpy().max() < 1.0
+
+
+# -- no host syncs in a training step ---------------------------------------------------------
+
+def _h2d(stats):
+    return {site: n for (direction, site), n in stats.transfers.items() if direction == "h2d"}
+
+
+def _mlp_step(seed=0):
+    rng = np.random.default_rng(seed)
+    x = tg.constant(rng.normal(size=(32, 8)).astype(np.float32))
+    y = tg.constant(rng.integers(0, 4, size=32))
+    layers = [tg.layers.Dense(16, activation="gelu"), tg.layers.Dropout(0.5),
+              tg.layers.Dense(4)]
+    loss_fn = tg.losses.SparseCategoricalCrossentropy(from_logits=True)
+    opt = tg.optimizers.Adam(1e-2)
+
+    def step():
+        with tg.GradientTape() as tape:
+            h = layers[1](layers[0](x), training=True)
+            loss = loss_fn(y, layers[2](h))
+        variables = [v for layer in layers for v in layer.trainable_variables]
+        grads, _ = tg.clip_by_global_norm(tape.gradient(loss, variables), 1.0)
+        opt.apply_gradients(zip(grads, variables))
+        return loss, opt
+    return step
+
+
+def test_a_training_step_makes_no_host_sync_and_no_upload(sim):
+    """Dense layers, dropout, sparse cross-entropy, clipping by global norm, Adam: after a
+    warm-up step (slots, the device generator, kernels), a step reads nothing from the device
+    and copies nothing to it."""
+    step = _mlp_step()
+    first, _ = step()
+    cupy_sim.stats.reset()
+    losses = [step()[0] for _ in range(3)]
+    assert dict(cupy_sim.stats.syncs) == {}, cupy_sim.stats.syncs
+    assert _h2d(cupy_sim.stats) == {}, cupy_sim.stats.transfers
+    opt = step()[1]
+    assert int(opt.iterations) == 5
+    assert all(np.isfinite(float(v)) for v in losses) and float(losses[-1]) < float(first)
+
+
+def test_device_checks_are_read_at_the_next_host_read(sim):
+    logits = tg.zeros((2, 3))
+    labels = tg.constant([0, 7])
+    cupy_sim.stats.reset()
+    loss = tg.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    idx = tg.gather(tg.zeros(3), tg.constant([1, -4]))
+    assert dict(cupy_sim.stats.syncs) == {} and checks.pending() == 2
+    with pytest.raises(tg.InvalidArgumentError,
+                       match="sparse_softmax_cross_entropy_with_logits: label 7 is out of range"):
+        idx.numpy()  # any read reports the first failed check, once
+    assert checks.pending() == 0 and idx.numpy().shape == (2,)
+    assert np.isnan(loss.numpy()[1]) and np.isfinite(loss.numpy()[0])  # as TF's GPU kernel
+    tg.gather(tg.zeros(3), tg.constant([5]))
+    with pytest.raises(tg.InvalidArgumentError, match="gather: index 5 is out of range"):
+        float(tg.reduce_sum(logits))
+
+
+def test_device_checks_in_sync_mode_raise_at_the_op(sim, monkeypatch):
+    monkeypatch.setattr(checks, "SYNC", True)
+    with pytest.raises(tg.InvalidArgumentError, match="label 3 is out of range"):
+        tg.nn.sparse_softmax_cross_entropy_with_logits(labels=[3], logits=tg.zeros((1, 3)))
+    with pytest.raises(tg.InvalidArgumentError, match="received a label value of -1"):
+        tg.losses.sparse_categorical_crossentropy([-1], tg.zeros((1, 3)), from_logits=True)
+    assert checks.pending() == 0
+
+
+def test_device_checks_queue_is_bounded(sim, monkeypatch):
+    monkeypatch.setattr(checks, "LIMIT", 4)
+    cupy_sim.stats.reset()
+    for _ in range(10):
+        tg.gather(tg.zeros(3), tg.constant([1]))
+    assert checks.pending() <= 4
+    assert sum(cupy_sim.stats.sites("tapegpu/backends/checks.py").values()) == 2
+
+
+def test_dropout_masks_are_drawn_on_the_device(sim):
+    x = tg.ones((64, 64))
+    tg.gather(x, tg.constant([0]))
+    cupy_sim.stats.reset()
+    a, b = tg.nn.dropout(x, 0.5), tg.nn.dropout(x, 0.5)
+    s1, s2 = tg.nn.dropout(x, 0.5, seed=3), tg.nn.dropout(x, 0.5, seed=3)
+    assert _h2d(cupy_sim.stats) == {} and dict(cupy_sim.stats.syncs) == {}
+    a, b, s1, s2 = (t.numpy() for t in (a, b, s1, s2))
+    assert set(np.unique(a)) == {0.0, 2.0} and 0.4 < (a == 0).mean() < 0.6
+    assert (a != b).any() and (s1 == s2).all()
+    tg.random.set_seed(7)
+    c = tg.nn.dropout(x, 0.5).numpy()
+    tg.random.set_seed(7)
+    assert (tg.nn.dropout(x, 0.5).numpy() == c).all()
+    u = tg.random.uniform((1000,), minval=2.0, maxval=3.0, dtype=tg.float16)
+    assert u.dtype == tg.float16 and 2.0 <= float(tg.reduce_min(u)) <= float(tg.reduce_max(u)) <= 3.0
+
+
+def test_global_clipnorm_reads_no_norm_on_the_host(sim):
+    v = tg.Variable([3.0, 4.0])
+    opt = tg.optimizers.SGD(1.0, global_clipnorm=1.0)
+    cupy_sim.stats.reset()
+    opt.apply_gradients([(tg.constant([3.0, 4.0]), v)])
+    assert sum(cupy_sim.stats.sites("tapegpu/optimizers").values()) == 0
+    np.testing.assert_allclose(v.numpy(), [2.4, 3.2], rtol=1e-6)
+    assert v.dtype == tg.float32
