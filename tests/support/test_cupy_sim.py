@@ -296,7 +296,7 @@ def test_optimizer_iterations_live_on_the_variables_device(sim):
     assert int(opt.iterations) == 1
 
 
-@pytest.mark.parametrize("device", ["gpu:0", "cuda_emu"])
+@pytest.mark.parametrize("device", ["gpu:0", "cuda_emu", "cpu"])
 @pytest.mark.parametrize("make", [lambda: tg.optimizers.Adam(0.1),
                                   lambda: tg.optimizers.SGD(0.1, momentum=0.9)],
                          ids=["adam", "momentum"])
@@ -440,3 +440,53 @@ def test_lm_reads_the_device_twice_per_iteration(sim):
     assert result.converged and result.iterations >= 3
     assert syncs <= 2 * result.iterations + 2, cupy_sim.stats.syncs  # +2: start and result
     np.testing.assert_allclose([float(a), float(b)], [2.0, -1.5], rtol=1e-8)
+
+
+# -- dtypes and devices of special functions, integer means, Fortran-order updates ------------
+
+DEVICES = ["gpu:0", "cuda_emu", "cpu"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fn", [tg.math.erf, tg.nn.gelu, lambda x: tg.nn.gelu(x, approximate=True)],
+                         ids=["erf", "gelu", "gelu_approximate"])
+def test_special_functions_keep_float16(sim, device, fn):
+    values = np.array([-2.0, -0.5, 0.0, 0.7, 3.0])
+    with tg.device(device):
+        got = fn(tg.constant(values, dtype=tg.float16))
+        want = fn(tg.constant(values, dtype=tg.float32)).numpy()
+    assert got.dtype == tg.float16 and got.device == tg.constant(0.0).to(device).device
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gelu_approximate_backward_runs_on_its_inputs_device(sim, device):
+    other = "cpu" if device != "cpu" else "gpu:0"
+    with tg.device(device):
+        x = tg.constant([0.5, -1.0, 2.0], dtype=tg.float64)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.nn.gelu(x, approximate=True)
+    with tg.device(other):
+        g = tape.gradient(y, x)
+    assert g.device == x.device
+    eps, xs = 1e-6, np.array([0.5, -1.0, 2.0])
+    approx = lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+    np.testing.assert_allclose(g.numpy(), (approx(xs + eps) - approx(xs - eps)) / (2 * eps),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_reduce_mean_has_tensorflows_semantics_on_every_device(sim, device):
+    """TF sums in the integer dtype (wrapping) and divides truncating towards zero."""
+    cases = [([1, 2], np.int32, None), ([-3, -4], np.int64, None), ([100, 100], np.int8, None),
+             ([[1, 2], [4, 7]], np.uint8, 0), ([[-1, -2], [5, 6]], np.int16, 1)]
+    for vals, dt, axis in cases:
+        a = np.array(vals, dtype=dt)
+        total = a.sum(axis=axis, dtype=dt)
+        n = a.size if axis is None else a.shape[axis]
+        want = (np.sign(total) * (np.abs(total.astype(np.int64)) // n)).astype(dt)
+        with tg.device(device):
+            got = tg.reduce_mean(tg.constant(a), axis=axis)
+        assert got.dtype == tg.as_dtype(dt), (vals, dt)
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{vals} {dt}")
