@@ -5,7 +5,7 @@ On the first GPU (or `--device gpu:N`) it runs, each as one step of a report:
 1. tests: the test suite's `gpu`-marked tests on that device (from a source checkout);
 2. kernels: every CUDA kernel of the table on fixed inputs, its result against the emulator's on
    the same inputs (bit-exact, or within rtol 1e-5 for float32 and 1e-12 for float64: nvcc
-   contracts a * b + c into FMAs and CUDA's exp/tanh differ from glibc's by an ulp or two);
+   contracts a * b + c into FMAs and CUDA's math functions differ from glibc's by an ulp or two);
 3. training: a short MLP run (dense layers, dropout, sparse cross-entropy, clipping by global
    norm, Adam) whose loss must fall, timed per step;
 4. benchmarks: `benchmarks/gpu.py` (from a source checkout), its output kept.
