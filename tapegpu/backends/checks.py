@@ -57,13 +57,19 @@ def clear():
 
 
 def raise_pending(xp):
-    """Reads every queued check in one sync and raises the first failed one's error."""
+    """Reads every queued check (one sync per GPU) and raises the first failed one's error."""
     with _lock:
         if not _pending:
             return
         queued = list(_pending)
         del _pending[:]
-    flags = xp.asnumpy(xp.stack([flag for flag, _, _ in queued]))
-    for ok, (_, report, arrays) in zip(~flags, queued):
-        if not ok:
+    by_device = {}
+    for i, (flag, _, _) in enumerate(queued):
+        by_device.setdefault(flag.device.id, []).append(i)
+    failed = np.zeros(len(queued), dtype=bool)
+    for device, indices in by_device.items():  # one sync per GPU
+        with xp.cuda.Device(device):
+            failed[indices] = xp.asnumpy(xp.stack([queued[i][0] for i in indices]))
+    for bad, (_, report, arrays) in zip(failed, queued):
+        if bad:
             raise report(*[xp.asnumpy(a) for a in arrays])
