@@ -1,5 +1,6 @@
 """DLPack round trips with PyTorch and JAX on the CPU: `tg.experimental.from_dlpack(x)` and
-`torch.from_dlpack(t)` / `jax.numpy.from_dlpack(t)` (tensor.__dlpack__), and the capsule forms.
+`torch.from_dlpack(t)` / `jax.numpy.from_dlpack(t)` (tensor.__dlpack__), and the capsule forms;
+what PyTorch writes into its import never reaches the tensor.
 Each peer's tests skip, saying so, where it is not installed (benchmarks' peers venv has both)."""
 import numpy as np
 import pytest
@@ -57,12 +58,15 @@ def test_torch_non_contiguous_zero_d_and_capsules(torch):
                                .sum(axis=1, keepdims=True))
 
 
-@pytest.mark.xfail(strict=True, reason="PyTorch ignores DLPack 1.0's read-only flag: "
-                   "torch.from_dlpack(t) of a host tensor is a writable view of its buffer")
 def test_writing_into_torchs_import_leaves_the_tensor(torch):
+    """PyTorch ignores DLPack 1.0's read-only flag: it gets a copy, not the tensor's buffer."""
     t = tg.constant([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        tape.watch(t)
+        y = tg.reduce_sum(t * t)
     torch.from_dlpack(t)[0] = 5.0
     assert t.numpy().tolist() == [1.0, 2.0]
+    assert tape.gradient(y, t).numpy().tolist() == [2.0, 4.0]
 
 
 @pytest.mark.parametrize("dtype", [d for d in DTYPES if d not in ("float64", "int64")])  # JAX's
