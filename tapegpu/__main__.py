@@ -1,8 +1,9 @@
-"""`python -m tapegpu demo` (an end-to-end run on the best device present) and
-`python -m tapegpu info` (version, backends, GPUs, kernel status)."""
+"""`python -m tapegpu demo` (an end-to-end run on the best device present),
+`python -m tapegpu info` (version, backends, GPUs, kernel status) and
+`python -m tapegpu selftest` (the checks to run first on a GPU machine)."""
 import sys
 
-from .cli import demo, info
+from .cli import demo, info, selftest
 
 USAGE = """usage: python -m tapegpu [COMMAND] [OPTIONS]
 
@@ -12,6 +13,11 @@ commands:
           product (the default; options: --small, --epochs N)
   info    versions, backends, GPUs, whether the CPU kernels are built and the
           CUDA kernels compile (NVRTC) and run (the emulator)
+  selftest
+          on a GPU: the gpu-marked tests, every CUDA kernel against the
+          emulator, a short training run and benchmarks/gpu.py, into one JSON
+          and a table (the first thing to run on a GPU machine; without a GPU
+          it says what it would do)
   help    this message (also -h, --help)
 
 `python -m tapegpu COMMAND --help` describes a command's options."""
@@ -27,8 +33,10 @@ def main(argv=None):
         return demo.main(argv)
     if cmd == "info":
         return info.main(argv)
+    if cmd == "selftest":
+        return selftest.main(argv)
     print(USAGE, file=sys.stderr)
-    print(f"\npython -m tapegpu: error: unknown command {cmd!r} (choose demo or info)",
+    print(f"\npython -m tapegpu: error: unknown command {cmd!r} (choose demo, info or selftest)",
           file=sys.stderr)
     return 2
 

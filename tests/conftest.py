@@ -19,6 +19,7 @@ import pytest
 
 import tapegpu as tg  # noqa: E402
 from tapegpu import backends as backend  # noqa: E402
+from tapegpu.backends import checks  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 import cupy_sim  # noqa: E402
@@ -75,6 +76,7 @@ def tg_device(request):
     name = getattr(request, "param", "numpy")
     with tg.device({"numpy": "cpu", "cuda_sim": "gpu:0"}.get(name, name)):
         yield name
+    checks.clear()  # device checks a test queued and never read do not reach the next test
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,8 @@ import collections
 
 import cupy  # noqa: F401  (ImportError here means no GPU backend; backend.lookup says so)
 
+from . import checks
+
 
 def device_count():
     return cupy.cuda.runtime.getDeviceCount()
@@ -55,6 +57,8 @@ class CudaBackend:
             return cupy.asarray(value, dtype=dtype)
 
     def to_numpy(self, array):
+        if checks.pending():  # a host read: the queued device checks are read with it
+            checks.raise_pending(cupy)
         return cupy.asnumpy(array)
 
     def synchronize(self):

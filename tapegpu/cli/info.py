@@ -6,6 +6,7 @@ import os
 import platform
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
+from importlib import metadata
 from importlib.util import find_spec
 
 import numpy as np
@@ -33,14 +34,65 @@ def _cupy():
         return "not installed (pip install 'tapegpu[cuda12]' or '[cuda13]' for a GPU)"
     try:
         import cupy  # optional: only where a GPU install is
-        return cupy.__version__
+        major = cupy_cuda_major()
+        return cupy.__version__ + (f" (for CUDA {major})" if major else "")
     except Exception as e:
         return f"installed but not importable: {e}"
+
+
+# the oldest Linux driver each CUDA major runs on (NVIDIA's minor-version compatibility)
+MIN_DRIVER = {12: "525.60.13", 13: "580.65.06"}
+
+
+def cupy_cuda_major():
+    """The CUDA major version of the installed CuPy wheel (cupy-cuda12x: 12), or None."""
+    for major in sorted(MIN_DRIVER):
+        try:
+            metadata.version(f"cupy-cuda{major}x")
+            return major
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def why_no_gpu():
+    """Why CuPy sees no GPU: CuPy's own error and what to do about it, for this CuPy's CUDA
+    major version ('' when a GPU is usable)."""
+    if find_spec("cupy") is None:
+        return "CuPy is not installed: pip install 'tapegpu[cuda12]' (NVIDIA driver >= " \
+               f"{MIN_DRIVER[12]}) or 'tapegpu[cuda13]' (driver >= {MIN_DRIVER[13]})"
+    major = cupy_cuda_major()
+    cuda = f"CUDA {major}" if major else "its CUDA"
+    try:
+        import cupy  # optional: only where a GPU install is
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # CuPy's error says it best (driver too old, no device, no library)
+        error = f"CuPy says {type(e).__name__}: {e}".rstrip(": ")
+        text = str(e).lower()
+        if "insufficient" in text or "driver version" in text:
+            hint = f"the NVIDIA driver is too old for {cuda}" + (
+                f" (needs >= {MIN_DRIVER[major]})" if major else "") + \
+                "; update it, or install the CuPy of the CUDA that `nvidia-smi` shows"
+        elif "no cuda-capable device" in text or "nodevice" in text:
+            hint = "no GPU is visible (CUDA_VISIBLE_DEVICES? a container started without " \
+                   "--gpus all?)"
+        elif major:
+            hint = f"pip install 'cupy-cuda{major}x[ctk]' brings CUDA {major}'s libraries " \
+                   f"(runtime, NVRTC, cuBLAS, cuSOLVER) from PyPI; the driver must be >= " \
+                   f"{MIN_DRIVER[major]}"
+        else:
+            hint = "pip install 'tapegpu[cuda12]' installs CuPy with its CUDA libraries"
+        return f"{error}; {hint}"
+    return "" if n > 0 else f"CuPy finds no CUDA device (driver for {cuda} present, 0 GPUs)"
 
 
 def _nvrtc():
     """Whether every kernel file compiles for compute_80 with NVRTC (no GPU needed)."""
     if not nvrtc.available():
+        major = cupy_cuda_major()
+        if major == 12:  # the wheels that match CuPy for CUDA 12 (the nvrtc extra is CUDA 13's)
+            return f"unavailable: {nvrtc.reason().split('; pip install')[0]}; pip install " \
+                   "'cuda-bindings==12.*' 'nvidia-cuda-nvrtc-cu12==12.*'"
         return f"unavailable: {nvrtc.reason()}"
     try:
         for f in kernel_files():
@@ -115,6 +167,13 @@ def recorder_status():
     return "Python (not built: a C compiler at install builds it; same results, slower per op)"
 
 
+def _default_device():
+    try:
+        return backend._default().device
+    except (RuntimeError, ValueError) as e:  # TAPEGPU_DEVICE names a device not here
+        return f"error: TAPEGPU_DEVICE={os.environ.get('TAPEGPU_DEVICE')!r}: {e}"
+
+
 def report(check_kernels=True):
     """A dict: versions, devices, GPUs, kernel status, default device."""
     out = {
@@ -125,8 +184,8 @@ def report(check_kernels=True):
         "recorder": recorder_status(),
         "cupy": _cupy(),
         "backends": [f"{b.name} ({b.short})" for b in backend.available()],
-        "gpus": _gpus() or "none",
-        "default_device": backend._default().device,
+        "gpus": _gpus() or f"none: {why_no_gpu() or 'no device'}",
+        "default_device": _default_device(),
     }
     if check_kernels:
         out["kernels_compile (nvrtc)"] = _nvrtc()
@@ -135,12 +194,17 @@ def report(check_kernels=True):
 
 
 def main(argv=None):
-    """`python -m tapegpu info [--no-kernel-checks]`: prints the report; returns 0."""
+    """`python -m tapegpu info [--no-kernel-checks]`: prints the report; returns 0, or 1 with a
+    one-line error when TAPEGPU_DEVICE names a device this machine lacks."""
     parser = argparse.ArgumentParser(prog="python -m tapegpu info",
                                      description="Versions, backends, GPUs and kernel status.")
     parser.add_argument("--no-kernel-checks", action="store_true",
                         help="skip compiling (NVRTC) and running (emulator) the CUDA kernels")
     args = parser.parse_args(argv)
-    for k, v in report(check_kernels=not args.no_kernel_checks).items():
+    out = report(check_kernels=not args.no_kernel_checks)
+    for k, v in out.items():
         print(f"{k:>24}: {v}")
+    if out["default_device"].startswith("error: "):
+        print(f"python -m tapegpu info: {out['default_device']}", file=sys.stderr)
+        return 1
     return 0

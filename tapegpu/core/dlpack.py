@@ -66,10 +66,17 @@ def to_dlpack(tensor):
     return tensor._data.__dlpack__()
 
 
-def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
-    # Host tensors are immutable: a consumer speaking DLPack >= 1.0 gets a read-only view of the
-    # buffer (the read-only flag travels with it); older consumers, which cannot be told, get a
-    # copy. CuPy arrays have no read-only flag: GPU tensors export their buffer.
+_UNSET = object()
+
+
+def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=_UNSET):
+    # Host tensors are immutable: a consumer of the 2023.12 protocol (DLPack >= 1.0 and the
+    # `copy` keyword, as numpy) gets a read-only view of the buffer (the read-only flag travels
+    # with it); others get a copy: older ones cannot be told, and PyTorch (max_version without
+    # `copy`) ignores the flag. CuPy arrays have no read-only flag: GPU tensors export their
+    # buffer.
+    told = copy is not _UNSET
+    copy = None if copy is _UNSET else copy
     kwargs = {}
     if stream is not None:
         kwargs["stream"] = stream
@@ -81,7 +88,7 @@ def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
         if max_version is not None:
             kwargs["max_version"] = max_version
         return self._data.__dlpack__(**kwargs)
-    if max_version is not None and tuple(max_version) >= (1, 0) and not copy:
+    if told and max_version is not None and tuple(max_version) >= (1, 0) and not copy:
         return read_only(self._data).__dlpack__(max_version=max_version, **kwargs)
     return self._data.copy().__dlpack__(**kwargs)
 

@@ -139,24 +139,24 @@ class Tensor(TensorBase):
                              "use tg.reduce_any or tg.reduce_all")
         if _thread.tracers:
             _leaving(self)
-        return bool(self._data)
+        return bool(self._dev.to_numpy(self._data))  # (a host read: device checks too)
 
     def __float__(self):
         if _thread.tracers:
             _leaving(self)
-        return float(self._data)
+        return float(self._dev.to_numpy(self._data))
 
     def __int__(self):
         if _thread.tracers:
             _leaving(self)
-        return int(self._data)
+        return int(self._dev.to_numpy(self._data))
 
     def __index__(self):
         if self._data.dtype.kind not in "iu":
             raise TypeError(f"only integer tensors can be used as an index, not {self.dtype.name}")
         if _thread.tracers:
             _leaving(self)
-        return int(self._data)
+        return int(self._dev.to_numpy(self._data))
 
     def __repr__(self):
         a = self._dev.to_numpy(self._data)
@@ -322,10 +322,10 @@ class Variable:
         return bool(self._value)
 
     def __float__(self):
-        return float(self._value._data)
+        return float(self._value)
 
     def __int__(self):
-        return int(self._value._data)
+        return int(self._value)
 
     def __index__(self):
         return self._value.__index__()

@@ -29,6 +29,7 @@ not a loop over examples (see `examples/per_example_gradients.py` and
 import numpy as np
 
 from .. import ops
+from ..backends import checks
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..ops.registry import InvalidArgumentError
 
@@ -165,17 +166,24 @@ def _sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis, who):
 
 
 def _check_labels(labels, n, who):
-    """Raises InvalidArgumentError for the first label outside [0, n) (TensorFlow's check)."""
+    """Raises InvalidArgumentError for the first label outside [0, n) (TensorFlow's check); on a
+    GPU the check is queued without a sync and raised at the next host read (backends.checks)."""
     data = labels._data
     if not data.size:
         return
+    xp = labels._dev.xp
     bad = (data < 0) | (data >= n)
-    if bool(bad.any()):
-        index = np.unravel_index(int(bad.ravel().argmax()), data.shape)
-        label = int(data[index])
-        raise InvalidArgumentError(f"{who}: received a label value of {label} (at index "
-                                   f"{tuple(int(i) for i in index)}) which is outside the valid "
-                                   f"range of [0, {n}) for predictions with {n} classes")
+    if checks.deferred(xp):
+        checks.check(xp, bad, lambda host: _label_error(host, n, who), data)
+    elif bool(bad.any()):
+        raise _label_error(data, n, who)
+
+
+def _label_error(data, n, who):
+    index = np.unravel_index(int(((data < 0) | (data >= n)).ravel().argmax()), data.shape)
+    return InvalidArgumentError(f"{who}: received a label value of {int(data[index])} (at index "
+                                f"{tuple(int(i) for i in index)}) which is outside the valid "
+                                f"range of [0, {n}) for predictions with {n} classes")
 
 
 def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):

@@ -95,15 +95,15 @@ def softmax_kernels(name):
     return {"kernels": _per_backend(forward), "vjp_kernels": _per_backend(vjp)}
 
 
-def sparse_xent_kernels():
+def sparse_xent_kernels(labels_in_range):
     """Sparse cross-entropy of 2-d logits: the forward also returns the probabilities its
-    backward kernel uses."""
+    backward kernel uses. `labels_in_range(xp, labels, n)` is the op's label check (on a GPU
+    queued, not read; the kernel gives NaN for a label out of range)."""
     def forward(kernels_of):
         def fwd(xp, labels, logits):
             if logits.ndim != 2 or not _floats(logits):
                 return NotImplemented
-            n = logits.shape[-1]
-            if labels.size and (labels.min() < 0 or labels.max() >= n):
+            if not labels_in_range(xp, labels, logits.shape[-1]):
                 return NotImplemented  # the reference raises the clear error
             loss, probs = kernels_of(logits).sparse_xent_fwd(logits, labels)
             return loss, (probs,)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..backends import checks
 from .registry import InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, public, tensor
 from ..core.tensor import Tensor
@@ -576,14 +577,20 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     else:
         norm = tensor(use_norm)
     c = _b.as_tensor_pair(norm, clip_norm, "clip_by_global_norm")[1]
-    if float(c.numpy()) < 0:
-        raise InvalidArgumentError(f"clip_by_global_norm: clip_norm must be >= 0, got "
-                                   f"{float(c.numpy())}")
+    xp = c._dev.xp
+    if checks.deferred(xp) and not isinstance(clip_norm, (int, float, np.number)):
+        checks.check(xp, c._data < 0, _negative_clip_norm, c._data)  # no sync on a device
+    elif float(clip_norm if isinstance(clip_norm, (int, float, np.number)) else c.numpy()) < 0:
+        raise _negative_clip_norm(c.numpy())
     # clip_norm * min(1 / norm, 1 / clip_norm), with the 1 / norm branch chosen away from 0
     safe = _b.where(_b.greater(norm, 0.0), norm, 1.0)
     scale = c * _b.minimum(1.0 / safe, 1.0 / c)
     clipped = [None if t is None else tensor(t) * _u.cast(scale, tensor(t).dtype) for t in t_list]
     return clipped, norm
+
+
+def _negative_clip_norm(c):
+    return InvalidArgumentError(f"clip_by_global_norm: clip_norm must be >= 0, got {float(c)}")
 
 
 def matvec(a, b, transpose_a=False, adjoint_a=False, name=None):

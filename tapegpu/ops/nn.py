@@ -1,5 +1,6 @@
 """Neural-network ops: softmax family, cross-entropies, normalisation, dropout."""
 
+from ..backends import checks
 from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
 from .binary import as_tensor_pair, greater_equal, maximum, where
@@ -70,10 +71,28 @@ softmax.op = _softmax
 log_softmax.op = _log_softmax
 
 
+def _labels_in_range(xp, labels, n):
+    """False for a label outside [0, n) on the host; on a device the check is queued without a
+    sync (backends.checks: raised at the next host read) and the answer is True."""
+    if not labels.size:
+        return True
+    if not checks.deferred(xp):
+        return not (labels.min() < 0 or labels.max() >= n)
+    checks.check(xp, (labels < 0) | (labels >= n), lambda host: _label_error(host, n), labels)
+    return True
+
+
+def _label_error(labels, n):
+    bad = labels[(labels < 0) | (labels >= n)].ravel()[0]
+    return InvalidArgumentError(f"sparse_softmax_cross_entropy_with_logits: label {int(bad)} is "
+                                f"out of range [0, {n}) (found on the device, reported at the "
+                                f"first read of a value after it)")
+
+
 def _sparse_xent_forward(xp, labels, logits):
     """(loss, (softmax,)): the softmax is kept for the VJP instead of being recomputed."""
     n = logits.shape[-1]
-    if labels.size and (labels.min() < 0 or labels.max() >= n):
+    if not _labels_in_range(xp, labels, n):
         bad = labels[(labels < 0) | (labels >= n)].ravel()[0]
         raise ValueError(f"label {int(bad)} is out of range [0, {n})")
     m = logits.max(axis=-1, keepdims=True)
@@ -106,7 +125,7 @@ def _sparse_xent_jvp(ops, ts, labels, logits, probs):
 _sparse_xent = def_op("sparse_softmax_cross_entropy_with_logits", _sparse_xent_forward,
                       args=("labels", "logits"), saves=("labels", "logits", "probs"),
                       residuals=("probs",), vjp=(None, _sparse_xent_vjp), jvp=_sparse_xent_jvp,
-                      same_dtype=False, **sparse_xent_kernels())
+                      same_dtype=False, **sparse_xent_kernels(_labels_in_range))
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):

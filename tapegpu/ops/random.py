@@ -31,15 +31,16 @@ def _float_dtype(dtype, op):
     return dt
 
 
-def _emit(name, draw, device):
-    """The tensor of `draw()` (a host array) on the device. Inside a `tg.function` trace the draw
-    becomes a graph node that draws again at every call, as TensorFlow's random ops do (not a
-    constant captured once)."""
+def _emit(name, draw, device, device_draw=None):
+    """The tensor of `draw()` (a host array) on the device, or of `device_draw(dev)` drawn on a
+    GPU itself (no upload). Inside a `tg.function` trace the draw becomes a graph node that
+    draws again at every call, as TensorFlow's random ops do (not a constant captured once)."""
     dev = device or _backend.current()
 
     def fresh():
-        host = draw()
-        return host if dev.xp is np else dev.asarray(host)
+        if dev.xp is np:
+            return draw()
+        return dev.asarray(draw()) if device_draw is None else device_draw(dev)
     fresh.__name__ = f"random.{name}"
     out = Tensor(fresh(), dev)
     if _thread.tracers:
@@ -73,8 +74,30 @@ def uniform(shape, minval=0, maxval=None, dtype=None, seed=None, name=None, devi
         return _emit("uniform", lambda: _gen(seed).integers(minval, maxval, size=shape,
                                                            dtype=dt), device)
     hi = 1.0 if maxval is None else maxval
+
+    def on_device(dev):
+        r = _device_gen(dev, seed).random(shape, dtype=dt if dt.itemsize >= 4 else np.float32)
+        r = r if (minval, hi) == (0, 1.0) else r * (hi - minval) + minval
+        return r.astype(dt, copy=False)
     return _emit("uniform", lambda: _gen(seed).uniform(minval, hi, size=shape).astype(dt),
-                 device)
+                 device, on_device)
+
+
+_device_gens = {}  # backend -> (the host generator that seeded it, its generator)
+
+
+def _device_gen(dev, seed):
+    """A generator on a GPU (CuPy's): a fresh one for an op seed; else one per device, seeded
+    from tapegpu's host generator (so set_seed makes its draws repeatable too). Its numbers
+    differ from the CPU's for the same seeds, as TensorFlow's do across devices."""
+    with dev.context():
+        if seed is not None:
+            return dev.xp.random.default_rng(seed)
+        host, gen = _device_gens.get(dev, (None, None))
+        if host is not _rng[0]:
+            gen = dev.xp.random.default_rng(int(_rng[0].integers(2**63)))
+            _device_gens[dev] = (_rng[0], gen)
+        return gen
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None):

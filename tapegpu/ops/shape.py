@@ -9,6 +9,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..backends import checks
 from .registry import InvalidArgumentError, def_op, passthrough
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, convert_to_tensor
@@ -540,10 +541,20 @@ def _gather_vjp(ops, g, p_shape, indices, axis):
 
 def _gather_forward(xp, params, indices, axis):
     n = params.shape[axis]
-    if indices.size and (indices.min() < -n or indices.max() >= n):
-        bad = indices[(indices < -n) | (indices >= n)].ravel()[0]
-        raise IndexError(f"index {int(bad)} is out of range for axis {axis} of size {n}")
+    if indices.size and checks.deferred(xp):  # on a device: queued, no sync (CuPy's take wraps)
+        checks.check(xp, (indices < -n) | (indices >= n),
+                     lambda host: InvalidArgumentError(f"gather: {_index_error(host, n, axis)} "
+                                                       f"(found on the device, reported at the "
+                                                       f"first read of a value after it)"),
+                     indices)
+    elif indices.size and (indices.min() < -n or indices.max() >= n):
+        raise IndexError(_index_error(indices, n, axis))
     return xp.take(params, indices, axis=axis)
+
+
+def _index_error(indices, n, axis):
+    bad = indices[(indices < -n) | (indices >= n)].ravel()[0]
+    return f"index {int(bad)} is out of range for axis {axis} of size {n}"
 
 
 def _gather_jvp(ops, ts, p_shape, indices, axis):

@@ -38,6 +38,11 @@ def _fused_update(kind, var, g, slots, hyper):
     return True
 
 
+def _scale(xp, c, norm, dtype):
+    """min(1, c / norm) as a 0-d array of `dtype` on the norm's device."""
+    return xp.minimum(1.0, c / xp.maximum(norm, 1e-38)).astype(dtype)
+
+
 class Optimizer:
     """Base class of the gradient-based optimizers (Keras' API).
 
@@ -167,9 +172,9 @@ class Optimizer:
         lr = self._current_lr()
         for g, var in zip(arrays, variables):
             self._update_one(var, g, lr)
-        self._step += 1
+        self._step += 1  # the host's count (schedules, bias corrections): never read back
         it = self._iterations
-        it._assign_array(it._dev.asarray(np.asarray(self._step, dtype=np.int64)))
+        it._assign_array(it._dev.asarray(it._value._data + 1))  # counted on its device
         return self._iterations
 
     def _update_one(self, var, g, lr):
@@ -215,14 +220,14 @@ class Optimizer:
         if self.clipvalue is not None:
             c = float(self.clipvalue)
             arrays = [xp.clip(g, -c, c) for g in arrays]
+        # the norms stay on the arrays' device: a GPU step reads nothing back
         if self.clipnorm is not None:
             c = float(self.clipnorm)
-            arrays = [g * min(1.0, c / max(float(xp.linalg.norm(g.ravel())), 1e-38))
-                      for g in arrays]
+            arrays = [g * _scale(xp, c, xp.linalg.norm(g.ravel()), g.dtype) for g in arrays]
         if self.global_clipnorm is not None:
             c = float(self.global_clipnorm)
-            norm = float(np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in arrays)))
-            arrays = [g * min(1.0, c / max(norm, 1e-38)) for g in arrays]
+            norm = xp.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in arrays))
+            arrays = [g * _scale(xp, c, norm, g.dtype) for g in arrays]
         return arrays
 
     def minimize(self, loss, var_list, tape=None):

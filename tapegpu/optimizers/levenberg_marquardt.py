@@ -197,50 +197,59 @@ class _Problem:
 
 
 class _Solver:
-    """The LM iteration on flat arrays of the variables' backend."""
+    """The LM iteration on flat arrays of the variables' backend. On a GPU each trial step
+    reads the device twice (`_read`: the gradient norm, whether the damped system factored,
+    the step and parameter norms in one; the new objective and the predicted reduction in
+    the other), besides what the residual function and the Jacobian read."""
 
     def __init__(self, options, problem, xp, dtype):
         self.o, self.p, self.xp, self.dtype = options, problem, xp, dtype
 
     def _objective(self, r):
-        return 0.5 * float(self.xp.sum(r.astype(np.float64) ** 2))
+        return 0.5 * self.xp.sum(r.astype(np.float64) ** 2)
+
+    def _gnorm(self, g):
+        return self.xp.max(self.xp.abs(g)) if g.size else 0.0
 
     def run(self, max_iterations, gtol, xtol, ftol, callback):
         xp, o, prob = self.xp, self.o, self.p
         r, tape = prob.evaluate()
         jac = prob.jacobian(xp, r, tape)
         r = r._data
-        f = f0 = self._objective(r)
+        f = f0 = _read(xp, self._objective(r))[0]
         a, g = jac.T @ jac, jac.T @ r
         marquardt = o.scaling == "marquardt"
         d = xp.diagonal(a).copy() if marquardt else xp.ones(a.shape[0], dtype=a.dtype)
         lam = o.damping
         if not marquardt and o.damping_update == "nielsen" and a.size:
-            lam *= float(xp.diagonal(a).max())  # Nielsen's τ, relative to the curvature
+            lam *= _read(xp, xp.diagonal(a).max())[0]  # Nielsen's τ, relative to the curvature
         nu, history, it = 2.0, [f], 0
         message, converged = f"reached max_iterations={max_iterations}", False
         while it < max_iterations:
-            gnorm = float(xp.max(xp.abs(g))) if g.size else 0.0
+            # the damped step is solved before the gradient test, so both are read at once
+            d_next = xp.maximum(d, xp.diagonal(a)) if marquardt else d  # running max (MINPACK)
+            step, ok = _solve_damped(xp, a, d_next, lam, g)
+            x = prob.flat_params(xp)
+            gnorm, ok, step_norm, x_norm = _read(xp, self._gnorm(g), ok,
+                                                 *((0.0, 0.0) if step is None else
+                                                   (xp.linalg.norm(step), xp.linalg.norm(x))))
             if gnorm <= gtol:
                 message, converged = f"gradient norm {gnorm:.3g} <= {gtol:.3g}", True
                 break
             it += 1
+            d = d_next
             stop = None
-            if marquardt:
-                d = xp.maximum(d, xp.diagonal(a))  # the running maximum, as MINPACK
-            step = _solve_damped(xp, a, d, lam, g)
-            if step is None:  # not positive definite at this damping: damp more
+            if not ok:  # not positive definite at this damping: damp more
                 lam, nu = self._reject(lam, nu)
             else:
-                x = prob.flat_params(xp)
-                if float(xp.linalg.norm(step)) <= xtol * (float(xp.linalg.norm(x)) + xtol):
+                if step_norm <= xtol * (x_norm + xtol):
                     stop = f"step norm below {xtol:.3g} relative to the parameters"
                 old = prob.arrays()
                 prob.set_arrays(prob.unflatten(xp, x + step))
                 r_new, tape = prob.evaluate()
-                f_new = self._objective(r_new._data)
                 # the linear model's predicted reduction: L(0) - L(δ) = δᵀ(λ D δ - g) / 2
-                predicted = 0.5 * float((step * (lam * d * step - g)).astype(np.float64).sum())
+                f_new, predicted = _read(xp, self._objective(r_new._data), 0.5 * (
+                    step * (lam * d * step - g)).astype(np.float64).sum())
                 rho = (f - f_new) / predicted if predicted > 0 else -1.0
                 if rho > 0 and math.isfinite(f_new):
                     if f - f_new <= ftol * f_new and stop is None:
@@ -262,7 +271,7 @@ class _Solver:
                 message = "the damping grew without bound: no step reduces the objective " \
                           "(at the dtype's precision)"
                 break
-        gnorm = float(xp.max(xp.abs(g))) if g.size else 0.0
+        gnorm = _read(xp, self._gnorm(g))[0]
         return LevenbergMarquardtResult(converged, message, it, f, f0, gnorm, lam,
                                         prob.function_evaluations, prob.jacobian_evaluations,
                                         history)
@@ -278,18 +287,29 @@ class _Solver:
         return max(lam, 1e-30) * self.o.factor, nu
 
 
+def _read(xp, *values):
+    """Python floats of device scalars, read in one host sync (numpy: no copy at all)."""
+    if xp is np:
+        return [float(v) for v in values]
+    return [float(v) for v in xp.asnumpy(xp.stack([xp.asarray(v, dtype=np.float64)
+                                                   for v in values]))]
+
+
 def _solve_damped(xp, a, d, lam, g):
-    """δ with (A + λ D) δ = -g by Cholesky, or None if the matrix is not positive definite."""
+    """δ with (A + λ D) δ = -g by Cholesky, and whether it is valid (a device boolean on a GPU,
+    nothing read): (None, False) when numpy's Cholesky raises. CuPy's never raises: it returns
+    a partial factor, so the factor is valid only with a positive, finite diagonal (the
+    factored matrix is then positive definite) and a finite step."""
     m = a + xp.diag(lam * d)
     try:
         chol = xp.linalg.cholesky(m)
     except np.linalg.LinAlgError:
-        return None
-    if not bool(xp.all(xp.isfinite(chol))):  # cupy reports failure with NaNs
-        return None
+        return None, False
     y = _solve_triangular(xp, chol, -g, lower=True)
     step = _solve_triangular(xp, chol.T, y, lower=False)
-    return step if bool(xp.all(xp.isfinite(step))) else None
+    diagonal = xp.diagonal(chol)
+    return step, xp.all(diagonal > 0) & xp.all(xp.isfinite(diagonal)) & \
+        xp.all(xp.isfinite(step))
 
 
 def _solve_triangular(xp, t, b, lower):

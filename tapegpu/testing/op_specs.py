@@ -178,6 +178,13 @@ def _inner_grad(f, wrt):
 _W_FIXED = np.random.default_rng(7).uniform(-1, 1, (2, 2, 3, 4))
 
 
+def _dropout_mask(shape, dtype, rate, seed):
+    """The current device's dropout scaling for an op seed: 0 or 1 / (1 - rate) per element."""
+    mask = tg.nn.dropout(tg.ones(shape, dtype=dtype), rate, seed=seed).numpy()
+    assert set(np.unique(mask)) <= {0.0, 1.0 / (1.0 - rate)}, np.unique(mask)
+    return mask
+
+
 def _nchw(f):
     """A channels-last reference applied to channels-first arrays."""
     return lambda x, *a: np.moveaxis(f(np.moveaxis(x, 1, -1), *a), -1, 1)
@@ -726,8 +733,9 @@ SPECS = [
          ((3, 4),), lambda x: np.stack([x[1], np.minimum(x[0], x[2])])),
     Spec("segment_sum", lambda x: tg.math.segment_sum(x, [0, 0, 1]), ((3, 4),),
          lambda x: np.stack([x[0] + x[1], x[2]]), covers=("unsorted_segment_sum",)),
+    # the mask is the device's own draw for the op seed (a GPU draws other numbers than numpy)
     Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
-         lambda x: x * (np.random.default_rng(3).uniform(0, 1, (4, 5)) >= 0.5) * 2.0),
+         lambda x: x * _dropout_mask(x.shape, x.dtype, 0.5, 3)),
     # -- convolution and pooling ---------------------------------------------------------------
     Spec("conv2d_same_strided", lambda x, w: tg.nn.conv2d(x, w, [1, 2, 1, 1], "SAME"),
          ((2, 5, 4, 3), (3, 2, 3, 4)), lambda x, w: _conv_ref(x, w, (2, 1), ((1, 1), (0, 1))),

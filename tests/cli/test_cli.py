@@ -2,7 +2,9 @@
 import io
 import re
 import subprocess
+import os
 import sys
+import types
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 import tapegpu as tg
 from tapegpu import __main__ as entry
 from tapegpu.cli import demo
+from tapegpu.cli import info as info_module
 
 SINGLE_DEVICE = True
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,3 +84,68 @@ def test_demo_prints_a_verdict_for_the_hvp_check():
     assert rel < demo.HVP_TOLERANCE
     assert f"ok (relative difference {rel:.1e} < 1e-04)" in text, text
     assert demo.hvp_verdict(3e-3) == "FAILED (relative difference 3.0e-03 >= 1e-04)"
+
+
+# -- info on a machine without a usable GPU -----------------------------------------------------
+
+def test_info_with_tapegpu_device_gpu_and_no_gpu_is_a_one_line_error():
+    env = {**os.environ, "TAPEGPU_DEVICE": "gpu"}
+    env.pop("TAPEGPU_TEST_CUPY_SIM", None)
+    proc = subprocess.run([sys.executable, "-m", "tapegpu", "info", "--no-kernel-checks"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    if proc.returncode == 0 and "gpus: none" not in proc.stdout:
+        pytest.skip("a GPU is usable here")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m tapegpu info: error: "
+                                                   "TAPEGPU_DEVICE='gpu'"), proc.stderr
+    assert "no such GPU" in lines[0] and "cuda_emu" in lines[0]
+    assert "gpus: none: " in proc.stdout
+
+
+class _FakeRuntime:
+    def __init__(self, error):
+        self.error = error
+
+    def getDeviceCount(self):
+        raise self.error
+
+
+def _fake_cupy(monkeypatch, error, major):
+    cupy = types.SimpleNamespace(__version__="14.2.0",
+                                 cuda=types.SimpleNamespace(runtime=_FakeRuntime(error)))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(info_module, "find_spec", lambda name: object())
+    monkeypatch.setattr(info_module, "cupy_cuda_major", lambda: major)
+
+
+def test_info_shows_cupys_own_error_with_hints_for_its_cuda(monkeypatch):
+    err = RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient for "
+                       "CUDA runtime version")
+    _fake_cupy(monkeypatch, err, 12)
+    why = info_module.why_no_gpu()
+    assert "CuPy says RuntimeError: cudaErrorInsufficientDriver" in why
+    assert "too old for CUDA 12" in why and "525.60.13" in why
+    assert "CUDA 13" not in why and "cuda13" not in why and "580" not in why
+    assert info_module._cupy() == "14.2.0 (for CUDA 12)"
+    _fake_cupy(monkeypatch, RuntimeError("libnvrtc.so.12: cannot open shared object file"), 12)
+    why = info_module.why_no_gpu()
+    assert "libnvrtc.so.12" in why and "pip install 'cupy-cuda12x[ctk]'" in why
+
+
+def test_info_nvrtc_hint_matches_cupys_cuda_12(monkeypatch):
+    monkeypatch.setattr(info_module.nvrtc, "available", lambda: False)
+    monkeypatch.setattr(info_module.nvrtc, "reason", lambda: "cuda-bindings is not installed "
+                        "(x); pip install cuda-bindings nvidia-cuda-nvrtc")
+    monkeypatch.setattr(info_module, "cupy_cuda_major", lambda: 12)
+    hint = info_module._nvrtc()
+    assert "'cuda-bindings==12.*' 'nvidia-cuda-nvrtc-cu12==12.*'" in hint and "13" not in hint
+
+
+def test_cuda_extras_bring_cupys_ctk_for_a_driver_only_machine():
+    tomllib = pytest.importorskip("tomllib")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert extras["cuda12"] == ["cupy-cuda12x[ctk]>=14"]
+    assert extras["cuda13"] == ["cupy-cuda13x[ctk]>=14"]

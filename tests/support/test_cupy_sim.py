@@ -11,6 +11,8 @@ import pytest
 import cupy_sim
 import tapegpu as tg
 from tapegpu import backends as backend
+from tapegpu.backends import checks
+from tapegpu.optimizers import levenberg_marquardt as lm_module
 
 SINGLE_DEVICE = True
 
@@ -294,7 +296,7 @@ def test_optimizer_iterations_live_on_the_variables_device(sim):
     assert int(opt.iterations) == 1
 
 
-@pytest.mark.parametrize("device", ["gpu:0", "cuda_emu"])
+@pytest.mark.parametrize("device", ["gpu:0", "cuda_emu", "cpu"])
 @pytest.mark.parametrize("make", [lambda: tg.optimizers.Adam(0.1),
                                   lambda: tg.optimizers.SGD(0.1, momentum=0.9)],
                          ids=["adam", "momentum"])
@@ -304,3 +306,187 @@ def test_fused_updates_accept_a_fortran_order_variable(sim, device, make):
         v = tg.Variable(xp.asfortranarray(xp.ones((2, 3))))
         make().apply_gradients([(tg.ones((2, 3), dtype=tg.float64), v)])
         assert v.numpy().max() < 1.0
+
+
+# -- no host syncs in a training step ---------------------------------------------------------
+
+def _h2d(stats):
+    return {site: n for (direction, site), n in stats.transfers.items() if direction == "h2d"}
+
+
+def _mlp_step(seed=0):
+    rng = np.random.default_rng(seed)
+    x = tg.constant(rng.normal(size=(32, 8)).astype(np.float32))
+    y = tg.constant(rng.integers(0, 4, size=32))
+    layers = [tg.layers.Dense(16, activation="gelu"), tg.layers.Dropout(0.5),
+              tg.layers.Dense(4)]
+    loss_fn = tg.losses.SparseCategoricalCrossentropy(from_logits=True)
+    opt = tg.optimizers.Adam(0.05)
+
+    def step():
+        with tg.GradientTape() as tape:
+            h = layers[1](layers[0](x), training=True)
+            loss = loss_fn(y, layers[2](h))
+        variables = [v for layer in layers for v in layer.trainable_variables]
+        grads, _ = tg.clip_by_global_norm(tape.gradient(loss, variables), 1.0)
+        opt.apply_gradients(zip(grads, variables))
+        return loss, opt
+    return step
+
+
+def test_a_training_step_makes_no_host_sync_and_no_upload(sim):
+    """Dense layers, dropout, sparse cross-entropy, clipping by global norm, Adam: after a
+    warm-up step (slots, the device generator, kernels), a step reads nothing from the device
+    and copies nothing to it."""
+    tg.random.set_seed(1)
+    step = _mlp_step()
+    first, _ = step()
+    cupy_sim.stats.reset()
+    losses = [step()[0] for _ in range(3)]
+    assert dict(cupy_sim.stats.syncs) == {}, cupy_sim.stats.syncs
+    assert _h2d(cupy_sim.stats) == {}, cupy_sim.stats.transfers
+    opt = step()[1]
+    assert int(opt.iterations) == 5
+    assert all(np.isfinite(float(v)) for v in losses) and float(losses[-1]) < float(first)
+
+
+def test_device_checks_are_read_at_the_next_host_read(sim):
+    logits = tg.zeros((2, 3))
+    labels = tg.constant([0, 7])
+    cupy_sim.stats.reset()
+    loss = tg.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    idx = tg.gather(tg.zeros(3), tg.constant([1, -4]))
+    assert dict(cupy_sim.stats.syncs) == {} and checks.pending() == 2
+    with pytest.raises(tg.InvalidArgumentError,
+                       match="sparse_softmax_cross_entropy_with_logits: label 7 is out of range"):
+        idx.numpy()  # any read reports the first failed check, once
+    assert checks.pending() == 0 and idx.numpy().shape == (2,)
+    assert np.isnan(loss.numpy()[1]) and np.isfinite(loss.numpy()[0])  # as TF's GPU kernel
+    tg.gather(tg.zeros(3), tg.constant([5]))
+    with pytest.raises(tg.InvalidArgumentError, match="gather: index 5 is out of range"):
+        float(tg.reduce_sum(logits))
+
+
+def test_device_checks_in_sync_mode_raise_at_the_op(sim, monkeypatch):
+    monkeypatch.setattr(checks, "SYNC", True)
+    with pytest.raises(tg.InvalidArgumentError, match="label 3 is out of range"):
+        tg.nn.sparse_softmax_cross_entropy_with_logits(labels=[3], logits=tg.zeros((1, 3)))
+    with pytest.raises(tg.InvalidArgumentError, match="received a label value of -1"):
+        tg.losses.sparse_categorical_crossentropy([-1], tg.zeros((1, 3)), from_logits=True)
+    assert checks.pending() == 0
+
+
+def test_device_checks_queue_is_bounded(sim, monkeypatch):
+    monkeypatch.setattr(checks, "LIMIT", 4)
+    cupy_sim.stats.reset()
+    for _ in range(10):
+        tg.gather(tg.zeros(3), tg.constant([1]))
+    assert checks.pending() <= 4
+    assert sum(cupy_sim.stats.sites("tapegpu/backends/checks.py").values()) == 2
+
+
+def test_dropout_masks_are_drawn_on_the_device(sim):
+    x = tg.ones((64, 64))
+    tg.gather(x, tg.constant([0]))
+    cupy_sim.stats.reset()
+    a, b = tg.nn.dropout(x, 0.5), tg.nn.dropout(x, 0.5)
+    s1, s2 = tg.nn.dropout(x, 0.5, seed=3), tg.nn.dropout(x, 0.5, seed=3)
+    assert _h2d(cupy_sim.stats) == {} and dict(cupy_sim.stats.syncs) == {}
+    a, b, s1, s2 = (t.numpy() for t in (a, b, s1, s2))
+    assert set(np.unique(a)) == {0.0, 2.0} and 0.4 < (a == 0).mean() < 0.6
+    assert (a != b).any() and (s1 == s2).all()
+    tg.random.set_seed(7)
+    c = tg.nn.dropout(x, 0.5).numpy()
+    tg.random.set_seed(7)
+    assert (tg.nn.dropout(x, 0.5).numpy() == c).all()
+    u = tg.random.uniform((1000,), minval=2.0, maxval=3.0, dtype=tg.float16)
+    assert u.dtype == tg.float16 and 2.0 <= float(tg.reduce_min(u)) <= float(tg.reduce_max(u)) <= 3.0
+
+
+def test_global_clipnorm_reads_no_norm_on_the_host(sim):
+    v = tg.Variable([3.0, 4.0])
+    opt = tg.optimizers.SGD(1.0, global_clipnorm=1.0)
+    cupy_sim.stats.reset()
+    opt.apply_gradients([(tg.constant([3.0, 4.0]), v)])
+    assert sum(cupy_sim.stats.sites("tapegpu/optimizers").values()) == 0
+    np.testing.assert_allclose(v.numpy(), [2.4, 3.2], rtol=1e-6)
+    assert v.dtype == tg.float32
+
+
+# -- Levenberg–Marquardt under CuPy's never-raising linalg ------------------------------------
+
+def test_lm_refuses_cupys_partial_cholesky_factor(sim):
+    """CuPy's cholesky of an indefinite matrix returns potrf's partial factor, finite here: the
+    damped solve must see it from the factor's diagonal, not from an exception or NaNs."""
+    a = sim.asarray(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    step, ok = lm_module._solve_damped(sim, a, sim.ones(2), 0.0, sim.ones(2))
+    assert not bool(ok)
+    step, ok = lm_module._solve_damped(sim, a, sim.ones(2), 3.0, sim.ones(2))
+    assert bool(ok)
+    np.testing.assert_allclose(sim.asnumpy(step), np.linalg.solve([[4.0, 2.0], [2.0, 4.0]],
+                                                                  [-1.0, -1.0]))
+    _, ok = lm_module._solve_damped(np, np.array([[1.0, 2.0], [2.0, 1.0]]), np.ones(2), 0.0,
+                                    np.ones(2))
+    assert not ok
+
+
+def test_lm_reads_the_device_twice_per_iteration(sim):
+    t = np.linspace(0.0, 1.0, 20)
+    a, b = tg.Variable(1.0, dtype=tg.float64), tg.Variable(0.0, dtype=tg.float64)
+    x, y = tg.constant(t), tg.constant(2.0 * np.exp(-1.5 * t))
+    cupy_sim.stats.reset()
+    result = tg.optimizers.LevenbergMarquardt().minimize(lambda: a * tg.exp(b * x) - y, [a, b])
+    syncs = sum(cupy_sim.stats.sites("tapegpu").values())
+    assert result.converged and result.iterations >= 3
+    assert syncs <= 2 * result.iterations + 2, cupy_sim.stats.syncs  # +2: start and result
+    np.testing.assert_allclose([float(a), float(b)], [2.0, -1.5], rtol=1e-8)
+
+
+# -- dtypes and devices of special functions, integer means, Fortran-order updates ------------
+
+DEVICES = ["gpu:0", "cuda_emu", "cpu"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fn", [tg.math.erf, tg.nn.gelu, lambda x: tg.nn.gelu(x, approximate=True)],
+                         ids=["erf", "gelu", "gelu_approximate"])
+def test_special_functions_keep_float16(sim, device, fn):
+    values = np.array([-2.0, -0.5, 0.0, 0.7, 3.0])
+    with tg.device(device):
+        got = fn(tg.constant(values, dtype=tg.float16))
+        want = fn(tg.constant(values, dtype=tg.float32)).numpy()
+    assert got.dtype == tg.float16 and got.device == tg.constant(0.0).to(device).device
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gelu_approximate_backward_runs_on_its_inputs_device(sim, device):
+    other = "cpu" if device != "cpu" else "gpu:0"
+    with tg.device(device):
+        x = tg.constant([0.5, -1.0, 2.0], dtype=tg.float64)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.nn.gelu(x, approximate=True)
+    with tg.device(other):
+        g = tape.gradient(y, x)
+    assert g.device == x.device
+    eps, xs = 1e-6, np.array([0.5, -1.0, 2.0])
+    approx = lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+    np.testing.assert_allclose(g.numpy(), (approx(xs + eps) - approx(xs - eps)) / (2 * eps),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_reduce_mean_has_tensorflows_semantics_on_every_device(sim, device):
+    """TF sums in the integer dtype (wrapping) and divides truncating towards zero."""
+    cases = [([1, 2], np.int32, None), ([-3, -4], np.int64, None), ([100, 100], np.int8, None),
+             ([[1, 2], [4, 7]], np.uint8, 0), ([[-1, -2], [5, 6]], np.int16, 1)]
+    for vals, dt, axis in cases:
+        a = np.array(vals, dtype=dt)
+        total = a.sum(axis=axis, dtype=dt)
+        n = a.size if axis is None else a.shape[axis]
+        want = (np.sign(total) * (np.abs(total.astype(np.int64)) // n)).astype(dt)
+        with tg.device(device):
+            got = tg.reduce_mean(tg.constant(a), axis=axis)
+        assert got.dtype == tg.as_dtype(dt), (vals, dt)
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{vals} {dt}")

@@ -335,3 +335,51 @@ def reduction_groups(g_shape, batch_ndim, in_shape):
         else:
             groups.append((size, reduced))
     return groups
+
+
+def parity_cases(seed=0):
+    """Every kernel of the table on fixed inputs, as `(label, run)` pairs: `run(ks, put)` calls
+    one `KernelSet` method with host arrays placed by `put` (numpy -> the set's arrays, a fresh
+    copy each time) and returns its outputs as a tuple (in-place updates: the updated arrays).
+    `python -m tapegpu selftest` runs each on a GPU and in the emulator and compares them."""
+    rng = np.random.default_rng(seed)
+    for name in DTYPES:
+        dt = np.dtype(name)
+        x = rng.uniform(-3.0, 3.0, (37, 70)).astype(dt)
+        g = rng.uniform(-1.0, 1.0, (37, 70)).astype(dt)
+        b = rng.uniform(-1.0, 1.0, 70).astype(dt)
+        probs = rng.uniform(0.01, 1.0, (37, 70)).astype(dt)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        labels = rng.integers(0, 70, 37)
+        g_rows = rng.uniform(-1.0, 1.0, 37).astype(dt)
+        g3 = rng.uniform(-1.0, 1.0, (5, 37, 70)).astype(dt)
+        for a in ACTIVATIONS:
+            yield f"{a}_fwd {name}", lambda ks, put, a=a, x=x: (ks.act_fwd(a, put(x)),)
+            yield f"{a}_bwd {name}", lambda ks, put, a=a, g=g, x=x: (
+                ks.act_bwd(a, put(g), put(x)),)
+            yield f"bias_{a}_fwd {name}", lambda ks, put, a=a, x=x, b=b: (
+                ks.bias_act_fwd(a, put(x), put(b)),)
+        for op in ("softmax", "log_softmax"):
+            yield f"{op}_fwd {name}", lambda ks, put, op=op, x=x: (
+                getattr(ks, op + "_fwd")(put(x)),)
+            yield f"{op}_bwd {name}", lambda ks, put, op=op, g=g, p=probs: (
+                getattr(ks, op + "_bwd")(put(g), put(p)),)
+        yield f"sparse_xent_fwd {name}", lambda ks, put, x=x, y=labels: \
+            tuple(ks.sparse_xent_fwd(put(x), put(y)))
+        yield f"sparse_xent_bwd {name}", lambda ks, put, g=g_rows, p=probs, y=labels: (
+            ks.sparse_xent_bwd(put(g), put(p), put(y)),)
+        for in_shape in ((1, 70), (37, 1), ()):  # sum_middle_fwd, sum_last_fwd, both
+            yield f"unbroadcast to {in_shape} {name}", lambda ks, put, g=g3, s=in_shape: (
+                ks.unbroadcast(put(g), 0, s),)
+
+        def sgd(ks, put, x=x, g=g, b=b):
+            p, v = put(x), put(g * 0.5)
+            ks.sgd_update(p, put(g), v, 0.1, momentum=0.9, nesterov=True)
+            return p, v
+
+        def adam(ks, put, x=x, g=g, probs=probs):
+            p, m, v = put(x), put(g * 0.1), put(probs)
+            ks.adam_update(p, put(g), m, v, 0.01, 0.9, 0.999, 1e-7)
+            return p, m, v
+        yield f"sgd_update {name}", sgd
+        yield f"adam_update {name}", adam
