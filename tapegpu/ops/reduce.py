@@ -508,6 +508,76 @@ cumprod = _scan(_cumprod, """The cumulative product along `axis` (`exclusive`, `
     """)
 
 
+
+# -- cumulative_logsumexp -------------------------------------------------------------------------
+
+def _cumulative_logsumexp_forward(xp, x, axis, exclusive, reverse):
+    if reverse:
+        x = xp.flip(x, axis=axis)
+    if exclusive and x.shape[axis]:  # shift by one along the axis, log 0 = -inf first
+        first = xp.full_like(xp.take(x, [0], axis=axis), -xp.inf)
+        x = xp.concatenate([first, xp.take(x, range(x.shape[axis] - 1), axis=axis)], axis=axis)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if xp is np:  # exact however far the terms lie apart
+            out = np.logaddexp.accumulate(x, axis=axis)
+        else:  # shifted by the row's max: prefixes ~700 (float64) below it underflow to -inf
+            m = xp.max(x, axis=axis, keepdims=True) if x.size else x
+            m = xp.where(xp.isfinite(m), m, 0)
+            out = xp.log(xp.cumsum(xp.exp(x - m), axis=axis)) + m
+    return xp.flip(out, axis=axis) if reverse else out
+
+
+def _log_parts(ops, v):
+    """log(max(v, 0)) and log(max(-v, 0)), -inf where that part is 0, with gradients that stay
+    finite (the logs only see ones there)."""
+    pos, neg = v > 0, v < 0
+    return (ops.where(pos, ops.log(ops.where(pos, v, 1.0)), -np.inf),
+            ops.where(neg, ops.log(ops.where(neg, -v, 1.0)), -np.inf))
+
+
+# d out_j / d x_i = exp(x_i - out_j) for each i in the scan of j: g's cotangent is
+# exp(x) times the scan the other way of g exp(-out), in logs (g split by sign), as TensorFlow's.
+# Where out is -inf (an exclusive scan's first element), g reaches nothing.
+def _cumulative_logsumexp_vjp(ops, g, x, out, axis, exclusive, reverse):
+    live = out > -np.inf
+    out_safe = ops.where(live, out, 0.0)
+    parts = []
+    for lg in _log_parts(ops, g):
+        lg = ops.where(live, lg - out_safe, -np.inf)
+        parts.append(ops.exp(x + ops.op("cumulative_logsumexp", lg, axis=axis,
+                                       exclusive=exclusive, reverse=not reverse)))
+    return parts[0] - parts[1]
+
+
+# t_out_j = sum over the scan of j of exp(x_i - out_j) t_i, in logs (t split by sign)
+def _cumulative_logsumexp_jvp(ops, t, x, out, axis, exclusive, reverse):
+    out_safe = ops.where(out > -np.inf, out, 0.0)
+    parts = [ops.exp(ops.op("cumulative_logsumexp", x + lt, axis=axis, exclusive=exclusive,
+                            reverse=reverse) - out_safe) for lt in _log_parts(ops, t)]
+    return parts[0] - parts[1]
+
+
+_cumulative_logsumexp = def_op("cumulative_logsumexp", _cumulative_logsumexp_forward,
+                               saves=("x", "out"), vjp=_cumulative_logsumexp_vjp,
+                               jvp=_cumulative_logsumexp_jvp)
+
+
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
+    """log(cumsum(exp(x))) along `axis` without overflow (`exclusive`, `reverse` as in
+    `cumsum`; an exclusive scan starts at log 0 = -inf), as `tf.math.cumulative_logsumexp`.
+
+    >>> tg.math.cumulative_logsumexp(tg.constant([0.0, 0.0, 0.0])).numpy().round(4)
+    array([0.    , 0.6931, 1.0986], dtype=float32)
+    """
+    t = floating(x, "cumulative_logsumexp")
+    if t.ndim == 0:
+        raise InvalidArgumentError("cumulative_logsumexp: a scalar has no axis to scan; give a "
+                                   "tensor of rank >= 1")
+    ax = norm_axis(_axis(axis, "cumulative_logsumexp"), t.ndim, "cumulative_logsumexp")
+    return apply(_cumulative_logsumexp, (t,), {"axis": ax, "exclusive": bool(exclusive),
+                                               "reverse": bool(reverse)})
+
+
 __all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)), (("math",), (
     unsorted_segment_sum, unsorted_segment_mean, unsorted_segment_max, unsorted_segment_min,
-    segment_sum, segment_mean, segment_max, segment_min))))
+    segment_sum, segment_mean, segment_max, segment_min)), (("math",), (cumulative_logsumexp,))))

@@ -76,6 +76,28 @@ def _xlog_sample(rng, dtype, shapes):
     return [x.astype(dtype), rng.uniform(0.3, 2, size=shapes[1]).astype(dtype)]
 
 
+def _digamma_ref(x):
+    """psi(x) by its series: psi(x) = -gamma + sum_k (1/(k+1) - 1/(k+x)), summed to
+    k = 2 10^5 and the tail by Euler-Maclaurin (x moved above 0 by psi(x) = psi(x + 1) - 1/x)."""
+    x = np.asarray(x, np.float64)
+    shift = np.ceil(np.maximum(1.0 - x, 0.0))
+    y = x + shift
+    k = np.arange(200000.0)
+    n = k[-1] + 1  # the tail from n by Euler-Maclaurin: integral + f(n)/2 - f'(n)/12
+    s = np.array([(1 / (k + 1) - 1 / (k + v)).sum() + np.log((n + v) / (n + 1)) +
+                  (1 / (n + 1) - 1 / (n + v)) / 2 + (1 / (n + 1) ** 2 - 1 / (n + v) ** 2) / 12
+                  for v in y.ravel()]).reshape(y.shape)
+    corr = np.array([sum(1 / (v + j) for j in range(int(n))) for v, n in
+                     zip(x.ravel(), shift.ravel())]).reshape(x.shape)
+    return -0.5772156649015329 + s - corr
+
+
+def _trigamma_ref(x):
+    """psi1(x) = sum_k 1/(x + k)^2, summed to k = 10^5 and the tail by its integral."""
+    k = np.arange(100000.0)
+    return np.array([(1 / (v + k) ** 2).sum() + 1 / (v + k[-1] + 0.5)
+                     for v in np.ravel(x)]).reshape(np.shape(x))
+
 def _conv_ref(x, w, strides, pads, dilations=None):
     """Channels-last N-d convolution (cross-correlation) with groups, one kernel tap at a time."""
     nd = w.ndim - 2
@@ -590,6 +612,19 @@ SPECS = [
          lambda x: np.stack([x[0] + x[1], x[2]]), covers=("unsorted_segment_sum",)),
     Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
          lambda x: x * (np.random.default_rng(3).uniform(0, 1, (4, 5)) >= 0.5) * 2.0),
+    Spec("lgamma", tg.math.lgamma, ((3, 4),), lambda x: np.vectorize(math.lgamma)(x),
+         make=_away_from([0.0, -1.0, -2.0, -3.0], 0.3)),
+    Spec("digamma", tg.math.digamma, ((3, 4),), lambda x: _digamma_ref(x),
+         make=_away_from([0.0, -1.0, -2.0, -3.0], 0.3), covers=("polygamma",)),
+    Spec("polygamma", lambda x: tg.math.polygamma(1, x), ((3, 4),),
+         lambda x: _trigamma_ref(x), domain=(0.3, 6.0)),
+    Spec("cumulative_logsumexp", lambda x: tg.math.cumulative_logsumexp(x, axis=1), ((3, 4),),
+         lambda x: np.log(np.cumsum(np.exp(x), 1))),
+    # exp of it: the exclusive scan's first element is -inf (exp: 0, which differences can see)
+    Spec("cumulative_logsumexp_exclusive_reverse", lambda x: tg.exp(tg.math.cumulative_logsumexp(
+        x, exclusive=True, reverse=True)), ((4, 3),),
+        lambda x: np.flip(np.cumsum(np.flip(np.exp(x), 0), 0), 0) - np.exp(x),
+        covers=("cumulative_logsumexp", "exp")),
     # -- convolution and pooling ---------------------------------------------------------------
     Spec("conv2d_same_strided", lambda x, w: tg.nn.conv2d(x, w, [1, 2, 1, 1], "SAME"),
          ((2, 5, 4, 3), (3, 2, 3, 4)), lambda x, w: _conv_ref(x, w, (2, 1), ((1, 1), (0, 1))),
