@@ -472,8 +472,8 @@ def lgamma(x, name=None):
     """log |Gamma(x)|, elementwise, as `tf.math.lgamma` (inf at 0, -1, -2, ...). Computed in
     float64 on every device and rounded once (float32 stays float32).
 
-    >>> tg.math.lgamma(tg.constant([1.0, 3.0])).numpy()  # log 0!, log 2!
-    array([0.       , 0.6931472], dtype=float32)
+    >>> tg.math.lgamma(tg.constant([0.5, 3.0])).numpy()  # log sqrt(pi), log 2!
+    array([0.5723649, 0.6931472], dtype=float32)
     """
     return apply1(_lgamma, floating(x, "lgamma"), EMPTY)
 
