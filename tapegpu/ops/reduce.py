@@ -10,6 +10,7 @@ from ..core.tensor import Tensor
 
 from ._base import apply, floating, norm_axes, norm_axis, public, tensor
 from . import binary as _b, unary as _u
+from . import shape as _shape
 from .shape import reshape
 
 
@@ -509,6 +510,72 @@ cumprod = _scan(_cumprod, """The cumulative product along `axis` (`exclusive`, `
 
 
 
+# -- scatters and lookups built from segment reductions -------------------------------------------
+
+def _tensor_scatter_extreme(op, segment, extreme, tensor_, indices, updates):
+    x = tensor(tensor_)
+    u = tensor(updates)
+    key, _, inverse, n = _shape.unique_positions(op, x, indices, u)
+    rows = reshape(u, (-1,) + x.shape[len(key):])
+    best = segment(rows, inverse.astype(np.int32), n)  # the extreme update at each position
+    return _shape.tensor_scatter_nd_update(x, np.stack(key, axis=-1) if key else
+                                           np.zeros((n, 0), np.int32),
+                                           extreme(_shape.getitem(x, key), best))
+
+
+def tensor_scatter_nd_max(tensor_, indices, updates, name=None):
+    """`tensor_` with each slice at `indices` replaced by the elementwise max of it and its
+    updates, as `tf.tensor_scatter_nd_max`; the gradient goes to the larger (ties: as
+    `tf.maximum`).
+
+    >>> tg.tensor_scatter_nd_max(tg.zeros(3), [[0], [2], [0]], tg.constant([1.0, -1.0, 3.0])
+    ...                          ).numpy()
+    array([3., 0., 0.], dtype=float32)
+    """
+    return _tensor_scatter_extreme("tensor_scatter_nd_max", unsorted_segment_max, _b.maximum,
+                                   tensor_, indices, updates)
+
+
+def tensor_scatter_nd_min(tensor_, indices, updates, name=None):
+    """`tensor_` with each slice at `indices` replaced by the elementwise min of it and its
+    updates, as `tf.tensor_scatter_nd_min`.
+
+    >>> tg.tensor_scatter_nd_min(tg.zeros(3), [[1]], tg.constant([-2.0])).numpy()
+    array([ 0., -2.,  0.], dtype=float32)
+    """
+    return _tensor_scatter_extreme("tensor_scatter_nd_min", unsorted_segment_min, _b.minimum,
+                                   tensor_, indices, updates)
+
+
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """The rows of `params` at `ids`, as `tf.nn.embedding_lookup`: `params` is a tensor or a
+    list of shards split along axis 0 by TensorFlow's "div" strategy (consecutive ids per
+    shard, so the shards concatenated are the table); with `max_norm`, each row looked up is
+    scaled down to L2 norm `max_norm` if it is longer. The gradient scatters into the table.
+
+    >>> tg.nn.embedding_lookup(tg.constant([[0.0, 1.0], [2.0, 3.0]]), [1, 1, 0]).numpy()
+    array([[2., 3.],
+           [2., 3.],
+           [0., 1.]], dtype=float32)
+    """
+    shards = list(params) if isinstance(params, (list, tuple)) else [params]
+    if not shards:
+        raise InvalidArgumentError("embedding_lookup: params must be a tensor or a non-empty "
+                                   "list of tensors")
+    table = tensor(shards[0]) if len(shards) == 1 else _shape.concat(shards, axis=0)
+    if table.ndim < 1:
+        raise InvalidArgumentError(f"embedding_lookup: params must have rank >= 1, got shape "
+                                   f"{table.shape}")
+    rows = _shape.gather(table, ids, axis=0)
+    if max_norm is None:
+        return rows
+    axes = tuple(range(rows.ndim - table.ndim + 1, rows.ndim))
+    norm = _u.sqrt(reduce_sum(rows * rows, axis=axes, keepdims=True)) if axes else \
+        _u.abs(rows)
+    limit = _b.scalar(float(max_norm), norm)
+    return rows * (limit / _b.maximum(norm, limit))
+
+
 # -- cumulative_logsumexp -------------------------------------------------------------------------
 
 def _cumulative_logsumexp_forward(xp, x, axis, exclusive, reverse):
@@ -580,4 +647,5 @@ def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
 
 __all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)), (("math",), (
     unsorted_segment_sum, unsorted_segment_mean, unsorted_segment_max, unsorted_segment_min,
-    segment_sum, segment_mean, segment_max, segment_min)), (("math",), (cumulative_logsumexp,))))
+    segment_sum, segment_mean, segment_max, segment_min)), (("math",), (cumulative_logsumexp,)),
+    (("",), (tensor_scatter_nd_max, tensor_scatter_nd_min)), (("nn",), (embedding_lookup,))))

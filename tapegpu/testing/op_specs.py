@@ -98,6 +98,29 @@ def _trigamma_ref(x):
     return np.array([(1 / (v + k) ** 2).sum() + 1 / (v + k[-1] + 0.5)
                      for v in np.ravel(x)]).reshape(np.shape(x))
 
+def _scatter_ref(x, indices, updates, combine):
+    """A tensor scatter one index tuple at a time; `combine` None replaces (the last wins)."""
+    out = np.array(x, copy=True)
+    idx = np.asarray(indices)
+    rows = np.reshape(updates, (-1,) + out.shape[idx.shape[-1]:])
+    for i, row in zip(idx.reshape(-1, idx.shape[-1]), rows):
+        at = tuple(i)
+        out[at] = row if combine is None else combine(out[at], row)
+    return out
+
+
+def _clip_rows(rows, max_norm):
+    norm = np.sqrt((rows * rows).sum(-1, keepdims=True))
+    return rows * max_norm / np.maximum(norm, max_norm)
+
+
+def _unique_ref(x):
+    seen = []
+    for v in x.tolist():
+        if v not in seen:
+            seen.append(v)
+    return np.array(seen, x.dtype)
+
 def _conv_ref(x, w, strides, pads, dilations=None):
     """Channels-last N-d convolution (cross-correlation) with groups, one kernel tap at a time."""
     nd = w.ndim - 2
@@ -625,6 +648,44 @@ SPECS = [
         x, exclusive=True, reverse=True)), ((4, 3),),
         lambda x: np.flip(np.cumsum(np.flip(np.exp(x), 0), 0), 0) - np.exp(x),
         covers=("cumulative_logsumexp", "exp")),
+    Spec("scatter_nd", lambda u: tg.scatter_nd([[1, 0], [2, 3], [1, 0]], u, [3, 4]), ((3,),),
+         lambda u: _scatter_ref(np.zeros((3, 4), u.dtype), [[1, 0], [2, 3], [1, 0]], u, np.add),
+         covers=("getitem_grad",)),
+    Spec("scatter_nd_slices", lambda u: tg.scatter_nd([[2], [0]], u, [3, 4]), ((2, 4),),
+         lambda u: _scatter_ref(np.zeros((3, 4), u.dtype), [[2], [0]], u, np.add),
+         covers=("getitem_grad",)),
+    Spec("tensor_scatter_nd_add", lambda x, u: tg.tensor_scatter_nd_add(x, [[1], [1]], u),
+         ((3, 4), (2, 4)), lambda x, u: _scatter_ref(x, [[1], [1]], u, np.add),
+         covers=("getitem_grad", "add")),
+    Spec("tensor_scatter_nd_sub", lambda x, u: tg.tensor_scatter_nd_sub(x, [[0, 2]], u),
+         ((3, 4), (1,)), lambda x, u: _scatter_ref(x, [[0, 2]], -u, np.add),
+         covers=("getitem_grad", "subtract")),
+    Spec("tensor_scatter_nd_update", lambda x, u: tg.tensor_scatter_nd_update(
+        x, [[2], [0], [2]], u), ((3, 4), (3, 4)),
+        lambda x, u: _scatter_ref(x, [[2], [0], [2]], u, None),
+        covers=("getitem_grad", "where", "gather")),
+    Spec("tensor_scatter_nd_max", lambda x, u: tg.tensor_scatter_nd_max(x, [[2], [0], [2]], u),
+         ((3, 4), (3, 4)), lambda x, u: _scatter_ref(x, [[2], [0], [2]], u, np.maximum),
+         covers=("unsorted_segment_max", "maximum", "where")),
+    Spec("tensor_scatter_nd_min", lambda x, u: tg.tensor_scatter_nd_min(x, [[1, 1], [0, 3]], u),
+         ((3, 4), (2,)), lambda x, u: _scatter_ref(x, [[1, 1], [0, 3]], u, np.minimum),
+         covers=("unsorted_segment_min", "minimum", "where")),
+    Spec("embedding_lookup", lambda a, b: tg.nn.embedding_lookup([a, b], [[3, 0], [1, 3]]),
+         ((2, 3), (2, 3)), lambda a, b: np.concatenate([a, b])[[[3, 0], [1, 3]]],
+         covers=("gather", "concat")),
+    Spec("embedding_lookup_max_norm", lambda p: tg.nn.embedding_lookup(p, [2, 0, 2],
+                                                                       max_norm=1.5),
+         ((3, 4),), lambda p: _clip_rows(p[[2, 0, 2]], 1.5), covers=("gather", "maximum")),
+    Spec("searchsorted", lambda s, v: tg.searchsorted(s, v, side="right"), ((2, 5), (2, 3)),
+         lambda s, v: np.stack([np.searchsorted(r, w, side="right") for r, w in zip(s, v)]),
+         grad=False, make=lambda rng, dt, shapes: [np.sort(rng.uniform(-2, 2, shapes[0]), -1)
+                                                   .astype(dt), rng.uniform(-3, 3, shapes[1])
+                                                   .astype(dt)], extra={"out_dtype": np.int32}),
+    Spec("unique", lambda x: tg.unique(tg.math.floor(x)).y, ((7,),),
+         lambda x: _unique_ref(np.floor(x)), grad=False, covers=("unique", "floor")),
+    Spec("unique_idx", lambda x: tg.unique(tg.math.floor(x), out_idx=tg.int64).idx, ((7,),),
+         lambda x: np.array([_unique_ref(np.floor(x)).tolist().index(v) for v in np.floor(x)]),
+         grad=False, covers=("unique", "floor")),
     # -- convolution and pooling ---------------------------------------------------------------
     Spec("conv2d_same_strided", lambda x, w: tg.nn.conv2d(x, w, [1, 2, 1, 1], "SAME"),
          ((2, 5, 4, 3), (3, 2, 3, 4)), lambda x, w: _conv_ref(x, w, (2, 1), ((1, 1), (0, 1))),
