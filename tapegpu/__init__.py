@@ -22,7 +22,7 @@ from .core import nest  # noqa: F401  (tg.nest, as tf.nest)
 from .core.device import copy_to, device  # noqa: F401
 from .core import dlpack as experimental  # noqa: F401
 from .core.dlpack import from_dlpack  # noqa: F401
-from .ops import random  # noqa: F401
+from .ops import random as _random_ops
 from . import testing as test  # noqa: F401
 from .core.profiler import profile as profiler  # noqa: F401
 
@@ -49,6 +49,8 @@ for _name, _fn in _EXPORTS.items():
 
 
 autodiff = _namespace("autodiff")
+# tg.random: its public functions only (not the module's imports)
+random = _namespace("random", **{_n: getattr(_random_ops, _n) for _n in _random_ops.__all__})
 
 
 config = _namespace("config", list_devices=_device.list_devices,
@@ -89,4 +91,5 @@ estimators = _namespace(
 # -- small TensorFlow surfaces: tg.newaxis, tg.errors, tg.image -----------------------------------
 newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
 from . import errors  # noqa: E402,F401
-from .ops import image  # noqa: E402,F401
+from .ops import image as _image_ops  # noqa: E402
+image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__})
