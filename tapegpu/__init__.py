@@ -13,6 +13,7 @@ from .core import dtypes as _dtypes
 from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
                           float64, int8, int16, int32, int64, uint8)
 from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
+from .core.shape import TensorShape  # noqa: F401
 from .ops.registry import InvalidArgumentError  # noqa: F401
 from .ops import EXPORTS as _EXPORTS
 from .autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401

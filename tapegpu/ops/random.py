@@ -305,14 +305,25 @@ _global_generator = []
 
 def get_global_generator():
     """The generator `tf.random.get_global_generator` returns: made (non-deterministically) on
-    the first call, then the same one."""
+    the first call, then the same one.
+
+    >>> tg.random.get_global_generator().uniform([2]).shape
+    (2,)
+    """
     if not _global_generator:
         _global_generator.append(Generator.from_non_deterministic_state())
     return _global_generator[0]
 
 
 def set_global_generator(generator):
-    """Replaces the global generator (as `tf.random.set_global_generator`)."""
+    """Replaces the global generator (as `tf.random.set_global_generator`).
+
+    >>> tg.random.set_global_generator(tg.random.Generator.from_seed(7))
+    >>> a = tg.random.get_global_generator().normal([2])
+    >>> tg.random.get_global_generator().reset_from_seed(7)
+    >>> bool(tg.reduce_all(a == tg.random.get_global_generator().normal([2])))
+    True
+    """
     if not isinstance(generator, Generator):
         raise TypeError(f"random.set_global_generator: expected a tg.random.Generator, got "
                         f"{type(generator).__name__}")

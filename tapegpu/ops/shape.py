@@ -743,7 +743,7 @@ def _output_shape(shape):
 
 
 def _scatter_add(updates, key, shape):
-    return apply(_scatter_op, (updates,), {"key": key, "inner_shape": shape,
+    return apply(_scatter_op, (updates,), {"key": key, "inner_shape": tuple(shape),
                                            "r": updates.ndim, "advanced": True})
 
 
