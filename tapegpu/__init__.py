@@ -21,7 +21,14 @@ from .autodiff.custom import custom_gradient, grad_pass_through, recompute_grad 
 from .core import device as _device
 from .core import nest  # noqa: F401  (tg.nest, as tf.nest)
 from .core.device import copy_to, device  # noqa: F401
-from .core import dlpack as experimental  # noqa: F401
+from .core import dlpack as _dlpack
+from .ops import numpy_names as _numpy_names
+# tg.experimental: dlpack (and its two functions, as before) and numpy (numpy's names)
+experimental = _types.ModuleType("tapegpu.experimental")
+experimental.dlpack = _dlpack.dlpack
+experimental.from_dlpack, experimental.to_dlpack = _dlpack.from_dlpack, _dlpack.to_dlpack
+experimental.numpy = _types.ModuleType("tapegpu.experimental.numpy", _numpy_names.__doc__)
+experimental.numpy.__dict__.update(_numpy_names.TABLE)
 from .core.dlpack import from_dlpack  # noqa: F401
 from .ops import random as _random_ops
 from . import testing as test  # noqa: F401
@@ -56,6 +63,17 @@ random = _namespace("random", **{_n: getattr(_random_ops, _n) for _n in _random_
 
 config = _namespace("config", list_devices=_device.list_devices,
                     default_device=_device.default_device)
+from .core import config as _config  # noqa: E402
+for _name in ("list_physical_devices", "list_logical_devices", "get_visible_devices",
+              "PhysicalDevice", "LogicalDevice"):
+    setattr(config, _name, getattr(_config, _name))
+config.experimental = _namespace("config.experimental",
+                                 set_memory_growth=_config.set_memory_growth,
+                                 get_memory_growth=_config.get_memory_growth)
+config.threading = _namespace("config.threading", **{
+    _name: getattr(_config, _name) for _name in (
+        "set_intra_op_parallelism_threads", "get_intra_op_parallelism_threads",
+        "set_inter_op_parallelism_threads", "get_inter_op_parallelism_threads")})
 
 # -- forward mode (autodiff namespace): tapegpu/forward.py --------------------------------------
 from .autodiff import forward as _forward, functional as _functional  # noqa: E402
