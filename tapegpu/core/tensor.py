@@ -85,6 +85,10 @@ class Tensor(TensorBase):
     def shape(self):
         return _new_tuple(TensorShape, self._data.shape)
 
+    def get_shape(self):
+        """The shape, a TensorShape (TensorFlow's alias of `shape`)."""
+        return _new_tuple(TensorShape, self._data.shape)
+
     @property
     def dtype(self):
         return dtypes.from_numpy(self._data.dtype)
@@ -310,6 +314,10 @@ class Variable:
         if _thread.tracers:
             _assigned(self, "assign_sub", d)
         return self if read_value else None
+
+    def get_shape(self):
+        """The shape, a TensorShape (TensorFlow's alias of `shape`)."""
+        return self.shape
 
     def _assign_array(self, array):
         """Replace the value by a freshly computed array the caller owns (optimizers)."""

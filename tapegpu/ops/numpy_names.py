@@ -11,7 +11,7 @@ float64 by default; the functions of `TABLE` that are tapegpu's own convert them
 import numpy as np
 
 from ..core import dtypes as _dtypes
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.tensor import Tensor, Variable, convert_to_tensor
 from . import binary as _b, creation as _c, linalg as _la, reduce as _r
 from . import unary as _u
 from ._base import InvalidArgumentError, tensor
@@ -34,8 +34,18 @@ def _cast(a, dtype):
 
 
 def _reduction(fn):
-    def reduce(a, axis=None, dtype=None, keepdims=False):
-        return fn(_cast(a, dtype), axis=axis, keepdims=bool(keepdims))
+    def reduce(a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **where):
+        # numpy's own np.sum(t), np.std(t, ddof=1), ... call these as methods with out=, ddof=
+        if out is not None or where:
+            raise InvalidArgumentError(f"experimental.numpy.{fn.__name__}: tensors are "
+                                       f"immutable: out= (and {sorted(where)}) are not supported")
+        a = _cast(a, dtype)
+        result = fn(a, axis=axis, keepdims=bool(keepdims))
+        if ddof:  # the variance over n - ddof
+            n = a.size // max(result.size, 1)
+            scale = n / (n - ddof)
+            result = result * (scale ** 0.5 if fn is _r.reduce_std else scale)
+        return result
     reduce.__name__ = reduce.__qualname__ = fn.__name__
     reduce.__doc__ = f"numpy's name for `tg.{fn.__name__}` (axis=None: all axes)."
     return reduce
@@ -229,3 +239,47 @@ TABLE.update({name: getattr(_dtypes, name) for name in (
 TABLE["bool_"] = _dtypes.bool
 TABLE["ndarray"] = Tensor
 TABLE["pi"], TABLE["e"], TABLE["inf"], TABLE["nan"] = np.pi, np.e, np.inf, np.nan
+
+
+# -- numpy's methods on tensors -------------------------------------------------------------------
+
+def _reshape_method(self, *shape):
+    return _reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int)
+                    else shape)
+
+
+def _transpose_method(self, *axes):
+    return _transpose(self, (axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else
+                             axes) or None)
+
+
+def _numpy_methods():
+    """The methods `experimental_enable_numpy_behavior` gives tensors (TensorFlow's list, less
+    the ones tensors have anyway): numpy's method names, as ndarray's."""
+    methods = {name: TABLE[name] for name in (
+        "sum", "mean", "prod", "max", "min", "std", "var", "all", "any", "argmax", "argmin",
+        "cumsum", "cumprod", "clip", "round", "sort", "argsort", "take", "dot", "squeeze")}
+    methods.update({"reshape": _reshape_method, "transpose": _transpose_method,
+                    "astype": lambda self, dtype: _u.cast(self, dtype),
+                    "ravel": lambda self: _reshape(self, (-1,)),
+                    "tolist": lambda self: self.numpy().tolist()})
+    return methods
+
+
+def experimental_enable_numpy_behavior(prefer_float32=False, dtype_conversion_mode="legacy"):
+    """Gives tensors numpy's methods (`x.reshape(2, 3)`, `x.sum(axis=0)`, `x.astype(...)`,
+    `x.ravel()`, `x.tolist()`, ...), as `tf.experimental.numpy.experimental_enable_numpy_behavior`
+    does (for all tensors and variables, from the call on). tapegpu's dtype rules are unchanged
+    (`prefer_float32` and `dtype_conversion_mode` are accepted for compatibility)."""
+    for name, fn in _numpy_methods().items():
+        setattr(Tensor, name, fn)
+        setattr(Variable, name, _on_value(fn))
+
+
+def _on_value(fn):
+    def method(self, *args, **kwargs):
+        return fn(self._read(), *args, **kwargs)
+    return method
+
+
+TABLE["experimental_enable_numpy_behavior"] = experimental_enable_numpy_behavior

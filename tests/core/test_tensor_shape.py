@@ -65,3 +65,8 @@ def test_rank_checks_and_bad_dimensions():
     with pytest.raises(TypeError, match="dimension"):
         tg.TensorShape([2.5])
     assert tg.TensorShape(np.array([2, 3])) == (2, 3)
+
+
+def test_get_shape_is_the_shape():
+    assert tg.zeros((2, 3)).get_shape().as_list() == [2, 3]
+    assert tg.Variable(tg.zeros((4,))).get_shape() == [4]

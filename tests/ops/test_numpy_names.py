@@ -93,3 +93,33 @@ def test_dlpack_stays_in_experimental():
     t = tg.experimental.dlpack.from_dlpack(np.arange(3.0))
     assert t.numpy().tolist() == [0.0, 1.0, 2.0]
     assert tg.experimental.from_dlpack is tg.experimental.dlpack.from_dlpack
+
+
+def test_enable_numpy_behavior_gives_tensors_numpy_methods():
+    tnp.experimental_enable_numpy_behavior()
+    x = tg.constant(X)
+    np.testing.assert_array_equal(x.reshape(3, 2).numpy(), X.reshape(3, 2))
+    np.testing.assert_array_equal(x.reshape((3, 2)).numpy(), X.reshape((3, 2)))
+    np.testing.assert_array_equal(x.transpose().numpy(), X.transpose())
+    np.testing.assert_array_equal(x.transpose(1, 0).numpy(), X.transpose(1, 0))
+    np.testing.assert_allclose(x.sum(axis=0).numpy(), X.sum(axis=0))
+    np.testing.assert_allclose(x.mean().numpy(), X.mean())
+    assert x.astype(tg.float32).dtype == tg.float32 and x.ravel().shape == (6,)
+    assert x.tolist() == X.tolist() and int(x.argmax()) == X.argmax()
+    v = tg.Variable(X)
+    with tg.GradientTape() as tape:
+        y = v.sum()
+    np.testing.assert_array_equal(tape.gradient(y, v).numpy(), np.ones_like(X))
+
+
+def test_numpy_functions_still_take_tensors_with_numpy_methods():
+    tnp.experimental_enable_numpy_behavior()
+    x = tg.constant(X)
+    for fn in (np.sum, np.mean, np.max, np.min, np.prod, np.std, np.var, np.argmax, np.cumsum,
+               np.round, np.transpose, np.ravel):
+        np.testing.assert_allclose(np.asarray(fn(x)), fn(X), err_msg=fn.__name__)
+    np.testing.assert_allclose(np.asarray(np.std(x, ddof=1)), np.std(X, ddof=1))
+    np.testing.assert_allclose(np.asarray(np.var(x, axis=0, ddof=1)), np.var(X, axis=0, ddof=1))
+    np.testing.assert_allclose(np.asarray(np.reshape(x, (3, 2))), X.reshape(3, 2))
+    with pytest.raises(tg.errors.InvalidArgumentError, match="immutable"):
+        np.sum(x, out=np.zeros(()))
