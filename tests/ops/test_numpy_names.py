@@ -3,8 +3,20 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.ops import numpy_names
 
 tnp = tg.experimental.numpy
+
+
+@pytest.fixture
+def numpy_behavior():
+    """Numpy's methods on tensors for one test, removed again after it (they are global)."""
+    added = [n for n in numpy_names._numpy_methods() if not hasattr(tg.Tensor, n)]
+    tnp.experimental_enable_numpy_behavior()
+    yield
+    for n in added:
+        delattr(tg.Tensor, n)
+        delattr(tg.Variable, n)
 X = np.array([[0.5, -1.5, 2.0], [3.0, 0.25, -0.75]])
 Y = np.array([[1.5, 2.0, -0.5], [0.5, -1.0, 4.0]])
 
@@ -95,8 +107,7 @@ def test_dlpack_stays_in_experimental():
     assert tg.experimental.from_dlpack is tg.experimental.dlpack.from_dlpack
 
 
-def test_enable_numpy_behavior_gives_tensors_numpy_methods():
-    tnp.experimental_enable_numpy_behavior()
+def test_enable_numpy_behavior_gives_tensors_numpy_methods(numpy_behavior):
     x = tg.constant(X)
     np.testing.assert_array_equal(x.reshape(3, 2).numpy(), X.reshape(3, 2))
     np.testing.assert_array_equal(x.reshape((3, 2)).numpy(), X.reshape((3, 2)))
@@ -112,8 +123,7 @@ def test_enable_numpy_behavior_gives_tensors_numpy_methods():
     np.testing.assert_array_equal(tape.gradient(y, v).numpy(), np.ones_like(X))
 
 
-def test_numpy_functions_still_take_tensors_with_numpy_methods():
-    tnp.experimental_enable_numpy_behavior()
+def test_numpy_functions_still_take_tensors_with_numpy_methods(numpy_behavior):
     x = tg.constant(X)
     for fn in (np.sum, np.mean, np.max, np.min, np.prod, np.std, np.var, np.argmax, np.cumsum,
                np.round, np.transpose, np.ravel):
