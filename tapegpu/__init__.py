@@ -13,6 +13,7 @@ from .core import dtypes as _dtypes
 from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
                           float64, int8, int16, int32, int64, uint8)
 from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
+from .core.shape import TensorShape  # noqa: F401
 from .ops.registry import InvalidArgumentError  # noqa: F401
 from .ops import EXPORTS as _EXPORTS
 from .autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401
@@ -20,9 +21,16 @@ from .autodiff.custom import custom_gradient, grad_pass_through, recompute_grad 
 from .core import device as _device
 from .core import nest  # noqa: F401  (tg.nest, as tf.nest)
 from .core.device import copy_to, device  # noqa: F401
-from .core import dlpack as experimental  # noqa: F401
+from .core import dlpack as _dlpack
+from .ops import numpy_names as _numpy_names
+# tg.experimental: dlpack (and its two functions, as before) and numpy (numpy's names)
+experimental = _types.ModuleType("tapegpu.experimental")
+experimental.dlpack = _dlpack.dlpack
+experimental.from_dlpack, experimental.to_dlpack = _dlpack.from_dlpack, _dlpack.to_dlpack
+experimental.numpy = _types.ModuleType("tapegpu.experimental.numpy", _numpy_names.__doc__)
+experimental.numpy.__dict__.update(_numpy_names.TABLE)
 from .core.dlpack import from_dlpack  # noqa: F401
-from .ops import random  # noqa: F401
+from .ops import random as _random_ops
 from . import testing as test  # noqa: F401
 from .core.profiler import profile as profiler  # noqa: F401
 
@@ -49,10 +57,23 @@ for _name, _fn in _EXPORTS.items():
 
 
 autodiff = _namespace("autodiff")
+# tg.random: its public functions only (not the module's imports)
+random = _namespace("random", **{_n: getattr(_random_ops, _n) for _n in _random_ops.__all__})
 
 
 config = _namespace("config", list_devices=_device.list_devices,
                     default_device=_device.default_device)
+from .core import config as _config  # noqa: E402
+for _name in ("list_physical_devices", "list_logical_devices", "get_visible_devices",
+              "PhysicalDevice", "LogicalDevice"):
+    setattr(config, _name, getattr(_config, _name))
+config.experimental = _namespace("config.experimental",
+                                 set_memory_growth=_config.set_memory_growth,
+                                 get_memory_growth=_config.get_memory_growth)
+config.threading = _namespace("config.threading", **{
+    _name: getattr(_config, _name) for _name in (
+        "set_intra_op_parallelism_threads", "get_intra_op_parallelism_threads",
+        "set_inter_op_parallelism_threads", "get_inter_op_parallelism_threads")})
 
 # -- forward mode (autodiff namespace): tapegpu/forward.py --------------------------------------
 from .autodiff import forward as _forward, functional as _functional  # noqa: E402
@@ -89,4 +110,5 @@ estimators = _namespace(
 # -- small TensorFlow surfaces: tg.newaxis, tg.errors, tg.image -----------------------------------
 newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
 from . import errors  # noqa: E402,F401
-from .ops import image  # noqa: E402,F401
+from .ops import image as _image_ops  # noqa: E402
+image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__})

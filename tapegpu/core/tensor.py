@@ -18,6 +18,9 @@ import numpy as np
 
 from .. import backends as _backend
 from . import dtypes
+from .shape import TensorShape
+
+_new_tuple = tuple.__new__  # Tensor.shape wraps the array's shape tuple as a TensorShape as is
 
 
 class _ThreadState(threading.local):
@@ -80,7 +83,11 @@ class Tensor(TensorBase):
     # -- attributes -----------------------------------------------------------------------
     @property
     def shape(self):
-        return self._data.shape
+        return _new_tuple(TensorShape, self._data.shape)
+
+    def get_shape(self):
+        """The shape, a TensorShape (TensorFlow's alias of `shape`)."""
+        return _new_tuple(TensorShape, self._data.shape)
 
     @property
     def dtype(self):
@@ -241,7 +248,7 @@ class Variable:
         self.name = name if name is not None else f"Variable:{next(Variable._count)}"
 
     # A variable reads like a tensor.
-    shape = property(lambda self: self._value._data.shape)
+    shape = property(lambda self: _new_tuple(TensorShape, self._value._data.shape))
     dtype = property(lambda self: self._value.dtype)
     ndim = property(lambda self: self._value._data.ndim)
     device = property(lambda self: self._value.device)
@@ -307,6 +314,10 @@ class Variable:
         if _thread.tracers:
             _assigned(self, "assign_sub", d)
         return self if read_value else None
+
+    def get_shape(self):
+        """The shape, a TensorShape (TensorFlow's alias of `shape`)."""
+        return self.shape
 
     def _assign_array(self, array):
         """Replace the value by a freshly computed array the caller owns (optimizers)."""

@@ -10,6 +10,7 @@ from ..core.tensor import Tensor
 
 from ._base import apply, floating, norm_axes, norm_axis, public, tensor
 from . import binary as _b, unary as _u
+from . import shape as _shape
 from .shape import reshape
 
 
@@ -508,6 +509,143 @@ cumprod = _scan(_cumprod, """The cumulative product along `axis` (`exclusive`, `
     """)
 
 
+
+# -- scatters and lookups built from segment reductions -------------------------------------------
+
+def _tensor_scatter_extreme(op, segment, extreme, tensor_, indices, updates):
+    x = tensor(tensor_)
+    u = tensor(updates)
+    key, _, inverse, n = _shape.unique_positions(op, x, indices, u)
+    rows = reshape(u, (-1,) + x.shape[len(key):])
+    best = segment(rows, inverse.astype(np.int32), n)  # the extreme update at each position
+    return _shape.tensor_scatter_nd_update(x, np.stack(key, axis=-1) if key else
+                                           np.zeros((n, 0), np.int32),
+                                           extreme(_shape.getitem(x, key), best))
+
+
+def tensor_scatter_nd_max(tensor_, indices, updates, name=None):
+    """`tensor_` with each slice at `indices` replaced by the elementwise max of it and its
+    updates, as `tf.tensor_scatter_nd_max`; the gradient goes to the larger (ties: as
+    `tf.maximum`).
+
+    >>> tg.tensor_scatter_nd_max(tg.zeros(3), [[0], [2], [0]], tg.constant([1.0, -1.0, 3.0])
+    ...                          ).numpy()
+    array([3., 0., 0.], dtype=float32)
+    """
+    return _tensor_scatter_extreme("tensor_scatter_nd_max", unsorted_segment_max, _b.maximum,
+                                   tensor_, indices, updates)
+
+
+def tensor_scatter_nd_min(tensor_, indices, updates, name=None):
+    """`tensor_` with each slice at `indices` replaced by the elementwise min of it and its
+    updates, as `tf.tensor_scatter_nd_min`.
+
+    >>> tg.tensor_scatter_nd_min(tg.zeros(3), [[1]], tg.constant([-2.0])).numpy()
+    array([ 0., -2.,  0.], dtype=float32)
+    """
+    return _tensor_scatter_extreme("tensor_scatter_nd_min", unsorted_segment_min, _b.minimum,
+                                   tensor_, indices, updates)
+
+
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """The rows of `params` at `ids`, as `tf.nn.embedding_lookup`: `params` is a tensor or a
+    list of shards split along axis 0 by TensorFlow's "div" strategy (consecutive ids per
+    shard, so the shards concatenated are the table); with `max_norm`, each row looked up is
+    scaled down to L2 norm `max_norm` if it is longer. The gradient scatters into the table.
+
+    >>> tg.nn.embedding_lookup(tg.constant([[0.0, 1.0], [2.0, 3.0]]), [1, 1, 0]).numpy()
+    array([[2., 3.],
+           [2., 3.],
+           [0., 1.]], dtype=float32)
+    """
+    shards = list(params) if isinstance(params, (list, tuple)) else [params]
+    if not shards:
+        raise InvalidArgumentError("embedding_lookup: params must be a tensor or a non-empty "
+                                   "list of tensors")
+    table = tensor(shards[0]) if len(shards) == 1 else _shape.concat(shards, axis=0)
+    if table.ndim < 1:
+        raise InvalidArgumentError(f"embedding_lookup: params must have rank >= 1, got shape "
+                                   f"{table.shape}")
+    rows = _shape.gather(table, ids, axis=0)
+    if max_norm is None:
+        return rows
+    axes = tuple(range(rows.ndim - table.ndim + 1, rows.ndim))
+    norm = _u.sqrt(reduce_sum(rows * rows, axis=axes, keepdims=True)) if axes else \
+        _u.abs(rows)
+    limit = _b.scalar(float(max_norm), norm)
+    return rows * (limit / _b.maximum(norm, limit))
+
+
+# -- cumulative_logsumexp -------------------------------------------------------------------------
+
+def _cumulative_logsumexp_forward(xp, x, axis, exclusive, reverse):
+    if reverse:
+        x = xp.flip(x, axis=axis)
+    if exclusive and x.shape[axis]:  # shift by one along the axis, log 0 = -inf first
+        first = xp.full_like(xp.take(x, [0], axis=axis), -xp.inf)
+        x = xp.concatenate([first, xp.take(x, range(x.shape[axis] - 1), axis=axis)], axis=axis)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if xp is np:  # exact however far the terms lie apart
+            out = np.logaddexp.accumulate(x, axis=axis)
+        else:  # shifted by the row's max: prefixes ~700 (float64) below it underflow to -inf
+            m = xp.max(x, axis=axis, keepdims=True) if x.size else x
+            m = xp.where(xp.isfinite(m), m, 0)
+            out = xp.log(xp.cumsum(xp.exp(x - m), axis=axis)) + m
+    return xp.flip(out, axis=axis) if reverse else out
+
+
+def _log_parts(ops, v):
+    """log(max(v, 0)) and log(max(-v, 0)), -inf where that part is 0, with gradients that stay
+    finite (the logs only see ones there)."""
+    pos, neg = v > 0, v < 0
+    return (ops.where(pos, ops.log(ops.where(pos, v, 1.0)), -np.inf),
+            ops.where(neg, ops.log(ops.where(neg, -v, 1.0)), -np.inf))
+
+
+# d out_j / d x_i = exp(x_i - out_j) for each i in the scan of j: g's cotangent is
+# exp(x) times the scan the other way of g exp(-out), in logs (g split by sign), as TensorFlow's.
+# Where out is -inf (an exclusive scan's first element), g reaches nothing.
+def _cumulative_logsumexp_vjp(ops, g, x, out, axis, exclusive, reverse):
+    live = out > -np.inf
+    out_safe = ops.where(live, out, 0.0)
+    parts = []
+    for lg in _log_parts(ops, g):
+        lg = ops.where(live, lg - out_safe, -np.inf)
+        parts.append(ops.exp(x + ops.op("cumulative_logsumexp", lg, axis=axis,
+                                       exclusive=exclusive, reverse=not reverse)))
+    return parts[0] - parts[1]
+
+
+# t_out_j = sum over the scan of j of exp(x_i - out_j) t_i, in logs (t split by sign)
+def _cumulative_logsumexp_jvp(ops, t, x, out, axis, exclusive, reverse):
+    out_safe = ops.where(out > -np.inf, out, 0.0)
+    parts = [ops.exp(ops.op("cumulative_logsumexp", x + lt, axis=axis, exclusive=exclusive,
+                            reverse=reverse) - out_safe) for lt in _log_parts(ops, t)]
+    return parts[0] - parts[1]
+
+
+_cumulative_logsumexp = def_op("cumulative_logsumexp", _cumulative_logsumexp_forward,
+                               saves=("x", "out"), vjp=_cumulative_logsumexp_vjp,
+                               jvp=_cumulative_logsumexp_jvp)
+
+
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
+    """log(cumsum(exp(x))) along `axis` without overflow (`exclusive`, `reverse` as in
+    `cumsum`; an exclusive scan starts at log 0 = -inf), as `tf.math.cumulative_logsumexp`.
+
+    >>> tg.math.cumulative_logsumexp(tg.constant([0.0, 0.0, 0.0])).numpy().round(4)
+    array([0.    , 0.6931, 1.0986], dtype=float32)
+    """
+    t = floating(x, "cumulative_logsumexp")
+    if t.ndim == 0:
+        raise InvalidArgumentError("cumulative_logsumexp: a scalar has no axis to scan; give a "
+                                   "tensor of rank >= 1")
+    ax = norm_axis(_axis(axis, "cumulative_logsumexp"), t.ndim, "cumulative_logsumexp")
+    return apply(_cumulative_logsumexp, (t,), {"axis": ax, "exclusive": bool(exclusive),
+                                               "reverse": bool(reverse)})
+
+
 __all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)), (("math",), (
     unsorted_segment_sum, unsorted_segment_mean, unsorted_segment_max, unsorted_segment_min,
-    segment_sum, segment_mean, segment_max, segment_min))))
+    segment_sum, segment_mean, segment_max, segment_min)), (("math",), (cumulative_logsumexp,)),
+    (("",), (tensor_scatter_nd_max, tensor_scatter_nd_min)), (("nn",), (embedding_lookup,))))

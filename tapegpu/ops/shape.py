@@ -14,6 +14,7 @@ from .registry import InvalidArgumentError, def_op, passthrough
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, convert_to_tensor
 from ._base import apply, norm_axes, norm_axis, public, tensor
+from . import binary as _b
 
 
 def _nb(g, out_ndim):
@@ -718,6 +719,198 @@ def boolean_mask(tensor_, mask, axis=None, name=None):
     return getitem(x, (slice(None),) * a + (m.numpy(),))
 
 
+# -- scatter_nd, tensor_scatter_nd_* -------------------------------------------------------------
+# A scatter is the transpose of a gather: scatter_nd is the registry's getitem_grad (a scatter-add
+# into zeros, whose VJP is the gather and whose JVP the scatter of the tangent).
+
+def _scatter_key(op, indices, updates, shape):
+    """The index columns of `indices` (host arrays, checked against `shape`) as a getitem key,
+    with `updates` checked to have the shape indices.shape[:-1] + shape[k:]."""
+    idx = tensor(indices)
+    if idx._data.dtype.kind not in "iu" or idx.ndim < 1 or idx.shape[-1] > len(shape):
+        raise InvalidArgumentError(f"{op}: indices must be integers of shape (..., k) with k <= "
+                                   f"{len(shape)} (the rank of the output {list(shape)}), got "
+                                   f"{idx.dtype.name} of shape {idx.shape}")
+    host = idx.numpy()
+    k = host.shape[-1]
+    want = host.shape[:-1] + tuple(shape[k:])
+    if tuple(updates.shape) != want:
+        raise InvalidArgumentError(f"{op}: updates must have shape indices.shape[:-1] + "
+                                   f"shape[{k}:] = {list(want)}, got {list(updates.shape)}")
+    rows = host.reshape(-1, k)
+    bad = (rows < 0) | (rows >= np.asarray(shape[:k], dtype=np.int64))
+    if bad.any():
+        r = int(np.nonzero(bad.any(axis=1))[0][0])
+        at = [int(i) for i in np.unravel_index(r, host.shape[:-1])]
+        raise InvalidArgumentError(f"{op}: indices{at} = {rows[r].tolist()} does not index into "
+                                   f"shape {list(shape)}")
+    return tuple(host[..., axis].astype(np.intp) for axis in range(k)), rows
+
+
+def _output_shape(shape):
+    if isinstance(shape, Tensor):
+        shape = shape.numpy().tolist()
+    return tuple(int(n) for n in shape)
+
+
+def _scatter_add(updates, key, shape):
+    return apply(_scatter_op, (updates,), {"key": key, "inner_shape": tuple(shape),
+                                           "r": updates.ndim, "advanced": True})
+
+
+def scatter_nd(indices, updates, shape, name=None):
+    """Zeros of `shape` with `updates` added at `indices`, as `tf.scatter_nd`: each index tuple
+    in the last axis of `indices` names a slice shape[k:]; repeated indices add up. Its gradient
+    is a gather_nd.
+
+    >>> tg.scatter_nd([[1], [3], [1]], tg.constant([1.0, 2.0, 5.0]), [4]).numpy()
+    array([0., 6., 0., 2.], dtype=float32)
+    """
+    u = tensor(updates)
+    out_shape = _output_shape(shape)
+    key, _ = _scatter_key("scatter_nd", indices, u, out_shape)
+    return _scatter_add(u, key, out_shape)
+
+
+def tensor_scatter_nd_add(tensor_, indices, updates, name=None):
+    """`tensor_` with `updates` added at `indices` (repeated indices add up), as
+    `tf.tensor_scatter_nd_add`.
+
+    >>> tg.tensor_scatter_nd_add(tg.ones(3), [[0], [0]], tg.constant([1.0, 2.0])).numpy()
+    array([4., 1., 1.], dtype=float32)
+    """
+    x = tensor(tensor_)
+    u = tensor(updates)
+    key, _ = _scatter_key("tensor_scatter_nd_add", indices, u, x.shape)
+    return x + _scatter_add(u, key, x.shape)
+
+
+def tensor_scatter_nd_sub(tensor_, indices, updates, name=None):
+    """`tensor_` with `updates` subtracted at `indices`, as `tf.tensor_scatter_nd_sub`.
+
+    >>> tg.tensor_scatter_nd_sub(tg.ones(3), [[2]], tg.constant([1.0])).numpy()
+    array([1., 1., 0.], dtype=float32)
+    """
+    x = tensor(tensor_)
+    u = tensor(updates)
+    key, _ = _scatter_key("tensor_scatter_nd_sub", indices, u, x.shape)
+    return x - _scatter_add(u, key, x.shape)
+
+
+def unique_positions(op, tensor_, indices, updates):
+    """(key, last, inverse, n) of the n distinct index tuples of a tensor scatter: `key` indexes
+    them (in order of first occurrence), `last` is each one's last row of updates, `inverse`
+    each row's position among them (the rows: the updates reshaped to (-1,) + slice shape)."""
+    key, rows = _scatter_key(op, indices, updates, tensor_.shape)
+    k = rows.shape[1]
+    flat = np.ravel_multi_index(rows.T, tensor_.shape[:k]) if k else np.zeros(len(rows), int)
+    _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    inverse = rank[inverse.reshape(-1)]
+    last = np.zeros(order.size, dtype=np.intp)
+    last[inverse] = np.arange(inverse.size)  # numpy assigns in order: the last row wins
+    ukey = tuple(col.reshape(-1)[last] for col in key)
+    return ukey, last, inverse, order.size
+
+
+def _mask_at(x, key):
+    """A bool tensor beside `x`: True on the slices `key` names."""
+    mask = np.zeros(x.shape, dtype=bool)
+    mask[key] = True
+    return Tensor(mask if x._dev.xp is np else x._dev.asarray(mask), x._dev)
+
+
+def tensor_scatter_nd_update(tensor_, indices, updates, name=None):
+    """`tensor_` with the slices at `indices` replaced by `updates`, as
+    `tf.tensor_scatter_nd_update`. Where an index repeats, the last update wins (TensorFlow
+    leaves the order unspecified); the gradient goes to that update and not to `tensor_` there.
+
+    >>> tg.tensor_scatter_nd_update(tg.zeros((2, 2)), [[1, 0]], tg.constant([7.0])).numpy()
+    array([[0., 0.],
+           [7., 0.]], dtype=float32)
+    """
+    x = tensor(tensor_)
+    u = tensor(updates)
+    ukey, last, _, n = unique_positions("tensor_scatter_nd_update", x, indices, u)
+    k = len(ukey)
+    picked = gather(reshape(u, (-1,) + x.shape[k:]), last, axis=0)
+    return _b.where(_mask_at(x, ukey), _scatter_add(picked, ukey, x.shape), x)
+
+
+# -- searchsorted, unique (no gradient) ---------------------------------------------------------
+
+def _searchsorted_forward(xp, seq, values, right, dtype):
+    if seq.ndim == 1:
+        return xp.searchsorted(seq, values, side="right" if right else "left").astype(dtype)
+    # one row at a time in one call: the count of elements before each value's place
+    before = seq[..., None, :] <= values[..., :, None] if right else \
+        seq[..., None, :] < values[..., :, None]
+    return xp.sum(before, axis=-1, dtype=dtype)
+
+
+_searchsorted = def_op("searchsorted", _searchsorted_forward, args=("sorted_sequence", "values"))
+
+
+def searchsorted(sorted_sequence, values, side="left", out_type=np.int32, name=None):
+    """Where each of `values` would go in the rows of `sorted_sequence` (the innermost axis,
+    sorted ascending) to keep them sorted, as `tf.searchsorted`: `side="left"` gives the first
+    such place, "right" the last. The leading axes of both must agree.
+
+    >>> tg.searchsorted(tg.constant([0.0, 1.0, 2.0]), tg.constant([1.0, 2.5]), side="right").numpy()
+    array([2, 3], dtype=int32)
+    """
+    seq, vals = tensor(sorted_sequence), tensor(values)
+    if side not in ("left", "right"):
+        raise InvalidArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    dt = np_dtype(out_type)
+    if dt not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise InvalidArgumentError(f"searchsorted: out_type must be int32 or int64, got {dt}")
+    if seq.ndim < 1 or vals.ndim != seq.ndim or vals.shape[:-1] != seq.shape[:-1]:
+        raise InvalidArgumentError(f"searchsorted: sorted_sequence and values must have the same "
+                                   f"rank >= 1 and the same leading dimensions, got shapes "
+                                   f"{seq.shape} and {vals.shape}")
+    if seq._data.dtype != vals._data.dtype:
+        raise InvalidArgumentError(f"searchsorted: sorted_sequence and values must have one "
+                                   f"dtype, got {seq.dtype.name} and {vals.dtype.name}")
+    return apply(_searchsorted, (seq, vals), {"right": side == "right", "dtype": dt})
+
+
+def _unique_forward(xp, x, index, dtype):
+    # numpy's unique sorts; TensorFlow keeps the order of first occurrence
+    values, first, inverse = xp.unique(x, return_index=True, return_inverse=True)
+    order = xp.argsort(first)
+    if not index:
+        return values[order]
+    rank = xp.empty_like(order)
+    rank[order] = xp.arange(order.size)
+    return rank[inverse.reshape(-1)].astype(dtype)
+
+
+_unique = def_op("unique", _unique_forward)
+
+Unique = namedtuple("Unique", "y idx")
+
+
+def unique(x, out_idx=np.int32, name=None):
+    """The distinct elements of the 1-D `x` in order of first occurrence, and for each element
+    of `x` the position of its value in them, as `tf.unique` (no gradient).
+
+    >>> y, idx = tg.unique(tg.constant([1, 1, 2, 4, 4, 4, 7, 8, 8]))
+    >>> y.numpy(), idx.numpy()
+    (array([1, 2, 4, 7, 8], dtype=int32), array([0, 0, 1, 2, 2, 2, 3, 4, 4], dtype=int32))
+    """
+    t = tensor(x)
+    dt = np_dtype(out_idx)
+    if t.ndim != 1:
+        raise InvalidArgumentError(f"unique: x must be a vector, got shape {t.shape}")
+    if dt not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise InvalidArgumentError(f"unique: out_idx must be int32 or int64, got {dt}")
+    return Unique(apply(_unique, (t,), {"index": False, "dtype": dt}),
+                  apply(_unique, (t,), {"index": True, "dtype": dt}))
+
+
 # -- sorting ------------------------------------------------------------------------------------
 # take_along picks, along `axis`, the elements that an integer index array names (a sort's
 # permutation, top_k's indices); put_along is its transpose, scattering into zeros of length n.
@@ -820,4 +1013,5 @@ def top_k(input, k=1, sorted=True, name=None):  # noqa: A002
 
 __all__ = public(globals(), ("",), special=((("linalg",), (matrix_transpose,)),
                                             (("math",), (top_k,)),
-                                            ((), (getitem, g_inner_ndim, unstack_last))))
+                                            ((), (getitem, g_inner_ndim, unstack_last,
+                                                  unique_positions))))

@@ -12,7 +12,7 @@ from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
 from ._base import EMPTY, apply, apply1, floating, public, tensor
 from .kernels import activation_kernels, cpu_relu_backward
-from .registry import passthrough, quiet, ufunc
+from .registry import InvalidArgumentError, passthrough, quiet, ufunc
 
 try:
     import scipy.special as _scipy_special  # optional: exact special functions
@@ -367,9 +367,150 @@ def silu(features, beta=1.0, name=None):
 
 swish = silu
 
+
+# -- the log-gamma function and its derivatives -------------------------------------------------
+# numpy has no vectorised lgamma: these evaluate in float64 with array operations only, the same
+# on numpy and CuPy (cupyx's gammaln computes float32 in float32, and stand-ins of it raise at
+# the poles), and round once to the input's dtype.
+
+# Lanczos' series (g = 7, 9 terms): Gamma(z + 1) = sqrt(2 pi) t^(z + 1/2) e^-t A(z) with
+# t = z + 7.5, relative error below 1e-15 for z >= -1/2
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7)
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+# Bernoulli numbers B_2k for the asymptotic series of the polygamma functions
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
+
+
+def _lgamma64(xp, x):
+    # reflection below 1/2: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x); sin(pi x) is
+    # taken of x's fractional part, exact however large |x| is; poles (0, -1, ...) give inf
+    refl = x < 0.5
+    z = xp.where(refl, -x, x - 1.0)
+    a = _LANCZOS[0]
+    for k, c in enumerate(_LANCZOS[1:], 1):
+        a = a + c / (z + k)
+    t = z + 7.5
+    lg = _HALF_LOG_2PI + (z + 0.5) * xp.log(t) - t + xp.log(a)
+    frac = x - xp.floor(x)
+    out = xp.where(refl, xp.log(math.pi / xp.abs(xp.sin(math.pi * frac))) - lg, lg)
+    return xp.where(xp.isinf(x), xp.inf, out)  # lgamma(+-inf) = inf, as TensorFlow
+
+
+def _shift_up(xp, x, n, low):
+    """(y, s): y = x + m >= low for the least m >= 0, s = sum_{k<m} 1 / (x + k)^(n + 1), by the
+    recurrence psi^(n)(x) = psi^(n)(x + 1) + (-1)^(n+1) n! / x^(n + 1)."""
+    y, s = x, xp.zeros_like(x)
+    finite = xp.isfinite(x)
+    steps = float(xp.max(xp.where(finite, low - x, 0.0))) if x.size else 0.0
+    for _ in range(max(int(math.ceil(steps)), 0)):
+        small = finite & (y < low)
+        s = s + xp.where(small, 1.0 / xp.where(small, y, 1.0) ** (n + 1), 0.0)
+        y = xp.where(small, y + 1.0, y)
+    return y, s
+
+
+def _digamma64(xp, x):
+    # reflection below 1/2: psi(x) = psi(1 - x) - pi / tan(pi x); then psi(y) = psi(y + m) -
+    # sum 1/(y + k) up to y + m >= 10, and the asymptotic series
+    # psi(y) = log y - 1/(2y) - sum_k B_2k / (2k y^2k); poles (0, -1, ...) give nan
+    refl = x < 0.5
+    y, s = _shift_up(xp, xp.where(refl, 1.0 - x, x), 0, 10.0)
+    inv2 = 1.0 / (y * y)
+    series, p = 0.0, inv2
+    for k, b in enumerate(_BERNOULLI, 1):
+        series = series + b / (2 * k) * p
+        p = p * inv2
+    psi = xp.log(y) - 0.5 / y - series - s
+    frac = x - xp.floor(x)
+    out = xp.where(refl, psi - math.pi / xp.tan(math.pi * frac), psi)
+    return xp.where(refl & (frac == 0), xp.nan, out)
+
+
+def _polygamma64(xp, x, n):
+    # psi^(n)(x) = (-1)^(n+1) n! sum_k 1/(x + k)^(n+1): the first terms up to x + k >= 10 + n,
+    # then the asymptotic series (-1)^(n+1) [(n-1)!/y^n + n!/(2 y^(n+1))
+    # + sum_k B_2k (2k+n-1)! / ((2k)! y^(2k+n))]; psi^(1) reflects below 0:
+    # psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x). Poles (0, -1, ...) give inf for odd n.
+    refl = (x < 0) if n == 1 else xp.zeros(x.shape, dtype=bool)
+    y, s = _shift_up(xp, xp.where(refl, 1.0 - x, x), n, 10.0 + n)
+    series = math.factorial(n - 1) / y ** n + math.factorial(n) / (2 * y ** (n + 1))
+    for k, b in enumerate(_BERNOULLI, 1):
+        series = series + b * math.factorial(2 * k + n - 1) / math.factorial(2 * k) / \
+            y ** (2 * k + n)
+    sign = 1.0 if n % 2 else -1.0
+    out = sign * (series + math.factorial(n) * s)
+    if n == 1:
+        frac = x - xp.floor(x)
+        out = xp.where(refl, (math.pi / xp.sin(math.pi * frac)) ** 2 - out, out)
+    return out
+
+
+def _in_float64(fn):
+    """A forward computing `fn` in float64 and rounding once to the input's dtype."""
+    def forward(xp, x, **params):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return fn(xp, x.astype(xp.float64), **params).astype(x.dtype, copy=False)
+    return forward
+
+
+def _polygamma_forward(xp, x, n):
+    if n == 0:
+        return _digamma64(xp, x)
+    return _polygamma64(xp, x, n)
+
+
+# lgamma' = digamma
+_lgamma = def_op("lgamma", _in_float64(_lgamma64), saves=("x",), elementwise=True,
+                 vjp=lambda ops, g, x: g * ops.op("polygamma", x, n=0))
+# (psi^(n))' = psi^(n+1); n = 0 is the digamma function
+_polygamma = def_op("polygamma", _in_float64(_polygamma_forward), saves=("x",),
+                    elementwise=True,
+                    vjp=lambda ops, g, x, n: g * ops.op("polygamma", x, n=n + 1))
+
+
+def lgamma(x, name=None):
+    """log |Gamma(x)|, elementwise, as `tf.math.lgamma` (inf at 0, -1, -2, ...). Computed in
+    float64 on every device and rounded once (float32 stays float32).
+
+    >>> tg.math.lgamma(tg.constant([0.5, 3.0])).numpy()  # log sqrt(pi), log 2!
+    array([0.5723649, 0.6931472], dtype=float32)
+    """
+    return apply1(_lgamma, floating(x, "lgamma"), EMPTY)
+
+
+def digamma(x, name=None):
+    """The digamma function psi(x) = d/dx lgamma(x), elementwise, as `tf.math.digamma` (nan at
+    0, -1, -2, ...; float32 stays float32).
+
+    >>> round(float(tg.math.digamma(tg.constant(1.0))), 6)  # -Euler's gamma
+    -0.577216
+    """
+    return apply(_polygamma, (floating(x, "digamma"),), {"n": 0})
+
+
+def polygamma(a, x, name=None):
+    """The n-th derivative of the digamma function, elementwise, as `tf.math.polygamma`; `a`
+    (the order n) must be one non-negative integer (TensorFlow also takes a tensor of orders).
+    Differentiable in `x`.
+
+    >>> round(float(tg.math.polygamma(1, tg.constant(1.0))), 6)  # pi^2 / 6
+    1.644934
+    """
+    x = floating(x, "polygamma")
+    order = a.numpy() if isinstance(a, Tensor) else np.asarray(a)
+    if order.size != 1 or order.reshape(()) != np.floor(order.reshape(())) or \
+            order.reshape(()) < 0:
+        raise InvalidArgumentError(f"polygamma: a must be one non-negative integer, got "
+                                   f"{order.tolist()!r}")
+    return apply(_polygamma, (x,), {"n": int(order.reshape(()))})
+
+
 # where tapegpu's API lists each function ("activations": Keras' activation names)
 __all__ = public(globals(), ("", "math"), special=(
     (("", "nn", "activations"), (relu, relu6, elu, selu, gelu, leaky_relu, silu)),
     (("", "math", "nn", "activations"), (sigmoid, tanh, softplus, softsign)),
     (("",), (cast, identity, stop_gradient)),
-    (("math",), (erfc, log_sigmoid, is_nan, is_inf, is_finite))))
+    (("math",), (erfc, log_sigmoid, is_nan, is_inf, is_finite)),
+    (("math",), (lgamma, digamma, polygamma))))

@@ -76,6 +76,51 @@ def _xlog_sample(rng, dtype, shapes):
     return [x.astype(dtype), rng.uniform(0.3, 2, size=shapes[1]).astype(dtype)]
 
 
+def _digamma_ref(x):
+    """psi(x) by its series: psi(x) = -gamma + sum_k (1/(k+1) - 1/(k+x)), summed to
+    k = 2 10^5 and the tail by Euler-Maclaurin (x moved above 0 by psi(x) = psi(x + 1) - 1/x)."""
+    x = np.asarray(x, np.float64)
+    shift = np.ceil(np.maximum(1.0 - x, 0.0))
+    y = x + shift
+    k = np.arange(200000.0)
+    n = k[-1] + 1  # the tail from n by Euler-Maclaurin: integral + f(n)/2 - f'(n)/12
+    s = np.array([(1 / (k + 1) - 1 / (k + v)).sum() + np.log((n + v) / (n + 1)) +
+                  (1 / (n + 1) - 1 / (n + v)) / 2 + (1 / (n + 1) ** 2 - 1 / (n + v) ** 2) / 12
+                  for v in y.ravel()]).reshape(y.shape)
+    corr = np.array([sum(1 / (v + j) for j in range(int(n))) for v, n in
+                     zip(x.ravel(), shift.ravel())]).reshape(x.shape)
+    return -0.5772156649015329 + s - corr
+
+
+def _trigamma_ref(x):
+    """psi1(x) = sum_k 1/(x + k)^2, summed to k = 10^5 and the tail by its integral."""
+    k = np.arange(100000.0)
+    return np.array([(1 / (v + k) ** 2).sum() + 1 / (v + k[-1] + 0.5)
+                     for v in np.ravel(x)]).reshape(np.shape(x))
+
+def _scatter_ref(x, indices, updates, combine):
+    """A tensor scatter one index tuple at a time; `combine` None replaces (the last wins)."""
+    out = np.array(x, copy=True)
+    idx = np.asarray(indices)
+    rows = np.reshape(updates, (-1,) + out.shape[idx.shape[-1]:])
+    for i, row in zip(idx.reshape(-1, idx.shape[-1]), rows):
+        at = tuple(i)
+        out[at] = row if combine is None else combine(out[at], row)
+    return out
+
+
+def _clip_rows(rows, max_norm):
+    norm = np.sqrt((rows * rows).sum(-1, keepdims=True))
+    return rows * max_norm / np.maximum(norm, max_norm)
+
+
+def _unique_ref(x):
+    seen = []
+    for v in x.tolist():
+        if v not in seen:
+            seen.append(v)
+    return np.array(seen, x.dtype)
+
 def _conv_ref(x, w, strides, pads, dilations=None):
     """Channels-last N-d convolution (cross-correlation) with groups, one kernel tap at a time."""
     nd = w.ndim - 2
@@ -736,6 +781,57 @@ SPECS = [
     # the mask is the device's own draw for the op seed (a GPU draws other numbers than numpy)
     Spec("dropout", lambda x: tg.nn.dropout(x, 0.5, seed=3), ((4, 5),),
          lambda x: x * _dropout_mask(x.shape, x.dtype, 0.5, 3)),
+    Spec("lgamma", tg.math.lgamma, ((3, 4),), lambda x: np.vectorize(math.lgamma)(x),
+         make=_away_from([0.0, -1.0, -2.0, -3.0], 0.3)),
+    Spec("digamma", tg.math.digamma, ((3, 4),), lambda x: _digamma_ref(x),
+         make=_away_from([0.0, -1.0, -2.0, -3.0], 0.3), covers=("polygamma",)),
+    Spec("polygamma", lambda x: tg.math.polygamma(1, x), ((3, 4),),
+         lambda x: _trigamma_ref(x), domain=(0.3, 6.0)),
+    Spec("cumulative_logsumexp", lambda x: tg.math.cumulative_logsumexp(x, axis=1), ((3, 4),),
+         lambda x: np.log(np.cumsum(np.exp(x), 1))),
+    # exp of it: the exclusive scan's first element is -inf (exp: 0, which differences can see)
+    Spec("cumulative_logsumexp_exclusive_reverse", lambda x: tg.exp(tg.math.cumulative_logsumexp(
+        x, exclusive=True, reverse=True)), ((4, 3),),
+        lambda x: np.flip(np.cumsum(np.flip(np.exp(x), 0), 0), 0) - np.exp(x),
+        covers=("cumulative_logsumexp", "exp")),
+    Spec("scatter_nd", lambda u: tg.scatter_nd([[1, 0], [2, 3], [1, 0]], u, [3, 4]), ((3,),),
+         lambda u: _scatter_ref(np.zeros((3, 4), u.dtype), [[1, 0], [2, 3], [1, 0]], u, np.add),
+         covers=("getitem_grad",)),
+    Spec("scatter_nd_slices", lambda u: tg.scatter_nd([[2], [0]], u, [3, 4]), ((2, 4),),
+         lambda u: _scatter_ref(np.zeros((3, 4), u.dtype), [[2], [0]], u, np.add),
+         covers=("getitem_grad",)),
+    Spec("tensor_scatter_nd_add", lambda x, u: tg.tensor_scatter_nd_add(x, [[1], [1]], u),
+         ((3, 4), (2, 4)), lambda x, u: _scatter_ref(x, [[1], [1]], u, np.add),
+         covers=("getitem_grad", "add")),
+    Spec("tensor_scatter_nd_sub", lambda x, u: tg.tensor_scatter_nd_sub(x, [[0, 2]], u),
+         ((3, 4), (1,)), lambda x, u: _scatter_ref(x, [[0, 2]], -u, np.add),
+         covers=("getitem_grad", "subtract")),
+    Spec("tensor_scatter_nd_update", lambda x, u: tg.tensor_scatter_nd_update(
+        x, [[2], [0], [2]], u), ((3, 4), (3, 4)),
+        lambda x, u: _scatter_ref(x, [[2], [0], [2]], u, None),
+        covers=("getitem_grad", "where", "gather")),
+    Spec("tensor_scatter_nd_max", lambda x, u: tg.tensor_scatter_nd_max(x, [[2], [0], [2]], u),
+         ((3, 4), (3, 4)), lambda x, u: _scatter_ref(x, [[2], [0], [2]], u, np.maximum),
+         covers=("unsorted_segment_max", "maximum", "where")),
+    Spec("tensor_scatter_nd_min", lambda x, u: tg.tensor_scatter_nd_min(x, [[1, 1], [0, 3]], u),
+         ((3, 4), (2,)), lambda x, u: _scatter_ref(x, [[1, 1], [0, 3]], u, np.minimum),
+         covers=("unsorted_segment_min", "minimum", "where")),
+    Spec("embedding_lookup", lambda a, b: tg.nn.embedding_lookup([a, b], [[3, 0], [1, 3]]),
+         ((2, 3), (2, 3)), lambda a, b: np.concatenate([a, b])[[[3, 0], [1, 3]]],
+         covers=("gather", "concat")),
+    Spec("embedding_lookup_max_norm", lambda p: tg.nn.embedding_lookup(p, [2, 0, 2],
+                                                                       max_norm=1.5),
+         ((3, 4),), lambda p: _clip_rows(p[[2, 0, 2]], 1.5), covers=("gather", "maximum")),
+    Spec("searchsorted", lambda s, v: tg.searchsorted(s, v, side="right"), ((2, 5), (2, 3)),
+         lambda s, v: np.stack([np.searchsorted(r, w, side="right") for r, w in zip(s, v)]),
+         grad=False, make=lambda rng, dt, shapes: [np.sort(rng.uniform(-2, 2, shapes[0]), -1)
+                                                   .astype(dt), rng.uniform(-3, 3, shapes[1])
+                                                   .astype(dt)], extra={"out_dtype": np.int32}),
+    Spec("unique", lambda x: tg.unique(tg.math.floor(x)).y, ((7,),),
+         lambda x: _unique_ref(np.floor(x)), grad=False, covers=("unique", "floor")),
+    Spec("unique_idx", lambda x: tg.unique(tg.math.floor(x), out_idx=tg.int64).idx, ((7,),),
+         lambda x: np.array([_unique_ref(np.floor(x)).tolist().index(v) for v in np.floor(x)]),
+         grad=False, covers=("unique", "floor")),
     # -- convolution and pooling ---------------------------------------------------------------
     Spec("conv2d_same_strided", lambda x, w: tg.nn.conv2d(x, w, [1, 2, 1, 1], "SAME"),
          ((2, 5, 4, 3), (3, 2, 3, 4)), lambda x, w: _conv_ref(x, w, (2, 1), ((1, 1), (0, 1))),

@@ -1,0 +1,56 @@
+"""tg.config's TensorFlow surface: physical and logical devices, memory growth, threading."""
+import pytest
+
+import tapegpu as tg
+from tapegpu import backends
+
+
+def test_physical_and_logical_devices_as_tensorflow_lists_them():
+    n_gpu = backends.gpu_count()
+    phys = tg.config.list_physical_devices()
+    assert [d.device_type for d in phys] == ["GPU"] * n_gpu + ["CPU"]
+    assert phys[-1] == tg.config.PhysicalDevice("/physical_device:CPU:0", "CPU")
+    assert phys[-1].name == "/physical_device:CPU:0" and phys[-1].device_type == "CPU"
+    assert len(tg.config.list_physical_devices("GPU")) == n_gpu
+    assert tg.config.list_physical_devices("gpu") == tg.config.list_physical_devices("GPU")
+    assert tg.config.list_physical_devices("TPU") == []
+    logical = tg.config.list_logical_devices()
+    assert [d.device_type for d in logical] == [d.device_type for d in phys]
+    for d in logical:  # each logical device's name places tensors on it
+        with tg.device(d.name):
+            assert tg.zeros(1).device.endswith(f"device:{d.device_type}:0")
+    assert tg.config.get_visible_devices() == phys
+
+
+def test_memory_growth_is_recorded_per_gpu():
+    cpu = tg.config.list_physical_devices("CPU")[0]
+    assert tg.config.experimental.get_memory_growth(cpu) is False
+    with pytest.raises(ValueError, match="non-GPU"):
+        tg.config.experimental.set_memory_growth(cpu, True)
+    for gpu in tg.config.list_physical_devices("GPU"):
+        tg.config.experimental.set_memory_growth(gpu, True)
+        assert tg.config.experimental.get_memory_growth(gpu) is True
+        tg.config.experimental.set_memory_growth(gpu, False)
+        assert tg.config.experimental.get_memory_growth(gpu) is False
+    with pytest.raises(ValueError, match="unrecognized device"):
+        tg.config.experimental.set_memory_growth("/physical_device:CPU:0", True)
+    with pytest.raises(ValueError, match="unrecognized device"):
+        tg.config.experimental.get_memory_growth(
+            tg.config.PhysicalDevice("/physical_device:GPU:9", "GPU"))
+
+
+def test_threading_settings():
+    t = tg.config.threading
+    before = t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads()
+    try:
+        t.set_intra_op_parallelism_threads(0)
+        t.set_inter_op_parallelism_threads(3)
+        assert t.get_intra_op_parallelism_threads() == 0
+        assert t.get_inter_op_parallelism_threads() == 3
+        with pytest.raises(ValueError, match="num_threads must be an int >= 0"):
+            t.set_intra_op_parallelism_threads(-1)
+        with pytest.raises(ValueError, match="num_threads"):
+            t.set_inter_op_parallelism_threads(1.5)
+    finally:
+        t.set_intra_op_parallelism_threads(before[0])
+        t.set_inter_op_parallelism_threads(before[1])
