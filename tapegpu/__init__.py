@@ -90,3 +90,4 @@ estimators = _namespace(
 newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
 from . import errors  # noqa: E402,F401
 from .ops import image  # noqa: E402,F401
+from .autodiff.vectorize import vectorized_map  # noqa: E402,F401

@@ -44,6 +44,9 @@ Contract (what every rule may rely on, and must honour)
   other reference forward counts as one library launch.
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
+* `batch` names how the op runs on values with a batch axis (`tg.vectorized_map`, see
+  autodiff/vectorize.py): one of `BATCH_KINDS`. `elementwise=True` gives "broadcast"; an op
+  without a kind runs once per batch element there (and says so).
 
 Adding an op: docs/adding_an_op.md. In short: one `def_op` entry in its family's file under
 `ops/`, its public function beside it, and a row in `tapegpu/testing/op_specs.py` (a meta-test
@@ -64,17 +67,27 @@ REGISTRY = {}
 # apply2 take the general path through `_finish`, so the fast path costs one list test.
 OBSERVERS = []
 
+# How an op batches (the `batch` field; autodiff/vectorize.py implements each kind). In short:
+# "broadcast" numpy-broadcasts its inputs' leading axes (elementwise ops, matmul); "leading"
+# treats leading axes as batch axes and names axes from the right; "axis" as "leading", with
+# the non-negative axes of its `axis` param counted from the left; "reshape", "broadcast_to",
+# "transpose", "tile", "pad" and "einsum" rewrite their one shape-like param; "first" batches
+# its first input only; "merge" and "merge_first" fold the batch axis into the op's own axis 0
+# (all inputs, or the first only).
+BATCH_KINDS = ("broadcast", "leading", "axis", "reshape", "broadcast_to", "transpose", "tile",
+               "pad", "einsum", "first", "merge", "merge_first")
+
 
 class Op:
     """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
-                 "residuals", "view", "tensor_rule", "steps")
+                 "residuals", "view", "tensor_rule", "steps", "batch")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None):
+                 vjp_kernels=None, batch=None):
         self.name = name
         self.forward = forward
         self.args = tuple(args)
@@ -95,6 +108,11 @@ class Op:
         self.kernels = dict(kernels or {})  # backend name -> forward kernel
         self.vjp_kernels = dict(vjp_kernels or {})  # backend name -> VJP kernel
         self.steps = {}  # the array sweep's VJP per (backend, batched): see sweep._array_step
+        if batch is None and elementwise:
+            batch = "broadcast"
+        if batch is not None and batch not in BATCH_KINDS:
+            raise ValueError(f"op {name!r}: batch={batch!r} is not one of {BATCH_KINDS}")
+        self.batch = batch  # how it runs under tg.vectorized_map (BATCH_KINDS); None: a loop
 
     @property
     def differentiable(self):
@@ -203,7 +221,7 @@ def apply(op, inputs, params):
             return _kernel_forward(op, inputs, arrays, dev, params)
         out = op.forward(dev.xp, *arrays, **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
-        raise _error(op, inputs, params, e) from None
+        return _failed(op, inputs, params, e)
     return _finish(op, inputs, out, dev, params, True)
 
 
@@ -215,7 +233,7 @@ def apply1(op, x, params):
             return _kernel_forward(op, (x,), (x._data,), dev, params)
         out = op.forward(dev.xp, x._data, **params) if params else op.forward(dev.xp, x._data)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
-        raise _error(op, (x,), params, e) from None
+        return _failed(op, (x,), params, e)
     if op.residuals or dev.counts_launches or _profilers or OBSERVERS:
         return _finish(op, (x,), out, dev, params, True)
     return wrap(op, (x,), out, dev, params)
@@ -234,7 +252,7 @@ def apply2(op, x, y, params):
             return _kernel_forward(op, (x, y), (xd, yd), dev, params)
         out = op.forward(dev.xp, xd, yd, **params) if params else op.forward(dev.xp, xd, yd)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
-        raise _error(op, (x, y), params, e) from None
+        return _failed(op, (x, y), params, e)
     if op.residuals or dev.counts_launches or _profilers or OBSERVERS:
         return _finish(op, (x, y), out, dev, params, True)
     return wrap(op, (x, y), out, dev, params)
@@ -307,6 +325,18 @@ def _with_residuals(op, inputs, result, dev, params, reference):
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y
+
+
+def _failed(op, inputs, params, e):
+    """The forward raised. Where an input is a batched value of `tg.vectorized_map`, that was
+    its array refusing to be computed with (it is a stand-in whose type has `batching`): the op
+    runs by its batching rule instead. This costs nothing on the path of ordinary values.
+    Otherwise the error, naming the op and its inputs."""
+    for t in inputs:
+        batching = getattr(type(t._data), "batching", None)
+        if batching is not None:
+            return batching(op, inputs, params)
+    raise _error(op, inputs, params, e) from None
 
 
 def _error(op, inputs, params, e):
