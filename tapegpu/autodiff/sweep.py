@@ -493,7 +493,9 @@ def sum_to(c, batch_ndim, shape):
     if cs == target:
         return c
     lead, axes = _reduction_axes(cs, batch_ndim, shape)
-    if lead >= 0:
+    if lead > 0 and len(axes) == lead:  # only added leading axes: one sum removes them
+        c = ops.reduce_sum(c, axis=axes)
+    elif lead >= 0:
         if axes:
             c = ops.reduce_sum(c, axis=axes, keepdims=True)
         if lead:

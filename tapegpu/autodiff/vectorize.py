@@ -46,7 +46,7 @@ class BatchArray:
 
     def __init__(self, value, trace):
         self.value = value
-        self.shape = tuple(value.shape[1:])
+        self.shape = value._data.shape[1:]
         self.dtype = value._data.dtype
         self.trace = trace
 
@@ -87,10 +87,11 @@ BatchArray.__hash__ = None
 
 class _Trace:
     """One `vectorized_map` call: its batch size, nesting level, marker among the thread's
-    recorders, and the ops that ran by the loop."""
+    recorders, whether ops without a rule may loop, and the ops that did."""
 
-    def __init__(self, size, level):
+    def __init__(self, size, level, fallback):
         self.size = size
+        self.fallback = fallback
         self.level = level
         self.marker = _Marker()
         self.looped = []
@@ -113,18 +114,24 @@ class _Marker:
 _levels = []  # the active maps of this program, innermost last (a map runs in one thread)
 
 
-def _is_batched(t, trace):
-    d = t._data
-    return type(d) is BatchArray and d.trace is trace
-
-
 def _apply(op, inputs, params):
     """Runs `op` on `inputs`, some of them batched values: the real op by its rule (or a loop)
     with the tapes entered inside the map paused, then the op itself recorded on those tapes."""
-    trace = max((t._data.trace for t in inputs if type(t._data) is BatchArray),
-                key=lambda tr: tr.level)
-    flags = [_is_batched(t, trace) for t in inputs]
-    vals = [t._data.value if b else t for t, b in zip(inputs, flags)]
+    trace = None
+    for t in inputs:  # the innermost map among the inputs batches first
+        d = t._data
+        if type(d) is BatchArray and (trace is None or d.trace.level > trace.level):
+            trace = d.trace
+    flags = []
+    vals = []
+    for t in inputs:
+        d = t._data
+        if type(d) is BatchArray and d.trace is trace:
+            flags.append(True)
+            vals.append(d.value)
+        else:
+            flags.append(False)
+            vals.append(t)
     recs = _thread.recorders
     cut = _index(recs, trace.marker)
     inner = recs[cut:]
@@ -186,6 +193,10 @@ class _Capture:
 def _loop(op, vals, flags, params, trace):
     """The op once per example, stacked: for ops without a rule (or inputs their rule does not
     cover)."""
+    if not trace.fallback:
+        raise ValueError(f"vectorized_map: no batching rule covers the batched inputs of op "
+                         f"{op.name!r}; pass fallback_to_while_loop=True to run it once per "
+                         "example")
     if op.name not in trace.looped:
         trace.looped.append(op.name)
     rows = []
@@ -199,10 +210,6 @@ def _loop(op, vals, flags, params, trace):
 # Each takes the real values (batched ones with the batch axis first), which are batched, the
 # op's per-example params and the batch size; it returns the real output (batch axis first), or
 # None where it does not cover the inputs (then the op runs by the loop).
-
-def _rank(v, b):
-    return len(v.shape) - b
-
 
 def _aligned(v, rank):
     """A batched value with its per-example axes left-padded with 1s to `rank`."""
@@ -219,9 +226,26 @@ def _materialised(v, b, size):
 
 def _broadcast(op, vals, flags, params, size):
     # inputs broadcast from the right: batched ones get the batch axis in front of the others'
-    rank = max(_rank(v, b) for v, b in zip(vals, flags))
-    return registry.apply(op, [_aligned(v, rank) if b else v for v, b in zip(vals, flags)],
-                          params)
+    ranks = [v._data.ndim - b for v, b in zip(vals, flags)]
+    rank = max(ranks)
+    return registry.apply(op, [_aligned(v, rank) if b and r < rank else v
+                               for v, b, r in zip(vals, flags, ranks)], params)
+
+
+def _matmul(op, vals, flags, params, size):
+    # both batched with a contraction of length 1 (per-example weight gradients of a dense
+    # layer): an outer product, one broadcast multiply instead of a loop of rank-1 products
+    a, b = vals
+    ta, tb = params.get("ta", False), params.get("tb", False)
+    if all(flags) and len(a.shape) >= 3 and len(b.shape) >= 3 and \
+            a.shape[-2 if ta else -1] == 1 and a._data.dtype.kind == "f":
+        m = a.shape[-1] if ta else a.shape[-2]
+        n = b.shape[-2] if tb else b.shape[-1]
+        col = ops.reshape(a, tuple(a.shape[:-2]) + (m, 1))
+        row = ops.reshape(b, tuple(b.shape[:-2]) + (1, n))
+        rank = max(len(a.shape), len(b.shape)) - 1
+        return ops.multiply(_aligned(col, rank), _aligned(row, rank))
+    return _broadcast(op, vals, flags, params, size)
 
 
 def _leading(op, vals, flags, params, size):
@@ -304,7 +328,7 @@ def _merge_first(op, vals, flags, params, size):
     return _unmerge(registry.apply(op, [_merged(vals[0], size)] + list(vals[1:]), params), size)
 
 
-KINDS = {"broadcast": _broadcast, "leading": _leading, "axis": _axis, "reshape": _reshape,
+KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading, "axis": _axis, "reshape": _reshape,
          "broadcast_to": _broadcast_to, "transpose": _transpose, "tile": _tile, "pad": _pad,
          "einsum": _einsum, "first": _first, "merge": _merge, "merge_first": _merge_first}
 assert set(KINDS) == set(registry.BATCH_KINDS)
@@ -342,7 +366,7 @@ def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
     """
     flat = [_tensor(e) for e in nest.flatten(elems)]
     size = _batch_size(flat)
-    trace = _Trace(size, len(_levels))
+    trace = _Trace(size, len(_levels), fallback_to_while_loop)
     args = nest.pack_sequence_as(elems, [trace.batched(e) for e in flat])
     recs = _thread.recorders
     recs.append(trace.marker)
@@ -365,13 +389,10 @@ def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
                           "it once per example", UserWarning, stacklevel=2)
         return _map_by_loop(fn, elems, flat, size)
     if trace.looped:
-        if not fallback_to_while_loop:
-            raise ValueError(f"vectorized_map: no batching rule for op(s) {trace.looped}; pass "
-                             "fallback_to_while_loop=True to run them once per example")
         if warn:
-            warnings.warn(f"vectorized_map: op(s) {', '.join(trace.looped)} have no batching "
-                          "rule; they ran once per example (a while loop in TensorFlow)",
-                          UserWarning, stacklevel=2)
+            warnings.warn(f"vectorized_map: op(s) {', '.join(trace.looped)} ran once per "
+                          "example: no batching rule covers their batched inputs (TensorFlow "
+                          "falls back to a while loop there)", UserWarning, stacklevel=2)
     return nest.pack_sequence_as(result, outs)
 
 

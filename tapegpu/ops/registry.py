@@ -68,13 +68,14 @@ REGISTRY = {}
 OBSERVERS = []
 
 # How an op batches (the `batch` field; autodiff/vectorize.py implements each kind). In short:
-# "broadcast" numpy-broadcasts its inputs' leading axes (elementwise ops, matmul); "leading"
+# "broadcast" numpy-broadcasts its inputs' leading axes (elementwise ops; "matmul" as it, with
+# per-example outer products as one multiply); "leading"
 # treats leading axes as batch axes and names axes from the right; "axis" as "leading", with
 # the non-negative axes of its `axis` param counted from the left; "reshape", "broadcast_to",
 # "transpose", "tile", "pad" and "einsum" rewrite their one shape-like param; "first" batches
 # its first input only; "merge" and "merge_first" fold the batch axis into the op's own axis 0
 # (all inputs, or the first only).
-BATCH_KINDS = ("broadcast", "leading", "axis", "reshape", "broadcast_to", "transpose", "tile",
+BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to", "transpose", "tile",
                "pad", "einsum", "first", "merge", "merge_first")
 
 
