@@ -122,41 +122,48 @@ def _apply(op, inputs, params):
         d = t._data
         if type(d) is BatchArray and (trace is None or d.trace.level > trace.level):
             trace = d.trace
-    flags = []
-    vals = []
-    for t in inputs:
-        d = t._data
-        if type(d) is BatchArray and d.trace is trace:
-            flags.append(True)
-            vals.append(d.value)
-        else:
-            flags.append(False)
-            vals.append(t)
+    flags = [type(t._data) is BatchArray and t._data.trace is trace for t in inputs]
+    vals = [t._data.value if b else t for t, b in zip(inputs, flags)]
     recs = _thread.recorders
-    cut = _index(recs, trace.marker)
+    marker = trace.marker
+    if recs and recs[-1] is marker:  # no tape entered inside fn is recording (a sweep)
+        recs.pop()
+        try:
+            out, looped = _run(op, vals, flags, params, trace)
+        finally:
+            recs.append(marker)
+        return Tensor(BatchArray(out, trace), out._dev)
+    cut = _index(recs, marker)
     inner = recs[cut:]
     del recs[cut:]
     capture = _Capture(op) if op.residuals and len(inner) > 1 else None
     if capture is not None:
         recs.append(capture)
     try:
-        rule = KINDS.get(op.batch)
-        out = rule(op, vals, flags, params, trace.size) if rule is not None else None
-        if out is None:
-            out = _loop(op, vals, flags, params, trace)
+        out, looped = _run(op, vals, flags, params, trace)
     finally:
         if capture is not None:
             recs.remove(capture)
         recs.extend(inner)
-    y = trace.batched(out)
+    y = Tensor(BatchArray(out, trace), out._dev)
     if len(inner) > 1 and op.vjp is not None and y._data.dtype.kind in "fc":
         if capture is not None:
-            y._res = tuple(trace.batched(r) for r in capture.residuals(trace.size, op.batch))
+            res = capture.residuals(trace.size, None if looped else op.batch)
+            y._res = tuple(trace.batched(r) for r in res)
         for rec in inner[1:]:
             rec.record(op, inputs, y, params)
         if capture is not None:
             del y._res
     return y
+
+
+def _run(op, vals, flags, params, trace):
+    """The real output by the op's rule, else by the loop; and whether it looped."""
+    rule = KINDS.get(op.batch)
+    out = rule(op, vals, flags, params, trace.size) if rule is not None else None
+    if out is None:
+        return _loop(op, vals, flags, params, trace), True
+    return out, False
 
 
 def _index(recs, marker):
@@ -182,7 +189,9 @@ class _Capture:
         return out
 
     def residuals(self, size, kind):
-        if len(self.calls) == size and size != 1:  # the loop: one call per example
+        """The residuals with the batch axis first: stacked after the loop (`kind` None), as
+        the op's one call gave them after a rule."""
+        if kind is None:  # the loop: one call per example
             return [ops.stack([c[k] for c in self.calls]) for k in range(len(self.calls[0]))]
         res = self.calls[-1]
         if kind in ("merge", "merge_first"):
@@ -234,17 +243,18 @@ def _broadcast(op, vals, flags, params, size):
 
 def _matmul(op, vals, flags, params, size):
     # both batched with a contraction of length 1 (per-example weight gradients of a dense
-    # layer): an outer product, one broadcast multiply instead of a loop of rank-1 products
+    # layer): outer products, one einsum (numpy's is faster than a broadcast multiply) instead
+    # of a loop of rank-1 matrix products
     a, b = vals
     ta, tb = params.get("ta", False), params.get("tb", False)
-    if all(flags) and len(a.shape) >= 3 and len(b.shape) >= 3 and \
-            a.shape[-2 if ta else -1] == 1 and a._data.dtype.kind == "f":
-        m = a.shape[-1] if ta else a.shape[-2]
-        n = b.shape[-2] if tb else b.shape[-1]
-        col = ops.reshape(a, tuple(a.shape[:-2]) + (m, 1))
-        row = ops.reshape(b, tuple(b.shape[:-2]) + (1, n))
-        rank = max(len(a.shape), len(b.shape)) - 1
-        return ops.multiply(_aligned(col, rank), _aligned(row, rank))
+    lead = a.shape[:-2]
+    if all(flags) and lead == b.shape[:-2] and a.shape[-2 if ta else -1] == 1 and \
+            a._data.dtype.kind == "f":
+        col = ops.reshape(a, lead + (a.shape[-1] if ta else a.shape[-2],))
+        row = ops.reshape(b, lead + (b.shape[-2] if tb else b.shape[-1],))
+        axes = "abcdefghijklmnopqrstuvwx"[:len(lead)]
+        return registry.apply(registry.REGISTRY["einsum"], (col, row),
+                              {"terms": (axes + "y", axes + "z"), "out": axes + "yz"})
     return _broadcast(op, vals, flags, params, size)
 
 
@@ -328,9 +338,10 @@ def _merge_first(op, vals, flags, params, size):
     return _unmerge(registry.apply(op, [_merged(vals[0], size)] + list(vals[1:]), params), size)
 
 
-KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading, "axis": _axis, "reshape": _reshape,
-         "broadcast_to": _broadcast_to, "transpose": _transpose, "tile": _tile, "pad": _pad,
-         "einsum": _einsum, "first": _first, "merge": _merge, "merge_first": _merge_first}
+KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading, "axis": _axis,
+         "reshape": _reshape, "broadcast_to": _broadcast_to, "transpose": _transpose,
+         "tile": _tile, "pad": _pad, "einsum": _einsum, "first": _first, "merge": _merge,
+         "merge_first": _merge_first}
 assert set(KINDS) == set(registry.BATCH_KINDS)
 
 

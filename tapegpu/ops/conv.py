@@ -272,7 +272,8 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
 _conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
                vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="merge_first")
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
-                     saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp, batch="merge_first")
+                     saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
+                     batch="merge_first")
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
                       saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp)
 
@@ -388,7 +389,8 @@ def _avg_pool_grad_forward(xp, g, in_shape, ksize, strides, dilations, pads):
 # avg_pool and avg_pool_grad are linear and each other's transposes (leading axes pass through)
 _avg_pool = def_op("avg_pool", _avg_pool_forward, saves=("x.shape",), linear=True,
                    vjp=lambda ops, g, x_shape, **p: ops.op(
-                       "avg_pool_grad", g, in_shape=tuple(x_shape[-len(p["ksize"]) - 1:]), **p), batch="merge")
+                       "avg_pool_grad", g, in_shape=tuple(x_shape[-len(p["ksize"]) - 1:]), **p),
+                   batch="merge")
 _avg_pool_grad = def_op("avg_pool_grad", _avg_pool_grad_forward, args=("g",), linear=True,
                         vjp=lambda ops, h, in_shape, **p: ops.op("avg_pool", h, **p), batch="merge")
 

@@ -223,7 +223,8 @@ def _einsum_jvp(ops, ts, *operands, terms, out):
 
 _einsum = def_op("einsum", lambda xp, *xs, terms, out:
                  xp.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2),
-                 args=("*",), saves=("*",), vjp=_einsum_vjp, jvp=_einsum_jvp, variadic=True, batch="einsum")
+                 args=("*",), saves=("*",), vjp=_einsum_vjp, jvp=_einsum_jvp, variadic=True,
+                 batch="einsum")
 
 
 def einsum(equation, *inputs, name=None):
@@ -307,7 +308,8 @@ def _inv_forward(xp, x):
 
 
 _solve = def_op("solve", _solve_forward, args=("matrix", "rhs"),
-                saves=("matrix", "out", "rhs.shape"), vjp=_solve_vjp, jvp=_solve_jvp, batch="leading")
+                saves=("matrix", "out", "rhs.shape"), vjp=_solve_vjp, jvp=_solve_jvp,
+                batch="leading")
 
 
 def solve(matrix, rhs, adjoint=False, name=None):

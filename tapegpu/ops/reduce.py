@@ -124,7 +124,8 @@ _max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, jvp=_extreme_jvp,
               saves=("x", "out"), batch="axis")
 _min = def_op("reduce_min", _forward("min"), vjp=_extreme_vjp, jvp=_extreme_jvp,
               saves=("x", "out"), batch="axis")
-_prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, saves=("x", "out"), batch="axis")
+_prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, saves=("x", "out"),
+               batch="axis")
 
 
 def _reduction(op, doc, floats_only=False, example="[[1.0, 2.0], [3.0, 4.0]]"):
@@ -157,7 +158,8 @@ reduce_prod = _reduction(_prod, "Product")
 
 def _bool_reduction(name, fn):
     op = def_op(name, lambda xp, x, axis, keepdims: getattr(xp, fn)(x, axis=axis,
-                                                                     keepdims=keepdims), batch="axis")
+                                                                     keepdims=keepdims),
+                batch="axis")
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         x = tensor(input_tensor)
@@ -179,7 +181,8 @@ reduce_all = _bool_reduction("reduce_all", "all")
 
 
 def _arg(name, fn):
-    op = def_op(name, lambda xp, x, axis, dtype: getattr(xp, fn)(x, axis=axis).astype(dtype), batch="axis")
+    op = def_op(name, lambda xp, x, axis, dtype: getattr(xp, fn)(x, axis=axis).astype(dtype),
+                batch="axis")
 
     def f(input, axis=None, output_type=np.int64, name=None):  # noqa: A002
         x = tensor(input)
@@ -456,7 +459,8 @@ def _scan_forward(fn):
 # cumsum is linear, and its transpose is the cumsum the other way
 _cumsum = def_op("cumsum", _scan_forward("cumsum"), linear=True,
                  vjp=lambda ops, g, axis, exclusive, reverse:
-                 ops.cumsum(g, axis=axis, exclusive=exclusive, reverse=not reverse), batch="leading")
+                 ops.cumsum(g, axis=axis, exclusive=exclusive, reverse=not reverse),
+                 batch="leading")
 
 
 # d cumprod(x)_i / dx_j = cumprod(x)_i / x_j for j in the scan of i: g's cotangent is the cumsum

@@ -75,8 +75,8 @@ OBSERVERS = []
 # "transpose", "tile", "pad" and "einsum" rewrite their one shape-like param; "first" batches
 # its first input only; "merge" and "merge_first" fold the batch axis into the op's own axis 0
 # (all inputs, or the first only).
-BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to", "transpose", "tile",
-               "pad", "einsum", "first", "merge", "merge_first")
+BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to",
+               "transpose", "tile", "pad", "einsum", "first", "merge", "merge_first")
 
 
 class Op:

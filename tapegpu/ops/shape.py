@@ -188,7 +188,8 @@ def _concat_jvp(ops, ts, axis, sizes):
 
 
 _concat = def_op("concat", lambda xp, *xs, axis, sizes: xp.concatenate(xs, axis=axis),
-                 vjp=_concat_vjp, jvp=_concat_jvp, linear=True, variadic=True, args=("*",), batch="leading")
+                 vjp=_concat_vjp, jvp=_concat_jvp, linear=True, variadic=True, args=("*",),
+                 batch="leading")
 
 
 def concat(values, axis, name=None):
@@ -323,7 +324,8 @@ def _pad_jvp(ops, t, paddings, constant_values):
 
 
 _pad = def_op("pad", lambda xp, x, paddings, constant_values:
-              xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp, jvp=_pad_jvp, batch="pad")
+              xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp, jvp=_pad_jvp,
+              batch="pad")
 
 
 def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
@@ -354,7 +356,8 @@ def _roll_forward(xp, x, shift, axis):
 _roll = def_op("roll", _roll_forward, linear=True,
                vjp=lambda ops, g, shift, axis:
                ops.op("roll", g, shift=tuple(-s for s in shift), axis=axis),
-               jvp=lambda ops, t, shift, axis: ops.op("roll", t, shift=shift, axis=axis), batch="leading")
+               jvp=lambda ops, t, shift, axis: ops.op("roll", t, shift=shift, axis=axis),
+               batch="leading")
 
 
 def _ints(value, what):
@@ -738,13 +741,15 @@ _take_along = def_op("take_along", _take_along_forward, args=("x", "idx"), saves
                      vjp=(lambda ops, g, x_shape, idx, axis:
                           ops.op("put_along", g, idx, axis=axis, n=x_shape[axis]), None),
                      jvp=lambda ops, ts, x_shape, idx, axis:
-                     None if ts[0] is None else ops.op("take_along", ts[0], idx, axis=axis), batch="leading")
+                     None if ts[0] is None else ops.op("take_along", ts[0], idx, axis=axis),
+                     batch="leading")
 _put_along = def_op("put_along", _put_along_forward, args=("g", "idx"), saves=("idx",),
                     same_dtype=False,
                     vjp=(lambda ops, g, idx, axis, n: ops.op("take_along", g, idx, axis=axis),
                          None),
                     jvp=lambda ops, ts, idx, axis, n:
-                    None if ts[0] is None else ops.op("put_along", ts[0], idx, axis=axis, n=n), batch="leading")
+                    None if ts[0] is None else ops.op("put_along", ts[0], idx, axis=axis, n=n),
+                    batch="leading")
 
 
 def _argsort_forward(xp, x, axis, descending):
