@@ -709,12 +709,11 @@ def w6_per_example(fw, batch=64):
     vrow = f"per-example gradients by vectorized_map / vmap(grad), 100-128-10 tanh, batch {batch}"
     cases[vrow, FLOOR] = numpy_by_hand
 
-    def tapegpu_one(example):
-        xi, yi = example
+    def tapegpu_one(example):  # as tf.vectorized_map's docstring: a batch of one example
+        xi, yi = tg.expand_dims(example[0], 0), tg.expand_dims(example[1], 0)
         with tg.GradientTape() as tape:
-            h = tg.tanh(tg.matmul(xi[None], vp[0]) + vp[1])
-            loss = tg.nn.sparse_softmax_cross_entropy_with_logits(yi[None],
-                                                                  tg.matmul(h, vp[2]) + vp[3])
+            h = tg.tanh(tg.matmul(xi, vp[0]) + vp[1])
+            loss = tg.nn.sparse_softmax_cross_entropy_with_logits(yi, tg.matmul(h, vp[2]) + vp[3])
         return tape.gradient(loss, vp)
     cases[vrow, TAPEGPU] = lambda: tg.vectorized_map(tapegpu_one, (xt, yt))
 

@@ -102,7 +102,9 @@ class _Trace:
 
 class _Marker:
     """Sits among the thread's recorders while `fn` runs: the tapes after it were entered inside
-    `fn`. It records nothing; its presence keeps backward sweeps on tensors."""
+    `fn`. It records nothing (`records`: no tape sees the sweeps it is alone with); its
+    presence keeps backward sweeps on tensors."""
+    records = False
 
     def record(self, op, inputs, out, params):
         pass
@@ -220,17 +222,29 @@ def _loop(op, vals, flags, params, trace):
 # op's per-example params and the batch size; it returns the real output (batch axis first), or
 # None where it does not cover the inputs (then the op runs by the loop).
 
+_RESHAPE = registry.REGISTRY["reshape"]
+_BROADCAST_TO = registry.REGISTRY["broadcast_to"]
+_EINSUM = registry.REGISTRY["einsum"]
+
+
+def _reshaped(v, shape):
+    """`v` in `shape` (which the rules compute: valid by construction)."""
+    if v._data.shape == shape:
+        return v
+    return registry.apply1(_RESHAPE, v, {"shape": shape})
+
+
 def _aligned(v, rank):
     """A batched value with its per-example axes left-padded with 1s to `rank`."""
-    s = tuple(v.shape[1:])
-    if len(s) == rank:
+    s = v._data.shape
+    if len(s) == rank + 1:
         return v
-    return ops.reshape(v, (v.shape[0],) + (1,) * (rank - len(s)) + s)
+    return _reshaped(v, s[:1] + (1,) * (rank + 1 - len(s)) + s[1:])
 
 
 def _materialised(v, b, size):
     """Every example's copy of an input (a broadcast view when it is not batched)."""
-    return v if b else ops.broadcast_to(v, (size,) + tuple(v.shape))
+    return v if b else registry.apply1(_BROADCAST_TO, v, {"shape": (size,) + v._data.shape})
 
 
 def _broadcast(op, vals, flags, params, size):
@@ -250,11 +264,11 @@ def _matmul(op, vals, flags, params, size):
     lead = a.shape[:-2]
     if all(flags) and lead == b.shape[:-2] and a.shape[-2 if ta else -1] == 1 and \
             a._data.dtype.kind == "f":
-        col = ops.reshape(a, lead + (a.shape[-1] if ta else a.shape[-2],))
-        row = ops.reshape(b, lead + (b.shape[-2] if tb else b.shape[-1],))
+        col = _reshaped(a, lead + (a.shape[-1] if ta else a.shape[-2],))
+        row = _reshaped(b, lead + (b.shape[-2] if tb else b.shape[-1],))
         axes = "abcdefghijklmnopqrstuvwx"[:len(lead)]
-        return registry.apply(registry.REGISTRY["einsum"], (col, row),
-                              {"terms": (axes + "y", axes + "z"), "out": axes + "yz"})
+        return registry.apply2(_EINSUM, col, row,
+                               {"terms": (axes + "y", axes + "z"), "out": axes + "yz"})
     return _broadcast(op, vals, flags, params, size)
 
 
@@ -319,11 +333,13 @@ def _first(op, vals, flags, params, size):
 
 
 def _merged(v, size):
-    return ops.reshape(v, (size * v.shape[1],) + tuple(v.shape[2:]))
+    s = v._data.shape
+    return _reshaped(v, (size * s[1],) + s[2:])
 
 
 def _unmerge(v, size):
-    return ops.reshape(v, (size, v.shape[0] // size) + tuple(v.shape[1:]))
+    s = v._data.shape
+    return _reshaped(v, (size, s[0] // size) + s[1:])
 
 
 def _merge(op, vals, flags, params, size):
