@@ -119,13 +119,19 @@ _levels = []  # the active maps of this program, innermost last (a map runs in o
 def _apply(op, inputs, params):
     """Runs `op` on `inputs`, some of them batched values: the real op by its rule (or a loop)
     with the tapes entered inside the map paused, then the op itself recorded on those tapes."""
-    trace = None
-    for t in inputs:  # the innermost map among the inputs batches first
-        d = t._data
-        if type(d) is BatchArray and (trace is None or d.trace.level > trace.level):
-            trace = d.trace
-    flags = [type(t._data) is BatchArray and t._data.trace is trace for t in inputs]
-    vals = [t._data.value if b else t for t, b in zip(inputs, flags)]
+    if len(inputs) == 1:
+        d = inputs[0]._data
+        trace = d.trace
+        flags = _ONE
+        vals = [d.value]
+    else:
+        trace = None
+        for t in inputs:  # the innermost map among the inputs batches first
+            d = t._data
+            if type(d) is BatchArray and (trace is None or d.trace.level > trace.level):
+                trace = d.trace
+        flags = [type(t._data) is BatchArray and t._data.trace is trace for t in inputs]
+        vals = [t._data.value if b else t for t, b in zip(inputs, flags)]
     recs = _thread.recorders
     marker = trace.marker
     if recs and recs[-1] is marker:  # no tape entered inside fn is recording (a sweep)
@@ -157,6 +163,9 @@ def _apply(op, inputs, params):
         if capture is not None:
             del y._res
     return y
+
+
+_ONE = (True,)
 
 
 def _run(op, vals, flags, params, trace):
@@ -249,10 +258,14 @@ def _materialised(v, b, size):
 
 def _broadcast(op, vals, flags, params, size):
     # inputs broadcast from the right: batched ones get the batch axis in front of the others'
+    if len(vals) == 1:
+        return registry.apply1(op, vals[0], params)
     ranks = [v._data.ndim - b for v, b in zip(vals, flags)]
     rank = max(ranks)
-    return registry.apply(op, [_aligned(v, rank) if b and r < rank else v
-                               for v, b, r in zip(vals, flags, ranks)], params)
+    args = [_aligned(v, rank) if b and r < rank else v for v, b, r in zip(vals, flags, ranks)]
+    if len(args) == 2:
+        return registry.apply2(op, args[0], args[1], params)
+    return registry.apply(op, args, params)
 
 
 def _matmul(op, vals, flags, params, size):
@@ -286,6 +299,8 @@ def _shifted(axis):
 def _axis(op, vals, flags, params, size):
     p = dict(params)
     p["axis"] = _shifted(params["axis"])
+    if len(vals) == 1:
+        return registry.apply1(op, vals[0], p)
     return registry.apply(op, [_materialised(v, b, size) for v, b in zip(vals, flags)], p)
 
 
