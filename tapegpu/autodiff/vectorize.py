@@ -7,7 +7,7 @@ shape logic sees one example, as TensorFlow's pfor does) and holds the real tens
 stand-in, and `registry._failed` hands the op to `batching` here, which runs it on the real
 tensors by the rule its entry names (`Op.batch`, one of `registry.BATCH_KINDS`): ops batch
 without any table of their own, and nothing is checked on the path of ordinary values. An op
-without a rule runs once per example (stacked), and `vectorized_map` says so once per op.
+without a rule runs once per example (stacked), and `vectorized_map` names it in one warning.
 
 Tapes. The rules' ops on real tensors are ordinary ops: tapes outside `vectorized_map` record
 them, so gradients flow through it. Tapes entered inside `fn` record the op itself on the
@@ -17,7 +17,7 @@ the VJP rules on batched values, which batch in turn: per-example gradients are
 tensors (the array sweep cannot see batched values) and tells inner tapes from outer ones.
 
 Nested `vectorized_map` calls batch a batched value again; each op is handled by the innermost
-map among its inputs first (`BatchArray.level`).
+map among its inputs first (`_Trace.level`), whose rule's ops then meet the outer map's values.
 """
 import math
 import warnings
@@ -79,9 +79,11 @@ class BatchArray:
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
-              "xor", "lt", "le", "gt", "ge", "eq", "ne", "neg", "pos", "abs", "invert"):
+              "xor"):
     setattr(BatchArray, f"__{_name}__", _refuse)
     setattr(BatchArray, f"__r{_name}__", _refuse)
+for _name in ("lt", "le", "gt", "ge", "eq", "ne", "neg", "pos", "abs", "invert"):
+    setattr(BatchArray, f"__{_name}__", _refuse)
 BatchArray.__hash__ = None
 
 
@@ -234,6 +236,7 @@ def _loop(op, vals, flags, params, trace):
 _RESHAPE = registry.REGISTRY["reshape"]
 _BROADCAST_TO = registry.REGISTRY["broadcast_to"]
 _EINSUM = registry.REGISTRY["einsum"]
+_TRANSPOSE = registry.REGISTRY["transpose"]
 
 
 def _reshaped(v, shape):
@@ -369,10 +372,29 @@ def _merge_first(op, vals, flags, params, size):
     return _unmerge(registry.apply(op, [_merged(vals[0], size)] + list(vals[1:]), params), size)
 
 
+def _to_channels(v, size):
+    """A batched (B, ..., C) value as (..., B * C): the batch in front of each channel block."""
+    s = v._data.shape
+    n = len(s)
+    t = registry.apply1(_TRANSPOSE, v, {"perm": tuple(range(1, n - 1)) + (0, n - 1)})
+    return _reshaped(t, s[1:-1] + (size * s[-1],))
+
+
+def _filter_groups(op, vals, flags, params, size):
+    # per-example filter gradients: the batch folds into the channels, each example a group
+    # of its own (input channel block b meets output channel block b only)
+    x, g = (_to_channels(_materialised(v, b, size), size) for v, b in zip(vals, flags))
+    w_shape = tuple(params["w_shape"])
+    dw = registry.apply2(op, x, g, dict(params, w_shape=w_shape[:-1] + (size * w_shape[-1],)))
+    dw = _reshaped(dw, w_shape[:-1] + (size, w_shape[-1]))
+    n = len(w_shape)
+    return registry.apply1(_TRANSPOSE, dw, {"perm": (n - 1,) + tuple(range(n - 1)) + (n,)})
+
+
 KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading, "axis": _axis,
          "reshape": _reshape, "broadcast_to": _broadcast_to, "transpose": _transpose,
          "tile": _tile, "pad": _pad, "einsum": _einsum, "first": _first, "merge": _merge,
-         "merge_first": _merge_first}
+         "merge_first": _merge_first, "filter_groups": _filter_groups}
 assert set(KINDS) == set(registry.BATCH_KINDS)
 
 

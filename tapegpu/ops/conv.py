@@ -275,7 +275,8 @@ _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w")
                      saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
                      batch="merge_first")
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
-                      saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp)
+                      saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp,
+                      batch="filter_groups")
 
 
 # -- pooling ops -----------------------------------------------------------------------------------

@@ -74,9 +74,10 @@ OBSERVERS = []
 # the non-negative axes of its `axis` param counted from the left; "reshape", "broadcast_to",
 # "transpose", "tile", "pad" and "einsum" rewrite their one shape-like param; "first" batches
 # its first input only; "merge" and "merge_first" fold the batch axis into the op's own axis 0
-# (all inputs, or the first only).
+# (all inputs, or the first only); "filter_groups" folds it into the channels as groups.
 BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to",
-               "transpose", "tile", "pad", "einsum", "first", "merge", "merge_first")
+               "transpose", "tile", "pad", "einsum", "first", "merge", "merge_first",
+               "filter_groups")
 
 
 class Op:
