@@ -207,7 +207,7 @@ class _Capture:
         if kind is None:  # the loop: one call per example
             return [ops.stack([c[k] for c in self.calls]) for k in range(len(self.calls[0]))]
         res = self.calls[-1]
-        if kind in ("merge", "merge_first"):
+        if kind == "merge":
             return [_unmerge(r, size) for r in res]
         return list(res)
 
@@ -391,10 +391,45 @@ def _filter_groups(op, vals, flags, params, size):
     return registry.apply1(_TRANSPOSE, dw, {"perm": (n - 1,) + tuple(range(n - 1)) + (n,)})
 
 
+def _filters(w, size):
+    """Batched filters (B, *k, cin_g, cout) as one filter (*k, cin_g, B * cout)."""
+    s = w._data.shape
+    n = len(s)
+    t = registry.apply1(_TRANSPOSE, w, {"perm": tuple(range(1, n - 1)) + (0, n - 1)})
+    return _reshaped(t, s[1:-1] + (size * s[-1],))
+
+
+def _from_channels(y, size):
+    """(..., B * C) back to (B, ..., C)."""
+    s = y._data.shape
+    n = len(s)
+    t = _reshaped(y, s[:-1] + (size, s[-1] // size))
+    return registry.apply1(_TRANSPOSE, t, {"perm": (n - 1,) + tuple(range(n - 1)) + (n,)})
+
+
+def _conv(op, vals, flags, params, size):
+    # the filter shared: the batch folds into the op's own batch axis; per-example filters: into
+    # the channels, each example a group of its own
+    if not flags[1]:
+        return _merge_first(op, vals, flags, params, size)
+    x = _to_channels(_materialised(vals[0], flags[0], size), size)
+    p = dict(params)
+    if "in_shape" in p:  # the transposed convolution: its output has the input's channels
+        p["in_shape"] = p["in_shape"][:-1] + (size * p["in_shape"][-1],)
+    return _from_channels(registry.apply2(op, x, _filters(vals[1], size), p), size)
+
+
+def _lead(op, vals, flags, params, size):
+    # the op's `lead` param counts the leading axes in front of the ones it works on
+    if any(flags[1:]):
+        return None
+    return registry.apply2(op, vals[0], vals[1], dict(params, lead=params.get("lead", 0) + 1))
+
+
 KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading, "axis": _axis,
          "reshape": _reshape, "broadcast_to": _broadcast_to, "transpose": _transpose,
          "tile": _tile, "pad": _pad, "einsum": _einsum, "first": _first, "merge": _merge,
-         "merge_first": _merge_first, "filter_groups": _filter_groups}
+         "filter_groups": _filter_groups, "conv": _conv, "lead": _lead}
 assert set(KINDS) == set(registry.BATCH_KINDS)
 
 

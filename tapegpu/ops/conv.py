@@ -270,10 +270,10 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
 
 
 _conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
-               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="merge_first")
+               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="conv")
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
                      saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
-                     batch="merge_first")
+                     batch="conv")
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
                       saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp,
                       batch="filter_groups")

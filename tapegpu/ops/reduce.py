@@ -327,7 +327,8 @@ _segment_sum = def_op("unsorted_segment_sum", _segment_sum_forward,
                       jvp=lambda ops, ts, d_shape, ids, num, lead=0:
                       None if ts[0] is None else ops.op(
                           "unsorted_segment_sum", ts[0], ids, num=num,
-                          lead=ts[0].ndim - len(d_shape)))
+                          lead=ts[0].ndim - len(d_shape)),
+                      batch="lead")
 
 
 # the gradient goes to the elements equal to their segment's extreme, shared among ties (as TF)
@@ -348,11 +349,13 @@ def _segment_extreme_jvp(ops, ts, data, ids, out, num, lead=0):
 _segment_max = def_op("unsorted_segment_max", _segment_extreme_forward("maximum"),
                       args=("data", "segment_ids"), saves=("data", "segment_ids", "out"),
                       same_dtype=False, vjp=(_segment_extreme_vjp, None),
-                      jvp=_segment_extreme_jvp)
+                      jvp=_segment_extreme_jvp,
+                      batch="lead")
 _segment_min = def_op("unsorted_segment_min", _segment_extreme_forward("minimum"),
                       args=("data", "segment_ids"), saves=("data", "segment_ids", "out"),
                       same_dtype=False, vjp=(_segment_extreme_vjp, None),
-                      jvp=_segment_extreme_jvp)
+                      jvp=_segment_extreme_jvp,
+                      batch="lead")
 
 
 def _segment_args(data, segment_ids, num_segments, op, sorted_ids=False):

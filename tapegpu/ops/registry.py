@@ -73,11 +73,13 @@ OBSERVERS = []
 # treats leading axes as batch axes and names axes from the right; "axis" as "leading", with
 # the non-negative axes of its `axis` param counted from the left; "reshape", "broadcast_to",
 # "transpose", "tile", "pad" and "einsum" rewrite their one shape-like param; "first" batches
-# its first input only; "merge" and "merge_first" fold the batch axis into the op's own axis 0
-# (all inputs, or the first only); "filter_groups" folds it into the channels as groups.
+# its first input only; "merge" folds the batch axis into the op's own axis 0 (every input
+# has it); "filter_groups" folds it into the channels, each example a group of its own; "conv"
+# does the first for a shared filter, the second for per-example filters; "lead" adds one to
+# the op's `lead` param (the axes in front of its own).
 BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to",
-               "transpose", "tile", "pad", "einsum", "first", "merge", "merge_first",
-               "filter_groups")
+               "transpose", "tile", "pad", "einsum", "first", "merge", "filter_groups", "conv",
+               "lead")
 
 
 class Op:

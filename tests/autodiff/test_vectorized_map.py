@@ -12,25 +12,14 @@ from tapegpu.testing.op_specs import SPECS, sample
 B = 3
 
 # Rows whose ops run once per example (no batching rule covers their batched inputs), with
-# every input batched: the filter, bias or segment ids of the op is batched too.
-LOOPED = {
-    "bias_act_relu": {"bias_act"}, "bias_act_tanh": {"bias_act"},
-    "bias_act_sigmoid": {"bias_act"}, "bias_act_elu": {"bias_act"},
-    "unsorted_segment_sum": {"unsorted_segment_sum"},
-    "unsorted_segment_mean": {"unsorted_segment_sum"},
-    "segment_sum": {"unsorted_segment_sum"},
-    "unsorted_segment_max": {"unsorted_segment_max"},
-    "unsorted_segment_min": {"unsorted_segment_min"},
-    "conv2d_same_strided": {"conv"}, "conv2d_nchw_groups_dilated": {"conv"},
-    "conv2d_explicit": {"conv"}, "conv1d": {"conv"}, "conv3d": {"conv"},
-    "depthwise_conv2d": {"conv"}, "conv2d_transpose": {"conv_backprop_input"},
-}
+# every input batched: bias_act with a per-example bias.
+LOOPED = {"bias_act_relu": {"bias_act"}, "bias_act_tanh": {"bias_act"},
+          "bias_act_sigmoid": {"bias_act"}, "bias_act_elu": {"bias_act"}}
 # Rows whose function reads a batched value as a Python value: all of fn runs per example.
 PYTHON_VALUE = {"one_hot", "slogdet"}
-# With only the first input batched (the others captured from outside fn), the rules cover
-# bias_act and conv; these still loop.
-LOOPED_FIRST = {"unsorted_segment_sum", "unsorted_segment_mean", "segment_sum",
-                "unsorted_segment_max", "unsorted_segment_min"}
+# With only the first input batched (the others captured from outside fn), every rule covers
+# its inputs.
+LOOPED_FIRST = set()
 
 
 def _run(fn, elems):
@@ -221,6 +210,22 @@ def test_no_fallback_raises_naming_the_op():
         warnings.simplefilter("error")  # warn=False: silent
         out = tg.vectorized_map(fn, (x, b), warn=False)
     np.testing.assert_allclose(out.numpy(), np.tanh(np.full((2, 3, 4), 2.0)))
+
+
+def test_segment_sums_with_shared_and_per_example_ids():
+    """Shared segment ids batch by the op's own `lead` param; per-example ids are Python values
+    of the public function (it checks them), so fn runs once per example."""
+    x = tg.constant(np.arange(24.0).reshape(2, 3, 4))
+    ids = tg.constant([1, 0, 1])
+    got, messages = _run(lambda d: tg.math.unsorted_segment_sum(d, ids, 2), x)
+    assert not messages, messages
+    want = np.stack([[d[1], d[0] + d[2]] for d in x.numpy()])
+    np.testing.assert_allclose(got.numpy(), want)
+    per = tg.constant([[1, 0, 1], [0, 0, 1]])
+    got, messages = _run(lambda ex: tg.math.unsorted_segment_sum(ex[0], ex[1], 2), (x, per))
+    assert any("Python value" in m for m in messages)
+    np.testing.assert_allclose(got.numpy()[1], [x.numpy()[1][0] + x.numpy()[1][1],
+                                                x.numpy()[1][2]])
 
 
 def test_mismatched_leading_dims():
