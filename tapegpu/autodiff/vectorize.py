@@ -419,6 +419,15 @@ def _conv(op, vals, flags, params, size):
     return _from_channels(registry.apply2(op, x, _filters(vals[1], size), p), size)
 
 
+def _channels(op, vals, flags, params, size):
+    # per-channel parameters (a bias): shared, the op broadcasts them itself; per example, the
+    # batch folds into the channels of every input
+    if not any(flags[1:]):
+        return registry.apply(op, vals, params)
+    args = [_to_channels(_materialised(v, b, size), size) for v, b in zip(vals, flags)]
+    return _from_channels(registry.apply(op, args, params), size)
+
+
 def _lead(op, vals, flags, params, size):
     # the op's `lead` param counts the leading axes in front of the ones it works on
     if any(flags[1:]):
@@ -429,7 +438,8 @@ def _lead(op, vals, flags, params, size):
 KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading, "axis": _axis,
          "reshape": _reshape, "broadcast_to": _broadcast_to, "transpose": _transpose,
          "tile": _tile, "pad": _pad, "einsum": _einsum, "first": _first, "merge": _merge,
-         "filter_groups": _filter_groups, "conv": _conv, "lead": _lead}
+         "filter_groups": _filter_groups, "conv": _conv, "channels": _channels,
+         "lead": _lead}
 assert set(KINDS) == set(registry.BATCH_KINDS)
 
 

@@ -266,7 +266,7 @@ def _bias_act_jvp(ops, ts, out, act):
 
 
 _bias_act = def_op("bias_act", _bias_act_forward, args=("x", "b"), saves=("out",),
-                   vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels(), batch="first")
+                   vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels(), batch="channels")
 
 
 def bias_act(x, bias, activation):

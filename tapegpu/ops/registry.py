@@ -75,11 +75,13 @@ OBSERVERS = []
 # "transpose", "tile", "pad" and "einsum" rewrite their one shape-like param; "first" batches
 # its first input only; "merge" folds the batch axis into the op's own axis 0 (every input
 # has it); "filter_groups" folds it into the channels, each example a group of its own; "conv"
-# does the first for a shared filter, the second for per-example filters; "lead" adds one to
-# the op's `lead` param (the axes in front of its own).
+# does the first for a shared filter, the second for per-example filters; "channels" (an op
+# with per-channel params: a bias) folds it into the last axis of every input where the
+# params are per example; "lead" adds one to the op's `lead` param (the axes in front of its
+# own).
 BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to",
                "transpose", "tile", "pad", "einsum", "first", "merge", "filter_groups", "conv",
-               "lead")
+               "channels", "lead")
 
 
 class Op:

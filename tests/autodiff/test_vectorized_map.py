@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.ops import registry
 from tapegpu.testing.op_specs import SPECS, sample
 
 B = 3
 
 # Rows whose ops run once per example (no batching rule covers their batched inputs), with
-# every input batched: bias_act with a per-example bias.
-LOOPED = {"bias_act_relu": {"bias_act"}, "bias_act_tanh": {"bias_act"},
-          "bias_act_sigmoid": {"bias_act"}, "bias_act_elu": {"bias_act"}}
+# every input batched: none (every op the table covers has a rule for these inputs).
+LOOPED = {}
 # Rows whose function reads a batched value as a Python value: all of fn runs per example.
 PYTHON_VALUE = {"one_hot", "slogdet"}
 # With only the first input batched (the others captured from outside fn), every rule covers
@@ -197,19 +197,21 @@ def test_python_values_of_batched_tensors_run_per_example_or_raise():
         tg.vectorized_map(fn, x, fallback_to_while_loop=False)
 
 
-def test_no_fallback_raises_naming_the_op():
-    x = tg.constant(np.ones((2, 3, 4)))
-    b = tg.constant(np.ones((2, 4)))
-
-    def fn(ex):
-        return tg.nn.bias_act(ex[0], ex[1], "tanh")  # a batched bias: no rule covers it
-
-    with pytest.raises(ValueError, match="bias_act"):
-        tg.vectorized_map(fn, (x, b), fallback_to_while_loop=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # warn=False: silent
-        out = tg.vectorized_map(fn, (x, b), warn=False)
-    np.testing.assert_allclose(out.numpy(), np.tanh(np.full((2, 3, 4), 2.0)))
+def test_an_op_without_a_rule_loops_says_so_or_raises():
+    x = tg.constant(np.arange(24.0).reshape(2, 3, 4))
+    looping = registry.def_op("test_vmap_no_rule", lambda xp, a: a[::-1].copy())
+    try:
+        with pytest.raises(ValueError, match="test_vmap_no_rule"):
+            tg.vectorized_map(lambda r: registry.apply1(looping, r, {}), x,
+                              fallback_to_while_loop=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # warn=False: silent
+            out = tg.vectorized_map(lambda r: registry.apply1(looping, r, {}), x, warn=False)
+        with pytest.warns(UserWarning, match="test_vmap_no_rule ran once per example"):
+            tg.vectorized_map(lambda r: registry.apply1(looping, r, {}), x)
+    finally:
+        del registry.REGISTRY["test_vmap_no_rule"]
+    np.testing.assert_allclose(out.numpy(), x.numpy()[:, ::-1])
 
 
 def test_segment_sums_with_shared_and_per_example_ids():
