@@ -271,3 +271,24 @@ def test_per_example_gradients_of_a_small_conv_net():
     for k, g in enumerate(got):
         np.testing.assert_allclose(g.numpy(), np.stack([s[k].numpy() for s in singles]),
                                    rtol=1e-10, atol=1e-12)
+
+
+def test_per_example_jacobians_and_forward_mode_inside_fn():
+    x = tg.constant(np.random.default_rng(5).standard_normal((4, 3)))
+    v = tg.constant([1.0, 0.5, -1.0], dtype=tg.float64)
+
+    def jac(xi):
+        with tg.GradientTape() as t:
+            t.watch(xi)
+            y = tg.sin(xi) * tg.reduce_sum(xi)
+        return t.jacobian(y, xi)
+
+    def jvp(xi):
+        with tg.autodiff.ForwardAccumulator(xi, v) as acc:
+            y = tg.reduce_sum(tg.sin(xi) * xi)
+        return acc.jvp(y)
+
+    for fn in (jac, jvp):
+        got = tg.vectorized_map(fn, x)
+        want = tg.stack([fn(x[i]) for i in range(4)])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
