@@ -22,6 +22,7 @@ from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
 from .recorder import saved_arrays
 
+
 class _UnrecordedOps(TensorOps):
     """tapegpu's functions on tensors while no tape records the sweep (only recorders that
     say `records = False` are active, such as tg.vectorized_map's marker): rules may use what

@@ -67,18 +67,18 @@ REGISTRY = {}
 # apply2 take the general path through `_finish`, so the fast path costs one list test.
 OBSERVERS = []
 
-# How an op batches (the `batch` field; autodiff/vectorize.py implements each kind). In short:
-# "broadcast" numpy-broadcasts its inputs' leading axes (elementwise ops; "matmul" as it, with
-# per-example outer products as one multiply); "leading"
-# treats leading axes as batch axes and names axes from the right; "axis" as "leading", with
-# the non-negative axes of its `axis` param counted from the left; "reshape", "broadcast_to",
-# "transpose", "tile", "pad" and "einsum" rewrite their one shape-like param; "first" batches
-# its first input only; "merge" folds the batch axis into the op's own axis 0 (every input
-# has it); "filter_groups" folds it into the channels, each example a group of its own; "conv"
-# does the first for a shared filter, the second for per-example filters; "channels" (an op
-# with per-channel params: a bias) folds it into the last axis of every input where the
-# params are per example; "lead" adds one to the op's `lead` param (the axes in front of its
-# own).
+# How an op batches (its `batch` field), each kind implemented once in autodiff/vectorize.py:
+#   broadcast      inputs broadcast against each other's leading axes (elementwise ops)
+#   matmul         as broadcast; per-example outer products as one einsum
+#   leading        the op maps over leading axes and names its axes from the right
+#   axis           as leading, with the non-negative axes of its `axis` param shifted by one
+#   reshape, broadcast_to, transpose, tile, pad, einsum: the one shape-like param rewritten
+#   first          only the first input may carry the batch axis (else the loop)
+#   merge          the batch axis folds into the op's own axis 0, which every input has
+#   filter_groups  it folds into the channels, each example a group of its own
+#   conv           merge for a shared filter, filter_groups-style groups for per-example ones
+#   channels       per-channel params (a bias): per example, the batch folds into the channels
+#   lead           the op's `lead` param (axes in front of the ones it works on) plus one
 BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to",
                "transpose", "tile", "pad", "einsum", "first", "merge", "filter_groups", "conv",
                "channels", "lead")

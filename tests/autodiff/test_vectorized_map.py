@@ -292,3 +292,31 @@ def test_per_example_jacobians_and_forward_mode_inside_fn():
         got = tg.vectorized_map(fn, x)
         want = tg.stack([fn(x[i]) for i in range(4)])
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_unrecorded_sweeps_reuse_the_forwards_residuals():
+    """A sweep inside fn that no tape records uses the softmax the cross-entropy kept; under a
+    tape outside, it recomputes it (differentiably), and both give the same gradients."""
+    ws, x, y = _mlp(6)
+    seen = []
+
+    def observe(op, inputs, out, params):
+        seen.append(op.name)
+
+    def grad_of_one(ex):
+        with tg.GradientTape() as tape:
+            loss = _loss(ws, *ex)
+        return tape.gradient(loss, ws[2])
+
+    registry.OBSERVERS.append(observe)
+    try:
+        plain = tg.vectorized_map(grad_of_one, (x, y))
+        alone = seen.count("softmax")
+        del seen[:]
+        with tg.GradientTape():
+            recorded = tg.vectorized_map(grad_of_one, (x, y))
+        under_tape = seen.count("softmax")
+    finally:
+        registry.OBSERVERS.remove(observe)
+    assert alone == 0 and under_tape == 1
+    np.testing.assert_allclose(plain.numpy(), recorded.numpy(), rtol=1e-12, atol=1e-14)
