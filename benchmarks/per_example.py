@@ -5,9 +5,10 @@ The model is a 100-128-10 tanh MLP with a softmax cross-entropy, batch 64. `vect
 the gradient of one example once, on the batch, by the ops' batching rules (TensorFlow's
 per-example recipe). The Jacobian route takes the Jacobian of the vector of per-example losses
 with respect to the variables: one forward pass and one batched backward sweep. The loop runs one
-forward and one backward pass per example. Both are timed interleaved (the order rotates every round) on one pinned core with one
-BLAS thread; the report gives each one's median time and the median over rounds of its ratio to
-the jacobian's time in the same round (`benchmarks/timing.py`).
+forward and one backward pass per example. All are timed interleaved (the order rotates every
+round) on one pinned core with one BLAS thread; the report gives each one's median time and the
+median over rounds of its ratio to the jacobian's time in the same round
+(`benchmarks/timing.py`).
 
     python benchmarks/per_example.py [--repeats 9] [--batch 64]
 """
