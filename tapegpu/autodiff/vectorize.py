@@ -126,6 +126,15 @@ def _apply(op, inputs, params):
         trace = d.trace
         flags = _ONE
         vals = [d.value]
+    elif len(inputs) == 2 and not _two_maps(inputs[0]._data, inputs[1]._data):
+        dx = inputs[0]._data
+        dy = inputs[1]._data
+        if type(dx) is not BatchArray:
+            trace, flags, vals = dy.trace, _SECOND, [inputs[0], dy.value]
+        elif type(dy) is BatchArray:
+            trace, flags, vals = dx.trace, _BOTH, [dx.value, dy.value]
+        else:
+            trace, flags, vals = dx.trace, _FIRST, [dx.value, inputs[1]]
     else:
         trace = None
         for t in inputs:  # the innermost map among the inputs batches first
@@ -168,6 +177,12 @@ def _apply(op, inputs, params):
 
 
 _ONE = (True,)
+_BOTH, _FIRST, _SECOND = (True, True), (True, False), (False, True)
+
+
+def _two_maps(dx, dy):
+    """Whether two inputs' arrays are batched values of two different maps."""
+    return type(dx) is BatchArray and type(dy) is BatchArray and dx.trace is not dy.trace
 
 
 def _run(op, vals, flags, params, trace):
