@@ -278,6 +278,16 @@ def _broadcast(op, vals, flags, params, size):
     # inputs broadcast from the right: batched ones get the batch axis in front of the others'
     if len(vals) == 1:
         return registry.apply1(op, vals[0], params)
+    if len(vals) == 2:
+        x, y = vals
+        bx, by = flags
+        rx = x._data.ndim - bx
+        ry = y._data.ndim - by
+        if bx and rx < ry:
+            x = _aligned(x, ry)
+        elif by and ry < rx:
+            y = _aligned(y, rx)
+        return registry.apply2(op, x, y, params)
     ranks = [v._data.ndim - b for v, b in zip(vals, flags)]
     rank = max(ranks)
     args = [_aligned(v, rank) if b and r < rank else v for v, b, r in zip(vals, flags, ranks)]
