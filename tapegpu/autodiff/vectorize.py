@@ -474,7 +474,7 @@ def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
     """Maps `fn` over axis 0 of `elems` by running it once on the whole batch.
 
     As TensorFlow's `tf.vectorized_map`: `elems` is a tensor or a nested structure of tensors
-    with one size of axis 0; `fn` gets one example (the structure of `elems`, each tensor
+    with one size of axis 0 (those of size 1 are broadcast); `fn` gets one example (the structure of `elems`, each tensor
     without axis 0) and returns a tensor or nested structure; the results are stacked along a
     new axis 0. Python values and tensors that `fn` reads from outside are the same for every
     example. Each op runs once, on the batch, by its batching rule; an op without one runs once
@@ -500,6 +500,8 @@ def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
     """
     flat = [_tensor(e) for e in nest.flatten(elems)]
     size = _batch_size(flat)
+    flat = [e if e.shape[0] == size else ops.broadcast_to(e, (size,) + e.shape[1:])
+            for e in flat]
     trace = _Trace(size, len(_levels), fallback_to_while_loop)
     args = nest.pack_sequence_as(elems, [trace.batched(e) for e in flat])
     recs = _thread.recorders
@@ -545,12 +547,12 @@ def _batch_size(flat):
         if not e.shape:
             raise ValueError(f"vectorized_map: elems must have a leading axis to map over, got a "
                              f"scalar (shapes: {[list(t.shape) for t in flat]})")
-    sizes = {t.shape[0] for t in flat}
-    if len(sizes) != 1:  # TensorFlow's InvalidArgumentError names the shapes
+    sizes = {t.shape[0] for t in flat} - {1}  # as TensorFlow, a size of 1 is broadcast
+    if len(sizes) > 1:  # TensorFlow fails inside its gather; this names the shapes
         raise InvalidArgumentError(
-            "vectorized_map: all elems must have the same size of axis 0, got shapes "
-            f"{[list(t.shape) for t in flat]}")
-    return sizes.pop()
+            "vectorized_map: all elems must have the same size of axis 0 (or 1, broadcast), "
+            f"got shapes {[list(t.shape) for t in flat]}")
+    return sizes.pop() if sizes else 1
 
 
 def _unbatched(r, trace):

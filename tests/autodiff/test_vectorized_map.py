@@ -235,6 +235,10 @@ def test_mismatched_leading_dims():
         tg.vectorized_map(lambda ex: ex[0], (tg.ones((3, 2)), tg.ones((4,))))
     with pytest.raises(ValueError, match="scalar"):
         tg.vectorized_map(lambda ex: ex, tg.constant(1.0))
+    # a size of 1 is broadcast, as in TensorFlow
+    got = tg.vectorized_map(lambda ex: ex[0] * ex[1], (tg.constant([[1.0, 2.0]]),
+                                                      tg.constant([[1.0], [2.0], [3.0]])))
+    np.testing.assert_allclose(got.numpy(), [[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
 
 
 def test_inputs_are_not_mutated_and_dtypes_kept():
