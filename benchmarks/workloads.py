@@ -704,6 +704,19 @@ def w6_per_example(fw, batch=64):
         return tape.jacobian(losses, vp)
     cases[row, TAPEGPU] = tapegpu_pe
 
+    # the same by tg.vectorized_map over one example's gradient (TensorFlow's per-example
+    # recipe), beside PyTorch's and JAX's vmap(grad): the frameworks' own per-example routes
+    vrow = f"per-example gradients by vectorized_map / vmap(grad), 100-128-10 tanh, batch {batch}"
+    cases[vrow, FLOOR] = numpy_by_hand
+
+    def tapegpu_one(example):  # as tf.vectorized_map's docstring: a batch of one example
+        xi, yi = tg.expand_dims(example[0], 0), tg.expand_dims(example[1], 0)
+        with tg.GradientTape() as tape:
+            h = tg.tanh(tg.matmul(xi, vp[0]) + vp[1])
+            loss = tg.nn.sparse_softmax_cross_entropy_with_logits(yi, tg.matmul(h, vp[2]) + vp[3])
+        return tape.gradient(loss, vp)
+    cases[vrow, TAPEGPU] = lambda: tg.vectorized_map(tapegpu_one, (xt, yt))
+
     if fw.get("torch"):
         torch = fw["torch"]
         qp = [_qt(fw, p) for p in params]
@@ -714,6 +727,7 @@ def w6_per_example(fw, batch=64):
             return torch.nn.functional.cross_entropy((h @ p[2] + p[3])[None], yi[None])
         peq = torch.func.vmap(torch.func.grad(loss1q), in_dims=(None, 0, 0))
         cases[row, "pytorch"] = lambda: peq(qp, qx, qy)
+        cases[vrow, "pytorch"] = lambda: peq(qp, qx, qy)
     if fw.get("jax"):
         jax, jnp = fw["jax"], fw["jax"].numpy
         jp = [jnp.asarray(p) for p in params]
@@ -724,6 +738,7 @@ def w6_per_example(fw, batch=64):
             return -jax.nn.log_softmax(h @ p[2] + p[3])[yi]
         pej = jax.jit(jax.vmap(jax.grad(loss1j), in_axes=(None, 0, 0)))
         cases[row, "jax"] = lambda: jax.block_until_ready(pej(jp, jx, jy))
+        cases[vrow, "jax"] = lambda: jax.block_until_ready(pej(jp, jx, jy))
     if fw.get("tf"):
         tf = fw["tf"]
         fp = [tf.Variable(p) for p in params]
@@ -757,7 +772,7 @@ def w6_per_example(fw, batch=64):
         cases[row, "autograd"] = autograd_pe
     return Workload("W6", "per-example gradients of a 100-128-10 tanh MLP's softmax "
                     "cross-entropy, batch 64", cases, tol=(2e-4, 1e-6),
-                    reference={row: FLOOR})
+                    reference={row: FLOOR, vrow: FLOOR})
 
 
 ALL = {"W1": w1_overhead, "W2": w2_training, "W3": w3_jacobian, "W4": w4_batch_jacobian,

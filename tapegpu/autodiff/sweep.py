@@ -15,13 +15,22 @@ import numpy as np
 
 from .. import ops
 from ..ops import TENSOR_OPS
-from ..ops.namespace import array_ops
+from ..ops.namespace import TensorOps, array_ops
 from ..ops.registry import SAVE_XY, passthrough
 from ..core import profiler
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
 from .recorder import saved_arrays
 
+
+class _UnrecordedOps(TensorOps):
+    """tapegpu's functions on tensors while no tape records the sweep (only recorders that
+    say `records = False` are active, such as tg.vectorized_map's marker): rules may use what
+    the forward kept instead of recomputing it differentiably."""
+    records = False
+
+
+UNRECORDED_OPS = _UnrecordedOps(ops)
 FUSED = True  # tests switch the array mode off to compare both
 IN_PLACE = True  # tests switch in-place accumulation off to measure what it saves
 
@@ -81,7 +90,9 @@ def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
             grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev,
                                   ledger)
         return {u: (None if a is None else Tensor(_array(a), dev)) for u, a in grads.items()}
-    return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release)
+    recorded = any(getattr(r, "records", True) for r in _thread.recorders)
+    return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release,
+                          TENSOR_OPS if recorded else UNRECORDED_OPS)
 
 
 def _array(a):
@@ -89,7 +100,7 @@ def _array(a):
     return np.asarray(a) if isinstance(a, np.generic) else a
 
 
-def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release):
+def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release, ns=TENSOR_OPS):
     keep = set(sources)
     add = ops.add
     grads = {}
@@ -108,10 +119,10 @@ def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release):
                 "would not be connected to it. Use a tape without memory_budget for Hessians")
         if _profilers:
             with profiler.muted():
-                cts = vjp(e, g, reach, batch_ndim)
+                cts = vjp(e, g, reach, batch_ndim, ns)
             profiler.on_vjp(e, g._data, [c._data for c in cts if c is not None])
         else:
-            cts = vjp(e, g, reach, batch_ndim)
+            cts = vjp(e, g, reach, batch_ndim, ns)
         if release:
             e.saved = None
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
@@ -440,7 +451,7 @@ def _tensor_step(dev, batch_ndim):
     return step
 
 
-def vjp(e, g, reach, batch_ndim):
+def vjp(e, g, reach, batch_ndim, ns=TENSOR_OPS):
     """The input cotangents of one entry as tensors (None where an input needs none)."""
     op = e.op
     if batch_ndim and not op.batched:
@@ -452,12 +463,12 @@ def vjp(e, g, reach, batch_ndim):
                            "tape can compute only one set of gradients")
     params = e.params
     if type(rule) is tuple:
-        return [(g if r is passthrough else r(TENSOR_OPS, g, *saved, **params))
+        return [(g if r is passthrough else r(ns, g, *saved, **params))
                 if (r is not None and u in reach) else None
                 for r, u in zip(rule, e.in_uids)]
     if len(e.in_uids) == 1 and not op.variadic:
-        return (rule(TENSOR_OPS, g, *saved, **params),)
-    return rule(TENSOR_OPS, g, *saved, **params)
+        return (rule(ns, g, *saved, **params),)
+    return rule(ns, g, *saved, **params)
 
 
 def _vjp_unbatched(e, g, reach, batch_ndim):
@@ -493,7 +504,9 @@ def sum_to(c, batch_ndim, shape):
     if cs == target:
         return c
     lead, axes = _reduction_axes(cs, batch_ndim, shape)
-    if lead >= 0:
+    if lead > 0 and len(axes) == lead:  # only added leading axes: one sum removes them
+        c = ops.reduce_sum(c, axis=axes)
+    elif lead >= 0:
         if axes:
             c = ops.reduce_sum(c, axis=axes, keepdims=True)
         if lead:

@@ -173,7 +173,7 @@ where.op = _where_op
 
 
 def _predicate(name, forward, doc):
-    op = def_op(name, forward, args=("x", "y"))
+    op = def_op(name, forward, args=("x", "y"), batch="broadcast")
     return _public(op, f"""{doc} (a bool tensor; no gradient).
 
     >>> tg.{name}(tg.constant([1.0, 2.0]), 1.5).dtype
@@ -192,7 +192,7 @@ greater_equal = _predicate("greater_equal", lambda xp, x, y: xp.greater_equal(x,
 
 
 def _logical(name, forward):
-    op = def_op(name, forward, args=("x", "y"))
+    op = def_op(name, forward, args=("x", "y"), batch="broadcast")
 
     def fn(x, y, name=None):
         x, y = as_tensor_pair(x, y, op.name)
@@ -215,7 +215,7 @@ def _logical(name, forward):
 logical_and = _logical("logical_and", lambda xp, x, y: xp.logical_and(x, y))
 logical_or = _logical("logical_or", lambda xp, x, y: xp.logical_or(x, y))
 logical_xor = _logical("logical_xor", lambda xp, x, y: xp.logical_xor(x, y))
-_not_op = def_op("logical_not", lambda xp, x: xp.logical_not(x))
+_not_op = def_op("logical_not", lambda xp, x: xp.logical_not(x), batch="broadcast")
 
 
 def logical_not(x, name=None):

@@ -270,11 +270,13 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
 
 
 _conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
-               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp)
+               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="conv")
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
-                     saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp)
+                     saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
+                     batch="conv")
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
-                      saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp)
+                      saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp,
+                      batch="filter_groups")
 
 
 # -- pooling ops -----------------------------------------------------------------------------------
@@ -344,16 +346,16 @@ def _max_pool_jvp(ops, t, arg, in_shape, **p):
 # max_pool_grad(arg, g) and max_pool_grad_grad(arg, t) are linear in their second argument and
 # each other's transposes; the window indices have no gradient
 _max_pool = def_op("max_pool", _max_pool_forward, saves=("arg",), residuals=("arg",),
-                   vjp=_max_pool_vjp, jvp=_max_pool_jvp)
+                   vjp=_max_pool_vjp, jvp=_max_pool_jvp, batch="merge")
 _max_pool_grad = def_op(
     "max_pool_grad", _max_pool_grad_forward, args=("arg", "g"), saves=("arg",), same_dtype=False,
     vjp=(None, lambda ops, h, arg, **p: ops.op("max_pool_grad_grad", arg, h, **p)),
-    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad", arg, ts[1], **p))
+    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad", arg, ts[1], **p), batch="merge")
 _max_pool_grad_grad = def_op(
     "max_pool_grad_grad", _max_pool_grad_grad_forward, args=("arg", "t"), saves=("arg",),
     same_dtype=False,
     vjp=(None, lambda ops, h, arg, **p: ops.op("max_pool_grad", arg, h, **p)),
-    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad_grad", arg, ts[1], **p))
+    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad_grad", arg, ts[1], **p), batch="merge")
 
 
 def _valid_counts(xp, spatial, ksize, strides, dilations, pads, dtype):
@@ -388,9 +390,10 @@ def _avg_pool_grad_forward(xp, g, in_shape, ksize, strides, dilations, pads):
 # avg_pool and avg_pool_grad are linear and each other's transposes (leading axes pass through)
 _avg_pool = def_op("avg_pool", _avg_pool_forward, saves=("x.shape",), linear=True,
                    vjp=lambda ops, g, x_shape, **p: ops.op(
-                       "avg_pool_grad", g, in_shape=tuple(x_shape[-len(p["ksize"]) - 1:]), **p))
+                       "avg_pool_grad", g, in_shape=tuple(x_shape[-len(p["ksize"]) - 1:]), **p),
+                   batch="merge")
 _avg_pool_grad = def_op("avg_pool_grad", _avg_pool_grad_forward, args=("g",), linear=True,
-                        vjp=lambda ops, h, in_shape, **p: ops.op("avg_pool", h, **p))
+                        vjp=lambda ops, h, in_shape, **p: ops.op("avg_pool", h, **p), batch="merge")
 
 
 # -- argument handling -----------------------------------------------------------------------------

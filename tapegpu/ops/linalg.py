@@ -88,7 +88,7 @@ def _matmul_jvp(ops, ts, a, b, ta=False, tb=False):
 
 
 _matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
-                 vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp)
+                 vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch="matmul")
 
 
 _PARAMS = {(False, False): EMPTY, (True, False): {"ta": True}, (False, True): {"tb": True},
@@ -225,7 +225,8 @@ def _einsum_jvp(ops, ts, *operands, terms, out):
 
 _einsum = def_op("einsum", lambda xp, *xs, terms, out:
                  xp.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2),
-                 args=("*",), saves=("*",), vjp=_einsum_vjp, jvp=_einsum_jvp, variadic=True)
+                 args=("*",), saves=("*",), vjp=_einsum_vjp, jvp=_einsum_jvp, variadic=True,
+                 batch="einsum")
 
 
 def einsum(equation, *inputs, name=None):
@@ -311,7 +312,8 @@ def _inv_forward(xp, x):
 
 
 _solve = def_op("solve", _solve_forward, args=("matrix", "rhs"),
-                saves=("matrix", "out", "rhs.shape"), vjp=_solve_vjp, jvp=_solve_jvp)
+                saves=("matrix", "out", "rhs.shape"), vjp=_solve_vjp, jvp=_solve_jvp,
+                batch="leading")
 
 
 def solve(matrix, rhs, adjoint=False, name=None):
@@ -335,7 +337,7 @@ solve.op = _solve
 _inv = def_op("inv", _inv_forward, saves=("out",),
               vjp=lambda ops, g, out: -ops.matmul(out, ops.matmul(g, out, transpose_b=True),
                                          transpose_a=True),
-              jvp=lambda ops, t, out: -ops.matmul(out, ops.matmul(t, out)))
+              jvp=lambda ops, t, out: -ops.matmul(out, ops.matmul(t, out)), batch="leading")
 
 
 def inv(input, adjoint=False, name=None):  # noqa: A002
@@ -373,12 +375,12 @@ def _inverse_for(ops, x, op):
 _det = def_op("det", lambda xp, x: xp.linalg.det(x), saves=("x", "out"),
               vjp=lambda ops, g, x, out:
               _expand2(ops, g * out) * ops.matrix_transpose(_inverse_for(ops, x, "det")),
-              jvp=lambda ops, t, x, out: out * _trace_inv_times(ops, x, t, "det"))
+              jvp=lambda ops, t, x, out: out * _trace_inv_times(ops, x, t, "det"), batch="leading")
 # d log|det A| = tr(A^-1 dA)  =>  dA = g A^-T
 _logabsdet = def_op("logabsdet", lambda xp, x: xp.linalg.slogdet(x)[1], saves=("x",),
                     vjp=lambda ops, g, x: _expand2(ops, g) *
                     ops.matrix_transpose(_inverse_for(ops, x, "slogdet")),
-                    jvp=lambda ops, t, x: _trace_inv_times(ops, x, t, "slogdet"))
+                    jvp=lambda ops, t, x: _trace_inv_times(ops, x, t, "slogdet"), batch="leading")
 
 
 def _trace_inv_times(ops, x, t, op):
@@ -455,7 +457,7 @@ def _cholesky_jvp(ops, t, L):
 
 
 _cholesky = def_op("cholesky", _cholesky_forward, saves=("out",), vjp=_cholesky_vjp,
-                   jvp=_cholesky_jvp)
+                   jvp=_cholesky_jvp, batch="leading")
 
 
 def cholesky(input, name=None):  # noqa: A002

@@ -32,14 +32,14 @@ def _softmax_vjp(ops, g, out, axis=-1):
 # softmax' g = y (g - <g, y>): the Jacobian diag(y) - y y^T is symmetric, so the JVP is the
 # same map
 _softmax = def_op("softmax", _softmax_forward, saves=("out",), vjp=_softmax_vjp,
-                  jvp=_softmax_vjp, **softmax_kernels("softmax"))
+                  jvp=_softmax_vjp, **softmax_kernels("softmax"), batch="leading")
 # log_softmax' g = g - softmax * sum(g);  its JVP: t - <softmax, t>
 _log_softmax = def_op("log_softmax", _log_softmax_forward, saves=("out",),
                       vjp=lambda ops, g, out, axis=-1:
                       g - ops.exp(out) * ops.reduce_sum(g, axis=axis, keepdims=True),
                       jvp=lambda ops, t, out, axis=-1:
                       t - ops.reduce_sum(t * ops.exp(out), axis=axis, keepdims=True),
-                      **softmax_kernels("log_softmax"))
+                      **softmax_kernels("log_softmax"), batch="leading")
 
 
 def _axis_params(x, axis, op):
@@ -125,7 +125,8 @@ def _sparse_xent_jvp(ops, ts, labels, logits, probs):
 _sparse_xent = def_op("sparse_softmax_cross_entropy_with_logits", _sparse_xent_forward,
                       args=("labels", "logits"), saves=("labels", "logits", "probs"),
                       residuals=("probs",), vjp=(None, _sparse_xent_vjp), jvp=_sparse_xent_jvp,
-                      same_dtype=False, **sparse_xent_kernels(_labels_in_range))
+                      same_dtype=False, **sparse_xent_kernels(_labels_in_range),
+                      batch="leading")
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
@@ -285,7 +286,7 @@ def _bias_act_jvp(ops, ts, out, act):
 
 
 _bias_act = def_op("bias_act", _bias_act_forward, args=("x", "b"), saves=("out",),
-                   vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels())
+                   vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels(), batch="channels")
 
 
 def bias_act(x, bias, activation):

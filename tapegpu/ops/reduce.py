@@ -118,14 +118,15 @@ def _forward(fn):
 
 
 _sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
-              linear=True)
+              linear=True, batch="axis")
 _mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, jvp=_mean_jvp,
-               saves=("x.shape",), linear=True)
+               saves=("x.shape",), linear=True, batch="axis")
 _max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, jvp=_extreme_jvp,
-              saves=("x", "out"))
+              saves=("x", "out"), batch="axis")
 _min = def_op("reduce_min", _forward("min"), vjp=_extreme_vjp, jvp=_extreme_jvp,
-              saves=("x", "out"))
-_prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, saves=("x", "out"))
+              saves=("x", "out"), batch="axis")
+_prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, saves=("x", "out"),
+               batch="axis")
 
 
 def _reduction(op, doc, floats_only=False, example="[[1.0, 2.0], [3.0, 4.0]]"):
@@ -158,7 +159,8 @@ reduce_prod = _reduction(_prod, "Product")
 
 def _bool_reduction(name, fn):
     op = def_op(name, lambda xp, x, axis, keepdims: getattr(xp, fn)(x, axis=axis,
-                                                                     keepdims=keepdims))
+                                                                     keepdims=keepdims),
+                batch="axis")
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         x = tensor(input_tensor)
@@ -180,7 +182,8 @@ reduce_all = _bool_reduction("reduce_all", "all")
 
 
 def _arg(name, fn):
-    op = def_op(name, lambda xp, x, axis, dtype: getattr(xp, fn)(x, axis=axis).astype(dtype))
+    op = def_op(name, lambda xp, x, axis, dtype: getattr(xp, fn)(x, axis=axis).astype(dtype),
+                batch="axis")
 
     def f(input, axis=None, output_type=np.int64, name=None):  # noqa: A002
         x = tensor(input)
@@ -325,7 +328,8 @@ _segment_sum = def_op("unsorted_segment_sum", _segment_sum_forward,
                       jvp=lambda ops, ts, d_shape, ids, num, lead=0:
                       None if ts[0] is None else ops.op(
                           "unsorted_segment_sum", ts[0], ids, num=num,
-                          lead=ts[0].ndim - len(d_shape)))
+                          lead=ts[0].ndim - len(d_shape)),
+                      batch="lead")
 
 
 # the gradient goes to the elements equal to their segment's extreme, shared among ties (as TF)
@@ -346,11 +350,13 @@ def _segment_extreme_jvp(ops, ts, data, ids, out, num, lead=0):
 _segment_max = def_op("unsorted_segment_max", _segment_extreme_forward("maximum"),
                       args=("data", "segment_ids"), saves=("data", "segment_ids", "out"),
                       same_dtype=False, vjp=(_segment_extreme_vjp, None),
-                      jvp=_segment_extreme_jvp)
+                      jvp=_segment_extreme_jvp,
+                      batch="lead")
 _segment_min = def_op("unsorted_segment_min", _segment_extreme_forward("minimum"),
                       args=("data", "segment_ids"), saves=("data", "segment_ids", "out"),
                       same_dtype=False, vjp=(_segment_extreme_vjp, None),
-                      jvp=_segment_extreme_jvp)
+                      jvp=_segment_extreme_jvp,
+                      batch="lead")
 
 
 def _segment_args(data, segment_ids, num_segments, op, sorted_ids=False):
@@ -457,7 +463,8 @@ def _scan_forward(fn):
 # cumsum is linear, and its transpose is the cumsum the other way
 _cumsum = def_op("cumsum", _scan_forward("cumsum"), linear=True,
                  vjp=lambda ops, g, axis, exclusive, reverse:
-                 ops.cumsum(g, axis=axis, exclusive=exclusive, reverse=not reverse))
+                 ops.cumsum(g, axis=axis, exclusive=exclusive, reverse=not reverse),
+                 batch="leading")
 
 
 # d cumprod(x)_i / dx_j = cumprod(x)_i / x_j for j in the scan of i: g's cotangent is the cumsum
@@ -471,7 +478,7 @@ def _cumprod_jvp(ops, t, x, out, axis, exclusive, reverse):
 
 
 _cumprod = def_op("cumprod", _scan_forward("cumprod"), saves=("x", "out"), vjp=_cumprod_vjp,
-                  jvp=_cumprod_jvp)
+                  jvp=_cumprod_jvp, batch="leading")
 
 
 def _scan(op, doc):

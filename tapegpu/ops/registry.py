@@ -50,6 +50,9 @@ Contract (what every rule may rely on, and must honour)
   have `c="x"`.
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
+* `batch` names how the op runs on values with a batch axis (`tg.vectorized_map`, see
+  autodiff/vectorize.py): one of `BATCH_KINDS`. `elementwise=True` gives "broadcast"; an op
+  without a kind runs once per batch element there (and says so).
 
 Adding an op: docs/adding_an_op.md. In short: one `def_op` entry in its family's file under
 `ops/`, its public function beside it, and a row in `tapegpu/testing/op_specs.py` (a meta-test
@@ -70,17 +73,33 @@ REGISTRY = {}
 # apply2 take the general path through `_finish`, so the fast path costs one list test.
 OBSERVERS = []
 
+# How an op batches (its `batch` field), each kind implemented once in autodiff/vectorize.py:
+#   broadcast      inputs broadcast against each other's leading axes (elementwise ops)
+#   matmul         as broadcast; per-example outer products as one einsum
+#   leading        the op maps over leading axes and names its axes from the right
+#   axis           as leading, with the non-negative axes of its `axis` param shifted by one
+#   reshape, broadcast_to, transpose, tile, pad, einsum: the one shape-like param rewritten
+#   first          only the first input may carry the batch axis (else the loop)
+#   merge          the batch axis folds into the op's own axis 0, which every input has
+#   filter_groups  it folds into the channels, each example a group of its own
+#   conv           merge for a shared filter, filter_groups-style groups for per-example ones
+#   channels       per-channel params (a bias): per example, the batch folds into the channels
+#   lead           the op's `lead` param (axes in front of the ones it works on) plus one
+BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to",
+               "transpose", "tile", "pad", "einsum", "first", "merge", "filter_groups", "conv",
+               "channels", "lead")
+
 
 class Op:
     """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
-                 "residuals", "view", "tensor_rule", "steps", "c")
+                 "residuals", "view", "tensor_rule", "steps", "c", "batch")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None, c=None):
+                 vjp_kernels=None, c=None, batch=None):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.forward = forward
@@ -102,6 +121,11 @@ class Op:
         self.kernels = dict(kernels or {})  # backend name -> forward kernel
         self.vjp_kernels = dict(vjp_kernels or {})  # backend name -> VJP kernel
         self.steps = {}  # the array sweep's VJP per (backend, batched): see sweep._array_step
+        if batch is None and elementwise:
+            batch = "broadcast"
+        if batch is not None and batch not in BATCH_KINDS:
+            raise ValueError(f"op {name!r}: batch={batch!r} is not one of {BATCH_KINDS}")
+        self.batch = batch  # how it runs under tg.vectorized_map (BATCH_KINDS); None: a loop
 
     @property
     def differentiable(self):
@@ -210,7 +234,7 @@ def apply(op, inputs, params):
             return _kernel_forward(op, inputs, arrays, dev, params)
         out = op.forward(dev.xp, *arrays, **params)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
-        raise _error(op, inputs, params, e) from None
+        return _failed(op, inputs, params, e)
     return _finish(op, inputs, out, dev, params, True)
 
 
@@ -222,7 +246,7 @@ def apply1(op, x, params):
             return _kernel_forward(op, (x,), (x._data,), dev, params)
         out = op.forward(dev.xp, x._data, **params) if params else op.forward(dev.xp, x._data)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
-        raise _error(op, (x,), params, e) from None
+        return _failed(op, (x,), params, e)
     if op.residuals or dev.counts_launches or _profilers or OBSERVERS:
         return _finish(op, (x,), out, dev, params, True)
     return wrap(op, (x,), out, dev, params)
@@ -241,7 +265,7 @@ def apply2(op, x, y, params):
             return _kernel_forward(op, (x, y), (xd, yd), dev, params)
         out = op.forward(dev.xp, xd, yd, **params) if params else op.forward(dev.xp, xd, yd)
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
-        raise _error(op, (x, y), params, e) from None
+        return _failed(op, (x, y), params, e)
     if op.residuals or dev.counts_launches or _profilers or OBSERVERS:
         return _finish(op, (x, y), out, dev, params, True)
     return wrap(op, (x, y), out, dev, params)
@@ -314,6 +338,18 @@ def _with_residuals(op, inputs, result, dev, params, reference):
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y
+
+
+def _failed(op, inputs, params, e):
+    """The forward raised. Where an input is a batched value of `tg.vectorized_map`, that was
+    its array refusing to be computed with (it is a stand-in whose type has `batching`): the op
+    runs by its batching rule instead. This costs nothing on the path of ordinary values.
+    Otherwise the error, naming the op and its inputs."""
+    for t in inputs:
+        batching = getattr(type(t._data), "batching", None)
+        if batching is not None:
+            return batching(op, inputs, params)
+    raise _error(op, inputs, params, e) from None
 
 
 def _error(op, inputs, params, e):

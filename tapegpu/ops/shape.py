@@ -28,7 +28,7 @@ _reshape = def_op("reshape", lambda xp, x, shape: xp.reshape(x, shape), saves=("
                   vjp=lambda ops, g, x_shape, shape:
                   ops.reshape(g, g.shape[:_nb(g, len(shape))] + x_shape),
                   jvp=lambda ops, t, x_shape, shape:
-                  ops.reshape(t, t.shape[:_nb(t, len(x_shape))] + shape))
+                  ops.reshape(t, t.shape[:_nb(t, len(x_shape))] + shape), batch="reshape")
 
 
 def reshape(tensor_, shape, name=None):
@@ -71,7 +71,7 @@ def _transpose_jvp(ops, t, perm):
 
 
 _transpose = def_op("transpose", lambda xp, x, perm: xp.transpose(x, perm), linear=True,
-                    view=True, vjp=_transpose_vjp, jvp=_transpose_jvp)
+                    view=True, vjp=_transpose_vjp, jvp=_transpose_jvp, batch="transpose")
 
 
 def transpose(a, perm=None, conjugate=False, name=None):
@@ -114,7 +114,7 @@ def _broadcast_jvp(ops, t, x_shape, shape):
 # shape is saved for the JVP, which needs its rank)
 _broadcast = def_op("broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
                     saves=("x.shape",), vjp=passthrough, jvp=_broadcast_jvp, linear=True,
-                    view=True, c="x")
+                    view=True, c="x", batch="broadcast_to")
 
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
@@ -190,7 +190,8 @@ def _concat_jvp(ops, ts, axis, sizes):
 
 
 _concat = def_op("concat", lambda xp, *xs, axis, sizes: xp.concatenate(xs, axis=axis),
-                 vjp=_concat_vjp, jvp=_concat_jvp, linear=True, variadic=True, args=("*",))
+                 vjp=_concat_vjp, jvp=_concat_jvp, linear=True, variadic=True, args=("*",),
+                 batch="leading")
 
 
 def concat(values, axis, name=None):
@@ -294,7 +295,7 @@ def _tile_vjp(ops, g, x_shape, multiples):
 _tile = def_op("tile", lambda xp, x, multiples: xp.tile(x, multiples), saves=("x.shape",),
                vjp=_tile_vjp, linear=True,
                jvp=lambda ops, t, x_shape, multiples:
-               ops.tile(t, (1,) * _nb(t, len(x_shape)) + tuple(multiples)))
+               ops.tile(t, (1,) * _nb(t, len(x_shape)) + tuple(multiples)), batch="tile")
 
 
 def tile(input, multiples, name=None):  # noqa: A002
@@ -325,7 +326,8 @@ def _pad_jvp(ops, t, paddings, constant_values):
 
 
 _pad = def_op("pad", lambda xp, x, paddings, constant_values:
-              xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp, jvp=_pad_jvp)
+              xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp, jvp=_pad_jvp,
+              batch="pad")
 
 
 def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
@@ -356,7 +358,8 @@ def _roll_forward(xp, x, shift, axis):
 _roll = def_op("roll", _roll_forward, linear=True,
                vjp=lambda ops, g, shift, axis:
                ops.op("roll", g, shift=tuple(-s for s in shift), axis=axis),
-               jvp=lambda ops, t, shift, axis: ops.op("roll", t, shift=shift, axis=axis))
+               jvp=lambda ops, t, shift, axis: ops.op("roll", t, shift=shift, axis=axis),
+               batch="leading")
 
 
 def _ints(value, what):
@@ -459,10 +462,10 @@ _getitem = def_op("getitem", _getitem_forward, saves=("x.shape",), linear=True,
                   vjp=lambda ops, g, x_shape, key, inner:
                   _scatter(ops, g, key, x_shape[len(x_shape) - inner:],
                            g_inner_ndim(key, x_shape, inner)),
-                  jvp=_getitem_jvp)
+                  jvp=_getitem_jvp, batch="leading")
 _scatter_op = def_op("getitem_grad", _scatter_forward, linear=True,
                      vjp=lambda ops, g, key, inner_shape, r, advanced:
-                     ops.op("getitem", g, key=key, inner=len(inner_shape)))
+                     ops.op("getitem", g, key=key, inner=len(inner_shape)), batch="leading")
 
 
 def g_inner_ndim(key, x_shape, inner):
@@ -565,7 +568,7 @@ def _gather_jvp(ops, ts, p_shape, indices, axis):
 
 _gather = def_op("gather", _gather_forward, args=("params", "indices"),
                  saves=("params.shape", "indices"), vjp=(_gather_vjp, None), jvp=_gather_jvp,
-                 same_dtype=False)
+                 same_dtype=False, batch="first")
 
 
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
@@ -942,13 +945,15 @@ _take_along = def_op("take_along", _take_along_forward, args=("x", "idx"), saves
                      vjp=(lambda ops, g, x_shape, idx, axis:
                           ops.op("put_along", g, idx, axis=axis, n=x_shape[axis]), None),
                      jvp=lambda ops, ts, x_shape, idx, axis:
-                     None if ts[0] is None else ops.op("take_along", ts[0], idx, axis=axis))
+                     None if ts[0] is None else ops.op("take_along", ts[0], idx, axis=axis),
+                     batch="leading")
 _put_along = def_op("put_along", _put_along_forward, args=("g", "idx"), saves=("idx",),
                     same_dtype=False,
                     vjp=(lambda ops, g, idx, axis, n: ops.op("take_along", g, idx, axis=axis),
                          None),
                     jvp=lambda ops, ts, idx, axis, n:
-                    None if ts[0] is None else ops.op("put_along", ts[0], idx, axis=axis, n=n))
+                    None if ts[0] is None else ops.op("put_along", ts[0], idx, axis=axis, n=n),
+                    batch="leading")
 
 
 def _argsort_forward(xp, x, axis, descending):
@@ -956,7 +961,7 @@ def _argsort_forward(xp, x, axis, descending):
     return xp.argsort(-x if descending else x, axis=axis, kind="stable").astype(xp.int32)
 
 
-_argsort = def_op("argsort", _argsort_forward)  # no gradient: indices
+_argsort = def_op("argsort", _argsort_forward, batch="leading")  # no gradient: indices
 
 
 def _direction(direction, op):

@@ -168,7 +168,7 @@ log_sigmoid = _unary("log_sigmoid", _log_sigmoid, saves=("x",),
 
 
 def _is(name, ufunc_name):
-    op = def_op(name, ufunc(ufunc_name))  # no gradient: a bool result
+    op = def_op(name, ufunc(ufunc_name), batch="broadcast")  # no gradient: a bool result
     return _public(op, f"Whether each element is {name[3:]} (a bool tensor; no gradient).",
                    "[1.0, 2.0]", api="tg.math")
 
@@ -312,7 +312,7 @@ def identity(input, name=None):  # noqa: A002
     return apply(identity_op, (tensor(input),), EMPTY)
 
 
-_stop_op = def_op("stop_gradient", lambda xp, x: x, view=True)
+_stop_op = def_op("stop_gradient", lambda xp, x: x, view=True, batch="broadcast")
 
 
 def stop_gradient(input, name=None):  # noqa: A002
