@@ -8,6 +8,9 @@ its per-call seeds come from Python, which a graph would replay, so those models
 tensors (sliced into `batch_size` batches, reshuffled each epoch when `shuffle=True`), or a
 `tg.data.Dataset` yielding `(x, y)` or `(x, y, sample_weight)` batches.
 """
+import warnings
+from collections.abc import Mapping
+
 import numpy as np
 
 from .. import ops
@@ -120,10 +123,56 @@ def _take(structure, idx):
         lambda v: None if v is None else convert_to_tensor(_np(v)[idx]), structure)
 
 
-class _ArrayData:
-    """Batches of in-memory arrays."""
+def _on_device(v):
+    """A private device copy of an input array (batches are then slices of it, made on the
+    device: no host-to-device copy per step)."""
+    if isinstance(v, Variable):
+        v = v._read()
+    if isinstance(v, Tensor):
+        return Tensor(v._dev.xp.array(v._data, copy=True), v._dev)
+    return convert_to_tensor(np.array(v, copy=True))
 
-    def __init__(self, x, y, sample_weight, batch_size, shuffle, who):
+
+def _rows(t, idx):
+    return Tensor(t._data[idx], t._dev)
+
+
+def class_weights(y, class_weight, who):
+    """Keras' per-example weights from `class_weight` ({class index: weight}): the class of an
+    example is its label, or the argmax of a one-hot label; classes not listed weigh 1.0."""
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"{who}: class_weight must be a dict mapping class indices to weights, "
+                        f"got {class_weight!r}")
+    if isinstance(y, (list, dict)) or (isinstance(y, tuple) and len(y) != 1):
+        raise ValueError("`class_weight` is only supported for Models with a single output.")
+    labels = _np(nest.flatten(y)[0])
+    if labels.ndim > 1:
+        labels = labels.argmax(axis=-1) if labels.shape[-1] != 1 else labels[..., 0]
+    labels = np.round(labels).astype(np.int64).reshape(labels.shape[:1])
+    return np.array([class_weight.get(int(c), 1.0) for c in labels], dtype=np.float32)
+
+
+def _weighted(batch, class_weight, who):
+    """`(x, y, sample_weight)` with the class weights folded into the sample weights."""
+    x, y, sw = batch
+    if class_weight is None:
+        return batch
+    if y is None:
+        raise ValueError(f"{who}: class_weight needs targets y")
+    w = class_weights(y, class_weight, who)
+    if sw is not None:
+        given = _np(sw)
+        if given.size != w.size:
+            raise ValueError(f"{who}: sample_weight of shape {given.shape} must hold one "
+                             f"weight per example ({w.size}) to be combined with class_weight")
+        w = (w * given.reshape(w.shape)).astype(np.float32)
+    return x, y, convert_to_tensor(w)
+
+
+class _ArrayData:
+    """Batches of in-memory arrays: copied to the device once, then sliced there per step."""
+
+    def __init__(self, x, y, sample_weight, batch_size, shuffle, who, class_weight=None):
         if batch_size is None:
             batch_size = 32
         if int(batch_size) != batch_size or batch_size <= 0:
@@ -133,40 +182,117 @@ class _ArrayData:
             if v is not None and _num_rows(v, who) != self.n:
                 raise ValueError(f"{who}: x has {self.n} rows but {label} has "
                                  f"{_num_rows(v, who)}; they must match")
-        host = lambda s: None if s is None else nest.map_structure(_np, s)  # noqa: E731
-        self.x, self.y, self.sw = host(x), host(y), host(sample_weight)  # once, not per batch
+        if class_weight is not None:
+            sample_weight = _weighted((x, y, sample_weight), class_weight, who)[2]
+        device = lambda s: None if s is None else nest.map_structure(_on_device, s)  # noqa: E731
+        self.x, self.y, self.sw = device(x), device(y), device(sample_weight)
         self.batch_size, self.shuffle = int(batch_size), shuffle
 
     def steps(self):
         return -(-self.n // self.batch_size)
 
+    full_steps = steps
+
     def __iter__(self):
         order = np.random.permutation(self.n) if self.shuffle else None
+        x, y, sw = self.x, self.y, self.sw
+        plain = isinstance(x, Tensor) and isinstance(y, (Tensor, type(None))) and sw is None
         for start in range(0, self.n, self.batch_size):
             idx = slice(start, start + self.batch_size) if order is None else \
                 order[start:start + self.batch_size]
-            yield (_take(self.x, idx), None if self.y is None else _take(self.y, idx),
-                   None if self.sw is None else _take(self.sw, idx))
+            if plain:  # the common case, without walking structures
+                yield _rows(x, idx), None if y is None else _rows(y, idx), None
+                continue
+            take = lambda s: None if s is None else nest.map_structure(  # noqa: E731
+                lambda t: _rows(t, idx), s)
+            yield take(x), take(y), take(sw)
 
 
 class _DatasetData:
-    def __init__(self, dataset, steps):
+    def __init__(self, dataset, steps, class_weight=None, who="fit"):
         self.dataset, self._steps = dataset, steps
+        self.class_weight, self.who = class_weight, who
 
     def steps(self):
         if self._steps is not None:
             return self._steps
-        n = int(self.dataset.cardinality())
+        return self.full_steps()
+
+    def full_steps(self):
+        n = self.dataset._card()
         return n if n >= 0 else None
 
     def __iter__(self):
         for i, batch in enumerate(self.dataset):
             if self._steps is not None and i >= self._steps:
                 break
-            yield _unpack(batch)
+            yield _weighted(_unpack(batch), self.class_weight, self.who)
 
 
-def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who):
+class _Epochs:
+    """The batches of each epoch. Without `steps_per_epoch` an epoch is one pass over the data.
+    With it, as Keras, the data's iterator continues from one epoch to the next; when it runs
+    out during an epoch, a warning says so, that epoch ends, and the next starts a new pass."""
+
+    def __init__(self, data, steps_per_epoch):
+        self.data, self.steps_per_epoch = data, steps_per_epoch
+        self._it = None
+        self._seen = 0
+
+    def epoch(self):
+        if self.steps_per_epoch is None:
+            yield from self.data
+            return
+        total = self.data.full_steps()  # None: not known before the data run out
+        for _ in range(self.steps_per_epoch):
+            if self._it is None:
+                self._it, self._seen = iter(self.data), 0
+            if total is not None and self._seen >= total:
+                return self._ran_out()
+            try:
+                batch = next(self._it)
+            except StopIteration:
+                return self._ran_out()
+            self._seen += 1
+            yield batch
+        if total is not None and self._seen >= total:
+            self._it = None  # a complete pass: the next epoch starts a new one
+
+    def _ran_out(self):
+        self._it = None
+        warnings.warn("Your input ran out of data; interrupting training. Make sure that your "
+                      "dataset or generator can generate at least `steps_per_epoch * epochs` "
+                      "batches. You may need to use the `.repeat()` function when building "
+                      "your dataset.", UserWarning, stacklevel=4)
+
+
+class _StepLogs(Mapping):
+    """A step's logs for callbacks, read from the metrics only when a callback looks at them
+    (reading a metric is a device-to-host copy on a GPU)."""
+
+    def __init__(self, model):
+        self._model = model
+        self._logs = None
+
+    def _values(self):
+        if self._logs is None:
+            self._logs = self._model._logs()
+        return self._logs
+
+    def __getitem__(self, key):
+        return self._values()[key]
+
+    def __iter__(self):
+        return iter(self._values())
+
+    def __len__(self):
+        return len(self._values())
+
+    def __repr__(self):
+        return repr(self._values())
+
+
+def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who, class_weight=None):
     if isinstance(x, Dataset):
         if y is not None:
             raise ValueError(f"{who}: y must not be given when x is a tg.data.Dataset (the "
@@ -177,10 +303,10 @@ def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who):
         if batch_size is not None:
             raise ValueError(f"{who}: batch_size must not be given when x is a Dataset (batch "
                              "the dataset with .batch())")
-        return _DatasetData(x, steps)
+        return _DatasetData(x, steps, class_weight, who)
     if x is None:
         raise ValueError(f"{who}: x must be given (arrays, tensors or a tg.data.Dataset)")
-    return _ArrayData(x, y, sample_weight, batch_size, shuffle, who)
+    return _ArrayData(x, y, sample_weight, batch_size, shuffle, who, class_weight)
 
 
 class Trainer:
@@ -286,11 +412,12 @@ class Trainer:
         (`verbose=2`: one line per epoch; 0: silent).
         """
         self._require_compiled("fit")
-        if class_weight is not None:
-            raise NotImplementedError("fit: class_weight is not supported; pass "
-                                      "sample_weight instead")
         if int(epochs) != epochs or epochs < 0:
             raise ValueError(f"fit: epochs must be a non-negative integer, got {epochs!r}")
+        if steps_per_epoch is not None and (int(steps_per_epoch) != steps_per_epoch or
+                                            steps_per_epoch <= 0):
+            raise ValueError(f"fit: steps_per_epoch must be a positive integer or None, got "
+                             f"{steps_per_epoch!r}")
         if not 0.0 <= validation_split < 1.0:
             raise ValueError(f"fit: validation_split must be in [0, 1), got {validation_split}")
         if validation_split:
@@ -303,7 +430,8 @@ class Trainer:
             head, tail = np.arange(cut), np.arange(cut, n)
             validation_data = (split(x, tail), split(y, tail), split(sample_weight, tail))
             x, y, sample_weight = split(x, head), split(y, head), split(sample_weight, head)
-        data = _adapter(x, y, sample_weight, batch_size, shuffle, steps_per_epoch, "fit")
+        data = _adapter(x, y, sample_weight, batch_size, shuffle, None, "fit", class_weight)
+        epochs_data = _Epochs(data, None if steps_per_epoch is None else int(steps_per_epoch))
         val = None
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
@@ -319,22 +447,27 @@ class Trainer:
         if verbose:
             cbs.append(_callbacks.ProgbarLogger(verbose))
         cbs.append(history)
-        cbs = _callbacks.CallbackList(cbs, self, {"epochs": int(epochs), "steps": data.steps(),
+        steps = data.steps() if steps_per_epoch is None else int(steps_per_epoch)
+        cbs = _callbacks.CallbackList(cbs, self, {"epochs": int(epochs), "steps": steps,
                                                   "verbose": verbose})
         self.stop_training = False
         self.history = history
         cbs.on_train_begin()
         logs = {}
         train_function = self.make_train_function()
+        batch_begin, batch_end = cbs.on_train_batch_begin, cbs.on_train_batch_end
+        batch_logs = cbs.wants("on_train_batch_end")
         for epoch in range(int(initial_epoch), int(epochs)):
             self.reset_metrics()
             cbs.on_epoch_begin(epoch)
-            for step, batch in enumerate(data):
-                cbs.on_train_batch_begin(step)
+            for step, batch in enumerate(epochs_data.epoch()):
+                batch_begin(step)
                 train_function(batch)
-                logs = self._logs()
-                cbs.on_train_batch_end(step, logs)
-            logs = dict(logs)
+                if batch_logs:  # read from the metrics only if a callback looks
+                    batch_end(step, _StepLogs(self))
+                if self.stop_training:
+                    break
+            logs = self._logs()
             if val is not None and (epoch + 1) % validation_freq == 0:
                 val_logs = self._evaluate_data(val, _callbacks.CallbackList([], self, {}))
                 logs.update({f"val_{k}": v for k, v in val_logs.items()})
