@@ -42,27 +42,92 @@ def get_optimizer(identifier):
 class _Compiled:
     def __init__(self, optimizer, loss, metrics, loss_weights):
         self.optimizer = get_optimizer(optimizer)
-        self.loss = None if loss is None else _losses.get(loss)
+        self.loss_spec = loss
+        self.loss = None if loss is None or isinstance(loss, (list, tuple, dict)) else \
+            _losses.get(loss)
+        self.loss_weights = loss_weights
         self.metric_specs = list(metrics or [])
         self.metrics = None  # created from the first batch (so 'accuracy' can see the shapes)
         self.loss_tracker = _metrics.Mean(name="loss")
+        self.output_losses = None  # [(name, loss, weight, tracker)] for several outputs
         self.run_eagerly = False
         self.train_function = None  # made by the first fit
 
-    def loss_value(self, y, y_pred, sample_weight):
-        if self.loss is None:
+    def loss_value(self, y, y_pred, sample_weight, output_names=None):
+        if self.loss_spec is None:
             raise ValueError("fit: the model was compiled without a loss; pass loss= to "
                              "compile (or override train_step)")
-        if isinstance(self.loss, _losses.Loss):
-            return self.loss(y, y_pred, sample_weight=sample_weight)
-        values = self.loss(y, y_pred)  # a function: per-example values, averaged as Keras
-        if sample_weight is not None:
-            values = values * convert_to_tensor(sample_weight, dtype=values.dtype)
-        return ops.reduce_sum(values) / float(max(1, values.size if values.ndim else 1))
+        if isinstance(y_pred, (list, tuple, dict)):
+            return self._outputs_loss(y, y_pred, sample_weight, output_names)
+        if self.loss is None:
+            raise ValueError(f"fit: compile was given losses for several outputs "
+                             f"({self.loss_spec!r}) but the model has one output")
+        return _one_loss(self.loss, y, y_pred, sample_weight)
+
+    def _outputs_loss(self, y, y_pred, sample_weight, output_names):
+        """Keras' loss of a model with several outputs: the sum over outputs of
+        `loss_weight * loss(y_i, y_pred_i)`; each weighted term is also logged as
+        '<output name>_loss'."""
+        preds = nest.flatten(y_pred)
+        if isinstance(y_pred, dict):
+            names = sorted(y_pred)
+        else:
+            names = list(output_names or [f"output_{i + 1}" for i in range(len(preds))])
+        if self.output_losses is None:
+            self.output_losses = self._resolve(names)
+        if isinstance(y, dict):
+            missing = [n for n in names if n not in y]
+            if missing:
+                raise ValueError(f"fit: the targets are a dict without keys {missing}; the "
+                                 f"model's outputs are {names}")
+            targets = [y[n] for n in names]
+        elif isinstance(y, (list, tuple)) and len(y) == len(preds):
+            targets = list(y)
+        else:
+            raise ValueError(f"fit: the model has {len(preds)} outputs {names}; y must be a "
+                             f"list of {len(preds)} targets or a dict keyed by those names")
+        total, parts = None, []
+        for (name, loss, weight, _), yt, yp in zip(self.output_losses, targets, preds):
+            if loss is None:
+                parts.append(None)
+                continue
+            value = _one_loss(loss, yt, yp, sample_weight) * float(weight)
+            parts.append(value)
+            total = value if total is None else total + value
+        if total is None:
+            raise ValueError(f"fit: no output of {names} has a loss")
+        self.last_parts = parts
+        return total
+
+    def _resolve(self, names):
+        def per_output(spec, label, default):
+            if isinstance(spec, dict):
+                unknown = sorted(set(spec) - set(names))
+                if unknown:
+                    raise ValueError(f"compile: {label} has keys {unknown} that are not output "
+                                     f"names; the outputs are {names}")
+                return [spec.get(n, default) for n in names]
+            if isinstance(spec, (list, tuple)):
+                if len(spec) != len(names):
+                    raise ValueError(f"compile: {label} has {len(spec)} entries but the model "
+                                     f"has {len(names)} outputs {names}")
+                return list(spec)
+            return [spec] * len(names)
+
+        losses = per_output(self.loss_spec, "loss", None)
+        weights = per_output(self.loss_weights if self.loss_weights is not None else 1.0,
+                             "loss_weights", 1.0)
+        return [(n, None if lo is None else _losses.get(lo), w,
+                 None if lo is None else _metrics.Mean(name=f"{n}_loss"))
+                for n, lo, w in zip(names, losses, weights)]
 
     def build_metrics(self, y, y_pred):
         if self.metrics is not None:
             return
+        if self.metric_specs and isinstance(y_pred, (list, tuple, dict)):
+            raise NotImplementedError("compile: metrics for a model with several outputs are "
+                                      "not supported (the loss, loss_weights and each output's "
+                                      "loss are); compute them in a custom train_step")
         self.metrics = []
         for spec in self.metric_specs:
             if spec in ("accuracy", "acc"):
@@ -71,6 +136,32 @@ class _Compiled:
             else:
                 m = _metrics.get(spec)
             self.metrics.append(m)
+
+    def trackers(self):
+        """The loss trackers: the total, then each output's."""
+        return [self.loss_tracker] + [t for _, _, _, t in self.output_losses or ()
+                                      if t is not None]
+
+
+def _one_loss(loss, y, y_pred, sample_weight):
+    if isinstance(loss, _losses.Loss):
+        return loss(y, y_pred, sample_weight=sample_weight)
+    values = loss(y, y_pred)  # a function: per-example values, averaged as Keras
+    if sample_weight is not None:
+        values = values * convert_to_tensor(sample_weight, dtype=values.dtype)
+    return ops.reduce_sum(values) / float(max(1, values.size if values.ndim else 1))
+
+
+def _output_names(model):
+    """The names of a functional model's outputs (their layers'), as Keras' `output_names`."""
+    outputs = getattr(model, "_outputs", None)
+    if not isinstance(outputs, (list, tuple)):
+        return None
+    names = []
+    for t in outputs:
+        history = getattr(t, "_keras_history", None)
+        names.append(history[0].layer.name if history else getattr(t, "name", None))
+    return names if all(names) and len(set(names)) == len(names) else None
 
 
 def _accuracy_for(loss, y, y_pred):
@@ -316,10 +407,19 @@ class Trainer:
                 weighted_metrics=None, run_eagerly=False, steps_per_execution=1,
                 jit_compile="auto", auto_scale_loss=True):
         """Sets the optimizer (a name or instance), the loss (a name, `Loss` or function) and
-        the metrics (names such as 'accuracy', `Metric`s or functions) used by `fit`."""
-        if loss_weights is not None or weighted_metrics is not None:
-            raise NotImplementedError("compile: loss_weights and weighted_metrics (multi-output "
-                                      "models) are not supported")
+        the metrics (names such as 'accuracy', `Metric`s or functions) used by `fit`.
+
+        For a model with several outputs, `loss` is one loss for every output, a list (one
+        per output) or a dict keyed by output names (the output layers' names), and
+        `loss_weights` a list or dict of the outputs' weights: the loss is the weighted sum,
+        and each output's weighted loss is logged as '<name>_loss' (Keras 3). Metrics are
+        not supported for several outputs."""
+        if weighted_metrics is not None:
+            raise NotImplementedError("compile: weighted_metrics are not supported (metrics "
+                                      "are weighted by sample_weight already)")
+        if loss_weights is not None and not isinstance(loss_weights, (list, tuple, dict)):
+            raise TypeError(f"compile: loss_weights must be a list or a dict keyed by output "
+                            f"names, got {loss_weights!r}")
         if metrics is not None and not isinstance(metrics, (list, tuple)):
             raise TypeError(f"compile: metrics must be a list, got {metrics!r}")
         self._compiled = _Compiled(optimizer, loss, metrics, loss_weights)
@@ -337,7 +437,7 @@ class Trainer:
         c = getattr(self, "_compiled", None)
         if c is None:
             return []
-        return [c.loss_tracker] + list(c.metrics or [])
+        return c.trackers() + list(c.metrics or [])
 
     @property
     def metrics_names(self):
@@ -354,7 +454,7 @@ class Trainer:
         c = self._compiled
         with GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = c.loss_value(y, y_pred, sw)
+            loss = c.loss_value(y, y_pred, sw, _output_names(self))
             penalties = self.losses  # the weights' regularization
             if penalties:
                 loss = loss + ops.add_n([ops.cast(p, loss.dtype) for p in penalties])
@@ -367,12 +467,16 @@ class Trainer:
         """The loss and metrics of a batch `(x, y[, sample_weight])`, without updating."""
         x, y, sw = data
         y_pred = self(x, training=False)
-        loss = self._compiled.loss_value(y, y_pred, sw)
+        loss = self._compiled.loss_value(y, y_pred, sw, _output_names(self))
         return self._update_metrics(loss, y, y_pred, sw, x)
 
     def _update_metrics(self, loss, y, y_pred, sw, x):
         c = self._compiled
-        c.loss_tracker.update_state(loss, sample_weight=_num_rows(x, "fit"))
+        rows = _num_rows(x, "fit")
+        c.loss_tracker.update_state(loss, sample_weight=rows)
+        for (_, _, _, tracker), part in zip(c.output_losses or (), getattr(c, "last_parts", ())):
+            if tracker is not None:
+                tracker.update_state(part, sample_weight=rows)
         c.build_metrics(y, y_pred)
         for m in c.metrics:
             m.update_state(y, y_pred, sample_weight=sw)
@@ -408,8 +512,14 @@ class Trainer:
             validation_batch_size=None, validation_freq=1):
         """Trains for `epochs` epochs; returns a `keras.callbacks.History`.
 
-        Prints a progress bar per step on a terminal and one line per epoch otherwise
-        (`verbose=2`: one line per epoch; 0: silent).
+        Prints a progress bar on a terminal (redrawn at most every 0.05 s) and one line per
+        epoch otherwise (`verbose=2`: one line per epoch; 0: silent). As Keras:
+        `class_weight` ({class: weight}) multiplies each example's `sample_weight` by its
+        class's weight (classes not listed: 1); `validation_split` keeps the last fraction
+        of the arrays for validation; epochs are numbered from `initial_epoch`; with
+        `steps_per_epoch` the data's iterator continues from one epoch to the next (a
+        warning says when it runs out, and the next epoch starts over). Per-step logs are
+        read from the metrics only when a callback reads them.
         """
         self._require_compiled("fit")
         if int(epochs) != epochs or epochs < 0:

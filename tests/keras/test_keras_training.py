@@ -419,3 +419,71 @@ def test_initial_epoch_and_steps_per_epoch():
         assert firsts == [0.0, 1.0, 2.0, 0.0, 1.0] and h.epoch == [0, 1, 2]
     with pytest.raises(ValueError, match="steps_per_epoch must be a positive integer"):
         model.fit(x, y, steps_per_epoch=0, verbose=0)
+
+
+def _two_output_model():
+    tg.random.set_seed(0)
+    inputs = keras.Input(shape=(6,))
+    hidden = keras.layers.Dense(8, activation="tanh", name="hidden")(inputs)
+    a = keras.layers.Dense(1, name="reg")(hidden)
+    b = keras.layers.Dense(4, name="cls")(hidden)
+    return keras.Model(inputs, [a, b])
+
+
+def test_loss_weights_for_a_model_with_two_outputs():
+    x, y = _blobs(n=64)
+    target = x[:, :1] * 2.0
+    xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model = _two_output_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss=["mse", xent],
+                  loss_weights=[0.5, 2.0])
+    loss, reg_loss, cls_loss = model.evaluate(x, [target, y], batch_size=64, verbose=0)
+    pa, pb = model(x)
+    want_reg = 0.5 * float(keras.losses.MeanSquaredError()(target, pa))
+    want_cls = 2.0 * float(xent(y, pb))
+    assert reg_loss == pytest.approx(want_reg, rel=1e-5)
+    assert cls_loss == pytest.approx(want_cls, rel=1e-5)
+    assert loss == pytest.approx(want_reg + want_cls, rel=1e-5)
+    # dicts keyed by output (layer) names give the same; fit logs each output's loss
+    other = _two_output_model()
+    other.compile(optimizer=keras.optimizers.SGD(0.05), loss={"reg": "mse", "cls": xent},
+                  loss_weights={"reg": 0.5, "cls": 2.0})
+    logs = other.evaluate(x, {"reg": target, "cls": y}, batch_size=64, verbose=0,
+                          return_dict=True)
+    assert logs == {"loss": pytest.approx(loss, rel=1e-6),
+                    "reg_loss": pytest.approx(reg_loss, rel=1e-6),
+                    "cls_loss": pytest.approx(cls_loss, rel=1e-6)}
+    h = model.fit(x, [target, y], epochs=5, batch_size=16, verbose=0).history
+    assert sorted(h) == ["cls_loss", "loss", "reg_loss"]
+    assert h["loss"][-1] < h["loss"][0]
+    np.testing.assert_allclose(h["loss"], np.add(h["reg_loss"], h["cls_loss"]), rtol=1e-5)
+    # a weight of 0 leaves that output untrained
+    frozen = _two_output_model()
+    frozen.compile(optimizer=keras.optimizers.SGD(0.05), loss=["mse", xent],
+                   loss_weights=[1.0, 0.0])
+    cls, reg = [next(la for la in frozen.layers if la.name == n) for n in ("cls", "reg")]
+    before = [v.numpy() for v in cls.trainable_variables + reg.trainable_variables]
+    frozen.fit(x, [target, y], epochs=1, batch_size=16, verbose=0)
+    after = [v.numpy() for v in cls.trainable_variables + reg.trainable_variables]
+    for i, (a, b) in enumerate(zip(before, after)):
+        assert np.array_equal(a, b) == (i < len(cls.trainable_variables))
+
+
+def test_several_outputs_errors():
+    x, y = _blobs(n=16)
+    model = _two_output_model()
+    model.compile(optimizer="sgd", loss=["mse"])
+    with pytest.raises(ValueError, match=r"compile: loss has 1 entries but the model has 2 "
+                                         r"outputs \['reg', 'cls'\]"):
+        model.fit(x, [x[:, :1], y], verbose=0)
+    model.compile(optimizer="sgd", loss="mse", loss_weights={"nope": 1.0})
+    with pytest.raises(ValueError, match=r"loss_weights has keys \['nope'\] that are not"):
+        model.fit(x, [x[:, :1], y], verbose=0)
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match="the model has 2 outputs"):
+        model.fit(x, y, verbose=0)
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    with pytest.raises(NotImplementedError, match="metrics for a model with several outputs"):
+        model.fit(x, [x[:, :1], x[:, :4]], verbose=0)
+    with pytest.raises(TypeError, match="compile: loss_weights must be a list or a dict"):
+        model.compile(optimizer="sgd", loss="mse", loss_weights=0.5)
