@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .. import backends as _backend
 from .. import ops
 from ..autodiff.tape import GradientTape
 from ..core import nest
@@ -215,12 +216,15 @@ def _take(structure, idx):
 
 
 def _on_device(v):
-    """A private device copy of an input array (batches are then slices of it, made on the
-    device: no host-to-device copy per step)."""
+    """A private copy of an input array on the current device (batches are then slices of
+    it, made on the device: no host-to-device copy per step)."""
     if isinstance(v, Variable):
         v = v._read()
+    dev = _backend.current()
     if isinstance(v, Tensor):
-        return Tensor(v._dev.xp.array(v._data, copy=True), v._dev)
+        if v._dev is dev:
+            return Tensor(dev.xp.array(v._data, copy=True), dev)
+        return Tensor(dev.asarray(v._dev.to_numpy(v._data)), dev)
     return convert_to_tensor(np.array(v, copy=True))
 
 
@@ -378,6 +382,9 @@ class _StepLogs(Mapping):
 
     def __len__(self):
         return len(self._values())
+
+    def copy(self):
+        return dict(self._values())
 
     def __repr__(self):
         return repr(self._values())

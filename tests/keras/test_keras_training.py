@@ -487,3 +487,23 @@ def test_several_outputs_errors():
         model.fit(x, [x[:, :1], x[:, :4]], verbose=0)
     with pytest.raises(TypeError, match="compile: loss_weights must be a list or a dict"):
         model.compile(optimizer="sgd", loss="mse", loss_weights=0.5)
+
+
+def test_fit_on_tensors_of_another_device_and_step_logs_for_callbacks():
+    x, y = _blobs(n=64)
+    with tg.device("cpu"):
+        xt, yt = tg.constant(x), tg.constant(y)
+    model = _compiled_model()
+    seen = []
+
+    def look(batch, logs):
+        seen.append((sorted(logs), logs.copy()["loss"], dict(logs)["loss"]))
+
+    model.fit(xt, yt, epochs=1, batch_size=32, verbose=0,
+              callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=look)])
+    assert [s[0] for s in seen] == [["accuracy", "loss"]] * 2
+    assert all(np.isfinite(s[1]) and s[1] == s[2] for s in seen)
+    # the batches were made on the current device, where the model's variables are
+    assert model.trainable_variables[0].device == tg.zeros(1).device
+    np.testing.assert_allclose(model.predict(xt, verbose=0), model(x).numpy(), rtol=1e-5,
+                               atol=1e-6)
