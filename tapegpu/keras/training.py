@@ -335,9 +335,12 @@ class _Epochs:
         self._seen = 0
 
     def epoch(self):
+        """An iterator of this epoch's batches."""
         if self.steps_per_epoch is None:
-            yield from self.data
-            return
+            return iter(self.data)
+        return self._steps()
+
+    def _steps(self):
         total = self.data.full_steps()  # None: not known before the data run out
         for _ in range(self.steps_per_epoch):
             if self._it is None:
