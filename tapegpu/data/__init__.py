@@ -8,12 +8,21 @@ nested elements, batching and padding).
 """
 import types as _types
 
-from .dataset import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
+from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset,
+                      DatasetSpec, Options)
 from .iterators import Iterator
 
 # tf.data.experimental's names for the same constants
+class AutoShardPolicy:
+    """`tf.data.experimental.AutoShardPolicy`'s values (accepted in `Options`; tapegpu does not
+    shard pipelines by itself: use `Dataset.shard`)."""
+    OFF, AUTO, FILE, DATA, HINT = -1, 0, 1, 2, 3
+
+
 experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE,
                                       INFINITE_CARDINALITY=INFINITE_CARDINALITY,
-                                      UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY)
+                                      UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY,
+                                      AutoShardPolicy=AutoShardPolicy)
 
-__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "Iterator"]
+__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
+           "Iterator", "Options"]

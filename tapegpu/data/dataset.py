@@ -6,6 +6,7 @@ created on the device current at `iter()`. Transformations return new datasets. 
 element's structure is described by `element_spec` (`tg.TensorSpec`s) and the number of
 elements by `cardinality()` (`INFINITE_CARDINALITY`, `UNKNOWN_CARDINALITY` when not known).
 """
+import collections
 import contextlib
 import itertools
 import os
@@ -18,7 +19,7 @@ from ..core.tensor import Tensor, constant
 from ..function import TensorSpec
 from ..ops import random as _random
 from ..ops.registry import InvalidArgumentError
-from . import iterators, structure
+from . import cache_file, iterators, structure
 
 AUTOTUNE = -1
 INFINITE_CARDINALITY = -1
@@ -321,8 +322,12 @@ class Dataset:
         return _Skip(self, _count(count, "Dataset.skip", "count", -1))
 
     def cache(self, filename="", name=None):
-        """Keeps the elements in memory after the first complete iteration; later iterations
-        read them from there (a partial first iteration caches nothing).
+        """Keeps the elements after the first complete iteration; later iterations read them
+        from there instead of computing them. With `filename` ('' : in memory) they are kept
+        in the file `filename + '.tgcache'` (tapegpu's own format, see `cache_file`), which
+        later iterations and other processes read; it is written under a temporary name and
+        renamed when the input is exhausted, so an iteration that stops early caches nothing
+        (as tf.data, an incomplete cache is never used).
 
         >>> calls = []
         >>> ds = tg.data.Dataset.range(3).map(lambda x: calls.append(1) or x).cache()
@@ -330,10 +335,11 @@ class Dataset:
         >>> len(calls)
         3
         """
-        if filename:
-            raise NotImplementedError("Dataset.cache: only the in-memory cache (filename='') "
-                                      "is supported")
-        return _Cache(self)
+        if not isinstance(filename, (str, os.PathLike)) or \
+                not isinstance(os.fspath(filename), str):
+            raise TypeError(f"Dataset.cache: filename must be a str or path, got {filename!r}")
+        filename = os.fspath(filename)
+        return _Cache(self, filename)
 
     def prefetch(self, buffer_size, name=None):
         """Elements produced ahead by a background thread into a buffer of `buffer_size`
@@ -370,6 +376,106 @@ class Dataset:
             raise InvalidArgumentError(f"Dataset.shard: Index must be between 0 and "
                                        f"{num_shards - 1} (currently index = {index}).")
         return _Shard(self, num_shards, index)
+
+    def flat_map(self, map_func, name=None):
+        """`map_func` maps each element to a dataset; the elements of those datasets follow one
+        another (`interleave` with `cycle_length=1`).
+
+        >>> ds = tg.data.Dataset.range(1, 4).flat_map(
+        ...     lambda x: tg.data.Dataset.from_tensors(x).repeat(x))
+        >>> [int(v) for v in ds]
+        [1, 2, 2, 3, 3, 3]
+        """
+        _check_callable(map_func, "Dataset.flat_map", "map_func")
+        return _Interleave(self, map_func, 1, 1, None, "Dataset.flat_map")
+
+    def interleave(self, map_func, cycle_length=None, block_length=None,
+                   num_parallel_calls=None, deterministic=None, name=None):
+        """`map_func` maps each element to a dataset; `cycle_length` of those are open at a
+        time and `block_length` consecutive elements are taken from each in turn. When one
+        ends, the next input element's dataset takes its place when the cycle comes back to
+        it (tf.data's order). `cycle_length` None or `tg.data.AUTOTUNE`: the number of CPUs.
+        With `num_parallel_calls`, each open dataset is read ahead by a thread of its own (up
+        to `num_parallel_calls` of them); the order stays the same (also with
+        `deterministic=False`).
+
+        >>> ds = tg.data.Dataset.range(1, 6).interleave(
+        ...     lambda x: tg.data.Dataset.from_tensors(x).repeat(6), cycle_length=2,
+        ...     block_length=4)
+        >>> [int(v) for v in ds]  # doctest: +NORMALIZE_WHITESPACE
+        [1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5,
+         5]
+        """
+        who = "Dataset.interleave"
+        _check_callable(map_func, who, "map_func")
+        cycle_length = _count(cycle_length, who, "cycle_length", AUTOTUNE, none_as=AUTOTUNE)
+        if cycle_length in (AUTOTUNE, 0):
+            if cycle_length == 0:
+                raise InvalidArgumentError(f"{who}: cycle_length must be positive or "
+                                           "tg.data.AUTOTUNE (-1), got 0")
+            cycle_length = os.cpu_count() or 1
+        block_length = _count(block_length, who, "block_length", 1, none_as=1)
+        threads = None
+        if num_parallel_calls is not None:
+            threads = _count(num_parallel_calls, who, "num_parallel_calls", AUTOTUNE)
+            if threads == 0:
+                raise InvalidArgumentError(f"{who}: num_parallel_calls must be positive or "
+                                           "tg.data.AUTOTUNE (-1), got 0")
+            if threads == AUTOTUNE:
+                threads = cycle_length
+        return _Interleave(self, map_func, cycle_length, block_length, threads, who)
+
+    def window(self, size, shift=None, stride=1, drop_remainder=False, name=None):
+        """Windows of `size` elements, each a dataset (for tuple or dict elements, a tuple or
+        dict of datasets, one per component, as tf.data). Window k starts at input element
+        `k * shift` (`shift` defaults to `size`) and takes every `stride`-th element from
+        there. The last windows are shorter unless `drop_remainder`.
+
+        >>> windows = tg.data.Dataset.range(7).window(3, shift=2, drop_remainder=True)
+        >>> [[int(v) for v in w] for w in windows]
+        [[0, 1, 2], [2, 3, 4], [4, 5, 6]]
+        >>> [[int(v) for v in w] for w in tg.data.Dataset.range(7).window(3, 1, 2, True)]
+        [[0, 2, 4], [1, 3, 5], [2, 4, 6]]
+        >>> ds = tg.data.Dataset.range(5).window(2).flat_map(lambda w: w.batch(2))
+        >>> [b.numpy().tolist() for b in ds]
+        [[0, 1], [2, 3], [4]]
+        """
+        who = "Dataset.window"
+        size = _count(size, who, "size", 1)
+        shift = _count(shift, who, "shift", 1, none_as=size)
+        stride = _count(stride, who, "stride", 1)
+        return _Window(self, size, shift, stride, bool(drop_remainder))
+
+    def rebatch(self, batch_size, drop_remainder=False, name=None):
+        """The rows of the (batched) elements regrouped into batches of `batch_size`, as
+        `unbatch().batch(batch_size, drop_remainder)`.
+
+        >>> ds = tg.data.Dataset.range(6).batch(4).rebatch(3)
+        >>> [b.numpy().tolist() for b in ds]
+        [[0, 1, 2], [3, 4, 5]]
+        """
+        batch_size = _count(batch_size, "Dataset.rebatch", "batch_size", 1)
+        return self.unbatch().batch(batch_size, drop_remainder)
+
+    def options(self):
+        """The `tg.data.Options` set on this dataset and its inputs (`with_options`)."""
+        return _options_of(self)
+
+    def with_options(self, options, name=None):
+        """This dataset with `options` (a `tg.data.Options`) set; options set later override
+        earlier ones. They are accepted and reported by `options()`; tapegpu's pipelines
+        always keep the order of their elements, and need no threading or optimisation
+        settings.
+
+        >>> options = tg.data.Options()
+        >>> options.deterministic = False
+        >>> tg.data.Dataset.range(3).with_options(options).options().deterministic
+        False
+        """
+        if not isinstance(options, Options):
+            raise TypeError(f"Dataset.with_options: options must be a tg.data.Options, got "
+                            f"{options!r}")
+        return _WithOptions(self, options)
 
     def reduce(self, initial_state, reduce_func, name=None):
         """Folds the elements into a state: `state = reduce_func(state, element)`, starting
@@ -638,7 +744,7 @@ class _Map(_Unary):
         outs = []
         with np.errstate(all="ignore"), iterators.Context(dev).scope:
             for size in (1, 2):
-                element = nest.map_structure(lambda s: structure.placeholder(s, size, dev), spec)
+                element = nest.map_structure(lambda s: _placeholder(s, size, dev), spec)
                 outs.append(structure.spec_of(self._apply(element)))
         unknown_rank = any(s.shape is None for s in nest.flatten(spec))
         return nest.map_structure(
@@ -907,11 +1013,35 @@ class _Skip(_Unary):
 
 
 class _Cache(_Unary):
-    def __init__(self, input_dataset):
+    def __init__(self, input_dataset, filename=""):
         super().__init__(input_dataset)
         self._elements = None
+        self._filename = filename
 
     def _iterate(self, ctx):
+        if self._filename:
+            return self._iterate_file(ctx)
+        return self._iterate_memory(ctx)
+
+    def _iterate_file(self, ctx):
+        spec = self.element_spec
+        leaves = nest.flatten(spec)
+        if os.path.exists(cache_file.path_of(self._filename)):
+            for arrays in cache_file.read(self._filename, leaves):
+                yield structure.pack(spec, [Tensor(ctx.dev.asarray(a), ctx.dev) for a in arrays])
+            return
+        writer = cache_file.Writer(self._filename, leaves)
+        try:
+            with contextlib.closing(self._input._iterate(ctx)) as elements:
+                for element in elements:
+                    writer.write([t._dev.to_numpy(t._data) for t in structure.flatten(element)])
+                    yield element
+        except BaseException:  # stopped early or failed: no cache
+            writer.discard()
+            raise
+        writer.finish()
+
+    def _iterate_memory(self, ctx):
         cached = self._elements
         if cached is not None:
             for element in cached:
@@ -972,3 +1102,261 @@ class _Shard(_Unary):
         return n // self._num + (1 if self._index < n % self._num else 0)
 
 
+
+
+# -- datasets of datasets ------------------------------------------------------------------------
+
+class DatasetSpec:
+    """The spec of a dataset-valued component (the windows of `Dataset.window`): the
+    `element_spec` of the datasets it holds."""
+
+    def __init__(self, element_spec):
+        self.element_spec = element_spec
+
+    def __eq__(self, other):
+        return isinstance(other, DatasetSpec) and other.element_spec == self.element_spec
+
+    def __hash__(self):
+        return hash(repr(self.element_spec))
+
+    def __repr__(self):
+        return f"DatasetSpec({self.element_spec!r})"
+
+
+class _Elements(Dataset):
+    """A finite dataset of elements already computed (a window's)."""
+
+    def __init__(self, elements, spec):
+        self._elements = elements
+        self._spec_value = spec
+
+    def _iterate(self, ctx):
+        for element in self._elements:
+            yield nest.map_structure(lambda t: structure.to_device(t, ctx.dev), element)
+
+    def _spec(self):
+        return self._spec_value
+
+    def _card(self):
+        return len(self._elements)
+
+
+def _placeholder(spec, size, dev):
+    """A stand-in value for `spec` (a dataset for a DatasetSpec), to find a function's output
+    structure as tf.data traces it."""
+    if isinstance(spec, DatasetSpec):
+        return _Elements([], spec.element_spec)
+    return structure.placeholder(spec, size, dev)
+
+
+class _Interleave(_Unary):
+    def __init__(self, input_dataset, fn, cycle_length, block_length, threads, who):
+        super().__init__(input_dataset)
+        self._fn = fn
+        self._cycle, self._block, self._threads = cycle_length, block_length, threads
+        self._who = who
+
+    def _open(self, element, ctx, readers):
+        ds = _call(self._fn, element)
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"{self._who}: map_func must return a tg.data.Dataset, got "
+                            f"{type(ds).__name__}: {ds!r}")
+        if self._threads is not None and readers < self._threads:
+            return iterators.Prefetcher(ds._iterate, 2, ctx)
+        return ds._iterate(ctx)
+
+    def _iterate(self, ctx):
+        slots = [None] * self._cycle
+        with contextlib.closing(self._input._iterate(ctx)) as inputs:
+            try:
+                yield from self._cycle_through(inputs, slots, ctx)
+            finally:
+                for it in slots:
+                    if it is not None:
+                        it.close()
+
+    def _cycle_through(self, inputs, slots, ctx):
+        index, input_done = 0, False
+        while True:
+            it = slots[index]
+            if it is None and not input_done:
+                element = next(inputs, None)
+                if element is None:
+                    input_done = True
+                else:
+                    readers = sum(isinstance(s, iterators.Prefetcher) for s in slots)
+                    it = slots[index] = self._open(element, ctx, readers)
+            if it is not None:
+                for _ in range(self._block):
+                    value = next(it, None)
+                    if value is None:  # this one has ended: its slot is refilled next time
+                        it.close()
+                        slots[index] = None
+                        break
+                    yield value
+            if input_done and all(s is None for s in slots):
+                return
+            index = (index + 1) % self._cycle
+
+    def _spec(self):
+        spec = self._input.element_spec
+        dev = _backend.lookup("cpu")
+        with np.errstate(all="ignore"), iterators.Context(dev).scope:
+            element = nest.map_structure(lambda s: _placeholder(s, 1, dev), spec)
+            ds = _call(self._fn, element)
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"{self._who}: map_func must return a tg.data.Dataset, got "
+                            f"{type(ds).__name__}: {ds!r}")
+        return ds.element_spec
+
+    def _card(self):
+        return UNKNOWN_CARDINALITY
+
+
+class _Window(_Unary):
+    def __init__(self, input_dataset, size, shift, stride, drop_remainder):
+        super().__init__(input_dataset)
+        self._size, self._shift, self._stride = size, shift, stride
+        self._drop = drop_remainder
+
+    def _iterate(self, ctx):
+        span = (self._size - 1) * self._stride + 1  # input elements one window covers
+        buffer = collections.deque()
+        spec = self._input.element_spec
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
+            done = False
+            while True:
+                while not done and len(buffer) < span:
+                    element = next(elements, None)
+                    if element is None:
+                        done = True
+                    else:
+                        buffer.append(element)
+                if not buffer:
+                    return
+                window = list(itertools.islice(buffer, 0, span, self._stride))
+                if len(window) < self._size and self._drop:
+                    return
+                yield self._as_datasets(window, spec)
+                for _ in range(min(self._shift, len(buffer))):
+                    buffer.popleft()
+                if done and not buffer:
+                    return
+                skip = self._shift - span  # windows further apart than they are long
+                while skip > 0 and not done:
+                    if next(elements, None) is None:
+                        done = True
+                    skip -= 1
+
+    @staticmethod
+    def _as_datasets(window, spec):
+        leaves = [structure.flatten(e) for e in window]
+        specs = nest.flatten(spec)
+        return nest.pack_sequence_as(spec, [
+            _Elements([ls[c] for ls in leaves], specs[c]) for c in range(len(specs))])
+
+    def _spec(self):
+        return nest.map_structure(DatasetSpec, self._input.element_spec)
+
+    def _card(self):
+        n = self._input._card()
+        if n < 0:
+            return n
+        if self._drop:
+            span = (self._size - 1) * self._stride + 1
+            return 0 if n < span else (n - span) // self._shift + 1
+        return -(-n // self._shift)
+
+
+# -- options ---------------------------------------------------------------------------------------
+
+class _OptionGroup:
+    """A group of options (`options.threading`, `options.experimental_optimization`, ...):
+    any attribute can be set and is kept."""
+
+    def __init__(self, name):
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_values", {})
+
+    def __getattr__(self, key):
+        if key.startswith("_"):
+            raise AttributeError(key)
+        return self._values.get(key)
+
+    def __setattr__(self, key, value):
+        self._values[key] = value
+
+    def __repr__(self):
+        return f"<{self._name} {self._values}>"
+
+
+class Options:
+    """Settings of a pipeline, as `tf.data.Options`: `deterministic`, `threading.*`,
+    `experimental_optimization.*`, `experimental_distribute.*`, `autotune.*`, ... Set them
+    and apply them with `Dataset.with_options`. tapegpu accepts and reports them; its
+    pipelines always keep their order and need no tuning.
+
+    >>> options = tg.data.Options()
+    >>> options.experimental_distribute.auto_shard_policy = (
+    ...     tg.data.experimental.AutoShardPolicy.OFF)
+    >>> options.threading.private_threadpool_size = 2
+    """
+
+    _GROUPS = ("autotune", "experimental_distribute", "experimental_optimization", "threading")
+    _SCALARS = ("deterministic", "experimental_deterministic", "experimental_external_state_policy",
+                "experimental_slack", "experimental_symbolic_checkpoint",
+                "experimental_warm_start")
+
+    def __init__(self):
+        for g in self._GROUPS:
+            object.__setattr__(self, g, _OptionGroup(f"Options.{g}"))
+        for k in self._SCALARS:
+            object.__setattr__(self, k, None)
+
+    def __setattr__(self, key, value):
+        if key not in self._SCALARS:
+            raise AttributeError(f"Cannot set the property {key} on Options (valid: "
+                                 f"{', '.join(self._SCALARS + self._GROUPS)})")
+        object.__setattr__(self, key, value)
+
+    def merge(self, options):
+        """These options with `options`' set values on top."""
+        out = Options()
+        for src in (self, options):
+            for k in self._SCALARS:
+                if getattr(src, k) is not None:
+                    object.__setattr__(out, k, getattr(src, k))
+            for g in self._GROUPS:
+                getattr(out, g)._values.update(getattr(src, g)._values)
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, Options) and all(
+            getattr(self, k) == getattr(other, k) for k in self._SCALARS) and all(
+            getattr(self, g)._values == getattr(other, g)._values for g in self._GROUPS)
+
+    __hash__ = None
+
+
+class _WithOptions(_Unary):
+    def __init__(self, input_dataset, options):
+        super().__init__(input_dataset)
+        self._options = options
+
+    def _iterate(self, ctx):
+        return self._input._iterate(ctx)
+
+
+def _options_of(dataset):
+    """The options of `dataset`: those of its inputs, then its own on top."""
+    out = Options()
+    inputs = []
+    if isinstance(dataset, _Unary):
+        inputs = [dataset._input]
+    elif isinstance(dataset, _Zip):
+        inputs = nest.flatten(dataset._datasets)
+    for d in inputs:
+        out = out.merge(_options_of(d))
+    if isinstance(dataset, _WithOptions):
+        out = out.merge(dataset._options)
+    return out

@@ -125,17 +125,98 @@ def _to_numpy(t):
 _ITEM, _END, _ERROR = 0, 1, 2
 
 
+class HostStream:
+    """The copy stream of a device without streams (numpy, cuda_emu): work is done when the
+    call returns, so there is nothing to order or to hold. It has `DeviceStream`'s interface,
+    so prefetch runs the same code on every device."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def record(self):
+        return None
+
+    def hand_over(self, element, ready):
+        return element
+
+    def release(self):
+        pass
+
+
+class DeviceStream:
+    """A CUDA stream of its own for a prefetch thread (CuPy's `cuda.Stream`): the input
+    pipeline's work and its host-to-device copies are queued on it, so they overlap the
+    consumer's steps on the current stream.
+
+    `record()` (in the producer, after an element) gives an event; `hand_over(element,
+    event)` (in the consumer) makes the consumer's current stream wait for it on the GPU (no
+    host sync). CuPy's memory pool returns an array freed later to the pool of the stream
+    that allocated it, where the next copy could reuse it while a queued step still reads
+    it; so each element handed over is held until an event recorded on the consumer's
+    stream at the next hand-over (after the steps that used it were queued) has completed.
+    """
+
+    def __init__(self, cuda):
+        self._cuda = cuda
+        self._stream = cuda.Stream(non_blocking=True)
+        self._held = collections.deque()  # [element, event after its use or None]
+
+    def __enter__(self):
+        self._stream.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._stream.__exit__(*exc)
+
+    def record(self):
+        return self._stream.record()
+
+    def hand_over(self, element, ready):
+        current = self._cuda.get_current_stream()
+        current.wait_event(ready)
+        if self._held:
+            after = current.record()
+            for entry in self._held:
+                if entry[1] is None:
+                    entry[1] = after
+            while self._held and self._held[0][1].done:
+                self._held.popleft()
+        self._held.append([element, None])
+        return element
+
+    def release(self):
+        """At the end: waits for the steps that used the held elements, then drops them."""
+        if self._held:
+            self._cuda.get_current_stream().synchronize()
+            self._held.clear()
+
+
+def copy_stream(dev):
+    """The stream a prefetch thread computes on for device `dev`."""
+    cuda = getattr(dev.xp, "cuda", None)
+    if cuda is not None and hasattr(cuda, "Stream") and hasattr(cuda, "get_current_stream"):
+        with dev.context():  # the stream belongs to the device's GPU
+            return DeviceStream(cuda)
+    return HostStream()
+
+
 class Prefetcher:
     """Elements of `source(ctx)` computed by a background thread into a queue of at most
-    `buffer_size`; the producer's exceptions are raised by `next`. The thread ends at the end
-    of the input, on `close()`, or when this object is dropped."""
+    `buffer_size`; the producer's exceptions are raised by `next`. The thread runs the input
+    pipeline on a stream of its own (`copy_stream`: on a GPU, a CUDA stream, so that its
+    copies to the device overlap the consumer's steps). It ends at the end of the input, on
+    `close()`, or when this object is dropped."""
 
     def __init__(self, source, buffer_size, ctx):
         self._queue = queue.Queue(maxsize=buffer_size)
         self._stop = threading.Event()
         self._done = False
+        self._stream = copy_stream(ctx.dev)
         self._thread = threading.Thread(
-            target=_produce, args=(source, ctx, self._queue, self._stop),
+            target=_produce, args=(source, ctx, self._stream, self._queue, self._stop),
             name="tg.data.prefetch", daemon=True)
         self._thread.start()
         weakref.finalize(self, self._stop.set)  # the thread holds no reference to self
@@ -148,8 +229,9 @@ class Prefetcher:
             raise StopIteration
         kind, value = self._queue.get()
         if kind == _ITEM:
-            return value
+            return self._stream.hand_over(*value)
         self._done = True
+        self._stream.release()
         if kind == _ERROR:
             raise value
         raise StopIteration
@@ -157,6 +239,7 @@ class Prefetcher:
     def close(self):
         self._done = True
         self._stop.set()
+        self._stream.release()
 
 
 def _put(q, stop, item):
@@ -169,13 +252,13 @@ def _put(q, stop, item):
     return False
 
 
-def _produce(source, ctx, q, stop):
-    with ctx.scope:
+def _produce(source, ctx, stream, q, stop):
+    with ctx.scope, stream:
         it = None
         try:
             it = source(ctx)
             for element in it:
-                if not _put(q, stop, (_ITEM, element)):
+                if not _put(q, stop, (_ITEM, (element, stream.record()))):
                     return
             _put(q, stop, (_END, None))
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it

@@ -1,14 +1,20 @@
-"""Keras callbacks: `Callback`, `History`, `EarlyStopping`, `LambdaCallback`, `ProgbarLogger`.
+"""Keras callbacks: `Callback`, `History`, `EarlyStopping`, `ModelCheckpoint`, `LambdaCallback`,
+`ProgbarLogger`, `LearningRateScheduler`, `ReduceLROnPlateau`, `TerminateOnNaN`, `CSVLogger`.
 
 `fit` calls `on_train_begin`, then per epoch `on_epoch_begin`, `on_train_batch_begin/end` per
 step, `on_epoch_end(epoch, logs)` (logs hold 'loss', the metrics and their 'val_' versions),
 and `on_train_end`. A callback stops training by setting `self.model.stop_training = True`.
 """
+import csv
+import os
 import sys
 import time
 import warnings
 
 import numpy as np
+
+from ..core.tensor import Tensor, Variable
+from ..optimizers import schedules as _schedules
 
 
 class Callback:
@@ -176,15 +182,194 @@ class ModelCheckpoint(Callback):
         self.model.save_weights(path)
 
 
-class ProgbarLogger(Callback):
-    """Keras' progress display: on a terminal a bar updated per step; otherwise (a file or a
-    pipe) one line per epoch, as Keras prints when its output is not interactive.
-    `verbose=2` always prints one line per epoch."""
+def _learning_rate(model, who):
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or not hasattr(optimizer, "learning_rate"):
+        raise ValueError(f"{who}: the optimizer must have a `learning_rate` attribute (compile "
+                         "the model with a keras.optimizers optimizer)")
+    return float(optimizer.learning_rate)
 
-    def __init__(self, verbose=1, stream=None):
+
+def _set_learning_rate(model, value, who):
+    optimizer = model.optimizer
+    if isinstance(optimizer._learning_rate, _schedules.LearningRateSchedule):
+        raise TypeError(f"{who}: this optimizer was created with a `LearningRateSchedule` "
+                        "object as its `learning_rate` constructor argument, hence its learning "
+                        "rate is not settable")
+    optimizer.learning_rate = value
+
+
+class LearningRateScheduler(Callback):
+    """Sets the optimizer's learning rate at the start of each epoch to
+    `schedule(epoch, current_learning_rate)` (or `schedule(epoch)` for a function of one
+    argument), `epoch` counting from 0; the rate in force is logged as 'learning_rate'.
+
+    >>> cb = tg.keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr * 0.5)
+    """
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        if not callable(schedule):
+            raise TypeError(f"LearningRateScheduler: schedule must be a callable of (epoch, lr), "
+                            f"got {schedule!r}")
+        self.schedule, self.verbose = schedule, verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        lr = _learning_rate(self.model, "LearningRateScheduler")
+        try:
+            lr = self.schedule(epoch, lr)
+        except TypeError:  # the older one-argument form
+            lr = self.schedule(epoch)
+        if isinstance(lr, (Tensor, Variable)) and lr.ndim == 0 and lr.dtype.is_floating:
+            lr = float(lr)
+        if not isinstance(lr, (float, np.floating)):
+            raise ValueError(f"The output of the `schedule` function should be a float. Got: "
+                             f"{lr!r}")
+        _set_learning_rate(self.model, float(lr), "LearningRateScheduler")
+        if self.verbose > 0:
+            print(f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {lr}.")
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = _learning_rate(self.model, "LearningRateScheduler")
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by `factor` (down to `min_lr`) when `monitor` has not
+    improved by more than `min_delta` for `patience` epochs, then waits `cooldown` epochs before
+    counting again (Keras' rule). `mode` 'auto' maximises a monitor whose name contains 'acc'
+    and minimises otherwise. The rate in force is logged as 'learning_rate'.
+    """
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto",
+                 min_delta=1e-4, cooldown=0, min_lr=0.0, **kwargs):
+        super().__init__()
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau does not support a factor >= 1.0. Got {factor}")
+        if mode not in ("auto", "min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode must be 'auto', 'min' or 'max', got "
+                             f"{mode!r}")
+        self.monitor, self.factor, self.patience = monitor, float(factor), int(patience)
+        self.verbose, self.min_delta = verbose, float(min_delta)
+        self.cooldown, self.min_lr = int(cooldown), float(min_lr)
+        self.mode = mode
+        self._reset()
+
+    def _reset(self):
+        self._maximise = self.mode == "max" or (self.mode == "auto" and "acc" in self.monitor)
+        self.best = -np.inf if self._maximise else np.inf
+        self.wait = 0
+        self.cooldown_counter = 0
+
+    def _improved(self, value):
+        if self._maximise:
+            return value > self.best + self.min_delta
+        return value < self.best - self.min_delta
+
+    def on_train_begin(self, logs=None):
+        self._reset()
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = {} if logs is None else logs
+        lr = _learning_rate(self.model, "ReduceLROnPlateau")
+        logs["learning_rate"] = lr
+        value = logs.get(self.monitor)
+        if value is None:
+            warnings.warn(f"Learning rate reduction is conditioned on metric `{self.monitor}` "
+                          f"which is not available. Available metrics are: "
+                          f"{','.join(sorted(logs))}.", UserWarning, stacklevel=2)
+            return
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self._improved(value):
+            self.best, self.wait = value, 0
+            return
+        if self.cooldown_counter > 0:
+            return
+        self.wait += 1
+        if self.wait < self.patience or lr <= np.float32(self.min_lr):
+            return
+        new_lr = max(lr * self.factor, self.min_lr)
+        _set_learning_rate(self.model, new_lr, "ReduceLROnPlateau")
+        if self.verbose > 0:
+            print(f"\nEpoch {epoch + 1}: ReduceLROnPlateau reducing learning rate to {new_lr}.")
+        self.cooldown_counter, self.wait = self.cooldown, 0
+
+
+class TerminateOnNaN(Callback):
+    """Stops training as soon as a step's loss is NaN or infinite (`fit` ends after that step).
+    It reads the loss after every step, which costs a device-to-host copy per step on a GPU."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not np.isfinite(float(loss)):
+            print(f"Batch {batch}: Invalid loss, terminating training")
+            self.model.stop_training = True
+
+
+class CSVLogger(Callback):
+    """Writes one CSV row per epoch to `filename`: 'epoch' (from 0), then the logs' keys in
+    sorted order; the header is written first unless `append=True` adds to a file that already
+    has rows. Values missing from an epoch (validation skipped by a stop) are written 'NA'.
+    """
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__()
+        self.filename, self.sep, self.append = os.fspath(filename), separator, bool(append)
+        self.keys = None
+        self._file = None
+        self._writer = None
+
+    def on_train_begin(self, logs=None):
+        has_rows = self.append and os.path.exists(self.filename) and \
+            os.path.getsize(self.filename) > 0
+        self._header = not has_rows
+        self._file = open(self.filename, "a" if self.append else "w", newline="")
+        self._writer = None
+        self.keys = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.keys is None:
+            self.keys = sorted(logs)
+        if self._writer is None:
+            self._writer = csv.DictWriter(self._file, fieldnames=["epoch"] + self.keys,
+                                          delimiter=self.sep, extrasaction="ignore")
+            if self._header:
+                self._writer.writeheader()
+        row = {"epoch": epoch}
+        row.update({k: _csv_value(logs[k]) if k in logs else "NA" for k in self.keys})
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def on_train_end(self, logs=None):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._writer = None
+
+
+def _csv_value(v):
+    if isinstance(v, str):
+        return v
+    a = np.asarray(v)
+    if a.ndim:
+        return f"[{', '.join(str(x) for x in a.ravel().tolist())}]"
+    return a.item()
+
+
+class ProgbarLogger(Callback):
+    """Keras' progress display: on a terminal a bar redrawn as steps end (at most every
+    `interval` seconds, and only then are the metrics read); otherwise (a file or a pipe) one
+    line per epoch, as Keras prints when its output is not interactive. `verbose=2` always
+    prints one line per epoch."""
+
+    def __init__(self, verbose=1, stream=None, interval=0.05):
         super().__init__()
         self.verbose = verbose
         self.stream = stream
+        self.interval = float(interval)
 
     def _out(self):
         return self.stream if self.stream is not None else sys.stdout
@@ -195,15 +380,22 @@ class ProgbarLogger(Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
+        self._shown = None  # the first step is always shown
         self._seen = 0
         epochs = self.params.get("epochs")
         print(f"Epoch {epoch + 1}/{epochs}", file=self._out())
 
     def on_train_batch_end(self, batch, logs=None):
         self._seen = batch + 1
-        if self._interactive:
-            self._out().write("\r" + self._line(logs, final=False))
-            self._out().flush()
+        if not self._interactive:
+            return
+        now = time.perf_counter()
+        if self._shown is not None and now - self._shown < self.interval and \
+                self._seen != self.params.get("steps"):
+            return
+        self._shown = now
+        self._out().write("\r" + self._line(logs, final=False))
+        self._out().flush()
 
     def on_epoch_end(self, epoch, logs=None):
         line = self._line(logs, final=True)
@@ -216,12 +408,21 @@ class ProgbarLogger(Callback):
         elapsed = time.perf_counter() - self._start
         per_step = elapsed / max(1, self._seen)
         width = 20
-        done = int(width * self._seen / steps) if steps else width
+        done = min(width, int(width * self._seen / steps)) if steps else width
         bar = "━" * done + " " * (width - done) if self.verbose == 1 else ""
-        timing = f"{elapsed:.0f}s {per_step * 1e3:.0f}ms/step"
+        timing = f"{elapsed:.0f}s {_per_step(per_step)}"
         values = " - ".join(f"{k}: {_fmt(v)}" for k, v in (logs or {}).items())
         head = f"{self._seen}/{steps} " + (f"{bar} " if bar else "- ")
         return head + timing + (f" - {values}" if values else "")
+
+
+def _per_step(seconds):
+    """Keras' time per step: in s, ms or us, whichever reads as a number >= 1."""
+    if seconds >= 1:
+        return f"{seconds:.0f}s/step"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.0f}ms/step"
+    return f"{seconds * 1e6:.0f}us/step"
 
 
 def _fmt(v):
@@ -230,7 +431,9 @@ def _fmt(v):
 
 
 class CallbackList:
-    """Calls each callback's hook in order."""
+    """Calls each callback's hook in order. A hook that no callback overrides costs nothing,
+    and `wants(hook)` tells `fit` whether any callback will read that hook's logs (so that
+    per-step logs are only computed when something reads them)."""
 
     def __init__(self, callbacks, model, params):
         self.callbacks = list(callbacks)
@@ -240,12 +443,30 @@ class CallbackList:
                                 f"got {c!r}")
             c.set_model(model)
             c.set_params(params)
+        self._hooks = {}
+
+    def _bound(self, hook):
+        methods = self._hooks.get(hook)
+        if methods is None:
+            base = getattr(Callback, hook)
+            methods = tuple(getattr(c, hook) for c in self.callbacks
+                            if getattr(type(c), hook, None) is not base or hook in vars(c))
+            self._hooks[hook] = methods
+        return methods
+
+    def wants(self, hook):
+        """True when some callback overrides `hook`."""
+        return bool(self._bound(hook))
 
     def __getattr__(self, hook):
-        if not hook.startswith("on_"):
+        if not hook.startswith("on_") or not hasattr(Callback, hook):
             raise AttributeError(hook)
+        methods = self._bound(hook)
+        arity = 2 if "epoch" in hook or "batch" in hook else 1  # (index,) logs
 
-        def call(*args, **kwargs):
-            for c in self.callbacks:
-                getattr(c, hook)(*args, **kwargs)
+        def call(*args):  # as Keras, every hook gets a logs dict ({} when there are none)
+            if len(args) < arity:
+                args = args + ({},)
+            for m in methods:
+                m(*args)
         return call

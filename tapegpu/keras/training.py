@@ -8,8 +8,12 @@ its per-call seeds come from Python, which a graph would replay, so those models
 tensors (sliced into `batch_size` batches, reshuffled each epoch when `shuffle=True`), or a
 `tg.data.Dataset` yielding `(x, y)` or `(x, y, sample_weight)` batches.
 """
+import warnings
+from collections.abc import Mapping
+
 import numpy as np
 
+from .. import backends as _backend
 from .. import ops
 from ..autodiff.tape import GradientTape
 from ..core import nest
@@ -39,27 +43,92 @@ def get_optimizer(identifier):
 class _Compiled:
     def __init__(self, optimizer, loss, metrics, loss_weights):
         self.optimizer = get_optimizer(optimizer)
-        self.loss = None if loss is None else _losses.get(loss)
+        self.loss_spec = loss
+        self.loss = None if loss is None or isinstance(loss, (list, tuple, dict)) else \
+            _losses.get(loss)
+        self.loss_weights = loss_weights
         self.metric_specs = list(metrics or [])
         self.metrics = None  # created from the first batch (so 'accuracy' can see the shapes)
         self.loss_tracker = _metrics.Mean(name="loss")
+        self.output_losses = None  # [(name, loss, weight, tracker)] for several outputs
         self.run_eagerly = False
         self.train_function = None  # made by the first fit
 
-    def loss_value(self, y, y_pred, sample_weight):
-        if self.loss is None:
+    def loss_value(self, y, y_pred, sample_weight, output_names=None):
+        if self.loss_spec is None:
             raise ValueError("fit: the model was compiled without a loss; pass loss= to "
                              "compile (or override train_step)")
-        if isinstance(self.loss, _losses.Loss):
-            return self.loss(y, y_pred, sample_weight=sample_weight)
-        values = self.loss(y, y_pred)  # a function: per-example values, averaged as Keras
-        if sample_weight is not None:
-            values = values * convert_to_tensor(sample_weight, dtype=values.dtype)
-        return ops.reduce_sum(values) / float(max(1, values.size if values.ndim else 1))
+        if isinstance(y_pred, (list, tuple, dict)):
+            return self._outputs_loss(y, y_pred, sample_weight, output_names)
+        if self.loss is None:
+            raise ValueError(f"fit: compile was given losses for several outputs "
+                             f"({self.loss_spec!r}) but the model has one output")
+        return _one_loss(self.loss, y, y_pred, sample_weight)
+
+    def _outputs_loss(self, y, y_pred, sample_weight, output_names):
+        """Keras' loss of a model with several outputs: the sum over outputs of
+        `loss_weight * loss(y_i, y_pred_i)`; each weighted term is also logged as
+        '<output name>_loss'."""
+        preds = nest.flatten(y_pred)
+        if isinstance(y_pred, dict):
+            names = sorted(y_pred)
+        else:
+            names = list(output_names or [f"output_{i + 1}" for i in range(len(preds))])
+        if self.output_losses is None:
+            self.output_losses = self._resolve(names)
+        if isinstance(y, dict):
+            missing = [n for n in names if n not in y]
+            if missing:
+                raise ValueError(f"fit: the targets are a dict without keys {missing}; the "
+                                 f"model's outputs are {names}")
+            targets = [y[n] for n in names]
+        elif isinstance(y, (list, tuple)) and len(y) == len(preds):
+            targets = list(y)
+        else:
+            raise ValueError(f"fit: the model has {len(preds)} outputs {names}; y must be a "
+                             f"list of {len(preds)} targets or a dict keyed by those names")
+        total, parts = None, []
+        for (name, loss, weight, _), yt, yp in zip(self.output_losses, targets, preds):
+            if loss is None:
+                parts.append(None)
+                continue
+            value = _one_loss(loss, yt, yp, sample_weight) * float(weight)
+            parts.append(value)
+            total = value if total is None else total + value
+        if total is None:
+            raise ValueError(f"fit: no output of {names} has a loss")
+        self.last_parts = parts
+        return total
+
+    def _resolve(self, names):
+        def per_output(spec, label, default):
+            if isinstance(spec, dict):
+                unknown = sorted(set(spec) - set(names))
+                if unknown:
+                    raise ValueError(f"compile: {label} has keys {unknown} that are not output "
+                                     f"names; the outputs are {names}")
+                return [spec.get(n, default) for n in names]
+            if isinstance(spec, (list, tuple)):
+                if len(spec) != len(names):
+                    raise ValueError(f"compile: {label} has {len(spec)} entries but the model "
+                                     f"has {len(names)} outputs {names}")
+                return list(spec)
+            return [spec] * len(names)
+
+        losses = per_output(self.loss_spec, "loss", None)
+        weights = per_output(self.loss_weights if self.loss_weights is not None else 1.0,
+                             "loss_weights", 1.0)
+        return [(n, None if lo is None else _losses.get(lo), w,
+                 None if lo is None else _metrics.Mean(name=f"{n}_loss"))
+                for n, lo, w in zip(names, losses, weights)]
 
     def build_metrics(self, y, y_pred):
         if self.metrics is not None:
             return
+        if self.metric_specs and isinstance(y_pred, (list, tuple, dict)):
+            raise NotImplementedError("compile: metrics for a model with several outputs are "
+                                      "not supported (the loss, loss_weights and each output's "
+                                      "loss are); compute them in a custom train_step")
         self.metrics = []
         for spec in self.metric_specs:
             if spec in ("accuracy", "acc"):
@@ -68,6 +137,32 @@ class _Compiled:
             else:
                 m = _metrics.get(spec)
             self.metrics.append(m)
+
+    def trackers(self):
+        """The loss trackers: the total, then each output's."""
+        return [self.loss_tracker] + [t for _, _, _, t in self.output_losses or ()
+                                      if t is not None]
+
+
+def _one_loss(loss, y, y_pred, sample_weight):
+    if isinstance(loss, _losses.Loss):
+        return loss(y, y_pred, sample_weight=sample_weight)
+    values = loss(y, y_pred)  # a function: per-example values, averaged as Keras
+    if sample_weight is not None:
+        values = values * convert_to_tensor(sample_weight, dtype=values.dtype)
+    return ops.reduce_sum(values) / float(max(1, values.size if values.ndim else 1))
+
+
+def _output_names(model):
+    """The names of a functional model's outputs (their layers'), as Keras' `output_names`."""
+    outputs = getattr(model, "_outputs", None)
+    if not isinstance(outputs, (list, tuple)):
+        return None
+    names = []
+    for t in outputs:
+        history = getattr(t, "_keras_history", None)
+        names.append(history[0].layer.name if history else getattr(t, "name", None))
+    return names if all(names) and len(set(names)) == len(names) else None
 
 
 def _accuracy_for(loss, y, y_pred):
@@ -120,10 +215,59 @@ def _take(structure, idx):
         lambda v: None if v is None else convert_to_tensor(_np(v)[idx]), structure)
 
 
-class _ArrayData:
-    """Batches of in-memory arrays."""
+def _on_device(v):
+    """A private copy of an input array on the current device (batches are then slices of
+    it, made on the device: no host-to-device copy per step)."""
+    if isinstance(v, Variable):
+        v = v._read()
+    dev = _backend.current()
+    if isinstance(v, Tensor):
+        if v._dev is dev:
+            return Tensor(dev.xp.array(v._data, copy=True), dev)
+        return Tensor(dev.asarray(v._dev.to_numpy(v._data)), dev)
+    return convert_to_tensor(np.array(v, copy=True))
 
-    def __init__(self, x, y, sample_weight, batch_size, shuffle, who):
+
+def _rows(t, idx):
+    return Tensor(t._data[idx], t._dev)
+
+
+def class_weights(y, class_weight, who):
+    """Keras' per-example weights from `class_weight` ({class index: weight}): the class of an
+    example is its label, or the argmax of a one-hot label; classes not listed weigh 1.0."""
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"{who}: class_weight must be a dict mapping class indices to weights, "
+                        f"got {class_weight!r}")
+    if isinstance(y, (list, dict)) or (isinstance(y, tuple) and len(y) != 1):
+        raise ValueError("`class_weight` is only supported for Models with a single output.")
+    labels = _np(nest.flatten(y)[0])
+    if labels.ndim > 1:
+        labels = labels.argmax(axis=-1) if labels.shape[-1] != 1 else labels[..., 0]
+    labels = np.round(labels).astype(np.int64).reshape(labels.shape[:1])
+    return np.array([class_weight.get(int(c), 1.0) for c in labels], dtype=np.float32)
+
+
+def _weighted(batch, class_weight, who):
+    """`(x, y, sample_weight)` with the class weights folded into the sample weights."""
+    x, y, sw = batch
+    if class_weight is None:
+        return batch
+    if y is None:
+        raise ValueError(f"{who}: class_weight needs targets y")
+    w = class_weights(y, class_weight, who)
+    if sw is not None:
+        given = _np(sw)
+        if given.size != w.size:
+            raise ValueError(f"{who}: sample_weight of shape {given.shape} must hold one "
+                             f"weight per example ({w.size}) to be combined with class_weight")
+        w = (w * given.reshape(w.shape)).astype(np.float32)
+    return x, y, convert_to_tensor(w)
+
+
+class _ArrayData:
+    """Batches of in-memory arrays: copied to the device once, then sliced there per step."""
+
+    def __init__(self, x, y, sample_weight, batch_size, shuffle, who, class_weight=None):
         if batch_size is None:
             batch_size = 32
         if int(batch_size) != batch_size or batch_size <= 0:
@@ -133,40 +277,123 @@ class _ArrayData:
             if v is not None and _num_rows(v, who) != self.n:
                 raise ValueError(f"{who}: x has {self.n} rows but {label} has "
                                  f"{_num_rows(v, who)}; they must match")
-        host = lambda s: None if s is None else nest.map_structure(_np, s)  # noqa: E731
-        self.x, self.y, self.sw = host(x), host(y), host(sample_weight)  # once, not per batch
+        if class_weight is not None:
+            sample_weight = _weighted((x, y, sample_weight), class_weight, who)[2]
+        device = lambda s: None if s is None else nest.map_structure(_on_device, s)  # noqa: E731
+        self.x, self.y, self.sw = device(x), device(y), device(sample_weight)
         self.batch_size, self.shuffle = int(batch_size), shuffle
 
     def steps(self):
         return -(-self.n // self.batch_size)
 
+    full_steps = steps
+
     def __iter__(self):
         order = np.random.permutation(self.n) if self.shuffle else None
+        x, y, sw = self.x, self.y, self.sw
+        plain = isinstance(x, Tensor) and isinstance(y, (Tensor, type(None))) and sw is None
         for start in range(0, self.n, self.batch_size):
             idx = slice(start, start + self.batch_size) if order is None else \
                 order[start:start + self.batch_size]
-            yield (_take(self.x, idx), None if self.y is None else _take(self.y, idx),
-                   None if self.sw is None else _take(self.sw, idx))
+            if plain:  # the common case, without walking structures
+                yield _rows(x, idx), None if y is None else _rows(y, idx), None
+                continue
+            take = lambda s: None if s is None else nest.map_structure(  # noqa: E731
+                lambda t: _rows(t, idx), s)
+            yield take(x), take(y), take(sw)
 
 
 class _DatasetData:
-    def __init__(self, dataset, steps):
+    def __init__(self, dataset, steps, class_weight=None, who="fit"):
         self.dataset, self._steps = dataset, steps
+        self.class_weight, self.who = class_weight, who
 
     def steps(self):
         if self._steps is not None:
             return self._steps
-        n = int(self.dataset.cardinality())
+        return self.full_steps()
+
+    def full_steps(self):
+        n = self.dataset._card()
         return n if n >= 0 else None
 
     def __iter__(self):
         for i, batch in enumerate(self.dataset):
             if self._steps is not None and i >= self._steps:
                 break
-            yield _unpack(batch)
+            yield _weighted(_unpack(batch), self.class_weight, self.who)
 
 
-def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who):
+class _Epochs:
+    """The batches of each epoch. Without `steps_per_epoch` an epoch is one pass over the data.
+    With it, as Keras, the data's iterator continues from one epoch to the next; when it runs
+    out during an epoch, a warning says so, that epoch ends, and the next starts a new pass."""
+
+    def __init__(self, data, steps_per_epoch):
+        self.data, self.steps_per_epoch = data, steps_per_epoch
+        self._it = None
+        self._seen = 0
+
+    def epoch(self):
+        """An iterator of this epoch's batches."""
+        if self.steps_per_epoch is None:
+            return iter(self.data)
+        return self._steps()
+
+    def _steps(self):
+        total = self.data.full_steps()  # None: not known before the data run out
+        for _ in range(self.steps_per_epoch):
+            if self._it is None:
+                self._it, self._seen = iter(self.data), 0
+            if total is not None and self._seen >= total:
+                return self._ran_out()
+            try:
+                batch = next(self._it)
+            except StopIteration:
+                return self._ran_out()
+            self._seen += 1
+            yield batch
+        if total is not None and self._seen >= total:
+            self._it = None  # a complete pass: the next epoch starts a new one
+
+    def _ran_out(self):
+        self._it = None
+        warnings.warn("Your input ran out of data; interrupting training. Make sure that your "
+                      "dataset or generator can generate at least `steps_per_epoch * epochs` "
+                      "batches. You may need to use the `.repeat()` function when building "
+                      "your dataset.", UserWarning, stacklevel=4)
+
+
+class _StepLogs(Mapping):
+    """A step's logs for callbacks, read from the metrics only when a callback looks at them
+    (reading a metric is a device-to-host copy on a GPU)."""
+
+    def __init__(self, model):
+        self._model = model
+        self._logs = None
+
+    def _values(self):
+        if self._logs is None:
+            self._logs = self._model._logs()
+        return self._logs
+
+    def __getitem__(self, key):
+        return self._values()[key]
+
+    def __iter__(self):
+        return iter(self._values())
+
+    def __len__(self):
+        return len(self._values())
+
+    def copy(self):
+        return dict(self._values())
+
+    def __repr__(self):
+        return repr(self._values())
+
+
+def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who, class_weight=None):
     if isinstance(x, Dataset):
         if y is not None:
             raise ValueError(f"{who}: y must not be given when x is a tg.data.Dataset (the "
@@ -177,10 +404,10 @@ def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who):
         if batch_size is not None:
             raise ValueError(f"{who}: batch_size must not be given when x is a Dataset (batch "
                              "the dataset with .batch())")
-        return _DatasetData(x, steps)
+        return _DatasetData(x, steps, class_weight, who)
     if x is None:
         raise ValueError(f"{who}: x must be given (arrays, tensors or a tg.data.Dataset)")
-    return _ArrayData(x, y, sample_weight, batch_size, shuffle, who)
+    return _ArrayData(x, y, sample_weight, batch_size, shuffle, who, class_weight)
 
 
 class Trainer:
@@ -190,10 +417,19 @@ class Trainer:
                 weighted_metrics=None, run_eagerly=False, steps_per_execution=1,
                 jit_compile="auto", auto_scale_loss=True):
         """Sets the optimizer (a name or instance), the loss (a name, `Loss` or function) and
-        the metrics (names such as 'accuracy', `Metric`s or functions) used by `fit`."""
-        if loss_weights is not None or weighted_metrics is not None:
-            raise NotImplementedError("compile: loss_weights and weighted_metrics (multi-output "
-                                      "models) are not supported")
+        the metrics (names such as 'accuracy', `Metric`s or functions) used by `fit`.
+
+        For a model with several outputs, `loss` is one loss for every output, a list (one
+        per output) or a dict keyed by output names (the output layers' names), and
+        `loss_weights` a list or dict of the outputs' weights: the loss is the weighted sum,
+        and each output's weighted loss is logged as '<name>_loss' (Keras 3). Metrics are
+        not supported for several outputs."""
+        if weighted_metrics is not None:
+            raise NotImplementedError("compile: weighted_metrics are not supported (metrics "
+                                      "are weighted by sample_weight already)")
+        if loss_weights is not None and not isinstance(loss_weights, (list, tuple, dict)):
+            raise TypeError(f"compile: loss_weights must be a list or a dict keyed by output "
+                            f"names, got {loss_weights!r}")
         if metrics is not None and not isinstance(metrics, (list, tuple)):
             raise TypeError(f"compile: metrics must be a list, got {metrics!r}")
         self._compiled = _Compiled(optimizer, loss, metrics, loss_weights)
@@ -211,7 +447,7 @@ class Trainer:
         c = getattr(self, "_compiled", None)
         if c is None:
             return []
-        return [c.loss_tracker] + list(c.metrics or [])
+        return c.trackers() + list(c.metrics or [])
 
     @property
     def metrics_names(self):
@@ -228,7 +464,7 @@ class Trainer:
         c = self._compiled
         with GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = c.loss_value(y, y_pred, sw)
+            loss = c.loss_value(y, y_pred, sw, _output_names(self))
             penalties = self.losses  # the weights' regularization
             if penalties:
                 loss = loss + ops.add_n([ops.cast(p, loss.dtype) for p in penalties])
@@ -241,12 +477,16 @@ class Trainer:
         """The loss and metrics of a batch `(x, y[, sample_weight])`, without updating."""
         x, y, sw = data
         y_pred = self(x, training=False)
-        loss = self._compiled.loss_value(y, y_pred, sw)
+        loss = self._compiled.loss_value(y, y_pred, sw, _output_names(self))
         return self._update_metrics(loss, y, y_pred, sw, x)
 
     def _update_metrics(self, loss, y, y_pred, sw, x):
         c = self._compiled
-        c.loss_tracker.update_state(loss, sample_weight=_num_rows(x, "fit"))
+        rows = _num_rows(x, "fit")
+        c.loss_tracker.update_state(loss, sample_weight=rows)
+        for (_, _, _, tracker), part in zip(c.output_losses or (), getattr(c, "last_parts", ())):
+            if tracker is not None:
+                tracker.update_state(part, sample_weight=rows)
         c.build_metrics(y, y_pred)
         for m in c.metrics:
             m.update_state(y, y_pred, sample_weight=sw)
@@ -282,15 +522,22 @@ class Trainer:
             validation_batch_size=None, validation_freq=1):
         """Trains for `epochs` epochs; returns a `keras.callbacks.History`.
 
-        Prints a progress bar per step on a terminal and one line per epoch otherwise
-        (`verbose=2`: one line per epoch; 0: silent).
+        Prints a progress bar on a terminal (redrawn at most every 0.05 s) and one line per
+        epoch otherwise (`verbose=2`: one line per epoch; 0: silent). As Keras:
+        `class_weight` ({class: weight}) multiplies each example's `sample_weight` by its
+        class's weight (classes not listed: 1); `validation_split` keeps the last fraction
+        of the arrays for validation; epochs are numbered from `initial_epoch`; with
+        `steps_per_epoch` the data's iterator continues from one epoch to the next (a
+        warning says when it runs out, and the next epoch starts over). Per-step logs are
+        read from the metrics only when a callback reads them.
         """
         self._require_compiled("fit")
-        if class_weight is not None:
-            raise NotImplementedError("fit: class_weight is not supported; pass "
-                                      "sample_weight instead")
         if int(epochs) != epochs or epochs < 0:
             raise ValueError(f"fit: epochs must be a non-negative integer, got {epochs!r}")
+        if steps_per_epoch is not None and (int(steps_per_epoch) != steps_per_epoch or
+                                            steps_per_epoch <= 0):
+            raise ValueError(f"fit: steps_per_epoch must be a positive integer or None, got "
+                             f"{steps_per_epoch!r}")
         if not 0.0 <= validation_split < 1.0:
             raise ValueError(f"fit: validation_split must be in [0, 1), got {validation_split}")
         if validation_split:
@@ -303,7 +550,8 @@ class Trainer:
             head, tail = np.arange(cut), np.arange(cut, n)
             validation_data = (split(x, tail), split(y, tail), split(sample_weight, tail))
             x, y, sample_weight = split(x, head), split(y, head), split(sample_weight, head)
-        data = _adapter(x, y, sample_weight, batch_size, shuffle, steps_per_epoch, "fit")
+        data = _adapter(x, y, sample_weight, batch_size, shuffle, None, "fit", class_weight)
+        epochs_data = _Epochs(data, None if steps_per_epoch is None else int(steps_per_epoch))
         val = None
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
@@ -319,22 +567,27 @@ class Trainer:
         if verbose:
             cbs.append(_callbacks.ProgbarLogger(verbose))
         cbs.append(history)
-        cbs = _callbacks.CallbackList(cbs, self, {"epochs": int(epochs), "steps": data.steps(),
+        steps = data.steps() if steps_per_epoch is None else int(steps_per_epoch)
+        cbs = _callbacks.CallbackList(cbs, self, {"epochs": int(epochs), "steps": steps,
                                                   "verbose": verbose})
         self.stop_training = False
         self.history = history
         cbs.on_train_begin()
         logs = {}
         train_function = self.make_train_function()
+        batch_begin, batch_end = cbs.on_train_batch_begin, cbs.on_train_batch_end
+        batch_logs = cbs.wants("on_train_batch_end")
         for epoch in range(int(initial_epoch), int(epochs)):
             self.reset_metrics()
             cbs.on_epoch_begin(epoch)
-            for step, batch in enumerate(data):
-                cbs.on_train_batch_begin(step)
+            for step, batch in enumerate(epochs_data.epoch()):
+                batch_begin(step)
                 train_function(batch)
-                logs = self._logs()
-                cbs.on_train_batch_end(step, logs)
-            logs = dict(logs)
+                if batch_logs:  # read from the metrics only if a callback looks
+                    batch_end(step, _StepLogs(self))
+                if self.stop_training:
+                    break
+            logs = self._logs()
             if val is not None and (epoch + 1) % validation_freq == 0:
                 val_logs = self._evaluate_data(val, _callbacks.CallbackList([], self, {}))
                 logs.update({f"val_{k}": v for k, v in val_logs.items()})

@@ -1,6 +1,7 @@
 """Model.compile / fit / evaluate / predict, History, EarlyStopping, ModelCheckpoint and the
 progress display."""
 import io
+import re
 
 import numpy as np
 import pytest
@@ -166,7 +167,7 @@ def test_progress_lines_when_not_a_tty(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Epoch 1/2" and out[2] == "Epoch 2/2" and len(out) == 4
     for line in (out[1], out[3]):
-        assert line.startswith("4/4 ━━━━━━━━━━━━━━━━━━━━ ") and "ms/step" in line
+        assert re.match(r"4/4 ━{20} \d+s \d+(s|ms|us)/step - ", line)
         assert " - loss: " in line and " - accuracy: " in line and " - val_loss: " in line
     model.fit(x, y, epochs=1, batch_size=16, verbose=2)
     line = capsys.readouterr().out.splitlines()[1]
@@ -180,16 +181,25 @@ def test_progress_bar_on_a_terminal_updates_in_place():
         def isatty(self):
             return True
 
-    stream = Tty()
-    bar = keras.callbacks.ProgbarLogger(stream=stream)
-    bar.set_params({"epochs": 1, "steps": 4})
-    bar.on_train_begin()
-    bar.on_epoch_begin(0)
-    for step in range(4):
-        bar.on_train_batch_end(step, {"loss": 1.0 / (step + 1)})
-    bar.on_epoch_end(0, {"loss": 0.25})
-    text = stream.getvalue()
+    def run(**kwargs):
+        stream = Tty()
+        bar = keras.callbacks.ProgbarLogger(stream=stream, **kwargs)
+        bar.set_params({"epochs": 1, "steps": 4})
+        bar.on_train_begin()
+        bar.on_epoch_begin(0)
+        for step in range(4):
+            bar.on_train_batch_end(step, {"loss": 1.0 / (step + 1)})
+        bar.on_epoch_end(0, {"loss": 0.25})
+        return stream.getvalue()
+
+    text = run(interval=0)  # every step redrawn, then the epoch's line
     assert text.count("\r") == 5 and "\r1/4 ━━━━━     " in text and text.endswith("\n")
+    assert "\r2/4 ━━━━━━━━━━ " in text and "loss: 0.5000" in text
+    # steps ending within `interval` of the last redraw are not drawn (their logs not read),
+    # except the first and the last
+    text = run(interval=60)
+    assert text.count("\r") == 3 and "\r1/4 " in text and "\r2/4" not in text
+    assert "\r3/4" not in text and text.count("\r4/4 ") == 2
 
 
 def test_fit_argument_errors():
@@ -250,3 +260,250 @@ def test_models_with_seeded_dropout_fit_eagerly():
                               keras.layers.Dropout(0.5), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
     assert model.make_train_function() != model.train_step
+
+
+def _compiled_model(lr=0.01, metrics=("accuracy",)):
+    model = _model()
+    model.compile(optimizer=keras.optimizers.SGD(lr),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=list(metrics))
+    return model
+
+
+def test_learning_rate_scheduler_sets_the_rate_each_epoch():
+    x, y = _blobs(n=64)
+    model = _compiled_model(lr=0.1)
+    seen = []
+    cb = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda e, logs: seen.append(float(model.optimizer.learning_rate)))
+    sched = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr * 0.5 if epoch else lr)
+    h = model.fit(x, y, epochs=3, verbose=0, callbacks=[sched, cb])
+    assert seen == pytest.approx([0.1, 0.05, 0.025])
+    assert h.history["learning_rate"] == pytest.approx([0.1, 0.05, 0.025])
+    # the old one-argument form; the new rate is used by the compiled step (not a traced value)
+    model = _compiled_model(lr=0.1)
+    w0 = [v.numpy() for v in model.trainable_variables]
+    model.fit(x, y, epochs=1, verbose=0, shuffle=False,
+              callbacks=[keras.callbacks.LearningRateScheduler(lambda epoch: 0.0)])
+    for a, v in zip(w0, model.trainable_variables):
+        np.testing.assert_array_equal(a, v.numpy())
+    with pytest.raises(ValueError, match="output of the `schedule` function should be a float"):
+        model.fit(x, y, epochs=1, verbose=0,
+                  callbacks=[keras.callbacks.LearningRateScheduler(lambda e, lr: "fast")])
+
+
+def test_reduce_lr_on_plateau_follows_keras_rule():
+    model = _compiled_model(lr=1.0)
+    cb = keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=2, cooldown=1,
+                                           min_lr=0.2)
+    cb.set_model(model)
+    cb.on_train_begin()
+    rates = []
+    for epoch, loss in enumerate([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5]):
+        logs = {"loss": loss}
+        cb.on_epoch_end(epoch, logs)
+        rates.append(float(model.optimizer.learning_rate))
+        assert logs["learning_rate"] == pytest.approx(rates[-2] if epoch else 1.0)
+    # Keras' order: epoch 0 sets best; 1, 2 wait -> halve at 2 and start a cooldown of 1;
+    # epoch 3 spends the cooldown first, then counts as a wait; 4 -> halve; 5 waits; 6 ->
+    # max(0.125, min_lr) = 0.2; 7 waits; 8 improves (no change)
+    assert rates == pytest.approx([1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.2, 0.2, 0.2])
+    with pytest.raises(ValueError, match="factor >= 1.0"):
+        keras.callbacks.ReduceLROnPlateau(factor=1.5)
+    acc = keras.callbacks.ReduceLROnPlateau(monitor="val_accuracy")
+    acc.on_train_begin()
+    assert acc._improved(0.5) and acc.best == -np.inf
+
+
+def test_reduce_lr_on_plateau_in_fit_and_min_lr():
+    x, y = _blobs(n=64)
+    model = _compiled_model(lr=0.0)  # nothing improves: loss stays the same
+    h = model.fit(x, y, epochs=4, verbose=0, callbacks=[
+        keras.callbacks.ReduceLROnPlateau(monitor="loss", patience=1, min_lr=0.0)])
+    assert h.history["learning_rate"] == [0.0] * 4
+    model = _compiled_model(lr=1e-9)
+    h = model.fit(x, y, epochs=3, verbose=0, callbacks=[
+        keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=1,
+                                          min_delta=10.0)])
+    assert h.history["learning_rate"] == pytest.approx([1e-9, 1e-9, 5e-10])
+
+
+def test_terminate_on_nan_stops_after_the_step(capsys):
+    x, y = _blobs(n=64)
+    weights = np.ones(64, np.float32)
+    weights[40:] = np.nan  # batch 1 (rows 32..63) has a NaN loss
+    model = _compiled_model()
+    seen = []
+    h = model.fit(x, y, sample_weight=weights, epochs=3, batch_size=32, shuffle=False,
+                  verbose=0, callbacks=[
+        keras.callbacks.TerminateOnNaN(),
+        keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: seen.append(b))])
+    assert seen == [0, 1] and h.epoch == [0]
+    assert "Batch 1: Invalid loss, terminating training" in capsys.readouterr().out
+
+
+def test_csv_logger_writes_rows_and_appends(tmp_path):
+    x, y = _blobs(n=64)
+    path = tmp_path / "log.csv"
+    model = _compiled_model()
+    h = model.fit(x, y, epochs=2, verbose=0, validation_data=(x, y),
+                  callbacks=[keras.callbacks.CSVLogger(path)])
+    rows = path.read_text().splitlines()
+    assert rows[0] == "epoch,accuracy,loss,val_accuracy,val_loss" and len(rows) == 3
+    assert rows[1].split(",")[0] == "0" and rows[2].split(",")[0] == "1"
+    assert float(rows[2].split(",")[2]) == pytest.approx(h.history["loss"][1])
+    model.fit(x, y, epochs=1, verbose=0, validation_data=(x, y),
+              callbacks=[keras.callbacks.CSVLogger(path, append=True, separator=",")])
+    rows = path.read_text().splitlines()
+    assert len(rows) == 4 and rows.count(rows[0]) == 1  # no second header
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[keras.callbacks.CSVLogger(path,
+                                                                              separator=";")])
+    assert path.read_text().splitlines()[0] == "epoch;accuracy;loss"
+
+
+def test_class_weight_is_sample_weight_by_class():
+    x, y = _blobs(n=96)
+    weights = {0: 2.0, 1: 0.5, 3: 3.0}  # class 2 not listed: weight 1
+    per_example = np.array([weights.get(int(c), 1.0) for c in y], np.float32)
+    histories = []
+    for kwargs in (dict(class_weight=weights), dict(sample_weight=per_example)):
+        model = _compiled_model()
+        histories.append(model.fit(x, y, epochs=2, batch_size=32, shuffle=False, verbose=0,
+                                   **kwargs).history)
+    np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-6)
+    plain = _compiled_model().fit(x, y, epochs=2, batch_size=32, shuffle=False,
+                                  verbose=0).history
+    assert not np.allclose(plain["loss"], histories[0]["loss"])
+    # one-hot labels: the class is the argmax; a dataset applies it per batch
+    onehot = keras.utils.to_categorical(y, 4)
+    model = _model()
+    model.compile(optimizer=keras.optimizers.SGD(0.01),
+                  loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    ds = tg.data.Dataset.from_tensor_slices((x, onehot)).batch(32)
+    h = model.fit(ds, epochs=2, class_weight=weights, verbose=0).history
+    np.testing.assert_allclose(h["loss"], histories[1]["loss"], rtol=1e-5)
+    # both: multiplied
+    model = _compiled_model()
+    both = model.fit(x, y, epochs=1, batch_size=32, shuffle=False, verbose=0,
+                     class_weight=weights, sample_weight=per_example).history
+    model = _compiled_model()
+    squared = model.fit(x, y, epochs=1, batch_size=32, shuffle=False, verbose=0,
+                        sample_weight=per_example ** 2).history
+    assert both["loss"] == pytest.approx(squared["loss"], rel=1e-6)
+    with pytest.raises(TypeError, match="class_weight must be a dict"):
+        _compiled_model().fit(x, y, class_weight=[1.0, 2.0], verbose=0)
+
+
+def test_initial_epoch_and_steps_per_epoch():
+    x, y = _blobs(n=64)
+    model = _compiled_model()
+    h = model.fit(x, y, epochs=4, initial_epoch=2, verbose=0)
+    assert h.epoch == [2, 3]
+    # steps_per_epoch: the iterator continues across epochs (Keras): 2 + 2 steps over 4
+    # batches are one pass, and the third epoch starts a new one
+    ds = tg.data.Dataset.range(4).map(
+        lambda i: (tg.fill([8, 6], tg.cast(i, tg.float32)), tg.zeros([8, 4])))
+    model = _model()
+    model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+    original, firsts, seen = model.train_step, [], []
+    model.train_step = lambda data: firsts.append(float(data[0][0, 0])) or original(data)
+    spy = keras.callbacks.LambdaCallback(on_train_batch_begin=lambda b, logs: seen.append(b))
+    h = model.fit(ds, epochs=3, steps_per_epoch=2, verbose=0, callbacks=[spy])
+    assert h.epoch == [0, 1, 2] and seen == [0, 1] * 3
+    assert firsts == [0.0, 1.0, 2.0, 3.0, 0.0, 1.0]
+    # running out during an epoch: a warning, the epoch ends, the next starts a new pass
+    for short in (ds.take(3), ds.filter(lambda a, b: True).take(3)):  # known, unknown size
+        firsts.clear()
+        with pytest.warns(UserWarning, match="Your input ran out of data"):
+            h = model.fit(short, epochs=3, steps_per_epoch=2, verbose=0)
+        assert firsts == [0.0, 1.0, 2.0, 0.0, 1.0] and h.epoch == [0, 1, 2]
+    with pytest.raises(ValueError, match="steps_per_epoch must be a positive integer"):
+        model.fit(x, y, steps_per_epoch=0, verbose=0)
+
+
+def _two_output_model():
+    tg.random.set_seed(0)
+    inputs = keras.Input(shape=(6,))
+    hidden = keras.layers.Dense(8, activation="tanh", name="hidden")(inputs)
+    a = keras.layers.Dense(1, name="reg")(hidden)
+    b = keras.layers.Dense(4, name="cls")(hidden)
+    return keras.Model(inputs, [a, b])
+
+
+def test_loss_weights_for_a_model_with_two_outputs():
+    x, y = _blobs(n=64)
+    target = x[:, :1] * 2.0
+    xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model = _two_output_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss=["mse", xent],
+                  loss_weights=[0.5, 2.0])
+    loss, reg_loss, cls_loss = model.evaluate(x, [target, y], batch_size=64, verbose=0)
+    pa, pb = model(x)
+    want_reg = 0.5 * float(keras.losses.MeanSquaredError()(target, pa))
+    want_cls = 2.0 * float(xent(y, pb))
+    assert reg_loss == pytest.approx(want_reg, rel=1e-5)
+    assert cls_loss == pytest.approx(want_cls, rel=1e-5)
+    assert loss == pytest.approx(want_reg + want_cls, rel=1e-5)
+    # dicts keyed by output (layer) names give the same; fit logs each output's loss
+    other = _two_output_model()
+    other.compile(optimizer=keras.optimizers.SGD(0.05), loss={"reg": "mse", "cls": xent},
+                  loss_weights={"reg": 0.5, "cls": 2.0})
+    logs = other.evaluate(x, {"reg": target, "cls": y}, batch_size=64, verbose=0,
+                          return_dict=True)
+    assert logs == {"loss": pytest.approx(loss, rel=1e-6),
+                    "reg_loss": pytest.approx(reg_loss, rel=1e-6),
+                    "cls_loss": pytest.approx(cls_loss, rel=1e-6)}
+    h = model.fit(x, [target, y], epochs=5, batch_size=16, verbose=0).history
+    assert sorted(h) == ["cls_loss", "loss", "reg_loss"]
+    assert h["loss"][-1] < h["loss"][0]
+    np.testing.assert_allclose(h["loss"], np.add(h["reg_loss"], h["cls_loss"]), rtol=1e-5)
+    # a weight of 0 leaves that output untrained
+    frozen = _two_output_model()
+    frozen.compile(optimizer=keras.optimizers.SGD(0.05), loss=["mse", xent],
+                   loss_weights=[1.0, 0.0])
+    cls, reg = [next(la for la in frozen.layers if la.name == n) for n in ("cls", "reg")]
+    before = [v.numpy() for v in cls.trainable_variables + reg.trainable_variables]
+    frozen.fit(x, [target, y], epochs=1, batch_size=16, verbose=0)
+    after = [v.numpy() for v in cls.trainable_variables + reg.trainable_variables]
+    for i, (a, b) in enumerate(zip(before, after)):
+        assert np.array_equal(a, b) == (i < len(cls.trainable_variables))
+
+
+def test_several_outputs_errors():
+    x, y = _blobs(n=16)
+    model = _two_output_model()
+    model.compile(optimizer="sgd", loss=["mse"])
+    with pytest.raises(ValueError, match=r"compile: loss has 1 entries but the model has 2 "
+                                         r"outputs \['reg', 'cls'\]"):
+        model.fit(x, [x[:, :1], y], verbose=0)
+    model.compile(optimizer="sgd", loss="mse", loss_weights={"nope": 1.0})
+    with pytest.raises(ValueError, match=r"loss_weights has keys \['nope'\] that are not"):
+        model.fit(x, [x[:, :1], y], verbose=0)
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match="the model has 2 outputs"):
+        model.fit(x, y, verbose=0)
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    with pytest.raises(NotImplementedError, match="metrics for a model with several outputs"):
+        model.fit(x, [x[:, :1], x[:, :4]], verbose=0)
+    with pytest.raises(TypeError, match="compile: loss_weights must be a list or a dict"):
+        model.compile(optimizer="sgd", loss="mse", loss_weights=0.5)
+
+
+def test_fit_on_tensors_of_another_device_and_step_logs_for_callbacks():
+    x, y = _blobs(n=64)
+    with tg.device("cpu"):
+        xt, yt = tg.constant(x), tg.constant(y)
+    model = _compiled_model()
+    seen = []
+
+    def look(batch, logs):
+        seen.append((sorted(logs), logs.copy()["loss"], dict(logs)["loss"]))
+
+    model.fit(xt, yt, epochs=1, batch_size=32, verbose=0,
+              callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=look)])
+    assert [s[0] for s in seen] == [["accuracy", "loss"]] * 2
+    assert all(np.isfinite(s[1]) and s[1] == s[2] for s in seen)
+    # the batches were made on the current device, where the model's variables are
+    assert model.trainable_variables[0].device == tg.zeros(1).device
+    np.testing.assert_allclose(model.predict(xt, verbose=0), model(x).numpy(), rtol=1e-5,
+                               atol=1e-6)

@@ -30,6 +30,7 @@ import importlib.machinery
 import math
 import os
 import sys
+import threading
 import types
 
 import numpy as np
@@ -800,19 +801,52 @@ class _Device:
 
 
 class _Stream:
+    """cupy.cuda.Stream: work runs at once here, so a stream only keeps CuPy's bookkeeping:
+    `with stream:` (or `use()`) makes it the calling thread's current stream, as in CuPy."""
     null = None
+    _current = threading.local()
 
     def __init__(self, null=False, non_blocking=False, ptds=False):
         self.ptr = 0
+        self.waited = collections.deque(maxlen=1024)  # the last events waited for (tests)
 
     def __enter__(self):
+        stack = _Stream._stack()
+        stack.append(self)
         return self
 
     def __exit__(self, *exc):
+        _Stream._stack().pop()
         return False
 
+    @staticmethod
+    def _stack():
+        stack = getattr(_Stream._current, "stack", None)
+        if stack is None:
+            stack = _Stream._current.stack = []
+        return stack
+
+    @staticmethod
+    def current():
+        stack = _Stream._stack()
+        return stack[-1] if stack else _Stream.null
+
     def use(self):
+        stack = _Stream._stack()
+        stack[:] = [self]
         return self
+
+    def record(self, event=None):
+        event = _Event() if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event):
+        self.waited.append(event)
+
+    @property
+    def done(self):
+        return True
 
     def synchronize(self):
         stats.sync()
@@ -823,10 +857,14 @@ _Stream.null = _Stream(null=True)
 
 class _Event:
     def __init__(self, block=False, disable_timing=False, interprocess=False):
-        pass
+        self.stream = None
 
     def record(self, stream=None):
-        pass
+        self.stream = _Stream.current() if stream is None else stream
+
+    @property
+    def done(self):
+        return True
 
     def synchronize(self):
         stats.sync()
@@ -878,7 +916,7 @@ def _cuda_module():
     cuda.Device = _Device
     cuda.Stream = _Stream
     cuda.Event = _Event
-    cuda.get_current_stream = lambda device_id=None: _Stream.null
+    cuda.get_current_stream = lambda device_id=None: _Stream.current()
     cuda.is_available = lambda: True
     cuda.get_device_id = lambda: 0
     return cuda
