@@ -184,6 +184,32 @@ def _array_fn(op, dev, params):
     return run
 
 
+_UINT = {"float32": np.uint32, "float64": np.uint64}
+
+
+def _select_zero(graph, node):
+    """`where(mask, x, 0.0)` on numpy arrays of one shape (the gradient of a ReLU-like
+    activation) as a bitwise AND of x's bits with the mask widened to all-ones words: the same
+    bits as numpy's `where` (+0.0 where the mask is false; NaN and -0.0 kept where it is true),
+    ten times faster than its broadcasting loop. None if the node is not such a `where`."""
+    if node.op.name != "where" or node.dev.name != "numpy" or len(node.ins) != 3:
+        return None
+    c, x, z = node.ins
+    _, shape, dtype, _ = graph.meta[node.out]
+    zero = graph.constants.get(z)
+    if zero is None or not shape or dtype not in _UINT or zero.dtype.name != dtype or \
+            zero.size != 1 or \
+            zero.reshape(()).view(_UINT[dtype]) != 0 or \
+            graph.meta[c][1:3] != (shape, "bool") or graph.meta[x][1:3] != (shape, dtype):
+        return None
+    uint = _UINT[dtype]
+
+    def select_zero(mask, a, _zero):
+        bits = np.negative(mask, dtype=uint)
+        return np.bitwise_and(a.view(uint), bits, out=bits).view(a.dtype)
+    return select_zero
+
+
 OP, READ, ASSIGN, UPDATE, PRINT, GUARD = range(6)
 _KINDS = {"op": OP, "random": OP, "read": READ, "assign": ASSIGN, "update": UPDATE, "print": PRINT,
           "guard": GUARD}
@@ -209,7 +235,8 @@ class Plan:
         steps = []
         for n, fr in zip(nodes, frees):
             kind = _KINDS[n.kind]
-            obj = _array_fn(n.op, n.dev, n.params) if n.kind == "op" else n.op
+            obj = (_select_zero(graph, n) or _array_fn(n.op, n.dev, n.params)) \
+                if n.kind == "op" else n.op
             steps.append((kind, obj, n.ins, n.out, tuple(fr), n.params))
         self.steps = steps
         self.template = [None] * len(graph.meta)
