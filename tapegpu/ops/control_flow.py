@@ -12,7 +12,7 @@ index, stacked at the end; its reads and stacks are ops on the written tensors, 
 differentiable and recorded by `tg.function` traces.
 """
 from ..core import dtypes, nest
-from ..core.tensor import Tensor, Variable, convert_to_tensor
+from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..errors import OutOfRangeError
 from ._base import public
 from .creation import zeros
@@ -235,7 +235,8 @@ class TensorArray:
     functional update). Reads, `stack`, `gather` and `concat` are ops on the written tensors:
     gradients flow through them, and a `tg.function` trace records them. `size` is required;
     `dynamic_size=True` lets writes grow the array. `clear_after_read` (default True) frees an
-    element when it is read: reading it again raises. An element never written reads as zeros of
+    element when it is read: reading it again raises (eagerly; an array made inside a
+    `tg.function` keeps its elements, as TF's graph TensorArray does). An element never written reads as zeros of
     `element_shape` when that shape is known (inferred from the writes unless
     `infer_shape=False`). Unlike TF's eager TensorArray, which silently replaces the value,
     writing an index twice raises InvalidArgumentError (the write-once rule of TF's graph
@@ -262,7 +263,9 @@ class TensorArray:
             raise InvalidArgumentError(f"TensorArray: size must be non-negative, got {size}")
         self._dtype = dtypes.as_dtype(dtype)
         self._dynamic_size = bool(dynamic_size)
-        self._clear_after_read = True if clear_after_read is None else bool(clear_after_read)
+        # inside a tg.function trace reads never clear, as TF's graph TensorArray (a list)
+        self._clear_after_read = (True if clear_after_read is None else
+                                  bool(clear_after_read)) and not _thread.tracers
         self._infer_shape = bool(infer_shape)
         self._element_shape = _shape_or_none(element_shape)
         self._elements = [None] * size

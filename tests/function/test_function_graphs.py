@@ -221,3 +221,30 @@ def test_dropout_under_function_trains_with_a_fresh_mask_per_step():
     x = tg.ones((256,))
     masks = {tuple(step(x).numpy() != 0) for _ in range(5)}
     assert len(masks) == 5
+
+
+def test_where_with_zero_replays_bit_for_bit_with_nan_inf_and_signed_zeros():
+    g = tg.constant(np.array([[np.nan, -0.0, 0.0, -np.inf], [np.inf, -2.5, 3.0, -np.nan]],
+                             np.float32))
+    y = tg.constant(np.array([[1.0, 1.0, -1.0, 1.0], [-1.0, 0.0, 2.0, -3.0]], np.float32))
+
+    def f(g, y):
+        return tg.where(y > 0.0, g, 0.0), tg.where(y > 0.0, g, -0.0)
+
+    traced = tg.function(f)
+    traced(g, y)
+    for got, want in zip(traced(g, y), f(g, y)):
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+
+
+def test_conditions_on_constants_are_folded_not_guarded():
+    @tg.function
+    def f(x):
+        n = tg.constant(3)
+        if n * 2 > 5:  # constants only: folded at trace time, no guard
+            x = x + 1.0
+        return x
+
+    assert f(tg.constant(1.0)).numpy() == 2.0
+    graph = str(f.get_concrete_function(tg.constant(1.0)).graph)
+    assert "guard" not in graph and "multiply" not in graph and "greater" not in graph
