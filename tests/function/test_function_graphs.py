@@ -248,3 +248,16 @@ def test_conditions_on_constants_are_folded_not_guarded():
     assert f(tg.constant(1.0)).numpy() == 2.0
     graph = str(f.get_concrete_function(tg.constant(1.0)).graph)
     assert "guard" not in graph and "multiply" not in graph and "greater" not in graph
+
+
+def test_small_values_computed_from_constants_are_folded():
+    @tg.function
+    def f(x):
+        c = tg.sin(tg.constant([1.0, 2.0])) * 3.0  # constants only: computed at trace time
+        return x * c
+
+    x = tg.constant([1.0, 1.0])
+    np.testing.assert_array_equal(f(x).numpy(), (x * (tg.sin(tg.constant([1.0, 2.0])) * 3.0))
+                                  .numpy())
+    graph = f.get_concrete_function(x).graph
+    assert [n.op.name for n in graph.nodes] == ["multiply"]
