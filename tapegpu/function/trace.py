@@ -54,6 +54,7 @@ class Tracer:
         self.created = []  # variables created during this trace
         self.effects = []  # kinds of side effects so far, for the guard-after-update check
         self.dynamic = set()  # values that depend on an argument, a variable or a random draw
+        self.captured = set()  # values that depend on tensors made before the trace
 
     # -- activation -------------------------------------------------------------------------------
     def __enter__(self):
@@ -96,6 +97,8 @@ class Tracer:
         if vid is None:
             vid = self.graph.new_value("constant", t)
             self.graph.constants[vid] = t._data
+            if t._uid < self.start_uid and t._data.ndim:
+                self.captured.add(vid)  # (scalars, such as the cached Python numbers, fold)
             self.bind(t, vid)
         return vid
 
@@ -109,16 +112,21 @@ class Tracer:
     # -- what the trace sees ---------------------------------------------------------------------
     def observe(self, op, inputs, out, params):
         ins = [self.value(t) for t in inputs]
-        if not self.dynamic.intersection(ins) and out._data.size <= FOLD_SIZE:
-            # every input is a constant: so is the result (constant folding; a Python `if` or
-            # loop counter computed from constants needs no guard)
+        dynamic = not self.dynamic.isdisjoint(ins)
+        captured = not self.captured.isdisjoint(ins)
+        if not dynamic and not captured and out._data.size <= FOLD_SIZE:
+            # every input is a constant made in the trace: so is the result (constant folding:
+            # a Python `if` or a loop counter computed from constants needs no guard). Tensors
+            # captured from outside are inputs of the graph, as in TF: not folded
             vid = self.graph.new_value("constant", out)
             self.graph.constants[vid] = out._data
             self.bind(out, vid)
             return
         vid = self.graph.add("op", op, ins, params, out)
-        if self.dynamic.intersection(ins):
+        if dynamic:
             self.dynamic.add(vid)
+        elif captured:
+            self.captured.add(vid)
         self.bind(out, vid)
 
     def record(self, op, inputs, out, params):

@@ -261,3 +261,12 @@ def test_small_values_computed_from_constants_are_folded():
                                   .numpy())
     graph = f.get_concrete_function(x).graph
     assert [n.op.name for n in graph.nodes] == ["multiply"]
+
+    outside = tg.constant([1.0, 2.0])
+
+    @tg.function
+    def g(x):
+        return x * tg.sin(outside)  # a captured tensor is an input of the graph, as in TF
+
+    g(x)
+    assert [n.op.name for n in g.get_concrete_function(x).graph.nodes] == ["sin", "multiply"]
