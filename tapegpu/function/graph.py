@@ -172,11 +172,20 @@ def optimize(graph):
     return graph
 
 
+# ops whose forward on numpy arrays is exactly this ufunc (`x + y` is `np.add(x, y)`)
+_UFUNCS = {name: getattr(np, name) for name in (
+    "add", "subtract", "multiply", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal")}
+
+
 def _array_fn(op, dev, params):
     """The op's forward on arrays, as `registry.forward_on` runs it, bound once."""
     kernel = op.kernels.get(dev.name) if op.kernels else None
     f = op.forward
     if kernel is None and not op.residuals:
+        if dev.name == "numpy" and not params and registry.REGISTRY.get(op.name) is op and \
+                op.name in _UFUNCS:
+            return _UFUNCS[op.name]
         if getattr(f, "ufunc", None) and not params and \
                 f.__qualname__.startswith("ufunc.") and hasattr(dev.xp, f.ufunc):
             return getattr(dev.xp, f.ufunc)
