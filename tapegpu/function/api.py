@@ -3,6 +3,7 @@ TensorSpec. The rules are in docs/function.md."""
 import functools
 import inspect
 import types
+import warnings
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from ..ops import registry
 from . import graph as _graph
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
+
+
+GUARD_VARIANTS_WARNING = 5  # graphs per signature (guard variants) at which a call warns
 
 
 class InputSignatureError(TypeError, ValueError):
@@ -343,6 +347,14 @@ class Function:
                 return nest.pack_sequence_as(cf.graph.structure, outs)
         cf, result = self._trace(structure, leaves, key, skey,
                                  counted=entry is None or bool(variants))
+        n = len(self._entries[skey].variants[key])
+        if n == GUARD_VARIANTS_WARNING:
+            warnings.warn(
+                f"tg.function {self._name}: {n} graphs for one input signature, one per value "
+                f"of the tensors its Python control flow (if/while/for on a tensor, int(t), "
+                f"float(t)) depends on; every new value is a retrace. Pass such values as "
+                f"Python values, compute the condition with tg.where, or call the function "
+                f"eagerly (docs/function.md, 'Python control flow on tensors')", stacklevel=2)
         return result
 
     def _call_concrete(self, cf, args, kwargs):
