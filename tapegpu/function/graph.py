@@ -29,6 +29,7 @@ import numpy as np
 from ..backends import cpu_kernels
 from ..core.tensor import Tensor
 from ..ops import registry
+from ..ops.kernels import cpu_bias_act_into
 from ..ops.linalg import _SKINNY
 
 EFFECTS = ("assign", "update", "print", "guard")
@@ -246,17 +247,16 @@ def _relu_backward(y, g, _zero, out=None):
         .view(g.dtype)
 
 
-def _bias_relu(plain):
-    """bias_act's ReLU, max(x + b, 0), written into `out` by the CPU kernel; `plain` (the
-    op's forward, a new array) where the kernel does not apply."""
-    def bias_relu(x, b, out):
-        if out is not None and cpu_kernels is not None and _contiguous(x, b, out) and \
-                x.dtype == b.dtype and x.dtype.name in _UINT and x.size and b.ndim == 1 and \
-                x.shape[-1:] == b.shape:
-            cpu_kernels.bias_relu(x, b, out)
-            return out
+def _bias_act_into(plain, act):
+    """bias_act written into `out` by the CPU kernel where it applies; else `plain` (the op's
+    forward, a new array)."""
+    def bias_act(x, b, out):
+        if out is not None:
+            r = cpu_bias_act_into(act, x, b, out)
+            if r is not NotImplemented:
+                return r
         return plain(x, b)
-    return bias_relu
+    return bias_act
 
 
 def _relu_backward_fusions(graph, uses):
@@ -291,8 +291,8 @@ def _out_fn(graph, node, fn):
     if fn is _relu_backward or getattr(fn, "__name__", "") == "select_zero":
         return fn, True
     ins = [graph.meta[i] for i in node.ins]
-    if name == "bias_act" and node.params == {"act": "relu"}:
-        return _bias_relu(fn), True
+    if name == "bias_act" and set(node.params) == {"act"}:
+        return _bias_act_into(fn, node.params["act"]), True
     if name == "matmul" and set(node.params) <= {"ta", "tb"} and \
             all(len(m[1]) == 2 for m in ins) and \
             (not node.params.get("tb") or node.params.get("ta") or ins[0][1][0] > _SKINNY):
