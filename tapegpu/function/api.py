@@ -11,6 +11,7 @@ from .. import backends as _backend
 from ..core import dtypes, nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..ops import registry
+from ..ops.control_flow import TensorArray
 from . import graph as _graph
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
@@ -73,6 +74,10 @@ def _leaf_key(x, name):
         return ("T", tuple(x._data.shape), x._data.dtype.name, x._dev.name)
     if isinstance(x, Variable):
         return ("V", x._uid)
+    if isinstance(x, TensorArray):
+        raise TypeError(f"tg.function {name}: a tg.TensorArray cannot be an argument (its "
+                        f"elements would be fixed at trace time); pass ta.stack() and make the "
+                        f"array inside the function")
     try:
         hash(x)
     except TypeError:

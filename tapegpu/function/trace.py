@@ -21,6 +21,7 @@ import threading
 
 from ..core.tensor import Tensor, Variable, _next_uid, _thread
 from ..ops import registry
+from ..ops.control_flow import TensorArray
 from .graph import Graph
 
 
@@ -209,6 +210,10 @@ class Tracer:
         for leaf in leaves:
             if isinstance(leaf, Variable):
                 leaf = leaf._read()
+            if isinstance(leaf, TensorArray):
+                raise TypeError(f"tg.function {self.name}: a tg.TensorArray cannot be returned "
+                                f"(a replay would return the traced elements); return "
+                                f"ta.stack() or ta.concat()")
             if isinstance(leaf, Tensor):
                 outs.append(("v", self.value(leaf)))
             else:

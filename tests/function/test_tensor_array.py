@@ -157,3 +157,19 @@ def test_fibonacci_example_of_tf_docs():
         return ta.stack()
 
     assert fibonacci(7).numpy().tolist() == [0.0, 1.0, 1.0, 2.0, 3.0, 5.0, 8.0]
+
+
+def test_a_tensor_array_cannot_cross_the_function_boundary():
+    @tg.function
+    def make(x):
+        return tg.TensorArray(tg.float32, size=1).write(0, x)
+
+    with pytest.raises(TypeError, match="make: a tg.TensorArray cannot be returned.*stack"):
+        make(tg.constant(1.0))
+
+    @tg.function
+    def take(ta):
+        return ta.stack()
+
+    with pytest.raises(TypeError, match="take: a tg.TensorArray cannot be an argument"):
+        take(tg.TensorArray(tg.float32, size=1).write(0, 1.0))
