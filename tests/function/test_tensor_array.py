@@ -173,3 +173,16 @@ def test_a_tensor_array_cannot_cross_the_function_boundary():
 
     with pytest.raises(TypeError, match="take: a tg.TensorArray cannot be an argument"):
         take(tg.TensorArray(tg.float32, size=1).write(0, 1.0))
+
+
+def test_tf_function_api_example_collects_in_a_tensor_array():
+    @tg.function
+    def f(x):
+        ta = tg.TensorArray(dtype=tg.int32, size=0, dynamic_size=True)
+        for i in range(len(x)):
+            ta = ta.write(i, x[i] + 1)
+        return ta.stack()
+
+    assert f(tg.constant([1, 2, 3])).numpy().tolist() == [2, 3, 4]
+    assert f(tg.constant([4, 5, 6])).numpy().tolist() == [5, 6, 7]
+    assert f.experimental_get_tracing_count() == 1
