@@ -69,6 +69,9 @@ def _treedef(s):
     return "*"
 
 
+_NO_ARGS_TREEDEF = _treedef([[], {}])
+
+
 def _leaf_key(x, name):
     if isinstance(x, Tensor):
         return ("T", tuple(x._data.shape), x._data.dtype.name, x._dev.name)
@@ -273,7 +276,11 @@ class Function:
         return [list(ba.args), dict(ba.kwargs)]
 
     def _arguments(self, args, kwargs):
-        """(structure, converted leaves, key, tensor leaves)."""
+        """(structure, converted leaves, key)."""
+        if not args and not kwargs and not self._signature.parameters:
+            # no arguments (a training step over captured data): the key is the device's
+            device = _backend.current().name
+            return [[], {}], [], ((_NO_ARGS_TREEDEF, device), ())
         structure = self._canonical(args, kwargs)
         leaves = nest.flatten(structure)
         if self.input_signature is not None:

@@ -325,3 +325,22 @@ def test_conditions_on_python_values_and_constants_add_no_guard():
     assert float(f(tg.constant(1.0), False)) == 2.0
     for flag in (True, False):
         assert "guard" not in str(f.get_concrete_function(tg.constant(1.0), flag).graph)
+
+
+def test_a_function_without_arguments_retraces_per_device_only():
+    x = tg.constant([1.0, 2.0])
+
+    @tg.function
+    def f():
+        return x * 2.0
+
+    assert f().numpy().tolist() == [2.0, 4.0]
+    assert f().numpy().tolist() == [2.0, 4.0]
+    assert f.get_concrete_function() is f.get_concrete_function()
+    assert f.experimental_get_tracing_count() == 1
+    other = "cuda_emu" if tg.backends.current().name == "numpy" else "numpy"
+    with tg.device(other):
+        assert f().numpy().tolist() == [2.0, 4.0]
+    assert f.experimental_get_tracing_count() == 2
+    with pytest.raises(TypeError, match="f: too many positional arguments"):
+        f(1)
