@@ -1,5 +1,6 @@
 """Issue-6 figures: peak memory of one forward + backward of a 16-layer 1024-wide ReLU MLP,
-batch 512, float32, on a non-persistent tape; and the same under a memory budget.
+batch 512, float32, on a non-persistent tape; and the same under a memory budget; and the step
+under `@tg.function` (W7 traced: the replay of the traced step, its plan's buffers included).
 
     python -m benchmarks.memory
 
@@ -41,6 +42,11 @@ def rss():
     return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
 
 step(1)  # warm-up on one layer
+if mode.startswith("traced"):
+    traced = tg.function(lambda: step()[0])
+    traced()  # the trace (an eager run); the measured call is the first replay, which also
+    mode = mode[len("traced_"):]  # allocates the plan's buffers
+    step = lambda budget=None: (traced(), None)
 budget = None
 if budget_frac:
     budget = int(budget_frac * 16 * 2 * 2**20)  # a fraction of the 32 MiB of activations
@@ -97,7 +103,7 @@ def main():
     import tempfile
     import numpy as np
     res = {}
-    for mode in ("tracemalloc", "rss"):
+    for mode in ("tracemalloc", "rss", "traced_tracemalloc", "traced_rss"):
         res[mode] = child(mode)["peak_bytes"]
         print(f"peak ({mode}): {res[mode] / MiB:.1f} MiB = "
               f"{res[mode] / LIVENESS_MIN:.3f} x the liveness minimum ({LIVENESS_MIN / MiB:.0f})")

@@ -97,6 +97,7 @@ from .autodiff.blackbox import NoGradientError, numpy_function, py_function  # n
 from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
 from .function import saved_model  # noqa: E402,F401  (tg.saved_model: save, load)
+from .ops.control_flow import TensorArray  # noqa: E402,F401  (tg.TensorArray)
 # -- tg.data: input pipelines (tapegpu/data) -----------------------------------------------------
 from . import data  # noqa: E402,F401
 # -- tg.keras: Keras 3's models, training loop, metrics on the layers above (tapegpu/keras) ------

@@ -3,6 +3,7 @@ TensorSpec. The rules are in docs/function.md."""
 import functools
 import inspect
 import types
+import warnings
 
 import numpy as np
 
@@ -10,10 +11,14 @@ from .. import backends as _backend
 from ..core import dtypes, nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..ops import registry
+from ..ops.control_flow import TensorArray
 from . import graph as _graph
 from . import fusion
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
+
+
+GUARD_VARIANTS_WARNING = 5  # graphs per signature (guard variants) at which a call warns
 
 
 class InputSignatureError(TypeError, ValueError):
@@ -65,11 +70,18 @@ def _treedef(s):
     return "*"
 
 
+_NO_ARGS_TREEDEF = _treedef([[], {}])
+
+
 def _leaf_key(x, name):
     if isinstance(x, Tensor):
         return ("T", tuple(x._data.shape), x._data.dtype.name, x._dev.name)
     if isinstance(x, Variable):
         return ("V", x._uid)
+    if isinstance(x, TensorArray):
+        raise TypeError(f"tg.function {name}: a tg.TensorArray cannot be an argument (its "
+                        f"elements would be fixed at trace time); pass ta.stack() and make the "
+                        f"array inside the function")
     try:
         hash(x)
     except TypeError:
@@ -267,7 +279,11 @@ class Function:
         return [list(ba.args), dict(ba.kwargs)]
 
     def _arguments(self, args, kwargs):
-        """(structure, converted leaves, key, tensor leaves)."""
+        """(structure, converted leaves, key)."""
+        if not args and not kwargs and not self._signature.parameters:
+            # no arguments (a training step over captured data): the key is the device's
+            device = _backend.current().name
+            return [[], {}], [], ((_NO_ARGS_TREEDEF, device), ())
         structure = self._canonical(args, kwargs)
         leaves = nest.flatten(structure)
         if self.input_signature is not None:
@@ -346,6 +362,14 @@ class Function:
                 return nest.pack_sequence_as(cf.graph.structure, outs)
         cf, result = self._trace(structure, leaves, key, skey,
                                  counted=entry is None or bool(variants))
+        n = len(self._entries[skey].variants[key])
+        if n == GUARD_VARIANTS_WARNING:
+            warnings.warn(
+                f"tg.function {self._name}: {n} graphs for one input signature, one per value "
+                f"of the tensors its Python control flow (if/while/for on a tensor, int(t), "
+                f"float(t)) depends on; every new value is a retrace. Pass such values as "
+                f"Python values, compute the condition with tg.where, or call the function "
+                f"eagerly (docs/function.md, 'Python control flow on tensors')", stacklevel=2)
         return result
 
     def _call_concrete(self, cf, args, kwargs):

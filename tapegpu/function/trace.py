@@ -21,6 +21,7 @@ import threading
 
 from ..core.tensor import Tensor, Variable, _next_uid, _thread
 from ..ops import registry
+from ..ops.control_flow import TensorArray
 from .graph import Graph
 
 
@@ -29,6 +30,7 @@ class OperatorNotAllowedInGraphError(TypeError):
     with an `input_signature`, where it cannot retrace for a new value (TensorFlow's error)."""
 
 
+FOLD_SIZE = 64  # results of ops on constants only, up to this many elements, become constants
 _lock = threading.Lock()
 _active = [0]  # traces running, in all threads
 
@@ -52,6 +54,8 @@ class Tracer:
         self.keep = []  # what the maps refer to stays alive until the trace ends
         self.created = []  # variables created during this trace
         self.effects = []  # kinds of side effects so far, for the guard-after-update check
+        self.dynamic = set()  # values that depend on an argument, a variable or a random draw
+        self.captured = set()  # values that depend on tensors made before the trace
 
     # -- activation -------------------------------------------------------------------------------
     def __enter__(self):
@@ -94,6 +98,8 @@ class Tracer:
         if vid is None:
             vid = self.graph.new_value("constant", t)
             self.graph.constants[vid] = t._data
+            if t._uid < self.start_uid and t._data.ndim:
+                self.captured.add(vid)  # (scalars, such as the cached Python numbers, fold)
             self.bind(t, vid)
         return vid
 
@@ -101,12 +107,28 @@ class Tracer:
         vid = self.graph.new_value(name, t)
         self.graph.inputs.append(vid)
         self.graph.input_names.append(name)
+        self.dynamic.add(vid)
         self.bind(t, vid)
 
     # -- what the trace sees ---------------------------------------------------------------------
     def observe(self, op, inputs, out, params):
         ins = [self.value(t) for t in inputs]
-        self.bind(out, self.graph.add("op", op, ins, params, out))
+        dynamic = not self.dynamic.isdisjoint(ins)
+        captured = not self.captured.isdisjoint(ins)
+        if not dynamic and not captured and out._data.size <= FOLD_SIZE:
+            # every input is a constant made in the trace: so is the result (constant folding:
+            # a Python `if` or a loop counter computed from constants needs no guard). Tensors
+            # captured from outside are inputs of the graph, as in TF: not folded
+            vid = self.graph.new_value("constant", out)
+            self.graph.constants[vid] = out._data
+            self.bind(out, vid)
+            return
+        vid = self.graph.add("op", op, ins, params, out)
+        if dynamic:
+            self.dynamic.add(vid)
+        elif captured:
+            self.captured.add(vid)
+        self.bind(out, vid)
 
     def record(self, op, inputs, out, params):
         """A recorder's call: registry ops come through `observe`; a per-call op's output
@@ -119,7 +141,9 @@ class Tracer:
     def record_random(self, draw, out):
         """A random tensor made while tracing: a node calling `draw()` again at every replay
         (a saved model cannot hold it: `opaque`)."""
-        self.bind(out, self.graph.add("random", draw, (), None, out))
+        vid = self.graph.add("random", draw, (), None, out)
+        self.dynamic.add(vid)
+        self.bind(out, vid)
         if draw.__name__ not in self.graph.opaque:
             self.graph.opaque.append(draw.__name__)
 
@@ -130,13 +154,15 @@ class Tracer:
         self._check_variable(var)
         if out is None:
             out = Tensor(var._value._data, var._value._dev)
-        self.bind(out, self.graph.add("read", var, (), None, out, label=var.name))
+        vid = self.graph.add("read", var, (), None, out, label=var.name)
+        self.dynamic.add(vid)
+        self.bind(out, vid)
         return out
 
     def guard(self, t):
         vid = self.known(t)
-        if vid is None or vid in self.graph.constants:
-            return  # a constant: its value cannot change
+        if vid not in self.dynamic:
+            return  # computed from constants only: its value cannot change
         if self.forbid_guards:
             raise OperatorNotAllowedInGraphError(
                 f"tg.function {self.name}: using a tensor's value as a Python value (bool, "
@@ -184,6 +210,10 @@ class Tracer:
         for leaf in leaves:
             if isinstance(leaf, Variable):
                 leaf = leaf._read()
+            if isinstance(leaf, TensorArray):
+                raise TypeError(f"tg.function {self.name}: a tg.TensorArray cannot be returned "
+                                f"(a replay would return the traced elements); return "
+                                f"ta.stack() or ta.concat()")
             if isinstance(leaf, Tensor):
                 outs.append(("v", self.value(leaf)))
             else:

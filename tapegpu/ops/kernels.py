@@ -75,6 +75,16 @@ def cpu_relu_backward(g, y):
     return out
 
 
+def cpu_bias_act_into(act, x, b, out):
+    """bias_act's forward on `numpy` written into `out` (tg.function's buffers) by the CPU
+    kernel; NotImplemented where the kernel does not apply."""
+    if act != "relu" or cpu_kernels is None or not _fits_cpu(x, b, out) or b.ndim != 1 or \
+            x.shape[-1:] != b.shape or out.shape != x.shape:
+        return NotImplemented
+    cpu_kernels.bias_relu(x, b, out)
+    return out
+
+
 def softmax_kernels(name):
     """A normalised exponential over the last axis (`name` and its log form):
     `tapegpu_<name>_fwd` and `_bwd`."""

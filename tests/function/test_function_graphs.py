@@ -221,3 +221,108 @@ def test_dropout_under_function_trains_with_a_fresh_mask_per_step():
     x = tg.ones((256,))
     masks = {tuple(step(x).numpy() != 0) for _ in range(5)}
     assert len(masks) == 5
+
+
+def test_where_with_zero_replays_bit_for_bit_with_nan_inf_and_signed_zeros():
+    g = tg.constant(np.array([[np.nan, -0.0, 0.0, -np.inf], [np.inf, -2.5, 3.0, -np.nan]],
+                             np.float32))
+    y = tg.constant(np.array([[1.0, 1.0, -1.0, 1.0], [-1.0, 0.0, 2.0, -3.0]], np.float32))
+
+    def f(g, y):
+        return tg.where(y > 0.0, g, 0.0), tg.where(y > 0.0, g, -0.0)
+
+    traced = tg.function(f)
+    traced(g, y)
+    for got, want in zip(traced(g, y), f(g, y)):
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+
+
+def test_conditions_on_constants_are_folded_not_guarded():
+    @tg.function
+    def f(x):
+        n = tg.constant(3)
+        if n * 2 > 5:  # constants only: folded at trace time, no guard
+            x = x + 1.0
+        return x
+
+    assert f(tg.constant(1.0)).numpy() == 2.0
+    graph = str(f.get_concrete_function(tg.constant(1.0)).graph)
+    assert "guard" not in graph and "multiply" not in graph and "greater" not in graph
+
+
+def test_small_values_computed_from_constants_are_folded():
+    @tg.function
+    def f(x):
+        c = tg.sin(tg.constant([1.0, 2.0])) * 3.0  # constants only: computed at trace time
+        return x * c
+
+    x = tg.constant([1.0, 1.0])
+    np.testing.assert_array_equal(f(x).numpy(), (x * (tg.sin(tg.constant([1.0, 2.0])) * 3.0))
+                                  .numpy())
+    graph = f.get_concrete_function(x).graph
+    assert [n.op.name for n in graph.nodes] == ["multiply"]
+
+    outside = tg.constant([1.0, 2.0])
+
+    @tg.function
+    def g(x):
+        return x * tg.sin(outside)  # a captured tensor is an input of the graph, as in TF
+
+    g(x)
+    assert [n.op.name for n in g.get_concrete_function(x).graph.nodes] == ["sin", "multiply"]
+
+
+def _mlp_step(seed):
+    rng = np.random.default_rng(seed)
+    model = tg.layers.Sequential([tg.layers.Dense(32, activation="relu"),
+                                  tg.layers.Dense(32, activation="relu"), tg.layers.Dense(4)])
+    model(tg.zeros((16, 8)))
+
+    def step(x, y):
+        with tg.GradientTape() as tape:
+            loss = tg.reduce_mean(tg.nn.sparse_softmax_cross_entropy_with_logits(y, model(x)))
+        return tape.gradient(loss, model.trainable_variables)
+    batches = [(tg.constant(rng.standard_normal((16, 8)).astype(np.float32)),
+                tg.constant(rng.integers(0, 4, 16).astype(np.int32))) for _ in range(3)]
+    return step, batches
+
+
+def test_replay_into_the_plans_buffers_is_bit_for_bit_and_never_hands_them_out(monkeypatch):
+    monkeypatch.setattr(graph_mod, "POOL_BYTES", 0)  # every eligible intermediate pooled
+    step, batches = _mlp_step(0)
+    traced = tg.function(step)
+    traced(*batches[0])  # the trace
+    kept = [[g.numpy().copy() for g in traced(x, y)] for x, y in batches]
+    results = [traced(x, y) for x, y in batches]
+    for got, want_copy, (x, y) in zip(results, kept, batches):
+        for a, b, c in zip(got, want_copy, step(x, y)):
+            assert a.numpy().tobytes() == b.tobytes() == c.numpy().tobytes()  # not overwritten
+    plan = traced.get_concrete_function(*batches[0])._plan
+    if tg.backends.current().name == "numpy":  # the buffers are for numpy's arrays
+        assert plan.slots and plan.buffer_bytes > 0
+        assert any(f is graph_mod._relu_backward for _, f, *_ in plan.steps)  # fused backward
+        for g in results[-1]:
+            assert not any(np.shares_memory(g.numpy(), b) for b in plan.buffers)
+    # while another call holds the buffers (a thread), a call runs on new arrays
+    with plan._lock:
+        again = traced(*batches[1])
+    for a, b in zip(again, kept[1]):
+        assert a.numpy().tobytes() == b.tobytes()
+
+
+def test_buffers_are_shared_by_values_whose_lives_do_not_overlap(monkeypatch):
+    monkeypatch.setattr(graph_mod, "POOL_BYTES", 0)
+
+    @tg.function
+    def f(x, w):
+        h = x
+        for _ in range(6):
+            h = tg.matmul(h, w) * 0.5
+        return tg.reduce_sum(h, axis=0)
+
+    x, w = tg.ones((4, 4)), tg.eye(4)
+    np.testing.assert_array_equal(f(x, w).numpy(), np.full(4, 4 * 0.5 ** 6, np.float32))
+    np.testing.assert_array_equal(f(x * 2.0, w).numpy(), np.full(4, 8 * 0.5 ** 6, np.float32))
+    plan = f.get_concrete_function(x, w)._plan
+    if tg.backends.current().name == "numpy":
+        assert len(plan.slots) == 2  # 12 intermediates of one shape, two alive at a time

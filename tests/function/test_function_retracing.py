@@ -200,3 +200,147 @@ def test_init_scope_lifts_out_of_the_trace():
     assert float(f(tg.constant(1.0))) == 4.0
     assert float(f(tg.constant(2.0))) == 8.0
     assert "add" not in str(f.get_concrete_function(tg.constant(1.0)).graph)
+
+
+# -- the examples of TensorFlow's tf.function guide, with its counts --------------------------------
+
+def test_tf_guide_double_traces_per_dtype_and_shape(capsys):
+    @tg.function
+    def double(a):
+        print("Tracing with", a.dtype.name)
+        return a + a
+
+    double(tg.constant(1))
+    double(tg.constant(1.1))
+    double(tg.constant([1, 2]))
+    double(tg.constant(2))  # int32 scalar again: reuses the first graph
+    assert double.experimental_get_tracing_count() == 3
+    assert capsys.readouterr().out.count("Tracing with") == 3
+
+
+def test_tf_guide_python_side_effects_and_list_appends(capsys):
+    @tg.function
+    def f(x):
+        print("Traced with", x)
+        tg.print("Executed with", x, output_stream=sys.stdout)
+
+    f(1)
+    f(1)
+    f(2)
+    assert capsys.readouterr().out.splitlines() == [
+        "Traced with 1", "Executed with 1", "Executed with 1", "Traced with 2",
+        "Executed with 2"]
+
+    external_list = []
+
+    @tg.function
+    def side_effect(x):
+        external_list.append(x)
+
+    for _ in range(3):
+        side_effect(tg.constant(1))
+    assert len(external_list) == 1
+
+
+def test_tf_guide_python_arguments_retrace_tensor_arguments_do_not(capsys):
+    @tg.function
+    def train(num_steps):
+        print("Tracing with num_steps =", num_steps)
+        return tg.reduce_sum(tg.ones((3,)) * tg.cast(num_steps, tg.float32))
+
+    train(num_steps=10)
+    train(num_steps=20)
+    assert train.experimental_get_tracing_count() == 2
+    train(num_steps=tg.constant(10))
+    train(num_steps=tg.constant(20))
+    assert train.experimental_get_tracing_count() == 3
+    assert float(train(num_steps=tg.constant(30))) == 90.0
+    assert capsys.readouterr().out.count("Tracing with") == 3
+
+
+def test_tf_guide_reduce_retracing_counts():
+    @tg.function(reduce_retracing=True)
+    def g(x):
+        return x
+
+    g(tg.constant([1, 2, 3]))  # traces
+    g(tg.constant([1, 2, 3, 4, 5]))  # traces again, generalized to shape (None,)
+    g(tg.constant([1, 2, 3, 4, 5, 6, 7]))  # no more tracing
+    assert g(tg.constant(list(range(9)))).numpy().tolist() == list(range(9))
+    assert g.experimental_get_tracing_count() == 2
+
+
+def test_tf_guide_counter_module_creates_its_variable_once():
+    class Count(tg.Module):
+        def __init__(self):
+            super().__init__()
+            self.count = None
+
+        @tg.function
+        def __call__(self):
+            if self.count is None:
+                self.count = tg.Variable(0)
+            return self.count.assign_add(1)
+
+    c = Count()
+    assert [int(c()) for _ in range(3)] == [1, 2, 3]
+    assert c.__call__.experimental_get_tracing_count() == 1
+
+
+# -- Python control flow on tensor values: the guard rule ------------------------------------------
+
+def test_a_loop_whose_trip_count_is_a_tensor_retraces_per_count_and_warns():
+    @tg.function
+    def power(x, n):
+        y = tg.ones_like(x)
+        i = tg.constant(0)
+        while i < n:  # a tensor condition: one guard per iteration
+            y = y * x
+            i = i + 1
+        return y
+
+    x = tg.constant([2.0])
+    assert power(x, tg.constant(3)).numpy().tolist() == [8.0]
+    assert power(x * 1.5, tg.constant(3)).numpy().tolist() == [27.0]  # same count: replay
+    assert power.experimental_get_tracing_count() == 1
+    for n in (1, 2, 4):
+        assert power(x, tg.constant(n)).numpy().tolist() == [2.0 ** n]
+    assert power.experimental_get_tracing_count() == 4  # TF's AutoGraph: 1 (see docs)
+    with pytest.warns(UserWarning, match="power: 5 graphs for one input signature"):
+        power(x, tg.constant(5))
+    assert power(x, tg.constant(2)).numpy().tolist() == [4.0]  # every graph kept
+    assert power.experimental_get_tracing_count() == 5
+
+
+def test_conditions_on_python_values_and_constants_add_no_guard():
+    @tg.function
+    def f(x, flag):
+        if flag:  # a Python argument: part of the trace's key
+            x = x * 2.0
+        if tg.constant(2) > 1:  # constants: folded
+            x = x + 1.0
+        return x
+
+    assert float(f(tg.constant(1.0), True)) == 3.0
+    assert float(f(tg.constant(1.0), False)) == 2.0
+    for flag in (True, False):
+        assert "guard" not in str(f.get_concrete_function(tg.constant(1.0), flag).graph)
+
+
+def test_a_function_without_arguments_retraces_per_device_only():
+    x = tg.constant([1.0, 2.0])
+
+    @tg.function
+    def f():
+        return x * 2.0
+
+    assert f().numpy().tolist() == [2.0, 4.0]
+    assert f().numpy().tolist() == [2.0, 4.0]
+    assert f.get_concrete_function() is f.get_concrete_function()
+    assert f.experimental_get_tracing_count() == 1
+    other = "cuda_emu" if tg.backends.current().name == "numpy" else "numpy"
+    with tg.device(other):
+        assert f().numpy().tolist() == [2.0, 4.0]
+    assert f.experimental_get_tracing_count() == 2
+    with pytest.raises(TypeError, match="f: too many positional arguments"):
+        f(1)
