@@ -1,5 +1,5 @@
 """`python -m tapegpu info`: version, backends, GPUs, whether the kernels compile (NVRTC) and
-run (the emulator), and the default device."""
+run (the emulator), whether tg.function fuses (generated C++ kernels), and the default device."""
 import argparse
 import glob
 import os
@@ -16,6 +16,7 @@ from .. import backends as backend
 from ..backends import cpu_kernels
 from ..backends.kernels import ACTIVATIONS, KERNEL_DIR, kernel_files, nvrtc
 from ..autodiff import recorder
+from ..function import fusion
 from ..ops.registry import REGISTRY
 
 
@@ -117,6 +118,27 @@ def _emulator():
     return f"ok ({name} kernel run and checked)"
 
 
+def _fusion():
+    """Whether tg.function's fusion builds and runs a kernel on the CPU, checked against the
+    unfused replay; else why it replays unfused."""
+    if not fusion.ENABLED:
+        return "off (TAPEGPU_FUSION=0): traced functions replay unfused"
+    try:
+        with tg.device("cpu"):
+            x = tg.constant(np.linspace(-2.0, 2.0, 37))
+            f = tg.function(lambda x: tg.sin(x) * 2.0 + 1.0)
+            got = f(x).numpy()
+            kernels = getattr(f.get_concrete_function(x)._plan.graph, "fused", [])
+    except Exception as e:
+        return f"FAILED: {e}"
+    if not kernels:
+        return f"unavailable ({fusion.unavailable_reason('numpy') or 'no kernel made'}): " \
+            "traced functions replay unfused"
+    if not np.array_equal(got, np.sin(np.linspace(-2.0, 2.0, 37)) * 2.0 + 1.0):
+        return "FAILED: a fused kernel disagrees with numpy"
+    return "ok (C++ kernels on numpy; one built, run and checked)"
+
+
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -190,6 +212,7 @@ def report(check_kernels=True):
     if check_kernels:
         out["kernels_compile (nvrtc)"] = _nvrtc()
         out["kernels_run (emulator)"] = _emulator()
+        out["fusion (tg.function)"] = _fusion()
     return out
 
 

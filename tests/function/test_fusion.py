@@ -275,3 +275,18 @@ def test_without_the_compiled_helper_ctypes_calls_the_kernels(monkeypatch):
                                x, b)
     assert len(_fused(fused.get_concrete_function(x, b))) == 1
     np.testing.assert_array_equal(a.numpy(), e.numpy())
+
+
+def test_info_reports_whether_fusion_works_and_why_not(monkeypatch):
+    from tapegpu.cli import info
+    assert info.report()["fusion (tg.function)"].startswith("ok")
+
+    def broken(*a, **k):
+        raise fusion.build.EmuCompileError("g++: not found")
+    monkeypatch.setattr(fusion, "_compiled", {})
+    monkeypatch.setattr(fusion, "_failed", {})
+    monkeypatch.setattr(fusion.build, "build_host_library", broken)
+    line = info.report()["fusion (tg.function)"]
+    assert line.startswith("unavailable") and "g++: not found" in line
+    monkeypatch.setattr(fusion, "ENABLED", False)
+    assert info.report()["fusion (tg.function)"].startswith("off")
