@@ -27,7 +27,7 @@ import tapegpu as tg  # noqa: E402
 from benchmarks import workloads as W  # noqa: E402
 from benchmarks.core import training_cases  # noqa: E402
 from benchmarks.run import import_peers  # noqa: E402
-from benchmarks.timing import compare, table  # noqa: E402
+from benchmarks.timing import compare, cpu_over_wall, table  # noqa: E402
 
 EAGER, TRACED = "tapegpu eager", "tapegpu @tg.function"
 JAX, TF = "jax jit", "tensorflow tf.function"
@@ -117,15 +117,6 @@ SUITES = {
     "w5_fr": _workload_row(W.w5_hvp, "forward-over-reverse", "W5"),
     "w6": _workload_row(W.w6_per_example, "per-example", "W6"),
 }
-
-
-def cpu_over_wall(fn, seconds=0.3):
-    n = 0
-    w0, c0 = time.perf_counter(), time.process_time()
-    while time.perf_counter() - w0 < seconds:
-        fn()
-        n += 1
-    return (time.process_time() - c0) / (time.perf_counter() - w0)
 
 
 def main(argv=None):

@@ -17,7 +17,6 @@ configure_threads("1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -25,7 +24,7 @@ import tapegpu as tg  # noqa: E402
 from tapegpu.core import nest  # noqa: E402
 from benchmarks import workloads  # noqa: E402
 from benchmarks.run import import_peers  # noqa: E402
-from benchmarks.timing import compare  # noqa: E402
+from benchmarks.timing import compare, cpu_over_wall  # noqa: E402
 
 FUSED, UNFUSED = "tapegpu traced, fused", "tapegpu traced, unfused"
 
@@ -52,15 +51,6 @@ def cases_of(key, fw):
         if row in rows and framework in (workloads.FLOOR, "jax"):
             rows[row][framework if framework != workloads.FLOOR else "numpy (floor)"] = fn
     return rows
-
-
-def cpu_over_wall(fn, seconds=0.2):
-    n = 0
-    w0, c0 = time.perf_counter(), time.process_time()
-    while time.perf_counter() - w0 < seconds:
-        fn()
-        n += 1
-    return (time.process_time() - c0) / (time.perf_counter() - w0)
 
 
 def main(argv=None):

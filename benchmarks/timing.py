@@ -67,3 +67,12 @@ def table(title, results, baseline, unit=1e3, unit_name="ms"):
     for n, r in results.items():
         lines.append(f"  {n:<34} {r['median_s'] * unit:>12.4f} {r['ratio']:>18.3f}")
     return "\n".join(lines)
+
+
+def cpu_over_wall(fn, seconds=0.3):
+    """The process's CPU time over wall time while `fn` runs repeatedly for `seconds` (1.0: one
+    busy core; less: the process waited for the CPU)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - w0 < seconds:
+        fn()
+    return (time.process_time() - c0) / (time.perf_counter() - w0)
