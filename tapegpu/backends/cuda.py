@@ -56,6 +56,12 @@ class CudaBackend:
         with cupy.cuda.Device(self.index):
             return cupy.asarray(value, dtype=dtype)
 
+    def copy_from(self, array):
+        """A copy on this GPU of a CuPy array on any GPU: device to device (peer to peer
+        where the GPUs allow it), never through the host."""
+        with cupy.cuda.Device(self.index):
+            return cupy.array(array, copy=True)
+
     def to_numpy(self, array):
         if checks.pending():  # a host read: the queued device checks are read with it
             checks.raise_pending(cupy)

@@ -63,6 +63,8 @@ def copy_to(x, device_name):
         t = convert_to_tensor(t)
     if t._dev is dev:
         return t
+    if hasattr(dev, "copy_from") and t._dev.xp is dev.xp:  # GPU to GPU: no host round trip
+        return Tensor(dev.copy_from(t._data), dev)
     return Tensor(dev.asarray(t._dev.to_numpy(t._data)), dev)  # tensors are immutable: sharing
     # a host buffer between cpu and cuda_emu tensors is safe
 

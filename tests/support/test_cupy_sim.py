@@ -490,3 +490,19 @@ def test_integer_reduce_mean_has_tensorflows_semantics_on_every_device(sim, devi
             got = tg.reduce_mean(tg.constant(a), axis=axis)
         assert got.dtype == tg.as_dtype(dt), (vals, dt)
         np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{vals} {dt}")
+
+
+def test_a_copy_between_two_gpus_does_not_go_through_the_host(sim, monkeypatch):
+    """copy_to from one GPU backend to another: a device-to-device copy, no download and no
+    upload (the stand-in has one device, so the second backend is another gpu:0 object)."""
+    from tapegpu.backends.cuda import CudaBackend
+    from tapegpu.core import device as device_mod
+    other = CudaBackend(0)
+    monkeypatch.setattr(device_mod._backend, "lookup", lambda name: other)
+    x = tg.constant(np.arange(6.0, dtype=np.float32))
+    cupy_sim.stats.reset()
+    y = tg.copy_to(x, "gpu:1")
+    assert y._dev is other and y.dtype == tg.float32
+    assert dict(cupy_sim.stats.transfers) == {} and dict(cupy_sim.stats.syncs) == {}
+    assert y._data is not x._data
+    np.testing.assert_array_equal(y.numpy(), np.arange(6.0))
