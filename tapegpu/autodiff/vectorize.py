@@ -318,6 +318,17 @@ def _leading(op, vals, flags, params, size):
     return registry.apply(op, [_materialised(v, b, size) for v, b in zip(vals, flags)], params)
 
 
+def _leading_broadcast(op, vals, flags, params, size):
+    # as leading, for inputs of one core rank that broadcast their own batch axes: each is
+    # given ones after the batch axis up to the largest rank, so the batch axes line up
+    vals = [_materialised(v, b, size) for v, b in zip(vals, flags)]
+    rank = max(v._data.ndim for v in vals)
+    vals = [v if v._data.ndim == rank else registry.apply1(
+        _RESHAPE, v, {"shape": v._data.shape[:1] + (1,) * (rank - v._data.ndim) +
+                      v._data.shape[1:]}) for v in vals]
+    return registry.apply(op, vals, params)
+
+
 def _shifted(axis):
     if isinstance(axis, int):
         return axis + 1 if axis >= 0 else axis
@@ -460,7 +471,8 @@ def _lead(op, vals, flags, params, size):
     return registry.apply2(op, vals[0], vals[1], dict(params, lead=params.get("lead", 0) + 1))
 
 
-KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading, "axis": _axis,
+KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading,
+         "leading_broadcast": _leading_broadcast, "axis": _axis,
          "reshape": _reshape, "broadcast_to": _broadcast_to, "transpose": _transpose,
          "tile": _tile, "pad": _pad, "einsum": _einsum, "first": _first, "merge": _merge,
          "filter_groups": _filter_groups, "conv": _conv, "channels": _channels,

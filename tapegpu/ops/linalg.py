@@ -651,7 +651,7 @@ def _band_part_forward(xp, x, lower, upper):
 
 
 # the band part is a mask: its own transpose, and linear
-_band_part = def_op("band_part", _band_part_forward, linear=True,
+_band_part = def_op("band_part", _band_part_forward, linear=True, batch="leading",
                     vjp=lambda ops, g, lower, upper: ops.band_part(g, lower, upper))
 
 
@@ -698,7 +698,7 @@ def _diag_forward(xp, d, k, rows, cols, padding):
 
 
 # out[..., i, i + k] = d[..., i]:  g_d = g[..., i, i + k];  the tangent has no padding
-_diag = def_op("diag", _diag_forward,
+_diag = def_op("diag", _diag_forward, batch="leading",
                vjp=lambda ops, g, k, rows, cols, padding:
                ops.getitem(g, (Ellipsis,) + _diag_index(min(rows - max(-k, 0),
                                                             cols - max(k, 0)), k)),
@@ -785,6 +785,7 @@ def _triangular_solve_jvp(ops, ts, matrix, out, rhs_shape, lower=True, adjoint=F
 
 
 _triangular_solve = def_op("triangular_solve", _triangular_solve_forward,
+                           batch="leading_broadcast",
                            args=("matrix", "rhs"), saves=("matrix", "out", "rhs.shape"),
                            vjp=_triangular_solve_vjp, jvp=_triangular_solve_jvp)
 
@@ -974,7 +975,8 @@ def _svd_jvp(ops, t, x, out, full=False, uv=True):
     return _pack_ops(ops, ds, du, dv)
 
 
-_svd = def_op("svd", _svd_forward, saves=("x", "out"), vjp=_svd_vjp, jvp=_svd_jvp)
+_svd = def_op("svd", _svd_forward, saves=("x", "out"), vjp=_svd_vjp, jvp=_svd_jvp,
+              batch="leading")
 
 
 def svd(tensor, full_matrices=False, compute_uv=True, name=None):  # noqa: A002
@@ -1054,7 +1056,8 @@ def _eigh_jvp(ops, t, x, out, vectors=True):
     return _pack_ops(ops, de, dv)
 
 
-_eigh = def_op("eigh", _eigh_forward, saves=("x", "out"), vjp=_eigh_vjp, jvp=_eigh_jvp)
+_eigh = def_op("eigh", _eigh_forward, saves=("x", "out"), vjp=_eigh_vjp, jvp=_eigh_jvp,
+               batch="leading")
 
 
 def eigh(tensor, name=None):  # noqa: A002
@@ -1159,7 +1162,7 @@ def _qr_jvp(ops, t, x, out, full=False):
     return _pack_ops(ops, dq, ops.concat([du, dv], axis=-1))
 
 
-_qr = def_op("qr", _qr_forward, saves=("x", "out"), vjp=_qr_vjp, jvp=_qr_jvp)
+_qr = def_op("qr", _qr_forward, saves=("x", "out"), vjp=_qr_vjp, jvp=_qr_jvp, batch="leading")
 
 
 def qr(input, full_matrices=False, name=None):  # noqa: A002
@@ -1329,7 +1332,7 @@ def _expm_frechet(ops, a, e):
 
 
 # d expm(A) = L(A, dA);  the adjoint of L(A, .) is L(A^T, .)
-_expm = def_op("expm", _expm_forward, saves=("x",),
+_expm = def_op("expm", _expm_forward, saves=("x",), batch="leading",
                vjp=lambda ops, g, x: _expm_frechet(ops, ops.matrix_transpose(x), g),
                jvp=lambda ops, t, x: _expm_frechet(ops, x, t))
 
@@ -1409,7 +1412,7 @@ def _lu_jvp(ops, t, out):
                        ops.zeros_like(t[..., 0, :])], axis=-1)
 
 
-_lu = def_op("lu", _lu_forward, saves=("out",), vjp=_lu_vjp, jvp=_lu_jvp)
+_lu = def_op("lu", _lu_forward, saves=("out",), vjp=_lu_vjp, jvp=_lu_jvp, batch="leading")
 
 Lu = namedtuple("Lu", ["lu", "p"])
 

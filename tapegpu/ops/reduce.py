@@ -632,6 +632,7 @@ def _cumulative_logsumexp_jvp(ops, t, x, out, axis, exclusive, reverse):
 
 
 _cumulative_logsumexp = def_op("cumulative_logsumexp", _cumulative_logsumexp_forward,
+                               batch="axis",
                                saves=("x", "out"), vjp=_cumulative_logsumexp_vjp,
                                jvp=_cumulative_logsumexp_jvp)
 

@@ -77,6 +77,7 @@ OBSERVERS = []
 #   broadcast      inputs broadcast against each other's leading axes (elementwise ops)
 #   matmul         as broadcast; per-example outer products as one einsum
 #   leading        the op maps over leading axes and names its axes from the right
+#   leading_broadcast  as leading, for inputs of one core rank whose batch axes broadcast
 #   axis           as leading, with the non-negative axes of its `axis` param shifted by one
 #   reshape, broadcast_to, transpose, tile, pad, einsum: the one shape-like param rewritten
 #   first          only the first input may carry the batch axis (else the loop)
@@ -85,7 +86,7 @@ OBSERVERS = []
 #   conv           merge for a shared filter, filter_groups-style groups for per-example ones
 #   channels       per-channel params (a bias): per example, the batch folds into the channels
 #   lead           the op's `lead` param (axes in front of the ones it works on) plus one
-BATCH_KINDS = ("broadcast", "matmul", "leading", "axis", "reshape", "broadcast_to",
+BATCH_KINDS = ("broadcast", "matmul", "leading", "leading_broadcast", "axis", "reshape", "broadcast_to",
                "transpose", "tile", "pad", "einsum", "first", "merge", "filter_groups", "conv",
                "channels", "lead")
 

@@ -853,7 +853,8 @@ def _searchsorted_forward(xp, seq, values, right, dtype):
     return xp.sum(before, axis=-1, dtype=dtype)
 
 
-_searchsorted = def_op("searchsorted", _searchsorted_forward, args=("sorted_sequence", "values"))
+_searchsorted = def_op("searchsorted", _searchsorted_forward, args=("sorted_sequence", "values"),
+                       batch="leading")
 
 
 def searchsorted(sorted_sequence, values, side="left", out_type=np.int32, name=None):

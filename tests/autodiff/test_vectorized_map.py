@@ -13,8 +13,9 @@ from tapegpu.testing.op_specs import SPECS, sample
 B = 3
 
 # Rows whose ops run once per example (no batching rule covers their batched inputs), with
-# every input batched: none (every op the table covers has a rule for these inputs).
-LOOPED = {}
+# every input batched: `unique` only (its output's length depends on the values, as in TF,
+# whose vectorized_map loops there too).
+LOOPED = {"unique": {"unique"}, "unique_idx": {"unique"}}
 # Rows whose function reads a batched value as a Python value: all of fn runs per example.
 PYTHON_VALUE = {"one_hot", "slogdet"}
 # With only the first input batched (the others captured from outside fn), every rule covers
