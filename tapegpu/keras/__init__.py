@@ -30,6 +30,7 @@ from . import datasets as _datasets
 from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
 from .extras import backend, utils  # noqa: F401
+from . import recurrent as _recurrent
 
 
 def _namespace(name, doc, **members):
@@ -47,7 +48,7 @@ def _public(module):
 layers = _namespace(
     "layers", "Keras layers: tapegpu's layers (`tg.layers`) plus `Input` and `InputLayer`.",
     **{k: v for k, v in _public(_layers).items() if isinstance(v, type) and k != "Sequential"},
-    Input=Input, InputLayer=InputLayer)
+    Input=Input, InputLayer=InputLayer, **_public(_recurrent))
 
 optimizers = _namespace(
     "optimizers", "Keras optimizers: the classes of `tg.optimizers`, and `get`.",
