@@ -1,0 +1,279 @@
+"""TensorFlow's guides and tutorials run with `import tapegpu as tf`: the "basic training
+loops" guide, the FGSM adversarial-example tutorial, the DCGAN and the CVAE tutorials.
+
+The tutorials' code is kept as written (plotting, downloads and GIFs left out); the data are
+small synthetic arrays instead of MNIST or a downloaded photo, and models are small where the
+tutorial loads a pretrained network. Each test checks what could go wrong: the values the
+guide's code computes where they are deterministic (against numpy), shapes, and that training
+lowers the loss.
+"""
+import re
+
+import numpy as np
+
+import tapegpu as tf
+
+
+# -- "Basic training loops" (site/en/guide/basic_training_loops) --------------------------------
+
+TRUE_W = 3.0
+TRUE_B = 2.0
+NUM_EXAMPLES = 201
+
+
+def f(x):
+    return x * TRUE_W + TRUE_B
+
+
+class MyModel(tf.Module):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # Initialize the weights to `5.0` and the bias to `0.0`
+        self.w = tf.Variable(5.0)
+        self.b = tf.Variable(0.0)
+
+    def __call__(self, x):
+        return self.w * x + self.b
+
+
+def loss(target_y, predicted_y):
+    return tf.reduce_mean(tf.square(target_y - predicted_y))
+
+
+def train(model, x, y, learning_rate):
+    with tf.GradientTape() as t:
+        current_loss = loss(y, model(x))
+    dw, db = t.gradient(current_loss, [model.w, model.b])
+    model.w.assign_sub(learning_rate * dw)
+    model.b.assign_sub(learning_rate * db)
+
+
+def report(model, loss):
+    return f"W = {model.w.numpy():1.2f}, b = {model.b.numpy():1.2f}, loss={loss:2.5f}"
+
+
+def training_loop(model, x, y, weights, biases, epochs=range(10)):
+    for epoch in epochs:
+        train(model, x, y, learning_rate=0.1)
+        weights.append(model.w.numpy())
+        biases.append(model.b.numpy())
+        current_loss = loss(y, model(x))
+        print(f"Epoch {epoch:2d}:")
+        print("    ", report(model, current_loss))
+
+
+class MyModelKeras(tf.keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.w = tf.Variable(5.0)
+        self.b = tf.Variable(0.0)
+
+    def call(self, x):
+        return self.w * x + self.b
+
+
+def numpy_gradient_descent(x, y, steps, lr=0.1):
+    """The guide's loop in float64 numpy: (w, b, loss) before the first step and after each."""
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    w, b = 5.0, 0.0
+    out = [(w, b, np.mean((y - w * x - b) ** 2))]
+    for _ in range(steps):
+        r = y - w * x - b
+        w, b = w + lr * 2 * np.mean(r * x), b + lr * 2 * np.mean(r)
+        out.append((w, b, np.mean((y - w * x - b) ** 2)))
+    return out
+
+
+def test_basic_training_loops_guide(capsys, tmp_path):
+    x = tf.linspace(-2, 2, NUM_EXAMPLES)
+    x = tf.cast(x, tf.float32)
+    noise = tf.random.normal(shape=[NUM_EXAMPLES])
+    y = f(x) + noise
+    assert x.dtype == tf.float32 and y.shape == (NUM_EXAMPLES,)
+
+    model = MyModel()
+    print("Variables:", model.variables)
+    assert model(3.0).numpy() == 15.0  # the guide's own check
+    assert [v.numpy() for v in model.variables] == [5.0, 0.0]
+
+    model = MyModel()
+    weights, biases = [], []
+    current_loss = loss(y, model(x))
+    print("Starting:")
+    print("    ", report(model, current_loss))
+    training_loop(model, x, y, weights, biases)
+
+    want = numpy_gradient_descent(x.numpy(), y.numpy(), 10)
+    np.testing.assert_allclose(weights, [w for w, _, _ in want[1:]], rtol=1e-5)
+    np.testing.assert_allclose(biases, [b for _, b, _ in want[1:]], rtol=1e-5, atol=1e-6)
+    # the printed report: one line per epoch with W, b and the loss after the step
+    lines = [ln.strip() for ln in capsys.readouterr().out.splitlines() if "W = " in ln]
+    assert len(lines) == 11
+    for line, (w, b, mse) in zip(lines, want):
+        got = re.fullmatch(r"W = (\S+), b = (\S+), loss=(\S+)", line).groups()
+        # the printed digits, to their last place (float32 against float64 may round apart)
+        errors = np.abs(np.array([float(v) for v in got]) - [w, b, mse])
+        assert (errors <= [0.0051, 0.0051, 2e-5]).all(), (line, w, b, mse)
+    # W and b move towards the true line (the data's least-squares fit)
+    assert abs(weights[-1] - TRUE_W) < abs(5.0 - TRUE_W) / 2
+    assert abs(biases[-1] - TRUE_B) < abs(0.0 - TRUE_B) / 2
+
+    keras_model = MyModelKeras()
+    training_loop(keras_model, x, y, [], [])
+    np.testing.assert_allclose(keras_model.w.numpy(), want[-1][0], rtol=1e-5)
+    keras_model.save_weights(str(tmp_path / "my_checkpoint"))
+
+    # compile/fit: one batch of 201 per epoch, SGD(0.1) on the MSE: the same steps
+    keras_model = MyModelKeras()
+    keras_model.compile(run_eagerly=False,
+                        optimizer=tf.keras.optimizers.SGD(learning_rate=0.1),
+                        loss=tf.keras.losses.mean_squared_error)
+    assert x.shape[0] == 201
+    history = keras_model.fit(x, y, epochs=10, batch_size=1000, verbose=0)
+    # each epoch's loss is the loss before its step
+    np.testing.assert_allclose(history.history["loss"], [m for _, _, m in want[:10]],
+                               rtol=1e-5)
+    np.testing.assert_allclose([keras_model.w.numpy(), keras_model.b.numpy()],
+                               want[-1][:2], rtol=1e-5)
+    restored = MyModelKeras()
+    restored.load_weights(str(tmp_path / "my_checkpoint"))
+    np.testing.assert_allclose(restored.w.numpy(), want[-1][0], rtol=1e-5)
+
+
+# -- FGSM (site/en/tutorials/generative/adversarial_fgsm) ---------------------------------------
+# A small classifier of 8x8 RGB images trained here stands in for the pretrained MobileNetV2.
+
+NUM_CLASSES = 10
+
+
+def preprocess_input(image):
+    """What keras.applications.mobilenet_v2.preprocess_input does: [0, 255] -> [-1, 1]."""
+    return image / 127.5 - 1.0
+
+
+def preprocess(image):
+    image = tf.cast(image, tf.float32)
+    image = tf.image.resize(image, (8, 8))
+    image = preprocess_input(image)
+    image = image[None, ...]
+    return image
+
+
+TEMPLATES = np.random.default_rng(42).uniform(0, 255, size=(NUM_CLASSES, 16, 16, 3))
+
+
+def _raw_images(n, rng):
+    """uint8 16x16 RGB images: a class template plus noise, and their classes."""
+    labels = rng.integers(0, NUM_CLASSES, n)
+    images = np.clip(TEMPLATES[labels] + rng.normal(0, 40, size=(n, 16, 16, 3)), 0, 255)
+    return images.astype(np.uint8), labels
+
+
+def _pretrained_model(rng):
+    tf.random.set_seed(0)
+    raw, labels = _raw_images(200, rng)
+    x = np.concatenate([preprocess(im).numpy() for im in raw])
+    model = tf.keras.Sequential([
+        tf.keras.Input((8, 8, 3)),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(32, activation="relu"),
+        tf.keras.layers.Dense(NUM_CLASSES, activation="softmax")])
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(), metrics=["accuracy"])
+    history = model.fit(x, labels, epochs=3, batch_size=32, verbose=0)
+    assert history.history["accuracy"][-1] > 0.9
+    return model
+
+
+def _numpy_input_gradient(model, image, label):
+    """d CE(label, model(image)) / d image for Flatten -> Dense(ReLU) -> Dense(softmax), by
+    hand: the logits' gradient is p - label."""
+    w1, b1, w2, b2 = (v.numpy().astype(np.float64) for v in model.variables)
+    x = image.reshape(1, -1).astype(np.float64)
+    a1 = x @ w1 + b1
+    z = np.maximum(a1, 0) @ w2 + b2
+    p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    g = ((p - label) @ w2.T) * (a1 > 0) @ w1.T
+    return g.reshape(image.shape)
+
+
+def test_fgsm_tutorial():
+    rng = np.random.default_rng(0)
+    pretrained_model = _pretrained_model(rng)
+    pretrained_model.trainable = False
+    assert pretrained_model.trainable_variables == []
+
+    raw, classes = _raw_images(1, np.random.default_rng(1))
+    image = preprocess(raw[0])
+    assert image.shape == (1, 8, 8, 3) and image.dtype == tf.float32
+    image_probs = pretrained_model.predict(image, verbose=0)
+
+    loss_object = tf.keras.losses.CategoricalCrossentropy()
+
+    def create_adversarial_pattern(input_image, input_label):
+        with tf.GradientTape() as tape:
+            tape.watch(input_image)
+            prediction = pretrained_model(input_image)
+            loss = loss_object(input_label, prediction)
+        # Get the gradients of the loss w.r.t to the input image.
+        gradient = tape.gradient(loss, input_image)
+        # Get the sign of the gradients to create the perturbation
+        signed_grad = tf.sign(gradient)
+        return signed_grad
+
+    label_index = int(classes[0])
+    label = tf.one_hot(label_index, image_probs.shape[-1])
+    label = tf.reshape(label, (1, image_probs.shape[-1]))
+    perturbations = create_adversarial_pattern(image, label)
+
+    assert perturbations.shape == image.shape
+    want = _numpy_input_gradient(pretrained_model, image.numpy(), label.numpy())
+    clear = np.abs(want) > 1e-4 * np.abs(want).max()  # signs not decided by rounding
+    assert clear.mean() > 0.9
+    np.testing.assert_array_equal(perturbations.numpy()[clear], np.sign(want)[clear])
+
+    def confidence_and_loss(x):
+        probs = pretrained_model.predict(x, verbose=0)
+        return probs[0, label_index], float(loss_object(label, probs))
+
+    epsilons = [0, 0.01, 0.1, 0.15]
+    results = []
+    for eps in epsilons:
+        adv_x = image + eps * perturbations
+        adv_x = tf.clip_by_value(adv_x, -1, 1)
+        # the perturbation is eps * sign(gradient), then clipped to the valid range
+        np.testing.assert_allclose(
+            adv_x.numpy(), np.clip(image.numpy() + eps * perturbations.numpy(), -1, 1),
+            rtol=1e-6)
+        assert np.abs(adv_x.numpy() - image.numpy()).max() <= eps + 1e-6
+        results.append(confidence_and_loss(adv_x))
+    confidences, losses = zip(*results)
+    assert np.argmax(image_probs) == label_index  # the model gets the clean image right
+    # each step along the gradient's sign raises the loss and lowers the true class's share
+    assert all(a < b for a, b in zip(losses, losses[1:])), losses
+    assert all(a > b for a, b in zip(confidences, confidences[1:])), confidences
+
+
+def test_fit_through_function_matches_eager_with_probabilities_and_sparse_labels():
+    """The FGSM stand-in's training: softmax outputs, SparseCategoricalCrossentropy on
+    probabilities (one_hot of the labels), several batches. The traced step must see each
+    batch's labels (one_hot was once baked into the trace as a constant)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(96, 6)).astype(np.float32)
+    labels = rng.integers(0, 3, 96)
+    histories = []
+    for run_eagerly in (True, False):
+        tf.random.set_seed(0)
+        model = tf.keras.Sequential([tf.keras.Input((6,)),
+                                     tf.keras.layers.Dense(3, activation="softmax")])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1), run_eagerly=run_eagerly,
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy())
+        histories.append(model.fit(x, labels, epochs=3, batch_size=32, shuffle=False,
+                                   verbose=0).history["loss"])
+    np.testing.assert_allclose(histories[1], histories[0], rtol=1e-5)
+
+    @tf.function
+    def encode(labels):
+        return tf.one_hot(labels, 3)
+    encode(tf.constant([0, 1]))
+    np.testing.assert_array_equal(encode(tf.constant([2, 0])).numpy(), np.eye(3)[[2, 0]])
