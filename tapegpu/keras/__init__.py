@@ -26,10 +26,13 @@ from ..models import regularizers as _regularizers
 from ..models.layers import get_activation as _get_activation
 from ..ops import EXPORTS as _EXPORTS
 from . import callbacks, metrics  # noqa: F401
+from . import conv_layers as _conv_layers
+from . import pooling as _pooling
 from . import datasets as _datasets
 from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
 from .extras import backend, utils  # noqa: F401
+from . import applications  # noqa: F401
 from . import recurrent as _recurrent
 
 
@@ -48,7 +51,11 @@ def _public(module):
 layers = _namespace(
     "layers", "Keras layers: tapegpu's layers (`tg.layers`) plus `Input` and `InputLayer`.",
     **{k: v for k, v in _public(_layers).items() if isinstance(v, type) and k != "Sequential"},
-    Input=Input, InputLayer=InputLayer, **_public(_recurrent))
+    Input=Input, InputLayer=InputLayer)
+for _module in (_conv_layers, _pooling, _recurrent):  # convolution, pooling, spatial
+    for _k, _v in _public(_module).items():           # reshaping and recurrent layers
+        if isinstance(_v, type) and issubclass(_v, _layers.Layer):
+            setattr(layers, _k, _v)
 
 optimizers = _namespace(
     "optimizers", "Keras optimizers: the classes of `tg.optimizers`, and `get`.",

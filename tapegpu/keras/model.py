@@ -17,7 +17,7 @@ from ..core.tensor import Tensor, convert_to_tensor
 from ..models import layers as _layers
 from ..models.layers import Layer, _takes_training
 from ..models.module import Module
-from . import training
+from . import conv_layers, pooling, training
 
 
 class KerasTensor:
@@ -490,7 +490,8 @@ class Sequential(Model, _layers.Sequential):
         layers = []
         for entry in config["layers"]:
             name = entry["class_name"]
-            layer_cls = InputLayer if name == "InputLayer" else getattr(_layers, name, None)
+            layer_cls = InputLayer if name == "InputLayer" else getattr(
+                _layers, name, getattr(conv_layers, name, getattr(pooling, name, None)))
             if not (isinstance(layer_cls, type) and issubclass(layer_cls, Layer)):
                 raise ValueError(f"Sequential.from_config: unknown layer class {name!r}")
             layers.append(layer_cls(**entry["config"]))

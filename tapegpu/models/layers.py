@@ -847,3 +847,8 @@ def _takes_training(layer):
 # function -> whether it takes `training` (inspect is slow per call); weak keys, so a callable
 # dropped by every Sequential that held it is freed
 _TAKES_TRAINING = weakref.WeakKeyDictionary()
+
+# Two activations by their Keras names, for code that names them as Keras' own code does
+# (keras.applications: the classifier's default and InceptionV3's Activation layers)
+CLASSIFIER_ACTIVATION = "softmax"
+RECTIFIER_ACTIVATION = "relu"
