@@ -277,3 +277,210 @@ def test_fit_through_function_matches_eager_with_probabilities_and_sparse_labels
         return tf.one_hot(labels, 3)
     encode(tf.constant([0, 1]))
     np.testing.assert_array_equal(encode(tf.constant([2, 0])).numpy(), np.eye(3)[[2, 0]])
+
+
+# -- DCGAN (site/en/tutorials/generative/dcgan) -------------------------------------------------
+# The tutorial's models, layer for layer, with 1/16 of its channels (256, 128, 64 -> 16, 8, 4);
+# 28x28 synthetic "digits" (bright bars on a dark ground) instead of MNIST.
+
+from tapegpu.keras import layers  # noqa: E402 (the tutorial's `from tensorflow.keras import layers`)
+
+G1, G2, G3 = 16, 8, 4   # the tutorial's 256, 128, 64
+D1, D2 = 4, 8           # the tutorial's 64, 128
+noise_dim = 100
+
+
+def make_generator_model():
+    model = tf.keras.Sequential()
+    model.add(layers.Dense(7*7*G1, use_bias=False, input_shape=(100,)))
+    model.add(layers.BatchNormalization())
+    model.add(layers.LeakyReLU())
+
+    model.add(layers.Reshape((7, 7, G1)))
+    assert model.output_shape == (None, 7, 7, G1)  # Note: None is the batch size
+
+    model.add(layers.Conv2DTranspose(G2, (5, 5), strides=(1, 1), padding='same', use_bias=False))
+    assert model.output_shape == (None, 7, 7, G2)
+    model.add(layers.BatchNormalization())
+    model.add(layers.LeakyReLU())
+
+    model.add(layers.Conv2DTranspose(G3, (5, 5), strides=(2, 2), padding='same', use_bias=False))
+    assert model.output_shape == (None, 14, 14, G3)
+    model.add(layers.BatchNormalization())
+    model.add(layers.LeakyReLU())
+
+    model.add(layers.Conv2DTranspose(1, (5, 5), strides=(2, 2), padding='same', use_bias=False,
+                                     activation='tanh'))
+    assert model.output_shape == (None, 28, 28, 1)
+
+    return model
+
+
+def make_discriminator_model():
+    model = tf.keras.Sequential()
+    model.add(layers.Conv2D(D1, (5, 5), strides=(2, 2), padding='same',
+                            input_shape=[28, 28, 1]))
+    model.add(layers.LeakyReLU())
+    model.add(layers.Dropout(0.3))
+
+    model.add(layers.Conv2D(D2, (5, 5), strides=(2, 2), padding='same'))
+    model.add(layers.LeakyReLU())
+    model.add(layers.Dropout(0.3))
+
+    model.add(layers.Flatten())
+    model.add(layers.Dense(1))
+
+    return model
+
+
+def _synthetic_digits(n, rng):
+    """uint8 28x28 images: a bright vertical or horizontal bar at a random place."""
+    images = np.zeros((n, 28, 28), np.uint8)
+    for img in images:
+        at = rng.integers(4, 20)
+        if rng.random() < 0.5:
+            img[4:24, at:at + 4] = 255
+        else:
+            img[at:at + 4, 4:24] = 255
+    return images
+
+
+def test_dcgan_tutorial(tmp_path):
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(0)
+    train_images = _synthetic_digits(24, rng)
+    train_images = train_images.reshape(train_images.shape[0], 28, 28, 1).astype('float32')
+    train_images = (train_images - 127.5) / 127.5  # Normalize the images to [-1, 1]
+    BUFFER_SIZE = 60000
+    BATCH_SIZE = 8
+    train_dataset = tf.data.Dataset.from_tensor_slices(train_images).shuffle(
+        BUFFER_SIZE).batch(BATCH_SIZE)
+
+    generator = make_generator_model()
+    noise = tf.random.normal([1, 100])
+    generated_image = generator(noise, training=False)
+    assert generated_image.shape == (1, 28, 28, 1)
+    assert np.abs(generated_image.numpy()).max() <= 1.0  # tanh
+
+    discriminator = make_discriminator_model()
+    decision = discriminator(generated_image)
+    assert decision.shape == (1, 1)
+
+    cross_entropy = tf.keras.losses.BinaryCrossentropy(from_logits=True)
+
+    def discriminator_loss(real_output, fake_output):
+        real_loss = cross_entropy(tf.ones_like(real_output), real_output)
+        fake_loss = cross_entropy(tf.zeros_like(fake_output), fake_output)
+        total_loss = real_loss + fake_loss
+        return total_loss
+
+    def generator_loss(fake_output):
+        return cross_entropy(tf.ones_like(fake_output), fake_output)
+
+    generator_optimizer = tf.keras.optimizers.Adam(1e-4)
+    discriminator_optimizer = tf.keras.optimizers.Adam(1e-4)
+
+    checkpoint_prefix = str(tmp_path / "ckpt")
+    checkpoint = tf.train.Checkpoint(generator_optimizer=generator_optimizer,
+                                     discriminator_optimizer=discriminator_optimizer,
+                                     generator=generator,
+                                     discriminator=discriminator)
+    seed = tf.random.normal([16, noise_dim])
+    losses = []
+
+    @tf.function
+    def train_step(images):
+        noise = tf.random.normal([BATCH_SIZE, noise_dim])
+
+        with tf.GradientTape() as gen_tape, tf.GradientTape() as disc_tape:
+            generated_images = generator(noise, training=True)
+
+            real_output = discriminator(images, training=True)
+            fake_output = discriminator(generated_images, training=True)
+
+            gen_loss = generator_loss(fake_output)
+            disc_loss = discriminator_loss(real_output, fake_output)
+
+        gradients_of_generator = gen_tape.gradient(gen_loss, generator.trainable_variables)
+        gradients_of_discriminator = disc_tape.gradient(disc_loss,
+                                                        discriminator.trainable_variables)
+
+        generator_optimizer.apply_gradients(zip(gradients_of_generator,
+                                                generator.trainable_variables))
+        discriminator_optimizer.apply_gradients(zip(gradients_of_discriminator,
+                                                    discriminator.trainable_variables))
+        return gen_loss, disc_loss
+
+    def snapshot(model):
+        return [v.numpy().copy() for v in model.variables]
+
+    gen0, disc0 = snapshot(generator), snapshot(discriminator)
+    first_batch = next(iter(train_dataset))
+    assert first_batch.shape == (BATCH_SIZE, 28, 28, 1)
+    losses.append([float(v) for v in train_step(first_batch)])
+    # Adam's first step moves every weight with a nonzero gradient by lr * g / (|g| + eps):
+    # at most lr; both optimizers have stepped, each on its own model only
+    for before, var in zip(gen0 + disc0, generator.variables + discriminator.variables):
+        moved = np.abs(var.numpy() - before)
+        if var.trainable:
+            assert moved.max() <= 1e-4 * (1 + 1e-3) and moved.max() > 0.5e-4, var.name
+    assert int(generator_optimizer.iterations) == 1
+    assert int(discriminator_optimizer.iterations) == 1
+    # BatchNormalization's moving statistics moved (training=True) and are not trained
+    bn = generator.layers[1]
+    assert not np.array_equal(bn.moving_mean.numpy(), np.zeros_like(bn.moving_mean.numpy()))
+    assert all(v is not bn.moving_mean for v in generator.trainable_variables)
+
+    EPOCHS = 3
+    for epoch in range(EPOCHS):
+        for image_batch in train_dataset:
+            losses.append([float(v) for v in train_step(image_batch)])
+        if (epoch + 1) % 3 == 0:
+            checkpoint.save(file_prefix=checkpoint_prefix)
+    assert int(generator_optimizer.iterations) == 1 + 3 * EPOCHS
+    assert np.isfinite(losses).all()
+    predictions = generator(seed, training=False)
+    assert predictions.shape == (16, 28, 28, 1)
+
+    # the checkpoint holds both models and optimizers: restoring undoes later changes
+    trained = snapshot(generator)
+    for v in generator.trainable_variables:
+        v.assign(tf.zeros_like(v))
+    checkpoint.restore(tf.train.latest_checkpoint(str(tmp_path)))
+    for before, var in zip(trained, generator.variables):
+        np.testing.assert_array_equal(var.numpy(), before)
+
+
+def test_dcgan_each_step_lowers_its_own_loss():
+    """The tutorial's two losses, each network trained alone for a few steps (Adam 1e-3) with
+    the other held fixed: the discriminator's loss on fixed real and fake batches falls from
+    about 2 ln 2, then the generator's loss against that discriminator falls."""
+    tf.random.set_seed(1)
+    images = (_synthetic_digits(8, np.random.default_rng(1))[..., None] - 127.5) / 127.5
+    images = tf.constant(images.astype(np.float32))
+    noise = tf.random.normal([8, noise_dim])
+    generator, discriminator = make_generator_model(), make_discriminator_model()
+    cross_entropy = tf.keras.losses.BinaryCrossentropy(from_logits=True)
+
+    def disc_loss(training):
+        fake_output = discriminator(generator(noise, training=True), training=training)
+        real_output = discriminator(images, training=training)
+        return cross_entropy(tf.ones_like(real_output), real_output) + \
+            cross_entropy(tf.zeros_like(fake_output), fake_output)
+
+    def gen_loss(training):
+        fake_output = discriminator(generator(noise, training=True), training=training)
+        return cross_entropy(tf.ones_like(fake_output), fake_output)
+
+    for loss_fn, model in ((disc_loss, discriminator), (gen_loss, generator)):
+        optimizer = tf.keras.optimizers.Adam(1e-3)
+        start = float(loss_fn(False))
+        for _ in range(10):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(True)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        end = float(loss_fn(False))
+        if loss_fn is disc_loss:
+            assert abs(start - 2 * np.log(2)) < 0.3, start
+        assert end < start - 0.1, (loss_fn.__name__, start, end)
