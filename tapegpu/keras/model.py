@@ -426,8 +426,10 @@ class Sequential(Model, _layers.Sequential):
 
     @property
     def output_shape(self):
-        """The last layer's output shape, batch axis None (Keras'), known when the input shape
-        is declared (`keras.Input`, `input_shape=`) or given to `build`.
+        """The last layer's output shape, batch axis None (Keras').
+
+        Known when the input shape is declared (`keras.Input`, `input_shape=`) or given to
+        `build`.
 
         >>> model = tg.keras.Sequential([tg.keras.Input((3,)), tg.keras.layers.Dense(4)])
         >>> model.output_shape
