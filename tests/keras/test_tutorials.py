@@ -141,20 +141,16 @@ def test_basic_training_loops_guide(capsys, tmp_path):
 
 
 # -- FGSM (site/en/tutorials/generative/adversarial_fgsm) ---------------------------------------
-# A small classifier of 8x8 RGB images trained here stands in for the pretrained MobileNetV2.
+# A small classifier of 8x8 RGB images trained here stands in for the pretrained MobileNetV2
+# (no ImageNet weights can be downloaded here); images are synthetic.
 
 NUM_CLASSES = 10
 
 
-def preprocess_input(image):
-    """What keras.applications.mobilenet_v2.preprocess_input does: [0, 255] -> [-1, 1]."""
-    return image / 127.5 - 1.0
-
-
 def preprocess(image):
     image = tf.cast(image, tf.float32)
-    image = tf.image.resize(image, (8, 8))
-    image = preprocess_input(image)
+    image = tf.image.resize(image, (8, 8))  # the tutorial's (224, 224)
+    image = tf.keras.applications.mobilenet_v2.preprocess_input(image)
     image = image[None, ...]
     return image
 
@@ -206,6 +202,7 @@ def test_fgsm_tutorial():
     raw, classes = _raw_images(1, np.random.default_rng(1))
     image = preprocess(raw[0])
     assert image.shape == (1, 8, 8, 3) and image.dtype == tf.float32
+    assert -1.0 <= image.numpy().min() and image.numpy().max() <= 1.0  # MobileNetV2's range
     image_probs = pretrained_model.predict(image, verbose=0)
 
     loss_object = tf.keras.losses.CategoricalCrossentropy()
@@ -484,3 +481,176 @@ def test_dcgan_each_step_lowers_its_own_loss():
         if loss_fn is disc_loss:
             assert abs(start - 2 * np.log(2)) < 0.3, start
         assert end < start - 0.1, (loss_fn.__name__, start, end)
+
+
+# -- CVAE (site/en/tutorials/generative/cvae) ---------------------------------------------------
+# The tutorial's model with 1/8 of its filters (32, 64 -> 4, 8) and a 7x7x4 decoder start
+# (7x7x32 in the tutorial); synthetic binarized 28x28 images instead of MNIST.
+
+E1, E2, DC = 4, 8, 4  # the tutorial's 32, 64 and the decoder's 32
+
+
+class CVAE(tf.keras.Model):
+    """Convolutional variational autoencoder."""
+
+    def __init__(self, latent_dim):
+        super(CVAE, self).__init__()
+        self.latent_dim = latent_dim
+        self.encoder = tf.keras.Sequential(
+            [
+                tf.keras.layers.InputLayer(input_shape=(28, 28, 1)),
+                tf.keras.layers.Conv2D(
+                    filters=E1, kernel_size=3, strides=(2, 2), activation='relu'),
+                tf.keras.layers.Conv2D(
+                    filters=E2, kernel_size=3, strides=(2, 2), activation='relu'),
+                tf.keras.layers.Flatten(),
+                # No activation
+                tf.keras.layers.Dense(latent_dim + latent_dim),
+            ]
+        )
+
+        self.decoder = tf.keras.Sequential(
+            [
+                tf.keras.layers.InputLayer(input_shape=(latent_dim,)),
+                tf.keras.layers.Dense(units=7*7*DC, activation=tf.nn.relu),
+                tf.keras.layers.Reshape(target_shape=(7, 7, DC)),
+                tf.keras.layers.Conv2DTranspose(
+                    filters=E2, kernel_size=3, strides=2, padding='same',
+                    activation='relu'),
+                tf.keras.layers.Conv2DTranspose(
+                    filters=E1, kernel_size=3, strides=2, padding='same',
+                    activation='relu'),
+                # No activation
+                tf.keras.layers.Conv2DTranspose(
+                    filters=1, kernel_size=3, strides=1, padding='same'),
+            ]
+        )
+
+    @tf.function
+    def sample(self, eps=None):
+        if eps is None:
+            eps = tf.random.normal(shape=(100, self.latent_dim))
+        return self.decode(eps, apply_sigmoid=True)
+
+    def encode(self, x):
+        mean, logvar = tf.split(self.encoder(x), num_or_size_splits=2, axis=1)
+        return mean, logvar
+
+    def reparameterize(self, mean, logvar):
+        eps = tf.random.normal(shape=mean.shape)
+        return eps * tf.exp(logvar * .5) + mean
+
+    def decode(self, z, apply_sigmoid=False):
+        logits = self.decoder(z)
+        if apply_sigmoid:
+            probs = tf.sigmoid(logits)
+            return probs
+        return logits
+
+
+def log_normal_pdf(sample, mean, logvar, raxis=1):
+    log2pi = tf.math.log(2. * np.pi)
+    return tf.reduce_sum(
+        -.5 * ((sample - mean) ** 2. * tf.exp(-logvar) + logvar + log2pi),
+        axis=raxis)
+
+
+def compute_loss(model, x):
+    mean, logvar = model.encode(x)
+    z = model.reparameterize(mean, logvar)
+    x_logit = model.decode(z)
+    cross_ent = tf.nn.sigmoid_cross_entropy_with_logits(logits=x_logit, labels=x)
+    logpx_z = -tf.reduce_sum(cross_ent, axis=[1, 2, 3])
+    logpz = log_normal_pdf(z, 0., 0.)
+    logqz_x = log_normal_pdf(z, mean, logvar)
+    return -tf.reduce_mean(logpx_z + logpz - logqz_x)
+
+
+@tf.function
+def cvae_train_step(model, x, optimizer):
+    """Executes one training step and returns the loss."""
+    with tf.GradientTape() as tape:
+        loss = compute_loss(model, x)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+
+
+def preprocess_images(images):
+    images = images.reshape((images.shape[0], 28, 28, 1)) / 255.
+    return np.where(images > .5, 1.0, 0.0).astype('float32')
+
+
+def _numpy_elbo_loss(x, mean, logvar, eps, x_logit):
+    """-ELBO written out in float64: Bernoulli log-likelihood of x under the decoder's logits,
+    log N(z; 0, 1) and log N(z; mean, exp(logvar)) at z = mean + eps * exp(logvar / 2)."""
+    z = mean + eps * np.exp(logvar / 2)
+    log_px = -np.sum(np.maximum(x_logit, 0) - x_logit * x + np.log1p(np.exp(-np.abs(x_logit))),
+                     axis=(1, 2, 3))
+
+    def log_normal(s, m, lv):
+        return np.sum(-0.5 * ((s - m) ** 2 * np.exp(-lv) + lv + np.log(2 * np.pi)), axis=1)
+    return -np.mean(log_px + log_normal(z, 0.0, 0.0) - log_normal(z, mean, logvar))
+
+
+def test_cvae_tutorial():
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(2)
+    train_images = preprocess_images(_synthetic_digits(64, rng).astype(np.float32))
+    test_images = preprocess_images(_synthetic_digits(32, rng).astype(np.float32))
+    assert set(np.unique(train_images)) == {0.0, 1.0}
+    train_size, batch_size, test_size = 64, 32, 32
+    train_dataset = (tf.data.Dataset.from_tensor_slices(train_images)
+                     .shuffle(train_size).batch(batch_size))
+    test_dataset = (tf.data.Dataset.from_tensor_slices(test_images)
+                    .shuffle(test_size).batch(batch_size))
+
+    optimizer = tf.keras.optimizers.Adam(3e-3)  # the tutorial's 1e-4 needs its 10 MNIST epochs
+    epochs = 4
+    latent_dim = 2
+    num_examples_to_generate = 16
+    random_vector_for_generation = tf.random.normal(
+        shape=[num_examples_to_generate, latent_dim])
+    model = CVAE(latent_dim)
+
+    for test_batch in test_dataset.take(1):
+        test_sample = test_batch[0:num_examples_to_generate, :, :, :]
+    assert test_sample.shape == (16, 28, 28, 1)
+    mean, logvar = model.encode(test_sample)
+    assert mean.shape == logvar.shape == (16, latent_dim)
+    z = model.reparameterize(mean, logvar)
+    predictions = model.sample(z)
+    assert predictions.shape == (16, 28, 28, 1)
+    assert 0.0 <= predictions.numpy().min() and predictions.numpy().max() <= 1.0  # sigmoid
+    assert model.sample(random_vector_for_generation).shape == (16, 28, 28, 1)
+    assert model.sample().shape == (100, 28, 28, 1)  # eps drawn inside the tf.function
+
+    # the loss is -ELBO as written out in numpy, with the same eps (same seed)
+    x = tf.constant(test_images[:8])
+    tf.random.set_seed(7)
+    got = float(compute_loss(model, x))
+    tf.random.set_seed(7)
+    mean, logvar = model.encode(x)
+    eps = tf.random.normal(shape=mean.shape).numpy()
+    z = mean.numpy() + eps * np.exp(logvar.numpy() / 2)
+    x_logit = model.decode(tf.constant(z.astype(np.float32))).numpy()
+    want = _numpy_elbo_loss(test_images[:8].astype(np.float64), mean.numpy().astype(np.float64),
+                            logvar.numpy().astype(np.float64), eps, x_logit)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+    def test_elbo():
+        loss = tf.keras.metrics.Mean()
+        for test_x in test_dataset:
+            loss(compute_loss(model, test_x))
+        return float(-loss.result())
+
+    tf.random.set_seed(3)
+    elbos = [test_elbo()]
+    for epoch in range(1, epochs + 1):
+        for train_x in train_dataset:
+            cvae_train_step(model, train_x, optimizer)
+        elbos.append(test_elbo())
+    assert int(optimizer.iterations) == epochs * 2
+    # training raises the test set's ELBO (a bound on the log-likelihood, so negative)
+    assert all(e < 0 for e in elbos)
+    assert all(a < b for a, b in zip(elbos, elbos[1:])), elbos
+    assert elbos[-1] > elbos[0] + 0.03 * abs(elbos[0]), elbos
