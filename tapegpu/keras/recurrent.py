@@ -6,10 +6,11 @@ Names, arguments, defaults, the weights' shapes and order (`kernel`, `recurrent_
 `bias`; gates side by side along the last axis: i, f, c, o for LSTM, z, r, h for GRU) and the
 formulas are Keras 3's, so weights move between the two with `set_weights`.
 
-The time loop is a Python loop whose steps record on the tape like any other ops. For the
-built-in cells the inputs of every step are projected by one matmul over the whole sequence
-(with the input bias); each step then does one matmul of the state by the fused
-`recurrent_kernel` (all gates at once) and the gates' elementwise formulas.
+The time loop is a Python loop whose steps record on the tape like any other ops. Each step of
+a built-in cell does two matmuls, as Keras: the step's inputs by the fused `kernel` and the
+state by the fused `recurrent_kernel` (all gates at once), then the gates' elementwise
+formulas. (Projecting the whole sequence by one matmul and slicing it per step costs more:
+each slice's gradient is a sequence-sized array, O(timesteps^2) in the backward pass.)
 
 Not supported: masking (`mask=` and `Masking` layers), `stateful=True` (a clear error each);
 `unroll` is accepted and changes nothing (the loop is always a Python loop).
@@ -424,10 +425,10 @@ class RNN(Layer):
         if isinstance(cell, _Cell):
             dp, rec = cell._masks(inputs.shape[0], training)
             x = inputs if dp is None else inputs * ops.expand_dims(dp, 1)
-            steps = ops.unstack(cell._project(x), axis=1)  # one matmul for every step
+            steps = ops.unstack(x, axis=1)
 
             def step(x_t, states):
-                return cell._step(x_t, states, rec)
+                return cell._step(cell._project(x_t), states, rec)
         else:
             steps = ops.unstack(inputs, axis=1)
             kwargs = {"training": training} if _takes_training(cell) else {}
