@@ -17,7 +17,7 @@ from ..core.tensor import Tensor, convert_to_tensor
 from ..models import layers as _layers
 from ..models.layers import Layer, _takes_training
 from ..models.module import Module
-from . import conv_layers, pooling, training
+from . import conv_layers, pooling, recurrent, training
 
 
 class KerasTensor:
@@ -515,6 +515,8 @@ class Sequential(Model, _layers.Sequential):
             name = entry["class_name"]
             layer_cls = InputLayer if name == "InputLayer" else getattr(
                 _layers, name, getattr(conv_layers, name, getattr(pooling, name, None)))
+            if layer_cls is None and not name.startswith("_"):
+                layer_cls = getattr(recurrent, name, None)
             if not (isinstance(layer_cls, type) and issubclass(layer_cls, Layer)):
                 raise ValueError(f"Sequential.from_config: unknown layer class {name!r}")
             layers.append(layer_cls(**entry["config"]))

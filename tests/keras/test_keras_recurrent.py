@@ -430,3 +430,17 @@ def test_orthogonal_initializer():
     np.testing.assert_array_equal(a, tg.initializers.Orthogonal(seed=3)((4, 4)).numpy())
     with pytest.raises(ValueError, match="rank"):
         init((4,))
+
+
+def test_sequential_config_round_trip():
+    model = keras.Sequential([keras.Input((5, 3)), L.GRU(4, return_sequences=True,
+                                                         reset_after=False),
+                              L.LSTM(2, go_backwards=True), L.Dense(1)])
+    config = model.get_config()
+    assert [e["class_name"] for e in config["layers"]] == ["InputLayer", "GRU", "LSTM", "Dense"]
+    assert config["layers"][1]["config"]["reset_after"] is False
+    clone = keras.Sequential.from_config(config)
+    clone.set_weights(model.get_weights())
+    x = RNG.normal(size=(2, 5, 3)).astype(np.float32)
+    np.testing.assert_allclose(clone(x).numpy(), model(x).numpy(), rtol=1e-6)
+    assert [type(layer).__name__ for layer in clone.layers] == ["GRU", "LSTM", "Dense"]
