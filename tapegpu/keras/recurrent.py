@@ -382,7 +382,19 @@ class RNN(Layer):
 
     def get_initial_state(self, batch_size):
         """Zero states for `batch_size` sequences, one tensor per entry of the cell's
-        `state_size`."""
+        `state_size`. tf.keras 2's spelling, the inputs (batch, timesteps, features) in place
+        of `batch_size`, works too.
+
+        >>> [s.shape for s in tg.keras.layers.LSTM(4).get_initial_state(2)]
+        [(2, 4), (2, 4)]
+        """
+        if not isinstance(batch_size, (int, np.integer)):
+            shape = getattr(batch_size, "shape", None)
+            if shape is None or len(shape) != 3:
+                raise ValueError(f"{type(self).__name__}.get_initial_state: expected a batch "
+                                 f"size or inputs of shape (batch, timesteps, features), got "
+                                 f"{batch_size!r}")
+            batch_size = int(shape[0])
         if hasattr(self.cell, "get_initial_state"):
             return list(self.cell.get_initial_state(batch_size))
         sizes = self._state_sizes()

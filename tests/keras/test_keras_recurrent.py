@@ -444,3 +444,17 @@ def test_sequential_config_round_trip():
     x = RNG.normal(size=(2, 5, 3)).astype(np.float32)
     np.testing.assert_allclose(clone(x).numpy(), model(x).numpy(), rtol=1e-6)
     assert [type(layer).__name__ for layer in clone.layers] == ["GRU", "LSTM", "Dense"]
+
+
+def test_get_initial_state_takes_a_batch_size_or_the_inputs():
+    layer = L.GRU(4, return_sequences=True, return_state=True)
+    x = RNG.normal(size=(3, 5, 2)).astype(np.float32)
+    for arg in (3, x, tg.constant(x)):  # Keras 3's batch size; tf.keras 2's inputs
+        states = layer.get_initial_state(arg)
+        assert [s.shape for s in states] == [(3, 4)] and not states[0].numpy().any()
+    # as in TF's text generation tutorial: the states returned are fed back in
+    seq, state = layer(x, initial_state=layer.get_initial_state(x))
+    seq2, _ = layer(x, initial_state=state)
+    assert seq2.shape == (3, 5, 4) and not np.allclose(seq2.numpy(), seq.numpy())
+    with pytest.raises(ValueError, match="batch size"):
+        layer.get_initial_state("3")
