@@ -147,7 +147,7 @@ class _Cell(Layer):
         raise NotImplementedError
 
     def call(self, inputs, states, training=False):
-        states = _state_list(type(self).__name__, states)
+        states = _state_list(states)
         if inputs.ndim != 2 or inputs.shape[-1] != self.kernel.shape[0]:
             raise ValueError(f"{type(self).__name__} {self.name!r}: expected inputs of shape "
                              f"(batch, {self.kernel.shape[0]}), got {inputs.shape}")
@@ -156,7 +156,7 @@ class _Cell(Layer):
         return self._step(self._project(x), states, rec)
 
 
-def _state_list(owner, states):
+def _state_list(states):
     if isinstance(states, (list, tuple)):
         return [s if isinstance(s, Tensor) else convert_to_tensor(s) for s in states]
     return [states if isinstance(states, Tensor) else convert_to_tensor(states)]
@@ -423,12 +423,17 @@ class RNN(Layer):
         batch = inputs.shape[0]
         if initial_state is None:
             return self.get_initial_state(batch)
-        given = _state_list(owner, initial_state)
+        given = _state_list(initial_state)
         sizes = self._state_sizes()
         shapes = [tuple(s.shape) for s in given]
         if shapes != [(batch, n) for n in sizes]:
             raise ValueError(f"{owner}: initial_state must be {len(sizes)} tensor(s) of shapes "
                              f"{[(batch, n) for n in sizes]}, got shapes {shapes}")
+        dtypes = [s._data.dtype for s in given]
+        if any(d != inputs._data.dtype for d in dtypes):
+            raise TypeError(f"{owner}: initial_state must have the inputs' dtype "
+                            f"{inputs.dtype.name}, got {[d.name for d in dtypes]}; cast it "
+                            "with tg.cast")
         return [s._read() if isinstance(s, Variable) else s for s in given]
 
     def _loop(self, inputs, states, training):

@@ -231,6 +231,8 @@ def test_errors():
         L.GRU(4)(np.ones((2, 3, 1), np.float32), mask=np.ones((2, 3), bool))
     with pytest.raises(ValueError, match="initial_state"):
         L.LSTM(4)(np.ones((2, 3, 1), np.float32), initial_state=[np.zeros((2, 4), np.float32)])
+    with pytest.raises(TypeError, match="dtype"):
+        L.GRU(4)(np.ones((2, 3, 1), np.float32), initial_state=[np.zeros((2, 4))])
     with pytest.raises(ValueError, match="units"):
         L.LSTM(0)
     with pytest.raises(ValueError, match="dropout"):
