@@ -267,8 +267,8 @@ class GRUCell(_Cell):
     `hh = activation(x_h + (r * h_prev) @ recurrent_kernel[:, 2 * units:])`.
 
     Then `h = z * h_prev + (1 - z) * hh`; output and state are `h`. Recurrent dropout
-    multiplies `h_prev` where it enters the matmuls (Keras 3's default fused path ignores
-    `recurrent_dropout`; here it is applied).
+    multiplies `h_prev` where it enters the matmuls (not in the last mix, as Keras), by one
+    mask for the three gates (Keras draws one per gate when `recurrent_dropout > 0`).
 
     >>> cell = tg.keras.layers.GRUCell(4)
     >>> out, (h,) = cell(tg.ones((2, 3)), [tg.zeros((2, 4))])
