@@ -1,5 +1,5 @@
-"""Keras' convolution layers: `Conv1D`, `Conv2D`, `Conv3D`, `Conv2DTranspose`,
-`DepthwiseConv2D`, `SeparableConv2D`, on `tg.nn`'s convolutions.
+"""Keras' convolution layers: `Conv1D`, `Conv2D`, `Conv3D`, `Conv1DTranspose`,
+`Conv2DTranspose`, `DepthwiseConv2D`, `SeparableConv2D`, on `tg.nn`'s convolutions.
 
 Arguments, defaults, weight names and shapes are Keras 3's: a `Conv2D` kernel is
 `kernel_size + (in_channels // groups, filters)`, a `Conv2DTranspose` kernel
@@ -299,36 +299,84 @@ class Conv2DTranspose(_Conv):
         super().__init__(filters, kernel_size, strides, padding, data_format, dilation_rate, 1,
                          activation, use_bias, kernel_initializer, bias_initializer,
                          kernel_regularizer, bias_regularizer, dtype, name, **kwargs)
-        self.output_padding = None
-        if output_padding is not None:
-            self.output_padding = standardize_tuple(output_padding, 2, "output_padding",
-                                                    allow_zero=True)
-            if any(p >= s for p, s in zip(self.output_padding, self.strides)):
-                raise ValueError(f"Strides must be greater than output padding. Received "
-                                 f"strides={self.strides}, "
-                                 f"output_padding={self.output_padding}.")
-
-    def _output_spatial(self, input_shape):
-        pads = self.output_padding or (None, None)
-        return tuple(transpose_output_length(n, k, s, d, self.padding, p) for n, k, s, d, p in
-                     zip(self._spatial(input_shape), self.kernel_size, self.strides,
-                         self.dilation_rate, pads))
+        self.output_padding = _output_padding(output_padding, self.strides, 2)
 
     def build(self, input_shape):
         check_rank(self, input_shape, 4)
-        self._check_output(input_shape, self._output_spatial(input_shape))
+        self._check_output(input_shape, _transpose_lengths(self, input_shape))
         self._add_bias(self.kernel_size + (self.filters, channels(self, input_shape)),
                        self.filters)
 
     def call(self, inputs):
         self._checked(inputs, self.kernel.shape[-1])
-        h, w = self._output_spatial(inputs.shape)
+        h, w = _transpose_lengths(self, inputs.shape)
         out_shape = (inputs.shape[0], self.filters, h, w) \
             if self.data_format == "channels_first" else (inputs.shape[0], h, w, self.filters)
         y = ops.conv2d_transpose(inputs, self.kernel.value(), out_shape, self.strides,
                                     padding=self.padding.upper(), data_format=self._nn_format,
                                     dilations=self.dilation_rate)
         return self._finish(y)
+
+
+class Conv1DTranspose(_Conv):
+    """The transpose of `Conv1D` over `(batch, steps, channels)` (or channels first): it
+    upsamples the steps by `strides`. The kernel is `(kernel_size, filters, in_channels)`;
+    output lengths and `output_padding` as `Conv2DTranspose`.
+
+    >>> up = tg.keras.layers.Conv1DTranspose(4, 3, strides=2, padding="same")
+    >>> up(tg.ones((1, 5, 8))).shape, up.kernel.shape
+    ((1, 10, 4), (3, 4, 8))
+    """
+
+    rank = 1
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", output_padding=None,
+                 data_format=None, dilation_rate=1, activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, dtype=None, name=None,
+                 **kwargs):
+        super().__init__(filters, kernel_size, strides, padding, data_format, dilation_rate, 1,
+                         activation, use_bias, kernel_initializer, bias_initializer,
+                         kernel_regularizer, bias_regularizer, dtype, name, **kwargs)
+        self.output_padding = _output_padding(output_padding, self.strides, 1)
+
+    def build(self, input_shape):
+        check_rank(self, input_shape, 3)
+        self._check_output(input_shape, _transpose_lengths(self, input_shape))
+        self._add_bias(self.kernel_size + (self.filters, channels(self, input_shape)),
+                       self.filters)
+
+    def call(self, inputs):
+        self._checked(inputs, self.kernel.shape[-1])
+        (length,) = _transpose_lengths(self, inputs.shape)
+        first = self.data_format == "channels_first"
+        # as a 2-D transposed convolution over a height of 1
+        x = ops.expand_dims(inputs, 2 if first else 1)
+        kernel = ops.expand_dims(self.kernel.value(), 0)
+        out_shape = (inputs.shape[0], self.filters, 1, length) if first else \
+            (inputs.shape[0], 1, length, self.filters)
+        y = ops.conv2d_transpose(x, kernel, out_shape, (1,) + self.strides,
+                                 padding=self.padding.upper(),
+                                 data_format="NCHW" if first else "NHWC",
+                                 dilations=(1,) + self.dilation_rate)
+        return self._finish(ops.squeeze(y, [2 if first else 1]))
+
+
+def _output_padding(output_padding, strides, rank):
+    if output_padding is None:
+        return None
+    pads = standardize_tuple(output_padding, rank, "output_padding", allow_zero=True)
+    if any(p >= s for p, s in zip(pads, strides)):
+        raise ValueError(f"Strides must be greater than output padding. Received "
+                         f"strides={strides}, output_padding={pads}.")
+    return pads
+
+
+def _transpose_lengths(layer, input_shape):
+    pads = layer.output_padding or (None,) * layer.rank
+    return tuple(transpose_output_length(n, k, s, d, layer.padding, p) for n, k, s, d, p in
+                 zip(layer._spatial(input_shape), layer.kernel_size, layer.strides,
+                     layer.dilation_rate, pads))
 
 
 class DepthwiseConv2D(_Conv):
@@ -437,4 +485,4 @@ class SeparableConv2D(_Conv):
 
 # Keras' other spellings
 Convolution1D, Convolution2D, Convolution3D = Conv1D, Conv2D, Conv3D
-Convolution2DTranspose = Conv2DTranspose
+Convolution1DTranspose, Convolution2DTranspose = Conv1DTranspose, Conv2DTranspose

@@ -95,7 +95,8 @@ def test_inception_v3_matches_keras_parameter_counts_and_structure(inception):
 def test_inception_v3_without_top(tg_device):
     if tg_device != "numpy":
         pytest.skip("the architecture does not depend on the device (a 3 s build)")
-    model = apps.InceptionV3(include_top=False, input_shape=(75, 75, 3), pooling="max")
+    model = apps.InceptionV3(weights=None, include_top=False, input_shape=(75, 75, 3),
+                             pooling="max")
     assert model.outputs[0].shape == (None, 2048)
     assert isinstance(model.layers[-1], L.GlobalMaxPooling2D)
     # Keras' 21,802,784 for InceptionV3(include_top=False)
@@ -104,7 +105,7 @@ def test_inception_v3_without_top(tg_device):
 
 def test_small_mobilenet_v2_runs_and_trains_on_every_device():
     tg.random.set_seed(0)
-    model = apps.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35, classes=3)
+    model = apps.MobileNetV2(weights=None, input_shape=(32, 32, 3), alpha=0.35, classes=3)
     assert model.name == "mobilenetv2_0.35_32"
     layers = {layer.name: layer for layer in model.layers}
     assert layers["Conv1"].kernel.shape == (3, 3, 3, 16)  # _make_divisible(32 * 0.35) = 16
@@ -126,16 +127,17 @@ def test_small_mobilenet_v2_runs_and_trains_on_every_device():
 
 
 def test_mobilenet_v2_top_options():
-    no_top = apps.MobileNetV2(input_shape=(32, 32, 3), alpha=0.5, include_top=False)
+    no_top = apps.MobileNetV2(weights=None, input_shape=(32, 32, 3), alpha=0.5,
+                              include_top=False)
     assert no_top.outputs[0].shape == (None, 1, 1, 1280)
-    pooled = apps.MobileNetV2(input_shape=(64, 64, 3), alpha=0.5, include_top=False,
-                              pooling="max")
+    pooled = apps.MobileNetV2(weights=None, input_shape=(64, 64, 3), alpha=0.5,
+                              include_top=False, pooling="max")
     assert pooled.outputs[0].shape == (None, 1280)
     assert isinstance(pooled.layers[-1], L.GlobalMaxPooling2D)
-    logits = apps.MobileNetV2(input_shape=(32, 32, 3), alpha=0.5, classes=4,
+    logits = apps.MobileNetV2(weights=None, input_shape=(32, 32, 3), alpha=0.5, classes=4,
                               classifier_activation=None)
     assert logits.layers[-1].activation is None
-    wide = apps.MobileNetV2(input_shape=(32, 32, 3), alpha=1.4, include_top=False)
+    wide = apps.MobileNetV2(weights=None, input_shape=(32, 32, 3), alpha=1.4, include_top=False)
     assert wide.layers[-3].kernel.shape[-1] == 1792  # 1280 * 1.4, for alpha > 1
 
 
@@ -150,13 +152,13 @@ def test_full_size_forward_pass_on_numpy(mobilenet, tg_device):
 
 def test_weights_argument(tmp_path):
     with pytest.raises(ValueError, match="downloads nothing.*load_weights"):
-        apps.MobileNetV2(weights="imagenet")
+        apps.MobileNetV2()  # Keras' default: weights="imagenet"
     with pytest.raises(ValueError, match="downloads nothing.*load_weights"):
         apps.InceptionV3(weights="imagenet", include_top=False)
     with pytest.raises(ValueError, match="should be either `None`.*or the path"):
         apps.MobileNetV2(weights=str(tmp_path / "missing.npz"))
     tg.random.set_seed(1)
-    model = apps.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35, classes=2)
+    model = apps.MobileNetV2(weights=None, input_shape=(32, 32, 3), alpha=0.35, classes=2)
     path = str(tmp_path / "w.npz")
     model.save_weights(path)
     tg.random.set_seed(2)
@@ -170,23 +172,25 @@ def test_weights_argument(tmp_path):
 
 def test_input_checks():
     with pytest.raises(ValueError, match="Input size must be at least 32x32"):
-        apps.MobileNetV2(input_shape=(31, 64, 3))
+        apps.MobileNetV2(weights=None, input_shape=(31, 64, 3))
     with pytest.raises(ValueError, match="Input size must be at least 75x75"):
-        apps.InceptionV3(input_shape=(74, 299, 3))
+        apps.InceptionV3(weights=None, input_shape=(74, 299, 3))
     with pytest.raises(ValueError, match="tuple of three integers"):
-        apps.MobileNetV2(input_shape=(32, 32))
+        apps.MobileNetV2(weights=None, input_shape=(32, 32))
     with pytest.raises(ValueError, match="give the input's rows and cols"):
-        apps.MobileNetV2(input_shape=(None, None, 3), include_top=False)
+        apps.MobileNetV2(weights=None, input_shape=(None, None, 3), include_top=False)
     with pytest.raises(ValueError, match="pooling must be None, 'avg' or 'max'"):
-        apps.MobileNetV2(input_shape=(32, 32, 3), include_top=False, pooling="mean")
+        apps.MobileNetV2(weights=None, input_shape=(32, 32, 3), include_top=False,
+                         pooling="mean")
     with pytest.raises(ValueError, match="classes"):
-        apps.MobileNetV2(input_shape=(32, 32, 3), classes=0)
+        apps.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=0)
     # an input tensor: the model is built on it
     inputs = keras.Input(shape=(40, 40, 3))
-    model = apps.MobileNetV2(input_tensor=inputs, alpha=0.35, include_top=False, pooling="avg")
+    model = apps.MobileNetV2(weights=None, input_tensor=inputs, alpha=0.35, include_top=False,
+                             pooling="avg")
     assert model.inputs[0] is inputs and model.outputs[0].shape == (None, 1280)
     with pytest.raises(ValueError, match="input_tensor must be a keras.Input"):
-        apps.MobileNetV2(input_tensor=np.zeros((1, 32, 32, 3)))
+        apps.MobileNetV2(weights=None, input_tensor=np.zeros((1, 32, 32, 3)))
 
 
 def test_preprocess_input():

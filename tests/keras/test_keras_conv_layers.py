@@ -2,7 +2,9 @@
 applied by hand to the layers' own weights, output shapes against Keras' formulas, gradients
 against finite differences, configs, summaries and errors."""
 import itertools
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -97,6 +99,13 @@ def test_conv1d_causal_padding_sees_only_the_past():
     np.testing.assert_allclose(y, expect, rtol=1e-5, atol=1e-6)
 
 
+def _transpose_length(n, k, s, padding, out_pad):
+    """Keras' output length of a transposed convolution (no dilation)."""
+    if out_pad is None:
+        return n * s if padding == "same" else (n - 1) * s + max(k, s)
+    return (n - 1) * s + (k if padding == "valid" else k % 2) + out_pad
+
+
 TRANSPOSE_CASES = [(padding, strides, out_pad, fmt)
                    for padding in ("valid", "same") for strides in (1, 2)
                    for out_pad in (None, 0, 1) for fmt in ("channels_last", "channels_first")
@@ -112,17 +121,30 @@ def test_conv2d_transpose_shapes_and_values(padding, strides, out_pad, fmt):
     y = layer(x).numpy()
     assert layer.kernel.shape == (3, 3, 2, 3) and layer.bias.shape == (2,)
 
-    def length(n):  # Keras' documented formula
-        if out_pad is None:
-            return n * strides if padding == "same" else (n - 1) * strides + max(3, strides)
-        return (n - 1) * strides + (3 if padding == "valid" else 3 % 2) + out_pad
-
-    shape = (2, length(4), length(5), 2)
+    shape = (2, _transpose_length(4, 3, strides, padding, out_pad),
+             _transpose_length(5, 3, strides, padding, out_pad), 2)
     got = _to_last(y) if fmt == "channels_first" else y
     assert got.shape == shape
     expect = tg.nn.conv2d_transpose(x_last, layer.kernel.numpy(), shape, strides,
                                     padding.upper()).numpy() + 1.0
     np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("padding,strides,out_pad", [
+    ("valid", 1, None), ("valid", 2, None), ("valid", 3, 2), ("same", 1, None),
+    ("same", 2, None), ("same", 2, 1)])
+def test_conv1d_transpose_is_conv2d_transpose_over_one_row(padding, strides, out_pad):
+    x = _x((2, 5, 3))
+    one = L.Conv1DTranspose(4, 3, strides=strides, padding=padding, output_padding=out_pad,
+                            bias_initializer="random_normal")
+    y = one(x).numpy()
+    two = L.Conv2DTranspose(4, (1, 3), strides=(1, strides), padding=padding,
+                            output_padding=None if out_pad is None else (0, out_pad))
+    two(x[:, None])
+    two.set_weights([one.kernel.numpy()[None], one.bias.numpy()])
+    expect = two(x[:, None]).numpy()[:, 0]
+    assert y.shape == expect.shape == (2, _transpose_length(5, 3, strides, padding, out_pad), 4)
+    np.testing.assert_allclose(y, expect, rtol=1e-5, atol=1e-6)
 
 
 def test_conv2d_transpose_is_the_gradient_of_conv2d():
@@ -207,6 +229,8 @@ def _check_layer_gradients(layer, x, eps=1e-6, tol=1e-6):
     (lambda **kw: L.Conv3D(2, 2, strides=2, activation="tanh", **kw), (1, 4, 3, 4, 2)),
     (lambda **kw: L.Conv2DTranspose(3, 3, strides=2, padding="same", output_padding=1,
                                     activation="tanh", **kw), (1, 3, 2, 2)),
+    (lambda **kw: L.Conv1DTranspose(2, 3, strides=2, padding="valid", output_padding=1,
+                                    activation="tanh", **kw), (1, 3, 2)),
     (lambda **kw: L.DepthwiseConv2D(3, depth_multiplier=2, activation="tanh", **kw),
      (1, 5, 4, 2)),
     (lambda **kw: L.SeparableConv2D(3, 2, strides=2, activation="tanh", **kw), (1, 5, 4, 2)),
@@ -329,6 +353,8 @@ ALL_LAYERS = [
                       use_bias=False, kernel_initializer="he_normal"), (1, 2, 6, 5)),
     (lambda: L.Conv3D(2, 2, dilation_rate=2, bias_initializer="ones"), (1, 5, 5, 5, 1)),
     (lambda: L.Conv2DTranspose(3, 3, strides=2, output_padding=1), (1, 4, 4, 2)),
+    (lambda: L.Conv1DTranspose(3, 3, strides=2, padding="same", data_format="channels_first"),
+     (1, 2, 5)),
     (lambda: L.DepthwiseConv2D(3, depth_multiplier=2, padding="same"), (1, 5, 5, 3)),
     (lambda: L.SeparableConv2D(4, 3, depth_multiplier=2, activation="tanh"), (1, 5, 5, 3)),
     (lambda: L.MaxPooling2D(3, 2, padding="same"), (1, 5, 5, 3)),
@@ -403,6 +429,7 @@ def test_functional_model_with_conv_layers_and_regularizer():
     (lambda: L.Conv1D(2, 3), (2, 8, 8, 1), 3),
     (lambda: L.Conv3D(2, 3), (2, 8, 8, 1), 5),
     (lambda: L.Conv2DTranspose(2, 3), (8, 8), 4),
+    (lambda: L.Conv1DTranspose(2, 3), (8, 8, 1, 1), 3),
     (lambda: L.DepthwiseConv2D(3), (2, 8, 8), 4),
     (lambda: L.SeparableConv2D(2, 3), (2, 8, 8, 1, 1), 4),
     (lambda: L.MaxPooling2D(), (2, 8, 8), 4),
@@ -481,3 +508,59 @@ def test_trainable_false_freezes_the_kernel():
     conv = L.Conv2D(2, 3, trainable=False)
     conv(np.ones((1, 4, 4, 1), np.float32))
     assert conv.trainable_variables == [] and len(conv.non_trainable_variables) == 2
+
+
+def test_default_names_are_keras():
+    keras.backend.clear_session()
+    made = [L.Conv1D(1, 1), L.Conv2D(1, 1), L.Conv3D(1, 1), L.Conv2DTranspose(1, 1),
+            L.Conv1DTranspose(1, 1),
+            L.DepthwiseConv2D(1), L.SeparableConv2D(1, 1), L.MaxPooling2D(),
+            L.AveragePooling1D(), L.GlobalAveragePooling2D(), L.GlobalMaxPooling1D(),
+            L.ZeroPadding2D(), L.UpSampling2D(), L.Cropping2D(), L.Conv2D(1, 1)]
+    assert [layer.name for layer in made] == [
+        "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv1d_transpose", "depthwise_conv2d",
+        "separable_conv2d", "max_pooling2d", "average_pooling1d", "global_average_pooling2d",
+        "global_max_pooling1d", "zero_padding2d", "up_sampling2d", "cropping2d", "conv2d_1"]
+
+
+# -- against Keras itself --------------------------------------------------------------------------
+
+REFERENCE = os.path.join(os.path.dirname(__file__), "data", "keras_conv_reference.npz")
+
+
+def _reference_cases():
+    with np.load(REFERENCE) as ref:
+        return json.loads(str(ref["cases"]))
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("i,name,kwargs", [(i, name, kwargs) for i, (name, kwargs, _) in
+                                           enumerate(_reference_cases())])
+def test_outputs_and_weight_names_match_keras(i, name, kwargs):
+    """Keras 3's own outputs (tests/keras/data/make_keras_reference.py) on its own weights."""
+    with np.load(REFERENCE) as ref:
+        x, expect = ref[f"x{i}"], ref[f"y{i}"]
+        keras_names = [str(n) for n in ref[f"names{i}"]]
+        weights = [ref[f"w{i}_{j}"] for j in range(len(keras_names))]
+    layer = getattr(L, name)(**{k: _tuples(v) for k, v in kwargs.items()})
+    layer(x)
+    assert [v.name.split("/")[-1] for v in layer.weights] == keras_names
+    assert [v.shape for v in layer.weights] == [w.shape for w in weights]
+    layer.set_weights(weights)
+    y = layer(x).numpy()
+    assert y.shape == expect.shape
+    np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-5)
+
+
+def test_input_shape_argument_builds_a_sequential_model():
+    model = keras.Sequential([L.Conv2D(4, 3, input_shape=(10, 10, 2), name="first"),
+                              L.MaxPooling2D(), L.GlobalAveragePooling2D()])
+    assert model.built and model.layers[0].kernel.shape == (3, 3, 2, 4)
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert any("first (Conv2D)" in line and "(None, 8, 8, 4)" in line and "76" in line
+               for line in lines)
+    assert model(np.ones((3, 10, 10, 2), np.float32)).shape == (3, 4)

@@ -1,9 +1,10 @@
 """`keras.applications`: MobileNetV2 and InceptionV3 built with Keras' layer structure, names
 and parameter counts, and their `preprocess_input`. Nothing is downloaded here: build with
-`weights=None` and load weights from a local file with `model.load_weights(path)`.
+`weights=None` and load weights from a local file with `model.load_weights(path)`;
+`weights='imagenet'` (Keras' default) raises saying so.
 
 >>> model = tg.keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35,
-...                                           include_top=False, pooling="avg")
+...                                           include_top=False, pooling="avg", weights=None)
 >>> model.outputs[0].shape
 (None, 1280)
 """

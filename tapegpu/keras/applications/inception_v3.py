@@ -56,7 +56,7 @@ def _block_8(x, i):
     return _concat([b1, b3, d3, _avg_branch(x, 192)], f"mixed{9 + i}")
 
 
-def InceptionV3(include_top=True, weights=None, input_tensor=None,  # noqa: N802
+def InceptionV3(include_top=True, weights="imagenet", input_tensor=None,  # noqa: N802
                 input_shape=None, pooling=None, classes=1000,
                 classifier_activation=CLASSIFIER_ACTIVATION, name="inception_v3"):
     """InceptionV3 as a functional `keras.Model`, with Keras' layer structure and names.
@@ -64,12 +64,13 @@ def InceptionV3(include_top=True, weights=None, input_tensor=None,  # noqa: N802
     `input_shape` defaults to (299, 299, 3) (channels last; rows and cols at least 75),
     `include_top` adds global average pooling ('avg_pool') and a Dense 'predictions' layer of
     `classes` units (else `pooling` None, 'avg' or 'max'). `weights` must be None or the path
-    of a file written by `save_weights`: 'imagenet' raises, since nothing is downloaded here
-    (build with weights=None, then `load_weights(path)`). With the top: 23,851,784 parameters,
-    as Keras.
+    of a file written by `save_weights`: 'imagenet' (Keras' default, kept so that code
+    expecting pretrained weights does not silently get random ones) raises, since nothing is
+    downloaded here: build with weights=None, then `load_weights(path)`. With the top:
+    23,851,784 parameters, as Keras.
 
     >>> model = tg.keras.applications.InceptionV3(input_shape=(75, 75, 3), include_top=False,
-    ...                                           pooling="avg")
+    ...                                           pooling="avg", weights=None)
     >>> model.outputs[0].shape
     (None, 2048)
     """

@@ -53,7 +53,7 @@ def _inverted_res_block(inputs, expansion, stride, alpha, filters, block_id):
     return x
 
 
-def MobileNetV2(input_shape=None, alpha=1.0, include_top=True, weights=None,  # noqa: N802
+def MobileNetV2(input_shape=None, alpha=1.0, include_top=True, weights="imagenet",  # noqa: N802
                 input_tensor=None, pooling=None, classes=1000,
                 classifier_activation=CLASSIFIER_ACTIVATION, name=None):
     """MobileNetV2 as a functional `keras.Model`, with Keras' layer structure and names.
@@ -61,12 +61,13 @@ def MobileNetV2(input_shape=None, alpha=1.0, include_top=True, weights=None,  # 
     `input_shape` defaults to (224, 224, 3) (channels last; rows and cols at least 32), `alpha`
     scales the width (filters) of every layer, `include_top` adds global average pooling and a
     Dense 'predictions' layer of `classes` units (else `pooling` None, 'avg' or 'max').
-    `weights` must be None or the path of a file written by `save_weights`: 'imagenet' raises,
-    since nothing is downloaded here (build with weights=None, then `load_weights(path)`).
-    With alpha=1.0 and the top: 3,538,984 parameters, as Keras.
+    `weights` must be None or the path of a file written by `save_weights`: 'imagenet' (Keras'
+    default, kept so that code expecting pretrained weights does not silently get random
+    ones) raises, since nothing is downloaded here: build with weights=None, then
+    `load_weights(path)`. With alpha=1.0 and the top: 3,538,984 parameters, as Keras.
 
     >>> model = tg.keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35,
-    ...                                           classes=10)
+    ...                                           classes=10, weights=None)
     >>> model.name, model.outputs[0].shape
     ('mobilenetv2_0.35_32', (None, 10))
     """
