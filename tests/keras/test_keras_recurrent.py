@@ -1,6 +1,12 @@
 """keras.layers SimpleRNN/LSTM/GRU, their cells, RNN(cell) and Bidirectional: Keras 3's
-formulas (checked against numpy written from Keras' equations, with the same weights),
-weights' layout and defaults, output structure, gradients (finite differences) and training."""
+formulas (checked against numpy written from Keras' equations, and against Keras 3's own
+outputs and gradients saved in tests/keras/data/keras_recurrent_reference.npz, with the same
+weights), weights' layout and defaults, output structure, gradients (finite differences) and
+training."""
+import json
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -460,3 +466,62 @@ def test_get_initial_state_takes_a_batch_size_or_the_inputs():
     assert seq2.shape == (3, 5, 4) and not np.allclose(seq2.numpy(), seq.numpy())
     with pytest.raises(ValueError, match="batch size"):
         layer.get_initial_state("3")
+
+
+# -- against Keras 3 itself (tests/keras/data/make_keras_recurrent_reference.py) -----------------
+
+REFERENCE = os.path.join(os.path.dirname(__file__), "data", "keras_recurrent_reference.npz")
+
+
+def _reference_cases():
+    with np.load(REFERENCE) as data:
+        cases = json.loads(str(data["cases"]))
+        return [(i, case, {k: data[k] for k in data.files
+                           if re.fullmatch(rf"[a-z]+{i}(_\d+)?", k)})
+                for i, case in enumerate(cases)]
+
+
+def _indexed(arrays, prefix, i):
+    out, j = [], 0
+    while f"{prefix}{i}_{j}" in arrays:
+        out.append(arrays[f"{prefix}{i}_{j}"])
+        j += 1
+    return out
+
+
+@pytest.mark.parametrize("i, case, arrays", _reference_cases(),
+                         ids=[f"{c[0]}{i}" for i, c, _ in _reference_cases()])
+def test_outputs_and_gradients_match_keras(i, case, arrays):
+    """Keras 3's outputs and gradients (of sum(output * probe) for random probes, with respect
+    to the weights and the inputs) on Keras' weights; weight names and initial values."""
+    name, kwargs, inner, _, with_state = case
+    if name == "Bidirectional":
+        layer = L.Bidirectional(getattr(L, inner[0])(**inner[1]), **kwargs)
+    else:
+        layer = getattr(L, name)(**kwargs)
+    x = tg.Variable(arrays[f"x{i}"])
+    states = _indexed(arrays, "s", i) or None
+    layer(x, initial_state=states)
+    # Keras' weights: same order, names and shapes; the initial values follow the same rules
+    keras_names = [str(n).split("/")[-1] for n in arrays[f"names{i}"]]
+    assert [v.name.split("/")[-1] for v in layer.variables] == keras_names
+    for ours, theirs, label in zip(layer.get_weights(), _indexed(arrays, "init", i),
+                                   keras_names):
+        assert ours.shape == theirs.shape
+        if label == "bias":  # zeros, and ones for an LSTM's forget gate
+            np.testing.assert_array_equal(ours, theirs)
+        elif label == "recurrent_kernel":  # orthogonal: orthonormal rows, as Keras'
+            for m in (ours, theirs):
+                np.testing.assert_allclose(m @ m.T, np.eye(m.shape[0]), atol=1e-5)
+    layer.set_weights(_indexed(arrays, "w", i))
+    with tg.GradientTape() as tape:
+        out = layer(x, initial_state=states)
+        flat = out if isinstance(out, list) else [out]
+        loss = tg.add_n([tg.reduce_sum(t * p) for t, p in zip(flat, _indexed(arrays, "p", i))])
+    grads = tape.gradient(loss, layer.trainable_variables + [x])
+    want = _indexed(arrays, "y", i)
+    assert len(flat) == len(want)
+    for got, ref in zip(flat, want):
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-6)
+    for got, ref in zip(grads, _indexed(arrays, "g", i)):
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5)
