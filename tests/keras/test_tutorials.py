@@ -280,7 +280,8 @@ def test_fit_through_function_matches_eager_with_probabilities_and_sparse_labels
 # The tutorial's models, layer for layer, with 1/16 of its channels (256, 128, 64 -> 16, 8, 4);
 # 28x28 synthetic "digits" (bright bars on a dark ground) instead of MNIST.
 
-from tapegpu.keras import layers  # noqa: E402 (the tutorial's `from tensorflow.keras import layers`)
+# the tutorial's `from tensorflow.keras import layers`
+from tapegpu.keras import layers  # noqa: E402
 
 G1, G2, G3 = 16, 8, 4   # the tutorial's 256, 128, 64
 D1, D2 = 4, 8           # the tutorial's 64, 128
