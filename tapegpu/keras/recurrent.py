@@ -329,8 +329,8 @@ class RNN(Layer):
     `cell` is a built-in cell or any layer with `call(inputs, states)` returning
     `(output, new_states)` and a `state_size` (an int or a list of ints); a cell whose
     `call` takes `training` gets it. Returns the last output (batch, units), or every output
-    (batch, timesteps, units) with `return_sequences=True`; with `return_state=True` a list
-    `[output] + final_states`. `go_backwards=True` reads the sequence from its end and returns
+    (batch, timesteps, units) with `return_sequences=True`; with `return_state=True` a tuple
+    `(output, *final_states)`. `go_backwards=True` reads the sequence from its end and returns
     the outputs in that (reversed) order, as Keras. `initial_state` is a list of tensors (zeros
     when None).
 
@@ -417,7 +417,7 @@ class RNN(Layer):
             output = ops.stack(outputs, axis=1)
         else:
             output = outputs[-1]
-        return [output] + list(states) if self.return_state else output
+        return (output, *states) if self.return_state else output
 
     def _initial_states(self, owner, initial_state, inputs):
         batch = inputs.shape[0]
@@ -497,7 +497,7 @@ class SimpleRNN(RNN):
 class LSTM(RNN):
     """A long short-term memory layer over (batch, timesteps, features) inputs:
     `RNN(LSTMCell)` with Keras' arguments (see `LSTMCell` for the formulas, `RNN` for the
-    outputs); with `return_state=True` it returns `[output, h, c]`.
+    outputs); with `return_state=True` it returns `(output, h, c)`.
 
     >>> layer = tg.keras.layers.LSTM(4, return_sequences=True, return_state=True)
     >>> seq, h, c = layer(tg.ones((2, 5, 3)))
@@ -582,8 +582,8 @@ class Bidirectional(Layer):
     The backward layer is a fresh copy of `layer` with `go_backwards` flipped (or
     `backward_layer`); with `return_sequences=True` its outputs are put back in time order
     before merging. `merge_mode` is 'concat' (default), 'sum', 'mul', 'ave' or None (a list of
-    the two outputs). With `return_state=True` the result is `[output] + forward_states +
-    backward_states`.
+    the two outputs). With `return_state=True` the result is the tuple `(output,
+    *forward_states, *backward_states)` (two outputs first when merge_mode is None).
 
     >>> bi = tg.keras.layers.Bidirectional(tg.keras.layers.LSTM(4, return_sequences=True))
     >>> bi(tg.ones((2, 5, 3))).shape
@@ -636,7 +636,7 @@ class Bidirectional(Layer):
             fw, fw_states = fw[0], fw[1:]
             bw, bw_states = bw[0], bw[1:]
         if self.return_sequences:  # the backward outputs, back in time order
-            bw = ops.stack(ops.unstack(bw, axis=1)[::-1], axis=1)
+            bw = bw[:, ::-1]
         if self.merge_mode is None:
             output = [fw, bw]
         elif self.merge_mode == "concat":
@@ -649,8 +649,8 @@ class Bidirectional(Layer):
             output = (fw + bw) * 0.5
         if not self.return_state:
             return output
-        head = output if self.merge_mode is None else [output]
-        return head + list(fw_states) + list(bw_states)
+        head = tuple(output) if self.merge_mode is None else (output,)
+        return head + tuple(fw_states) + tuple(bw_states)
 
 
 def _copy_layer(layer, **overrides):

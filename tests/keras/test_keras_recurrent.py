@@ -122,7 +122,7 @@ def test_layer_sequence_matches_keras_equations(kind, go_backwards):
     weights = random_weights(layer)
     got = layer(x, initial_state=init)
     want_seq, want_states = np_run(np_step, x, init, weights, go_backwards)
-    assert isinstance(got, list) and len(got) == 1 + n_states
+    assert isinstance(got, tuple) and len(got) == 1 + n_states
     np.testing.assert_allclose(got[0].numpy(), want_seq, rtol=1e-10, atol=1e-12)
     for g, w in zip(got[1:], want_states):
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-10, atol=1e-12)
@@ -198,7 +198,7 @@ def test_output_structure(return_sequences, return_state):
         out = layer_cls(5, return_sequences=return_sequences, return_state=return_state)(x)
         seq_shape = (2, 7, 5) if return_sequences else (2, 5)
         if return_state:
-            assert isinstance(out, list)
+            assert isinstance(out, tuple)  # as Keras 3
             assert [t.shape for t in out] == [seq_shape] + [(2, 5)] * n_states
         else:
             assert isinstance(out, tg.Tensor) and out.shape == seq_shape
@@ -516,7 +516,7 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
     layer.set_weights(_indexed(arrays, "w", i))
     with tg.GradientTape() as tape:
         out = layer(x, initial_state=states)
-        flat = out if isinstance(out, list) else [out]
+        flat = out if isinstance(out, tuple) else [out]
         loss = tg.add_n([tg.reduce_sum(t * p) for t, p in zip(flat, _indexed(arrays, "p", i))])
     grads = tape.gradient(loss, layer.trainable_variables + [x])
     want = _indexed(arrays, "y", i)
