@@ -1,6 +1,6 @@
 """Keras 3's recurrent layers: the cells `SimpleRNNCell`, `LSTMCell`, `GRUCell`, the layers
-`SimpleRNN`, `LSTM`, `GRU` and `RNN(cell)` that run a cell over the time axis, and
-`Bidirectional`.
+`SimpleRNN`, `LSTM`, `GRU` and `RNN(cell)` that run a cell over the time axis,
+`StackedRNNCells` (what `RNN([cell, ...])` runs) and `Bidirectional`.
 
 Names, arguments, defaults, the weights' shapes and order (`kernel`, `recurrent_kernel`,
 `bias`; gates side by side along the last axis: i, f, c, o for LSTM, z, r, h for GRU) and the
@@ -20,6 +20,7 @@ import inspect
 import numpy as np
 
 from .. import ops
+from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..models import initializers, regularizers
 from ..models.layers import Layer, _takes_training, get_activation
@@ -323,10 +324,82 @@ class GRUCell(_Cell):
         return h, [h]
 
 
+class StackedRNNCells(Layer):
+    """Cells run one after the other at each step, each fed the previous one's output (Keras'
+    StackedRNNCells; `RNN([cell, ...])` makes one). Its states are nested per cell, as Keras':
+    `state_size` is `[cell.state_size, ...]` and `RNN(..., return_state=True)` returns
+    `(output, states_of_cell_1, states_of_cell_2, ...)`.
+
+    >>> rnn = tg.keras.layers.RNN([tg.keras.layers.LSTMCell(4), tg.keras.layers.GRUCell(3)],
+    ...                           return_state=True)
+    >>> out, (h1, c1), (h2,) = rnn(tg.ones((2, 5, 6)))
+    >>> out.shape, c1.shape, h2.shape
+    ((2, 3), (2, 4), (2, 3))
+    """
+
+    def __init__(self, cells, dtype=None, name=None, **kwargs):
+        super().__init__(dtype=dtype, name=name, **kwargs)
+        cells = list(cells)
+        for cell in cells:
+            if not callable(cell) or not hasattr(cell, "state_size"):
+                raise ValueError(f"StackedRNNCells: each cell must be a layer with "
+                                 f"call(inputs, states) and a state_size, got {cell!r}")
+        if not cells:
+            raise ValueError("StackedRNNCells: needs at least one cell")
+        self.cells = cells
+
+    @property
+    def state_size(self):
+        return [cell.state_size for cell in self.cells]
+
+    @property
+    def output_size(self):
+        last = self.cells[-1]
+        size = getattr(last, "output_size", None)
+        if size is not None:
+            return size
+        return last.state_size[0] if isinstance(last.state_size, (list, tuple)) \
+            else last.state_size
+
+    def build(self, input_shape):
+        batch, width = input_shape[0], input_shape[-1]
+        for cell in self.cells:
+            if isinstance(cell, Layer) and not cell.built:
+                if cell._dtype is None:
+                    cell._dtype = self._dtype
+                cell.build((batch, width))
+                cell.built = True
+            width = getattr(cell, "output_size", None) or nest.flatten(cell.state_size)[0]
+
+    def get_initial_state(self, batch_size=None):
+        """Zero states, one list per cell."""
+        out = []
+        for cell in self.cells:
+            if hasattr(cell, "get_initial_state"):
+                out.append(list(cell.get_initial_state(batch_size)))
+            else:
+                sizes = cell.state_size if isinstance(cell.state_size, (list, tuple)) \
+                    else [cell.state_size]
+                out.append([ops.zeros((batch_size, n), dtype=self._dtype) for n in sizes])
+        return out
+
+    def call(self, inputs, states, training=False):
+        if len(states) != len(self.cells):
+            raise ValueError(f"StackedRNNCells {self.name!r}: expected one list of states per "
+                             f"cell ({len(self.cells)}), got {len(states)}")
+        new_states = []
+        for cell, cell_states in zip(self.cells, states):
+            kwargs = {"training": training} if _takes_training(cell) else {}
+            inputs, new = cell(inputs, _state_list(cell_states), **kwargs)
+            new_states.append(list(new) if isinstance(new, (list, tuple)) else [new])
+        return inputs, new_states
+
+
 class RNN(Layer):
     """Runs a cell over the time axis of (batch, timesteps, features) inputs (Keras' RNN).
 
-    `cell` is a built-in cell or any layer with `call(inputs, states)` returning
+    `cell` is a built-in cell, a list of cells (run as `StackedRNNCells`, states nested per
+    cell) or any layer with `call(inputs, states)` returning
     `(output, new_states)` and a `state_size` (an int or a list of ints); a cell whose
     `call` takes `training` gets it. Returns the last output (batch, units), or every output
     (batch, timesteps, units) with `return_sequences=True`; with `return_state=True` a tuple
@@ -349,8 +422,7 @@ class RNN(Layer):
         _no_constraints(owner, activity_regularizer=kwargs.pop("activity_regularizer", None))
         super().__init__(dtype=dtype, name=name, **kwargs)
         if isinstance(cell, (list, tuple)):
-            raise NotImplementedError(f"{owner}: a list of cells (stacked cells) is not "
-                                      "supported; stack RNN layers with return_sequences=True")
+            cell = StackedRNNCells(cell)
         if not callable(cell) or not hasattr(cell, "state_size"):
             raise ValueError(f"{owner}: cell must be a layer with call(inputs, states) and a "
                              f"state_size attribute, got {cell!r}")
@@ -396,7 +468,8 @@ class RNN(Layer):
                                  f"{batch_size!r}")
             batch_size = int(shape[0])
         if hasattr(self.cell, "get_initial_state"):
-            return list(self.cell.get_initial_state(batch_size))
+            states = self.cell.get_initial_state(batch_size)
+            return [states] if isinstance(states, Tensor) else list(states)
         sizes = self._state_sizes()
         return [ops.zeros((batch_size, n), dtype=self._dtype) for n in sizes]
 
@@ -423,8 +496,9 @@ class RNN(Layer):
         batch = inputs.shape[0]
         if initial_state is None:
             return self.get_initial_state(batch)
-        given = _state_list(initial_state)
-        sizes = self._state_sizes()
+        template = self.get_initial_state(batch)
+        given = _state_list(nest.flatten(initial_state))
+        sizes = [int(s.shape[-1]) for s in nest.flatten(template)]
         shapes = [tuple(s.shape) for s in given]
         if shapes != [(batch, n) for n in sizes]:
             raise ValueError(f"{owner}: initial_state must be {len(sizes)} tensor(s) of shapes "
@@ -434,7 +508,8 @@ class RNN(Layer):
             raise TypeError(f"{owner}: initial_state must have the inputs' dtype "
                             f"{inputs.dtype.name}, got {[d.name for d in dtypes]}; cast it "
                             "with tg.cast")
-        return [s._read() if isinstance(s, Variable) else s for s in given]
+        given = [s._read() if isinstance(s, Variable) else s for s in given]
+        return nest.pack_sequence_as(template, given)
 
     def _loop(self, inputs, states, training):
         """The outputs of every step (in the order processed) and the last states."""
@@ -654,12 +729,15 @@ class Bidirectional(Layer):
 
 
 def _copy_layer(layer, **overrides):
-    """A new, unbuilt layer made from `layer`'s constructor arguments with `overrides` (a cell
-    argument is copied the same way, so the copies share no weights)."""
+    """A new, unbuilt layer made from `layer`'s constructor arguments with `overrides` (layers
+    among them, such as cells, are copied the same way, so the copies share no weights)."""
     args, kw = layer.__dict__.get("_init_args", ((), {}))
     params = [p for p in inspect.signature(type(layer).__init__).parameters][1:]
     given = {**dict(zip(params, args)), **kw, **overrides}
-    cell = given.get("cell")
-    if isinstance(cell, Layer):
-        given["cell"] = _copy_layer(cell, name=None)
+    for key, value in given.items():
+        if isinstance(value, Layer):
+            given[key] = _copy_layer(value, name=None)
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, Layer) for v in value):
+            given[key] = [_copy_layer(v, name=None) if isinstance(v, Layer) else v
+                          for v in value]
     return type(layer)(**given)

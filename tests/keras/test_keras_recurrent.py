@@ -497,6 +497,8 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
     name, kwargs, inner, _, with_state = case
     if name == "Bidirectional":
         layer = L.Bidirectional(getattr(L, inner[0])(**inner[1]), **kwargs)
+    elif name == "RNN":  # stacked cells
+        layer = L.RNN([getattr(L, n)(**k) for n, k in inner], **kwargs)
     else:
         layer = getattr(L, name)(**kwargs)
     x = tg.Variable(arrays[f"x{i}"])
@@ -516,7 +518,7 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
     layer.set_weights(_indexed(arrays, "w", i))
     with tg.GradientTape() as tape:
         out = layer(x, initial_state=states)
-        flat = out if isinstance(out, tuple) else [out]
+        flat = tg.nest.flatten(out)
         loss = tg.add_n([tg.reduce_sum(t * p) for t, p in zip(flat, _indexed(arrays, "p", i))])
     grads = tape.gradient(loss, layer.trainable_variables + [x])
     want = _indexed(arrays, "y", i)
@@ -525,3 +527,30 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-6)
     for got, ref in zip(grads, _indexed(arrays, "g", i)):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_stacked_cells():
+    x = RNG.normal(size=(2, 5, 3)).astype(np.float32)
+    rnn = L.RNN([L.LSTMCell(4), L.SimpleRNNCell(3)], return_sequences=True, return_state=True)
+    seq, (h1, c1), (h2,) = rnn(x)
+    assert isinstance(rnn.cell, L.StackedRNNCells) and rnn.cell.state_size == [[4, 4], 3]
+    assert seq.shape == (2, 5, 3) and c1.shape == (2, 4)
+    np.testing.assert_array_equal(seq.numpy()[:, -1], h2.numpy())
+    # the same as two layers, the first returning its sequence into the second
+    first, second = L.LSTM(4, return_sequences=True), L.SimpleRNN(3, return_sequences=True)
+    second(first(x))
+    first.set_weights(rnn.get_weights()[:3])
+    second.set_weights(rnn.get_weights()[3:])
+    np.testing.assert_allclose(second(first(x)).numpy(), seq.numpy(), rtol=1e-5, atol=1e-6)
+    # initial states, nested per cell (or flat, in the same order)
+    init = [[RNG.normal(size=(2, 4)).astype(np.float32)] * 2, [np.zeros((2, 3), np.float32)]]
+    nested = rnn(x, initial_state=init)
+    flat = rnn(x, initial_state=[init[0][0], init[0][1], init[1][0]])
+    np.testing.assert_array_equal(nested[0].numpy(), flat[0].numpy())
+    assert not np.allclose(nested[0].numpy(), seq.numpy())
+    # Bidirectional copies the cells: no weights shared
+    bi = L.Bidirectional(L.RNN([L.GRUCell(2), L.GRUCell(2)]))
+    assert bi(x).shape == (2, 4)
+    assert len({id(v) for v in bi.variables}) == len(bi.variables) == 12
+    with pytest.raises(ValueError, match="at least one cell"):
+        L.RNN([])

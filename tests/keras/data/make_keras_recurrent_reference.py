@@ -15,8 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-# (layer, its arguments, the wrapped layer and its arguments for Bidirectional, input shape,
-#  whether an initial state is given)
+# (layer, its arguments, the wrapped layer and its arguments for Bidirectional or the cells for
+#  RNN, input shape, whether an initial state is given)
 CASES = [
     ("SimpleRNN", dict(units=5, return_sequences=True, return_state=True), None, (2, 4, 3),
      True),
@@ -31,6 +31,8 @@ CASES = [
      ("LSTM", dict(units=3, return_sequences=True)), (2, 4, 3), False),
     ("Bidirectional", dict(merge_mode="sum"),
      ("GRU", dict(units=2, return_state=True)), (2, 4, 3), False),
+    ("RNN", dict(return_sequences=True, return_state=True),
+     [("LSTMCell", dict(units=4)), ("GRUCell", dict(units=3))], (2, 4, 3), False),
 ]
 
 
@@ -39,6 +41,8 @@ def _layer(name, kwargs, inner):
         inner_name, inner_kwargs = inner
         return keras.layers.Bidirectional(getattr(keras.layers, inner_name)(**inner_kwargs),
                                           **kwargs)
+    if name == "RNN":  # stacked cells
+        return keras.layers.RNN([getattr(keras.layers, n)(**k) for n, k in inner], **kwargs)
     return getattr(keras.layers, name)(**kwargs)
 
 
@@ -62,7 +66,7 @@ def main():
         xv = tf.Variable(x)
         with tf.GradientTape() as tape:
             out = layer(xv, initial_state=states)
-            flat = out if isinstance(out, (list, tuple)) else [out]
+            flat = tf.nest.flatten(out)
             probes = [rng.normal(size=t.shape).astype("float32") for t in flat]
             loss = sum(tf.reduce_sum(t * p) for t, p in zip(flat, probes))
         grads = tape.gradient(loss, layer.trainable_weights + [xv])
