@@ -12,8 +12,10 @@ state by the fused `recurrent_kernel` (all gates at once), then the gates' eleme
 formulas. (Projecting the whole sequence by one matmul and slicing it per step costs more:
 each slice's gradient is a sequence-sized array, O(timesteps^2) in the backward pass.)
 
-Not supported: masking (`mask=` and `Masking` layers), `stateful=True` (a clear error each);
-`unroll` is accepted and changes nothing (the loop is always a Python loop).
+Masks are taken as the `mask=` argument, a bool (batch, timesteps) tensor, with Keras'
+meaning; they are not propagated from one layer to the next (no `Embedding(mask_zero=True)` or
+`Masking` layer makes one). `stateful=True` is not supported (a clear error); `unroll` is
+accepted and changes nothing (the loop is always a Python loop).
 """
 import inspect
 
@@ -155,6 +157,14 @@ class _Cell(Layer):
         dp, rec = self._masks(inputs.shape[0], training)
         x = inputs if dp is None else inputs * dp
         return self._step(self._project(x), states, rec)
+
+
+def _check_mask(owner, mask, inputs):
+    mask = mask if isinstance(mask, Tensor) else convert_to_tensor(mask)
+    if mask.shape != inputs.shape[:2] or mask._data.dtype.kind != "b":
+        raise ValueError(f"{owner}: mask must be a bool tensor of shape (batch, timesteps) = "
+                         f"{inputs.shape[:2]}, got {mask.dtype.name}{list(mask.shape)}")
+    return mask
 
 
 def _state_list(states):
@@ -407,8 +417,10 @@ class RNN(Layer):
     the outputs in that (reversed) order, as Keras. `initial_state` is a list of tensors (zeros
     when None).
 
-    Masking is not supported (`mask=` raises NotImplementedError), nor `stateful=True`;
-    `unroll` is accepted and changes nothing.
+    `mask` (bool, (batch, timesteps)) skips the steps where it is False: the states are
+    carried over and the output repeats the previous one, or is zeros with
+    `zero_output_for_mask=True` (Keras' rule). Layers do not pass masks on to the next layer.
+    `stateful=True` is not supported; `unroll` is accepted and changes nothing.
 
     >>> rnn = tg.keras.layers.RNN(tg.keras.layers.GRUCell(4), return_sequences=True)
     >>> rnn(tg.ones((2, 5, 3))).shape
@@ -479,13 +491,12 @@ class RNN(Layer):
 
     def call(self, inputs, initial_state=None, mask=None, training=False):
         owner = f"{type(self).__name__} {self.name!r}"
-        if mask is not None:
-            raise NotImplementedError(f"{owner}: masking is not supported (mask= must be None)")
         if inputs.ndim != 3 or inputs.shape[1] == 0:
             raise ValueError(f"{owner}: inputs must have shape (batch, timesteps, features) "
                              f"with at least one timestep, got {inputs.shape}")
         states = self._initial_states(owner, initial_state, inputs)
-        outputs, states = self._loop(inputs, states, training)
+        masks = None if mask is None else ops.unstack(_check_mask(owner, mask, inputs), axis=1)
+        outputs, states = self._loop(inputs, states, training, masks)
         if self.return_sequences:
             output = ops.stack(outputs, axis=1)
         else:
@@ -511,8 +522,10 @@ class RNN(Layer):
         given = [s._read() if isinstance(s, Variable) else s for s in given]
         return nest.pack_sequence_as(template, given)
 
-    def _loop(self, inputs, states, training):
-        """The outputs of every step (in the order processed) and the last states."""
+    def _loop(self, inputs, states, training, masks):
+        """The outputs of every step (in the order processed) and the last states. At a step
+        whose mask is False the states are carried over and the output is the previous one
+        (zeros with `zero_output_for_mask`), as Keras."""
         cell = self.cell
         if isinstance(cell, _Cell):
             dp, rec = cell._masks(inputs.shape[0], training)
@@ -530,9 +543,18 @@ class RNN(Layer):
                 return out, list(new) if isinstance(new, (list, tuple)) else [new]
         if self.go_backwards:
             steps = steps[::-1]
+            masks = None if masks is None else masks[::-1]
         outputs = []
-        for x_t in steps:
-            out, states = step(x_t, states)
+        for t, x_t in enumerate(steps):
+            out, new = step(x_t, states)
+            if masks is not None:
+                keep = ops.expand_dims(masks[t], -1)
+                new = nest.pack_sequence_as(new, [ops.where(keep, n, s) for n, s in zip(
+                    nest.flatten(new), nest.flatten(states))])
+                held = ops.zeros_like(out) if self.zero_output_for_mask or not outputs \
+                    else outputs[-1]
+                out = ops.where(keep, out, held)
+            states = new
             outputs.append(out)
         return outputs, states
 
@@ -658,7 +680,8 @@ class Bidirectional(Layer):
     `backward_layer`); with `return_sequences=True` its outputs are put back in time order
     before merging. `merge_mode` is 'concat' (default), 'sum', 'mul', 'ave' or None (a list of
     the two outputs). With `return_state=True` the result is the tuple `(output,
-    *forward_states, *backward_states)` (two outputs first when merge_mode is None).
+    *forward_states, *backward_states)` (two outputs first when merge_mode is None). With a
+    `mask` and `return_sequences`, masked steps output zeros in both directions (as Keras).
 
     >>> bi = tg.keras.layers.Bidirectional(tg.keras.layers.LSTM(4, return_sequences=True))
     >>> bi(tg.ones((2, 5, 3))).shape
@@ -689,6 +712,8 @@ class Bidirectional(Layer):
                              "go_backwards opposite to layer's and the same return_sequences "
                              "and return_state")
         self.backward_layer = backward_layer
+        for sub in (self.forward_layer, self.backward_layer):  # masked steps output zeros
+            sub.zero_output_for_mask = sub.return_sequences       # (Keras forces it too)
         self.merge_mode = merge_mode
         self.return_sequences = layer.return_sequences
         self.return_state = layer.return_state

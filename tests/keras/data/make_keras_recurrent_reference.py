@@ -33,7 +33,18 @@ CASES = [
      ("GRU", dict(units=2, return_state=True)), (2, 4, 3), False),
     ("RNN", dict(return_sequences=True, return_state=True),
      [("LSTMCell", dict(units=4)), ("GRUCell", dict(units=3))], (2, 4, 3), False),
+    # masked (MASKS below): carried states and outputs, zeros with zero_output_for_mask
+    ("LSTM", dict(units=3, return_sequences=True, return_state=True), None, (3, 5, 2), True),
+    ("GRU", dict(units=3, return_sequences=True, go_backwards=True, zero_output_for_mask=True),
+     None, (3, 5, 2), False),
+    ("SimpleRNN", dict(units=2, zero_output_for_mask=True), None, (3, 5, 2), False),
+    ("Bidirectional", dict(merge_mode="concat"),
+     ("GRU", dict(units=2, return_sequences=True)), (3, 5, 2), False),
 ]
+MASK = [[True, True, False, True, False],   # the last step masked
+        [False, True, True, True, True],    # the first step masked
+        [True, False, False, True, True]]
+MASKED = range(9, 13)  # the cases run with MASK
 
 
 def _layer(name, kwargs, inner):
@@ -57,7 +68,8 @@ def main():
         n_states = 2 if name == "LSTM" else 1
         states = [rng.normal(scale=0.5, size=(shape[0], units)).astype("float32")
                   for _ in range(n_states)] if with_state else None
-        layer(x, initial_state=states)
+        mask = np.array(MASK) if i in MASKED else None
+        layer(x, initial_state=states, mask=mask)
         for j, w in enumerate(layer.get_weights()):  # Keras' own initial values
             arrays[f"init{i}_{j}"] = w
         weights = [rng.normal(scale=0.4, size=w.shape).astype("float32")
@@ -65,12 +77,14 @@ def main():
         layer.set_weights(weights)
         xv = tf.Variable(x)
         with tf.GradientTape() as tape:
-            out = layer(xv, initial_state=states)
+            out = layer(xv, initial_state=states, mask=mask)
             flat = tf.nest.flatten(out)
             probes = [rng.normal(size=t.shape).astype("float32") for t in flat]
             loss = sum(tf.reduce_sum(t * p) for t, p in zip(flat, probes))
         grads = tape.gradient(loss, layer.trainable_weights + [xv])
         arrays[f"x{i}"] = x
+        if mask is not None:
+            arrays[f"mask{i}"] = mask
         for j, s in enumerate(states or ()):
             arrays[f"s{i}_{j}"] = s
         for j, (t, p) in enumerate(zip(flat, probes)):
