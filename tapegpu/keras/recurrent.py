@@ -151,9 +151,15 @@ class _Cell(Layer):
 
     def call(self, inputs, states, training=False):
         states = _state_list(states)
+        owner = f"{type(self).__name__} {self.name!r}"
         if inputs.ndim != 2 or inputs.shape[-1] != self.kernel.shape[0]:
-            raise ValueError(f"{type(self).__name__} {self.name!r}: expected inputs of shape "
-                             f"(batch, {self.kernel.shape[0]}), got {inputs.shape}")
+            raise ValueError(f"{owner}: expected inputs of shape (batch, "
+                             f"{self.kernel.shape[0]}), got {inputs.shape}")
+        sizes = nest.flatten(self.state_size)
+        if [tuple(s.shape) for s in states] != [(inputs.shape[0], n) for n in sizes]:
+            raise ValueError(f"{owner}: expected {len(sizes)} state(s) of shapes "
+                             f"{[(inputs.shape[0], n) for n in sizes]}, got "
+                             f"{[tuple(s.shape) for s in states]}")
         dp, rec = self._masks(inputs.shape[0], training)
         x = inputs if dp is None else inputs * dp
         return self._step(self._project(x), states, rec)

@@ -241,6 +241,8 @@ def test_errors():
         L.LSTM(4)(np.ones((2, 3, 1), np.float32), initial_state=[np.zeros((2, 4), np.float32)])
     with pytest.raises(TypeError, match="dtype"):
         L.GRU(4)(np.ones((2, 3, 1), np.float32), initial_state=[np.zeros((2, 4))])
+    with pytest.raises(ValueError, match="state"):  # an LSTM cell takes [h, c]
+        L.LSTMCell(4)(np.ones((2, 3), np.float32), [np.zeros((2, 4), np.float32)])
     with pytest.raises(ValueError, match="units"):
         L.LSTM(0)
     with pytest.raises(ValueError, match="dropout"):
