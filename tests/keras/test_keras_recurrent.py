@@ -416,6 +416,7 @@ def test_fit_and_functional_model():
     rng = np.random.default_rng(6)
     x = rng.normal(size=(64, 5, 3)).astype(np.float32)
     y = (x[:, :, 0].sum(axis=1) > 0).astype(np.int64)
+    tg.random.set_seed(6)
     inputs = keras.Input((5, 3))
     h = L.Bidirectional(L.GRU(8, return_sequences=True))(inputs)
     h = L.LSTM(8)(h)
