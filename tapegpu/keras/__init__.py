@@ -33,6 +33,7 @@ from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential
 from .training import get_optimizer as _get_optimizer
 from .extras import backend, utils  # noqa: F401
 from . import applications  # noqa: F401
+from . import recurrent as _recurrent
 
 
 def _namespace(name, doc, **members):
@@ -51,8 +52,8 @@ layers = _namespace(
     "layers", "Keras layers: tapegpu's layers (`tg.layers`) plus `Input` and `InputLayer`.",
     **{k: v for k, v in _public(_layers).items() if isinstance(v, type) and k != "Sequential"},
     Input=Input, InputLayer=InputLayer)
-for _module in (_conv_layers, _pooling):  # convolution, pooling and spatial reshaping layers
-    for _k, _v in _public(_module).items():
+for _module in (_conv_layers, _pooling, _recurrent):  # convolution, pooling, spatial
+    for _k, _v in _public(_module).items():           # reshaping and recurrent layers
         if isinstance(_v, type) and issubclass(_v, _layers.Layer):
             setattr(layers, _k, _v)
 

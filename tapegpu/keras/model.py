@@ -17,7 +17,7 @@ from ..core.tensor import Tensor, convert_to_tensor
 from ..models import layers as _layers
 from ..models.layers import Layer, _takes_training
 from ..models.module import Module
-from . import conv_layers, pooling, training
+from . import conv_layers, pooling, recurrent, training
 
 
 class KerasTensor:
@@ -369,6 +369,12 @@ class Functional(Model):
     def outputs(self):
         return nest.flatten(self._outputs)
 
+    @property
+    def output_shape(self):
+        """The output's shape (a list of them for several outputs), batch axis None."""
+        shapes = [t.shape for t in self.outputs]
+        return shapes[0] if len(shapes) == 1 else shapes
+
     def call(self, inputs, training=None):
         expected = nest.flatten(self._inputs)
         if isinstance(inputs, (list, tuple)) and len(expected) == 1 and len(inputs) == 1:
@@ -417,6 +423,23 @@ class Sequential(Model, _layers.Sequential):
     @property
     def layers(self):
         return list(self.layers_)
+
+    @property
+    def output_shape(self):
+        """The last layer's output shape, batch axis None (Keras').
+
+        Known when the input shape is declared (`keras.Input`, `input_shape=`) or given to
+        `build`.
+
+        >>> model = tg.keras.Sequential([tg.keras.Input((3,)), tg.keras.layers.Dense(4)])
+        >>> model.output_shape
+        (None, 4)
+        """
+        if not self.layers_ or id(self.layers_[-1]) not in self._output_shapes:
+            raise AttributeError(f"Sequential {self.name!r}: the output shape is unknown until "
+                                 "the input shape is declared (keras.Input or input_shape=) "
+                                 "or given to build()")
+        return self._output_shapes[id(self.layers_[-1])]
 
     def add(self, layer):
         """Appends a layer; a `keras.Input` or `InputLayer` first declares the input shape."""
@@ -492,6 +515,8 @@ class Sequential(Model, _layers.Sequential):
             name = entry["class_name"]
             layer_cls = InputLayer if name == "InputLayer" else getattr(
                 _layers, name, getattr(conv_layers, name, getattr(pooling, name, None)))
+            if layer_cls is None and not name.startswith("_"):
+                layer_cls = getattr(recurrent, name, None)
             if not (isinstance(layer_cls, type) and issubclass(layer_cls, Layer)):
                 raise ValueError(f"Sequential.from_config: unknown layer class {name!r}")
             layers.append(layer_cls(**entry["config"]))

@@ -192,12 +192,42 @@ def LecunNormal(seed=None):  # noqa: N802
     return VarianceScaling(1.0, "fan_in", "truncated_normal", seed)
 
 
+class Orthogonal(Initializer):
+    """A random orthogonal matrix times `gain` (Keras' Orthogonal): the QR decomposition of a
+    normal matrix, signs fixed by R's diagonal. Shapes of rank > 2 are flattened to
+    (prod(shape[:-1]), shape[-1]); the rows are orthonormal when there are fewer rows than
+    columns, else the columns.
+
+    >>> q = tg.initializers.Orthogonal(seed=0)((3, 3)).numpy()
+    >>> bool(np.allclose(q @ q.T, np.eye(3), atol=1e-6))
+    True
+    """
+
+    def __init__(self, gain=1.0, seed=None):
+        self.gain = float(gain)
+        self._rng = None if seed is None else np.random.default_rng(seed)
+
+    def __call__(self, shape, dtype=None):
+        shape = tuple(shape)
+        if len(shape) < 2:
+            raise ValueError(f"Orthogonal: the shape must have rank >= 2, got {shape}")
+        rows, cols = math.prod(shape[:-1]), shape[-1]
+        rng = self._rng if self._rng is not None else _random._gen(None)
+        a = rng.standard_normal((max(rows, cols), min(rows, cols)))
+        q, r = np.linalg.qr(a)
+        q = q * np.where(np.diag(r) < 0, -1.0, 1.0)  # a unique Q: R's diagonal made positive
+        if rows < cols:
+            q = q.T
+        return constant((self.gain * q.reshape(shape)).astype(np_dtype(dtype) or np.float32))
+
+
 _BY_NAME = {
     "zeros": Zeros, "ones": Ones, "constant": Constant, "random_normal": RandomNormal,
     "random_uniform": RandomUniform, "glorot_uniform": GlorotUniform,
     "glorot_normal": GlorotNormal, "he_uniform": HeUniform, "he_normal": HeNormal,
     "lecun_normal": LecunNormal, "variance_scaling": VarianceScaling,
     "uniform": RandomUniform, "normal": RandomNormal,  # Keras' short aliases
+    "orthogonal": Orthogonal,
 }
 
 

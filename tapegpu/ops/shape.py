@@ -15,6 +15,7 @@ from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, convert_to_tensor
 from ._base import apply, norm_axes, norm_axis, public, tensor
 from . import binary as _b
+from .binary import equal, where
 
 
 def _nb(g, out_ndim):
@@ -603,11 +604,16 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=-1, dtype=None, 
                              isinstance(on_value, float) else np.asarray(on_value).dtype)
     on = 1 if on_value is None else on_value
     off = 0 if off_value is None else off_value
-    hot = idx._data[..., None] == xp.arange(int(depth))
-    out = xp.where(hot, xp.asarray(on, dtype=dt), xp.asarray(off, dtype=dt))
+    # registry ops (not arrays), so that a tg.function trace records them with `indices`
+    positions = Tensor(xp.arange(int(depth), dtype=idx._data.dtype), idx._dev)
+    hot = equal(expand_dims(idx, -1), positions)
+    out = where(hot, Tensor(xp.asarray(on, dtype=dt), idx._dev),
+                Tensor(xp.asarray(off, dtype=dt), idx._dev))
     if axis != -1:
-        out = xp.moveaxis(out, -1, axis)
-    return Tensor(out, idx._dev)
+        perm = list(range(out.ndim - 1))
+        perm.insert(axis % out.ndim, out.ndim - 1)
+        out = transpose(out, perm)
+    return out
 
 
 def repeat(input, repeats, axis=None, name=None):  # noqa: A002
