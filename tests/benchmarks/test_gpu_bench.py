@@ -21,7 +21,8 @@ def gpu():
     if not backend.CudaEmuBackend.available():
         pytest.skip(f"the stand-in runs kernels in the emulator: "
                     f"{backend.CudaEmuBackend.unavailable_reason()}")
-    if not cupy_sim.installed() and importlib.util.find_spec("cupy") is not None:
+    was = cupy_sim.installed()
+    if not was and importlib.util.find_spec("cupy") is not None:
         pytest.skip("a real CuPy is installed; the stand-in does not shadow it")
     cupy = cupy_sim.install()
     saved = dict(backend._gpus)
@@ -35,6 +36,8 @@ def gpu():
     finally:
         backend._gpus.clear()
         backend._gpus.update(saved)
+        if not was:
+            cupy_sim.uninstall()
 
 
 def test_the_hand_written_cupy_step_matches_tapegpu_and_both_update(gpu):
