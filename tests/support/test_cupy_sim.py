@@ -5,6 +5,9 @@ numpy and fails with the stand-in, as it would on a GPU. Part 2 runs tapegpu on 
 backend with the stand-in as CuPy (the `sim` fixture, whatever `--device` says): one test per
 GPU-only bug fixed in tapegpu.
 """
+import importlib.util
+import os
+
 import numpy as np
 import pytest
 
@@ -506,3 +509,34 @@ def test_a_copy_between_two_gpus_does_not_go_through_the_host(sim, monkeypatch):
     assert dict(cupy_sim.stats.transfers) == {} and dict(cupy_sim.stats.syncs) == {}
     assert y._data is not x._data
     np.testing.assert_array_equal(y.numpy(), np.arange(6.0))
+
+
+# -- benchmarks/gpu.py's own cases, run on the stand-in (the code a GPU machine runs first) --
+
+def _gpu_bench():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location(
+        "_bench_gpu", os.path.join(root, "benchmarks", "gpu.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_benchmark_cupy_step_matches_tapegpu_and_both_update(sim):
+    cases = _gpu_bench().mlp_cases(tg, sim, sizes=(12, 16, 16, 5), batch=8)
+    a, b = cases["tapegpu"](), cases["cupy by hand"]()
+    assert len(a) == len(b) == 6
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(sim.asnumpy(u), sim.asnumpy(v), rtol=1e-4, atol=1e-6)
+    # both applied their SGD update: the second step's gradients differ from the first's
+    a2, b2 = cases["tapegpu"](), cases["cupy by hand"]()
+    assert not np.allclose(sim.asnumpy(a2[0]), sim.asnumpy(a[0]))
+    np.testing.assert_allclose(sim.asnumpy(a2[0]), sim.asnumpy(b2[0]), rtol=1e-4, atol=1e-6)
+
+
+def test_gpu_benchmark_compare_and_latency_report_positive_times(sim):
+    mod = _gpu_bench()
+    r = mod.compare_mlp(tg, sim, repeats=3, sizes=(12, 16, 16, 5), batch=8)
+    assert r["tapegpu_ms"] > 0 and r["cupy_ms"] > 0 and r["ratio"] > 0
+    lat = mod.launch_latency(tg, sim, calls=20)
+    assert lat["tapegpu_us"] > 0 and lat["cupy_us"] > 0
