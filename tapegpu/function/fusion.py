@@ -438,8 +438,8 @@ def _host_runner(kernel):
 
 def _module(dev, source):
     """The CUDA C `source` loaded for `dev`: by the emulator, or by NVRTC through CuPy."""
-    if dev.name == "cuda_emu":
-        return emu.RawModule(code=source)
+    if dev.name == "cuda_emu":  # many kernels per process: no stacks kept between launches
+        return emu.RawModule(code=source, keep_stacks=False)
     return dev.xp.RawModule(code=source, options=("-std=c++17", "--fmad=false"))
 
 

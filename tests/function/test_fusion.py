@@ -1,6 +1,8 @@
 """tg.function's elementwise fusion (tapegpu/function/fusion.py): what is fused, that the fused
 replay computes what the unfused one does (bit for bit for arithmetic, within the documented
 bounds for library functions), on every device; every generated kernel compiles with NVRTC."""
+import os
+
 import numpy as np
 import pytest
 
@@ -290,3 +292,31 @@ def test_info_reports_whether_fusion_works_and_why_not(monkeypatch):
     assert line.startswith("unavailable") and "g++: not found" in line
     monkeypatch.setattr(fusion, "ENABLED", False)
     assert info.report()["fusion (tg.function)"].startswith("off")
+
+
+def test_many_fused_kernels_on_the_emulator_keep_the_memory_mappings_bounded():
+    """Each kernel is a library of its own; its threads' stacks (two mappings per thread) are
+    given back after each launch, so hundreds of traced functions do not exhaust the process's
+    mappings (about 65,000: 125 libraries that kept their stacks did)."""
+    def mappings():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("needs /proc (Linux)")
+    with tg.device("cuda_emu"):
+        x = tg.constant(np.linspace(-1, 1, 300))
+        before = mappings()
+        for k in range(12):
+            def chain(x, k=k):  # k + 1 sines: a kernel of its own for each k
+                for _ in range(k + 1):
+                    x = tg.sin(x) * 1.5
+                return x
+            f = tg.function(chain)
+            f(x)  # the trace (runs the ops); the next calls replay the kernel
+            want = np.linspace(-1, 1, 300)
+            for _ in range(k + 1):
+                want = np.sin(want) * 1.5
+            np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-12)
+            assert len(_fused(f.get_concrete_function(x))) == 1
+        grown = mappings() - before
+    assert grown < 12 * 60, grown  # a library's own segments, not 256 threads' stacks each

@@ -77,9 +77,13 @@ class RawModule:
       options: accepted for CuPy compatibility; ``-D`` definitions are honoured.
       order: the order in which threads resume after a collective:
         ``'forward'``, ``'reverse'`` or ``'random'`` (seeded by ``seed``).
+      keep_stacks: keep the threads' stacks between launches (two memory mappings per
+        thread while the module is loaded); False gives them back after each launch, for
+        modules of which a process loads many (a process has about 65,000 mappings).
     """
 
-    def __init__(self, code=None, *, path=None, options=(), order="forward", seed=0):
+    def __init__(self, code=None, *, path=None, options=(), order="forward", seed=0,
+                 keep_stacks=True):
         if (code is None) == (path is None):
             raise ValueError("RawModule needs exactly one of code= or path=")
         if order not in ORDERS:
@@ -89,6 +93,9 @@ class RawModule:
                 code = f.read()
         self.name = str(path) if path is not None else "<code>"
         self.order, self.seed = order, int(seed)
+        # False: the fiber stacks (two memory mappings per thread) are given back after each
+        # launch, for modules of which a process loads many (tg.function's fused kernels)
+        self.keep_stacks = bool(keep_stacks)
         defines = tuple(o for o in options if str(o).startswith("-D"))
         lib_path, self.build_hash = build_library(code, self.name, defines)
         self._lib, manifest = _load(lib_path, self.build_hash)
@@ -194,8 +201,9 @@ class Function:
         for i, (arg, code) in enumerate(zip(args, self.param_types)):
             slots.append(self._marshal(i, arg, code, guarded))
         pointers = (ctypes.c_void_p * max(1, len(slots)))(*[ctypes.addressof(s) for s in slots])
-        config = (ctypes.c_longlong * 9)(*grid, *block, int(shared_mem),
-                                         ORDERS.index(self.module.order), self.module._next_seed())
+        config = (ctypes.c_longlong * 10)(*grid, *block, int(shared_mem),
+                                          ORDERS.index(self.module.order), self.module._next_seed(),
+                                          int(not self.module.keep_stacks))
         with _launch_lock:
             status = self._launch(config, pointers)
             error = self.module._lib.emu_last_error().decode() if status else ""

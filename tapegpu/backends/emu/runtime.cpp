@@ -180,6 +180,14 @@ static void ensure_stacks(size_t n) {
   for (size_t i = 0; i < n; ++i) mprotect(S.stacks + i * S.slot_size, page, PROT_NONE);
 }
 
+// The stacks cost two memory mappings per thread (stack and guard page) for as long as the
+// library is loaded; a library loaded for a few launches gives them back after each one.
+static void release_stacks() {
+  if (S.stacks) munmap(S.stacks, S.stack_count * S.slot_size);
+  S.stacks = nullptr;
+  S.stack_count = 0;
+}
+
 // A thread that overflows its stack touches a guard page: say so and abort,
 // rather than die with a bare SIGSEGV. The handler runs on an alternate stack
 // and hands every other fault to the handler that was installed before it.
@@ -575,7 +583,7 @@ static bool run_block() {
   }
 }
 
-// config: grid x y z, block x y z, dynamic shared bytes, order, seed.
+// config: grid x y z, block x y z, dynamic shared bytes, order, seed, release the stacks after.
 extern "C" EMU_HIDDEN int emu_run(const long long *config, void **args, emu_body body) {
   S.failed = false;
   S.error.clear();
@@ -613,6 +621,7 @@ extern "C" EMU_HIDDEN int emu_run(const long long *config, void **args, emu_body
   if (!ok)
     for (int t = 0; t < S.nthreads; ++t) ASAN_UNPOISON_MEMORY_REGION(stack_bottom(t), EMU_STACK_SIZE);
 #endif
+  if (config[9]) release_stacks();
   return ok ? 0 : 1;
 }
 
