@@ -540,3 +540,23 @@ def test_gpu_benchmark_compare_and_latency_report_positive_times(sim):
     assert r["tapegpu_ms"] > 0 and r["cupy_ms"] > 0 and r["ratio"] > 0
     lat = mod.launch_latency(tg, sim, calls=20)
     assert lat["tapegpu_us"] > 0 and lat["cupy_us"] > 0
+
+
+def test_many_modules_keep_the_memory_mappings_bounded(sim):
+    """Every RawModule is an emulator library; its threads' stacks are given back after each
+    launch, so a session's hundreds of fused kernels fit in the process's ~65,000 mappings."""
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("needs /proc (Linux)")
+
+    def mappings():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    before = mappings()
+    for k in range(8):
+        src = ('extern "C" __global__ void k(float *x, long long n) { for (long long i = '
+               'blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)'
+               f'blockDim.x * gridDim.x) x[i] += {k}.0f; }}')
+        x = sim.zeros(600, dtype=sim.float32)
+        sim.RawModule(code=src).get_function("k")((3,), (256,), (x, np.int64(600)))
+        assert float(x[599]) == k
+    assert mappings() - before < 8 * 60

@@ -895,7 +895,9 @@ class RawModule:
                  name_expressions=None, jitify=False):
         if not isinstance(options, tuple):
             raise TypeError("options must be a tuple of str")
-        self._mod = emu.RawModule(code=code, path=path, options=options)
+        # a real GPU keeps no per-module thread stacks: the emulator gives them back after each
+        # launch, so the many modules of a test session (fused kernels) fit in the process
+        self._mod = emu.RawModule(code=code, path=path, options=options, keep_stacks=False)
 
     def get_function(self, name):
         return _Kernel(self._mod.get_function(name))
