@@ -7,8 +7,9 @@ workloads.py that has a tapegpu case (W1: 100 x (sin, *, +) on (16,), forward + 
 the MLP training step; W4 batch Jacobian; W5 gradient and HVP; W6 per-example gradients), the
 tapegpu case runs under `tg.function` fused (the default) and unfused (`jit_compile=False`),
 interleaved in rounds with the numpy floor and JAX's jitted version where JAX is installed;
-times are medians over rounds, ratios are to the fused case in the same round. Every case's
-result is checked against the eager tapegpu result first (float32 tolerances). Each case also
+times are medians over rounds, ratios are to the fused case in the same round. Each tapegpu
+case runs on an instance of the workload of its own, and their first results (from the same
+initial values) are checked against each other first (float32 tolerances). Each case also
 reports its process CPU time over wall time (1.0 = one busy core).
 """
 from benchmarks.run import configure_threads
@@ -36,17 +37,27 @@ def _close(a, b):
         np.testing.assert_allclose(x, y, rtol=2e-4, atol=1e-6)
 
 
-def cases_of(key, fw):
-    """{row: {case name: fn}} for one workload: traced fused/unfused, floor, jax."""
+def _tapegpu_cases(key, fw):
+    """{row: fn}: the tapegpu cases of a fresh instance of the workload (its own variables)."""
     w = workloads.ALL[key](fw)
+    return w, {row: fn for (row, framework), fn in w.cases.items()
+               if framework == workloads.TAPEGPU}
+
+
+def cases_of(key, fw):
+    """{row: {case name: fn}} for one workload: traced fused/unfused, eager, floor, jax. Each
+    tapegpu case runs on an instance of its own (a training step updates its variables), and
+    their first results, from the same initial values, are cross-checked."""
+    w, eager = _tapegpu_cases(key, fw)
+    fused = {row: tg.function(fn) for row, fn in _tapegpu_cases(key, fw)[1].items()}
+    plain = {row: tg.function(fn, jit_compile=False)
+             for row, fn in _tapegpu_cases(key, fw)[1].items()}
     rows = {}
-    for (row, framework), fn in w.cases.items():
-        if framework == workloads.TAPEGPU:
-            fused, plain = tg.function(fn), tg.function(fn, jit_compile=False)
-            eager = fn()
-            _close(fused(), eager)
-            _close(plain(), eager)
-            rows.setdefault(row, {}).update({FUSED: fused, UNFUSED: plain, "tapegpu eager": fn})
+    for row, fn in eager.items():
+        want = fn()
+        _close(fused[row](), want)
+        _close(plain[row](), want)
+        rows[row] = {FUSED: fused[row], UNFUSED: plain[row], "tapegpu eager": fn}
     for (row, framework), fn in w.cases.items():
         if row in rows and framework in (workloads.FLOOR, "jax"):
             rows[row][framework if framework != workloads.FLOOR else "numpy (floor)"] = fn

@@ -118,6 +118,13 @@ def _emulator():
     return f"ok ({name} kernel run and checked)"
 
 
+def _fusion_probe(x, m=tg):
+    """A chain long enough to be fused on the CPU (fusion.HOST_MIN_OPS)."""
+    for _ in range(fusion.HOST_MIN_OPS // 2):
+        x = m.sin(x) * 2.0
+    return x
+
+
 def _fusion():
     """Whether tg.function's fusion builds and runs a kernel on the CPU, checked against the
     unfused replay; else why it replays unfused."""
@@ -126,7 +133,7 @@ def _fusion():
     try:
         with tg.device("cpu"):
             x = tg.constant(np.linspace(-2.0, 2.0, 37))
-            f = tg.function(lambda x: tg.sin(x) * 2.0 + 1.0)
+            f = tg.function(_fusion_probe)
             got = f(x).numpy()
             kernels = getattr(f.get_concrete_function(x)._plan.graph, "fused", [])
     except Exception as e:
@@ -134,7 +141,7 @@ def _fusion():
     if not kernels:
         return f"unavailable ({fusion.unavailable_reason('numpy') or 'no kernel made'}): " \
             "traced functions replay unfused"
-    if not np.array_equal(got, np.sin(np.linspace(-2.0, 2.0, 37)) * 2.0 + 1.0):
+    if not np.array_equal(got, _fusion_probe(np.linspace(-2.0, 2.0, 37), np)):
         return "FAILED: a fused kernel disagrees with numpy"
     return "ok (C++ kernels on numpy; one built, run and checked)"
 

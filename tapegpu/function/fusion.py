@@ -7,7 +7,9 @@ and saved models keep it). A node is fusible when its op's description has a C e
 `numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype, with
 each input of a shape that broadcasts to the output's (or of its size, for a reshape).
 
-Groups. A node's level counts the non-fusible nodes (and side effects, reads and random draws,
+Groups (on the CPU only those of at most HOST_MAX_ELEMENTS elements and at least HOST_MIN_OPS
+ops: see there). A node's
+level counts the non-fusible nodes (and side effects, reads and random draws,
 in trace order) on the longest path to it; fusible nodes of one level, size and dtype form one
 group (a group of one op, with views, is left as it is: fusing it saves nothing), so no path between two members of a group passes through an unfused node. A value is
 written to memory (an output of its kernel) only when an unfused node, the graph's result or
@@ -208,6 +210,15 @@ def _cuda_body(stmts, n):
 
 
 LANES = 8
+# On the CPU a group is fused only up to this many elements, where the per-op dispatch that
+# fusion removes is most of the time (W1: 16 elements, 15x faster than numpy by hand). Above
+# it, numpy's vectorized loops (SIMD library functions) writing into the plan's reused buffers
+# beat a generated loop of scalar library calls into new arrays (W5's gradient at 64 x 256:
+# 1.7x slower fused), and a group of a few ops saves less than its call and new arrays cost
+# (W5's and W6's groups of 2-4 ops at 640 elements: 4-7% slower fused). On a GPU every group
+# is fused: there each op is a kernel launch.
+HOST_MAX_ELEMENTS = 4096
+HOST_MIN_OPS = 8
 # -O1 and the vectorizer: the lanes' arithmetic in SIMD registers, compiled in about a second
 # for the 600 statements of a long chain (-O2 takes five times as long and runs no faster)
 HOST_FLAGS = ("-O1", "-ftree-vectorize")
@@ -287,6 +298,9 @@ def groups(graph):
             continue  # too many arrays for one call: those nodes stay unfused
         if sum(not n.op.view for n in order) < 2:
             continue  # one op (and views) in a kernel saves nothing: it stays as it is
+        if gkey[3] == "numpy" and (gkey[1] > HOST_MAX_ELEMENTS or
+                                   sum(not n.op.view for n in order) < HOST_MIN_OPS):
+            continue  # on the CPU, numpy's loops into reused buffers win there (HOST_MAX_...)
         first = producer[outs[0]]
         kernels.append(Kernel(graph, order, leaves, outs, gkey[1], gkey[2], first.dev))
     return kernels

@@ -23,6 +23,14 @@ SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 5e-324, 1e30, -1e
 GENERATED = {}  # kernel name -> CUDA C source, of every kernel these tests made
 
 
+@pytest.fixture(autouse=True)
+def every_group(monkeypatch, request):
+    """The mechanics under test, whatever the CPU's profitability limits (tested at the end)."""
+    if "limits" not in request.node.name:
+        monkeypatch.setattr(fusion, "HOST_MIN_OPS", 2)
+        monkeypatch.setattr(fusion, "HOST_MAX_ELEMENTS", 1 << 40)
+
+
 def _fused(cf):
     kernels = getattr(cf._plan.graph, "fused", [])
     for k in kernels:
@@ -279,7 +287,7 @@ def test_without_the_compiled_helper_ctypes_calls_the_kernels(monkeypatch):
     np.testing.assert_array_equal(a.numpy(), e.numpy())
 
 
-def test_info_reports_whether_fusion_works_and_why_not(monkeypatch):
+def test_info_reports_whether_fusion_works_and_why_not_limits(monkeypatch):
     from tapegpu.cli import info
     assert info.report()["fusion (tg.function)"].startswith("ok")
 
@@ -320,3 +328,22 @@ def test_many_fused_kernels_on_the_emulator_keep_the_memory_mappings_bounded():
             assert len(_fused(f.get_concrete_function(x))) == 1
         grown = mappings() - before
     assert grown < 12 * 60, grown  # a library's own segments, not 256 threads' stacks each
+
+
+def test_cpu_limits_leave_large_and_short_groups_to_numpy(tg_device):
+    small = tg.constant(np.linspace(-1, 1, 64))
+    big = tg.constant(np.linspace(-1, 1, fusion.HOST_MAX_ELEMENTS + 1))
+
+    def chain(x, n):
+        for _ in range(n):
+            x = tg.sin(x) * 1.5
+        return x
+    cpu = tg.constant(0.0)._dev.name == "numpy"
+    long_ops = fusion.HOST_MIN_OPS // 2 + 1
+    for x, n, fused_on_cpu in ((small, long_ops, True), (small, 1, False), (big, long_ops, False)):
+        f = tg.function(lambda x, n=n: chain(x, n))
+        f(x)
+        kernels = _fused(f.get_concrete_function(x))
+        # a GPU (here the emulator) fuses every group of two ops or more
+        assert len(kernels) == (1 if fused_on_cpu or not cpu else 0), (x.shape, n)
+        np.testing.assert_allclose(f(x).numpy(), chain(x, n).numpy(), rtol=1e-14)
