@@ -91,3 +91,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def cupy_gpu():
+    """The CuPy stand-in as `cupy` for the test (installed if it is not, removed after if this
+    fixture installed it), with tapegpu's GPU backends made fresh; yields the stand-in."""
+    if not backend.CudaEmuBackend.available():
+        pytest.skip(f"the stand-in runs kernels in the emulator: "
+                    f"{backend.CudaEmuBackend.unavailable_reason()}")
+    was = cupy_sim.installed()
+    if not was and _real_cupy() is not None:
+        pytest.skip("a real CuPy is installed; the stand-in does not shadow it")
+    cupy = cupy_sim.install()
+    saved = dict(backend._gpus)
+    backend._gpus.clear()
+    try:
+        yield cupy
+    finally:
+        backend._gpus.clear()
+        backend._gpus.update(saved)
+        if not was:
+            cupy_sim.uninstall()

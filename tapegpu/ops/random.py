@@ -113,13 +113,7 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=No
     shape = tuple(shape)
 
     def draw():
-        gen = _gen(seed)
-        z = gen.standard_normal(shape)
-        bad = np.abs(z) > 2
-        while bad.any():
-            z[bad] = gen.standard_normal(int(bad.sum()))
-            bad = np.abs(z) > 2
-        return (z * stddev + mean).astype(dt)
+        return _truncated_draw(_gen(seed), shape, mean, stddev, dt)
     return _emit("truncated_normal", draw, None)
 
 

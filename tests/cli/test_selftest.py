@@ -9,8 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-import cupy_sim
-import tapegpu as tg
 from tapegpu import backends as backend
 from tapegpu.backends.kernels.launch import ACTIVATIONS, KERNELS, KernelSet, parity_cases
 from tapegpu.cli import selftest
@@ -19,26 +17,9 @@ SINGLE_DEVICE = True
 
 
 @pytest.fixture
-def sim():
-    """The stand-in as CuPy for the test (installed if it is not), gpu:0 fresh."""
-    if not backend.CudaEmuBackend.available():
-        pytest.skip(f"the stand-in runs kernels in the emulator: "
-                    f"{backend.CudaEmuBackend.unavailable_reason()}")
-    was = cupy_sim.installed()
-    if not was:
-        from importlib.util import find_spec
-        if find_spec("cupy") is not None:
-            pytest.skip("a real CuPy is installed; the stand-in does not shadow it")
-    cupy = cupy_sim.install()
-    saved = dict(backend._gpus)
-    backend._gpus.clear()
-    try:
-        yield cupy
-    finally:
-        backend._gpus.clear()
-        backend._gpus.update(saved)
-        if not was:
-            cupy_sim.uninstall()
+def sim(cupy_gpu):
+    """The stand-in as CuPy (tests/conftest.py), gpu:0 fresh."""
+    return cupy_gpu
 
 
 def test_without_a_gpu_it_prints_the_plan_and_exits_0(tmp_path, monkeypatch, capsys):

@@ -27,27 +27,10 @@ def cp():
 
 
 @pytest.fixture
-def sim():
-    """tapegpu's gpu:0 with the stand-in as CuPy, for the test (installed if it is not)."""
-    if not backend.CudaEmuBackend.available():
-        pytest.skip(f"the stand-in runs kernels in the emulator: "
-                    f"{backend.CudaEmuBackend.unavailable_reason()}")
-    was = cupy_sim.installed()
-    if not was:
-        from importlib.util import find_spec
-        if find_spec("cupy") is not None:
-            pytest.skip("a real CuPy is installed; the stand-in does not shadow it")
-    cupy = cupy_sim.install()
-    saved = dict(backend._gpus)
-    backend._gpus.clear()
-    try:
-        with tg.device("gpu:0"):
-            yield cupy
-    finally:
-        backend._gpus.clear()
-        backend._gpus.update(saved)
-        if not was:
-            cupy_sim.uninstall()
+def sim(cupy_gpu):
+    """tapegpu's gpu:0 with the stand-in as CuPy (tests/conftest.py), for the test."""
+    with tg.device("gpu:0"):
+        yield cupy_gpu
 
 
 # -- part 1: the stand-in rejects what CuPy rejects ------------------------------------------
