@@ -102,17 +102,19 @@ def compile_source(source, name="kernel.cu", arch="compute_80", options=()):
     try:
         result = m.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         size = _check(m, m.nvrtcGetProgramLogSize(prog))
-        log = b" " * size
+        # NVRTC writes into the buffer: a bytearray of our own. (`b" " * size` is, for size 1,
+        # the interpreter's shared b" ": NVRTC's terminating NUL turned every b" " into b"\0".)
+        log = bytearray(size)
         _check(m, m.nvrtcGetProgramLog(prog, log))
         if result[0] != m.nvrtcResult.NVRTC_SUCCESS:
             raise NvrtcError(f"NVRTC failed to compile {name} for {arch}:\n"
                              + log.decode(errors="replace").rstrip("\x00 \n"))
         size = _check(m, m.nvrtcGetPTXSize(prog))
-        ptx = b" " * size
+        ptx = bytearray(size)
         _check(m, m.nvrtcGetPTX(prog, ptx))
     finally:
         m.nvrtcDestroyProgram(prog)
-    ptx = ptx.decode().rstrip("\x00")
+    ptx = bytes(ptx).decode().rstrip("\x00")
     return ptx, entry_names(ptx)
 
 

@@ -42,3 +42,11 @@ def test_entry_names_from_ptx():
 
 def test_status():
     assert nvrtc.status().startswith("NVRTC 1")
+
+
+def test_compiling_leaves_the_interpreters_shared_bytes_alone():
+    """An empty log is one byte (NVRTC's NUL): written into `b" " * 1`, which is the
+    interpreter's shared b" ", it made every later b" " (and text encoded through it, such as
+    print's separator into a captured stream) a NUL byte."""
+    nvrtc.compile_source('extern "C" __global__ void k() {}', "k.cu", "compute_80")
+    assert b" "[0] == 32 and " ".encode()[0] == 32  # (bytes([32]) is that shared object too)
