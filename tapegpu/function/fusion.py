@@ -48,6 +48,7 @@ import numpy as np
 
 from ..backends import emu
 from ..backends.emu import build
+from .graph import Node
 
 try:
     from ..backends._cpu import call_fused
@@ -296,27 +297,15 @@ def groups(graph):
         outs = sorted(outs)
         if len(leaves) + len(outs) > MAX_ARRAYS:
             continue  # too many arrays for one call: those nodes stay unfused
-        if sum(not n.op.view for n in order) < 2:
-            continue  # one op (and views) in a kernel saves nothing: it stays as it is
-        if gkey[3] == "numpy" and (gkey[1] > HOST_MAX_ELEMENTS or
-                                   sum(not n.op.view for n in order) < HOST_MIN_OPS):
-            continue  # on the CPU, numpy's loops into reused buffers win there (HOST_MAX_...)
+        # one op (and views) in a kernel saves nothing; on the CPU numpy's loops into reused
+        # buffers win below HOST_MIN_OPS ops and above HOST_MAX_ELEMENTS elements
+        cpu = gkey[3] == "numpy"
+        if sum(not n.op.view for n in order) < (HOST_MIN_OPS if cpu else 2) or \
+                (cpu and gkey[1] > HOST_MAX_ELEMENTS):
+            continue
         first = producer[outs[0]]
         kernels.append(Kernel(graph, order, leaves, outs, gkey[1], gkey[2], first.dev))
     return kernels
-
-
-class FusedNode:
-    """A `fused` node of the replay graph: one kernel, its leaves in, its outputs out."""
-    __slots__ = ("kind", "op", "ins", "params", "out", "dev")
-
-    def __init__(self, kernel, run):
-        self.kind = "fused"
-        self.op = run
-        self.ins = tuple(kernel.leaves)
-        self.params = kernel
-        self.out = tuple(kernel.outputs)
-        self.dev = kernel.dev
 
 
 def fuse(graph):
@@ -328,8 +317,8 @@ def fuse(graph):
     fused = []
     for k in kernels:
         run = _runner(k)
-        if run is not None:
-            fused.append(FusedNode(k, run))
+        if run is not None:  # a `fused` node: the kernel's leaves in, its outputs out
+            fused.append(Node("fused", run, tuple(k.leaves), k, tuple(k.outputs), k.dev))
     if not fused:
         return graph
     # what the kernels do not replace stays, if something still reads it (as `optimize`'s DCE)
@@ -370,12 +359,9 @@ def _schedule(nodes, fused):
     # priority: an unfused node its trace position, a kernel just after its last input's
     # producer (it runs as soon as it can: later nodes wait for its outputs)
     prio = {}
-    for idx, n in items:
-        if n.kind != "fused":
-            prio[idx] = idx
-    for idx, n in items:
-        if n.kind == "fused":
-            prio[idx] = max((prio.get(d, -1) for d in deps[idx]), default=-1) + 0.5
+    for idx, n in items:  # the unfused nodes come first in `items`
+        prio[idx] = idx if n.kind != "fused" else \
+            max((prio.get(d, -1) for d in deps[idx]), default=-1) + 0.5
     users = {idx: [] for idx, _ in items}
     for idx, ds in deps.items():
         for d in ds:

@@ -277,7 +277,26 @@ def transpose_output_length(size, kernel, stride, dilation, padding, output_padd
     return (size - 1) * stride + effective % 2 + output_padding
 
 
-class Conv2DTranspose(_Conv):
+class _ConvTranspose(_Conv):
+    """The transposed convolutions' common part: `output_padding`, the kernel
+    `kernel_size + (filters, in_channels)` and its output lengths."""
+
+    def __init__(self, filters, kernel_size, strides, padding, output_padding, data_format,
+                 dilation_rate, activation, use_bias, kernel_initializer, bias_initializer,
+                 kernel_regularizer, bias_regularizer, dtype, name, **kwargs):
+        super().__init__(filters, kernel_size, strides, padding, data_format, dilation_rate, 1,
+                         activation, use_bias, kernel_initializer, bias_initializer,
+                         kernel_regularizer, bias_regularizer, dtype, name, **kwargs)
+        self.output_padding = _output_padding(output_padding, self.strides, self.rank)
+
+    def build(self, input_shape):
+        check_rank(self, input_shape, self.rank + 2)
+        self._check_output(input_shape, _transpose_lengths(self, input_shape))
+        self._add_bias(self.kernel_size + (self.filters, channels(self, input_shape)),
+                       self.filters)
+
+
+class Conv2DTranspose(_ConvTranspose):
     """The transpose of `Conv2D` (its gradient with respect to its input), often called a
     deconvolution: it upsamples by `strides`. The kernel is `kernel_size + (filters,
     in_channels)`. Each spatial output length is `in * stride` ('same') or
@@ -296,16 +315,10 @@ class Conv2DTranspose(_Conv):
                  use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  kernel_regularizer=None, bias_regularizer=None, dtype=None, name=None,
                  **kwargs):
-        super().__init__(filters, kernel_size, strides, padding, data_format, dilation_rate, 1,
-                         activation, use_bias, kernel_initializer, bias_initializer,
-                         kernel_regularizer, bias_regularizer, dtype, name, **kwargs)
-        self.output_padding = _output_padding(output_padding, self.strides, 2)
-
-    def build(self, input_shape):
-        check_rank(self, input_shape, 4)
-        self._check_output(input_shape, _transpose_lengths(self, input_shape))
-        self._add_bias(self.kernel_size + (self.filters, channels(self, input_shape)),
-                       self.filters)
+        super().__init__(filters, kernel_size, strides, padding, output_padding, data_format,
+                         dilation_rate, activation, use_bias, kernel_initializer,
+                         bias_initializer, kernel_regularizer, bias_regularizer, dtype, name,
+                         **kwargs)
 
     def call(self, inputs):
         self._checked(inputs, self.kernel.shape[-1])
@@ -318,7 +331,7 @@ class Conv2DTranspose(_Conv):
         return self._finish(y)
 
 
-class Conv1DTranspose(_Conv):
+class Conv1DTranspose(_ConvTranspose):
     """The transpose of `Conv1D` over `(batch, steps, channels)` (or channels first): it
     upsamples the steps by `strides`. The kernel is `(kernel_size, filters, in_channels)`;
     output lengths and `output_padding` as `Conv2DTranspose`.
@@ -335,16 +348,10 @@ class Conv1DTranspose(_Conv):
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  kernel_regularizer=None, bias_regularizer=None, dtype=None, name=None,
                  **kwargs):
-        super().__init__(filters, kernel_size, strides, padding, data_format, dilation_rate, 1,
-                         activation, use_bias, kernel_initializer, bias_initializer,
-                         kernel_regularizer, bias_regularizer, dtype, name, **kwargs)
-        self.output_padding = _output_padding(output_padding, self.strides, 1)
-
-    def build(self, input_shape):
-        check_rank(self, input_shape, 3)
-        self._check_output(input_shape, _transpose_lengths(self, input_shape))
-        self._add_bias(self.kernel_size + (self.filters, channels(self, input_shape)),
-                       self.filters)
+        super().__init__(filters, kernel_size, strides, padding, output_padding, data_format,
+                         dilation_rate, activation, use_bias, kernel_initializer,
+                         bias_initializer, kernel_regularizer, bias_regularizer, dtype, name,
+                         **kwargs)
 
     def call(self, inputs):
         self._checked(inputs, self.kernel.shape[-1])
