@@ -29,8 +29,8 @@ __device__ __forceinline__ float abs_(float x) { return fabsf(x); }
 __device__ __forceinline__ double abs_(double x) { return fabs(x); }
 
 // ------------------------------------------------------------ activations
-// relu(x) = max(x, 0);  relu'(x) = [y > 0]
-template <typename T> __device__ T relu_f(T x) { return x > T(0) ? x : T(0); }
+// relu(x) = max(x, 0) with NaN kept (numpy's maximum);  relu'(x) = [y > 0]
+template <typename T> __device__ T relu_f(T x) { return x > T(0) || x != x ? x : T(0); }
 template <typename T> __device__ T relu_d(T y) { return y > T(0) ? T(1) : T(0); }
 
 // elu(x) = x if x > 0 else e^x - 1 (alpha = 1);  elu'(x) = 1 if y > 0 else y + 1

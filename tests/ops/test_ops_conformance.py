@@ -239,3 +239,17 @@ def test_segments_and_indexing_as_tensorflow():
         tg.gather_nd(tg.ones((2, 2)), [[5, 0]])
     with pytest.raises(tg.InvalidArgumentError, match="boolean_mask: mask must be bool"):
         tg.boolean_mask(tg.ones((2, 2)), [True, False, True])
+
+
+@pytest.mark.parametrize("fn", [tg.nn.relu, tg.nn.relu6, tg.nn.elu, tg.nn.selu, tg.nn.gelu,
+                                tg.nn.leaky_relu, tg.nn.softplus, tg.sigmoid, tg.tanh,
+                                tg.nn.swish])
+def test_activations_keep_nan_on_every_device(fn):
+    """NaN in, NaN out (numpy's maximum, and TensorFlow's kernels): an activation kernel that
+    compares `x > 0` and returns 0 otherwise would hide a NaN from the loss."""
+    x = tg.constant([np.nan, -1.0, 2.0], tg.float32)
+    y = fn(x).numpy()
+    assert np.isnan(y[0]) and np.isfinite(y[1:]).all()
+    b = tg.constant([np.nan, 0.5], tg.float32)
+    z = tg.nn.bias_add(tg.constant([[1.0, -3.0], [-1.0, 1.0]]), b)
+    np.testing.assert_array_equal(np.isnan(fn(z).numpy()), [[True, False], [True, False]])
