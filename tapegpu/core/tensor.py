@@ -54,7 +54,8 @@ def _assigned(var, kind, value):
 
 class TensorBase:
     """A tensor's fields and constructor."""
-    __slots__ = ("_data", "_dev", "_uid", "_res", "__weakref__")  # _res: see registry
+    # _res: see registry; _keras_mask: the mask a Keras layer attached (models.layers)
+    __slots__ = ("_data", "_dev", "_uid", "_res", "_keras_mask", "__weakref__")
 
     def __init__(self, data, dev=None):
         self._data = data

@@ -9,6 +9,7 @@ TensorFlow), `data_format` is 'channels_last' (default) or 'channels_first'.
 import numpy as np
 
 from .. import ops
+from ..core.tensor import Tensor, convert_to_tensor
 from ..ops.image import resize
 from ..models.layers import Layer
 from .conv_layers import (_NN_FORMATS, check_rank, conv_output_length, data_format_of,
@@ -158,13 +159,35 @@ class _GlobalPooling(Layer):
 
 class GlobalAveragePooling1D(_GlobalPooling):
     """The mean over the steps: `(batch, steps, channels)` -> `(batch, channels)` (or
-    `(batch, 1, channels)` with `keepdims=True`).
+    `(batch, 1, channels)` with `keepdims=True`). With a mask (bool `(batch, steps)`, given or
+    carried by the input from `Embedding(mask_zero=True)` or `Masking`), the mean over the
+    unmasked steps, as Keras; an example with every step masked gives 0 (Keras: 0/0 = NaN).
 
     >>> tg.keras.layers.GlobalAveragePooling1D()(tg.ones((2, 5, 3))).shape
     (2, 3)
     """
 
     rank, kind = 1, "AVG"
+    supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return super().call(inputs)
+        check_rank(self, inputs.shape, 3)
+        steps = 2 if self.data_format == "channels_first" else 1
+        mask = mask if isinstance(mask, Tensor) else convert_to_tensor(mask)
+        if mask._data.dtype.kind != "b" or mask.shape != (inputs.shape[0], inputs.shape[steps]):
+            raise ValueError(f"GlobalAveragePooling1D {self.name!r}: mask must be bool of shape "
+                             f"(batch, steps) = {(inputs.shape[0], inputs.shape[steps])}, got "
+                             f"{mask.dtype.name} of shape {tuple(mask.shape)}")
+        weight = ops.expand_dims(ops.cast(mask, inputs.dtype), 1 if steps == 2 else 2)
+        total = ops.reduce_sum(inputs * weight, axis=steps, keepdims=self.keepdims)
+        count = ops.reduce_sum(weight, axis=steps, keepdims=self.keepdims)
+        return total / ops.maximum(count, 1.0)
+
+    def compute_mask(self, inputs, mask=None):
+        """None: the steps are reduced away."""
+        return None
 
 
 class GlobalAveragePooling2D(_GlobalPooling):

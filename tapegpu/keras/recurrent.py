@@ -13,8 +13,8 @@ formulas. (Projecting the whole sequence by one matmul and slicing it per step c
 each slice's gradient is a sequence-sized array, O(timesteps^2) in the backward pass.)
 
 Masks are taken as the `mask=` argument, a bool (batch, timesteps) tensor, with Keras'
-meaning; they are not propagated from one layer to the next (no `Embedding(mask_zero=True)` or
-`Masking` layer makes one). `stateful=True` is not supported (a clear error); `unroll` is
+meaning, or from the input as `Embedding(mask_zero=True)` or `Masking` made it; with
+`return_sequences=True` the output carries the mask on to the next layer. `stateful=True` is not supported (a clear error); `unroll` is
 accepted and changes nothing (the loop is always a Python loop).
 """
 import inspect
@@ -495,6 +495,12 @@ class RNN(Layer):
         size = self.cell.state_size
         return list(size) if isinstance(size, (list, tuple)) else [size]
 
+    supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        """The input's mask with `return_sequences=True` (one per output step), else None."""
+        return mask if self.return_sequences else None
+
     def call(self, inputs, initial_state=None, mask=None, training=False):
         owner = f"{type(self).__name__} {self.name!r}"
         if inputs.ndim != 3 or inputs.shape[1] == 0:
@@ -728,6 +734,12 @@ class Bidirectional(Layer):
         for sub in (self.forward_layer, self.backward_layer):
             if sub._dtype is None:
                 sub._dtype = self._dtype
+
+    supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        """The input's mask with `return_sequences=True`, else None."""
+        return mask if self.return_sequences else None
 
     def call(self, inputs, initial_state=None, mask=None, training=False):
         fw_init = bw_init = None

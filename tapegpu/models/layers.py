@@ -1,14 +1,23 @@
 """Keras-style layers: `Dense`, `BatchNormalization`, `LayerNormalization`, `Dropout`,
 `Activation`, `ReLU`, `LeakyReLU`, `Softmax`, `Flatten`, `Reshape`, `Embedding`, `Lambda`,
-`Concatenate`, `Add`, `Rescaling`, `Sequential`.
+`Concatenate`, `Add`, `Rescaling`, `Masking`, `Sequential`.
 
 A layer is a `Module` that creates its variables on its first call, from the input's shape and
 dtype (`build`), then computes `call(inputs, ...)`. Layers whose behaviour differs between
 training and inference take `training=` (default False, as Keras outside `fit`).
+
+Masks, as Keras: `Embedding(mask_zero=True)` and `Masking` attach a bool mask to their output
+(`output._keras_mask`, shape (batch, timesteps)); a layer whose `call` takes `mask` receives
+it; layers that support masking (`supports_masking`) pass it on (`compute_mask`); recurrent
+layers pass it on with `return_sequences=True`; `GlobalAveragePooling1D` averages the unmasked
+steps only; a loss on a masked prediction averages the unmasked positions. A layer that neither
+takes nor passes a mask drops it, as Keras 3, but warns once (Keras 3 is silent, so a model
+would average over padding without notice).
 """
 import functools
 import inspect
 import re
+import warnings
 import weakref
 
 import numpy as np
@@ -20,7 +29,7 @@ from . import initializers, regularizers
 from ..ops import EXPORTS
 from ..ops.nn import bias_act, bias_activations
 from ..ops.registry import InvalidArgumentError
-from .module import Module, _snake
+from .module import Module
 
 # Keras' activation names: the functions the op families list as activations, and "linear"
 _ACTIVATIONS = {"linear": None, **{name: fn for name, fn in EXPORTS.items()
@@ -68,6 +77,10 @@ class Layer(Module):
     # layers taking a list of inputs (Concatenate, Add): each is converted, `build` gets the
     # list of their shapes
     _MULTI_INPUT = False
+    # Keras' masking: whether the layer passes its input's mask on unchanged (`compute_mask`),
+    # and whether it makes a mask of its own from the inputs (Embedding(mask_zero=True), Masking)
+    supports_masking = False
+    _makes_mask = False
     _IGNORED_ATTRIBUTES = frozenset({"_regularized", "_init_args"})
 
     def __init__(self, dtype=None, name=None, input_shape=None, trainable=True):
@@ -246,7 +259,27 @@ class Layer(Module):
                 x = self._convert(inputs)
             self.build(x.shape)
             self.built = True
-        return self.call(x, *args, **kwargs)
+        mask = kwargs.get("mask", getattr(inputs, "_keras_mask", None))
+        if mask is None and not self._makes_mask:
+            return self.call(x, *args, **kwargs)
+        if mask is not None and "mask" not in kwargs:
+            if _takes_mask(self):
+                kwargs["mask"] = mask
+            elif not self.supports_masking:
+                self._warn_mask_dropped()
+        return _attach_mask(self, self.call(x, *args, **kwargs), self.compute_mask(x, mask))
+
+    def compute_mask(self, inputs, mask=None):
+        """The mask of the output (Keras): the input's `mask` if the layer supports masking,
+        else None."""
+        return mask if self.supports_masking else None
+
+    def _warn_mask_dropped(self):
+        if not getattr(self, "_mask_warned", False):
+            self._mask_warned = True
+            warnings.warn(f"{type(self).__name__} {self.name!r} does not support masking: the "
+                          "mask of its input is dropped (as Keras 3), and the padded steps "
+                          "count in its output", stacklevel=3)
 
     def _call_multi(self, inputs, args, kwargs):
         if not isinstance(inputs, (list, tuple)) or len(inputs) < 1:
@@ -292,6 +325,8 @@ class Dense(Layer):
     >>> layer.kernel.shape, layer.bias.shape
     ((3, 4), (4,))
     """
+
+    supports_masking = True  # passes its input's mask on (Keras)
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
@@ -341,6 +376,8 @@ class Activation(Layer):
     array([0., 0.], dtype=float32)
     """
 
+    supports_masking = True  # passes its input's mask on (Keras)
+
     def __init__(self, activation, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
         self.activation = get_activation(activation)
@@ -369,6 +406,8 @@ class BatchNormalization(Layer):
     >>> bn.moving_mean.numpy().round(2)
     array([0.02, 0.2 ], dtype=float32)
     """
+
+    supports_masking = True  # passes its input's mask on (Keras)
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
@@ -442,6 +481,8 @@ class Dropout(Layer):
     [0.0, 2.0]
     """
 
+    supports_masking = True  # passes its input's mask on (Keras)
+
     def __init__(self, rate, noise_shape=None, seed=None, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
         if not 0.0 <= float(rate) < 1.0:
@@ -466,6 +507,8 @@ class ReLU(Layer):
     >>> tg.layers.ReLU(max_value=6.0)(tg.constant([-1.0, 3.0, 9.0])).numpy()
     array([0., 3., 6.], dtype=float32)
     """
+
+    supports_masking = True  # passes its input's mask on (Keras)
 
     def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
@@ -494,6 +537,8 @@ class LeakyReLU(Layer):
     array([-1.,  2.], dtype=float32)
     """
 
+    supports_masking = True  # passes its input's mask on (Keras)
+
     def __init__(self, negative_slope=0.3, name=None, **kwargs):
         if "alpha" in kwargs:  # the tf.keras 2 spelling
             negative_slope = kwargs.pop("alpha")
@@ -512,6 +557,8 @@ class Softmax(Layer):
     >>> tg.layers.Softmax()(tg.constant([[0.0, 0.0]])).numpy()
     array([[0.5, 0.5]], dtype=float32)
     """
+
+    supports_masking = True  # passes its input's mask on (Keras)
 
     def __init__(self, axis=-1, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
@@ -576,6 +623,8 @@ class LayerNormalization(Layer):
     array([[-0.9995,  0.9995]], dtype=float32)
     """
 
+    supports_masking = True  # passes its input's mask on (Keras)
+
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", dtype=None, name=None,
                  **kwargs):
@@ -613,14 +662,20 @@ class LayerNormalization(Layer):
 class Embedding(Layer):
     """Maps integer indices in [0, input_dim) to rows of an `(input_dim, output_dim)` table.
 
+    With `mask_zero=True` index 0 is padding: the output carries the mask `inputs != 0` for the
+    layers after it (recurrent layers skip the padded steps), as Keras.
+
     >>> emb = tg.layers.Embedding(10, 4)
     >>> emb(tg.constant([[1, 2, 3]])).shape
     (1, 3, 4)
+    >>> tg.layers.Embedding(10, 4, mask_zero=True)(tg.constant([[5, 2, 0]]))._keras_mask.numpy()
+    array([[ True,  True, False]])
     """
 
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", dtype=None,
-                 name=None, **kwargs):
+                 name=None, mask_zero=False, **kwargs):
         super().__init__(dtype=dtype, name=name, **kwargs)
+        self.mask_zero = self._makes_mask = bool(mask_zero)
         for label, n in (("input_dim", input_dim), ("output_dim", output_dim)):
             if int(n) != n or int(n) <= 0:
                 raise ValueError(f"Embedding: {label} must be a positive integer, got {n!r}")
@@ -651,6 +706,37 @@ class Embedding(Layer):
                                        f"{self.input_dim}), got values in [{int(data.min())}, "
                                        f"{int(data.max())}]")
         return ops.gather(self.embeddings, inputs)
+
+    def compute_mask(self, inputs, mask=None):
+        """`inputs != 0` with `mask_zero=True`, else None (Keras)."""
+        return ops.not_equal(inputs, 0) if self.mask_zero else None
+
+
+class Masking(Layer):
+    """Marks the timesteps whose features all equal `mask_value` as padding: they become zeros,
+    and the output carries the mask `any(inputs != mask_value, axis=-1)` for the layers after it
+    (recurrent layers skip the padded steps), as Keras. (Keras multiplies by the mask, so a
+    padded step holding inf or NaN becomes NaN; here it is 0.)
+
+    >>> x = tg.constant([[[1.0, 2.0], [0.0, 0.0]]])
+    >>> tg.layers.Masking()(x)._keras_mask.numpy()
+    array([[ True, False]])
+    """
+
+    supports_masking = True
+    _makes_mask = True
+
+    def __init__(self, mask_value=0.0, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.mask_value = mask_value
+
+    def call(self, inputs):
+        keep = ops.reduce_any(ops.not_equal(inputs, self.mask_value), axis=-1, keepdims=True)
+        return ops.where(keep, inputs, ops.zeros((), dtype=inputs.dtype))
+
+    def compute_mask(self, inputs, mask=None):
+        """The steps with a feature different from `mask_value`."""
+        return ops.reduce_any(ops.not_equal(inputs, self.mask_value), axis=-1)
 
 
 class Lambda(Layer):
@@ -729,6 +815,8 @@ class Rescaling(Layer):
     >>> tg.layers.Rescaling(1 / 255)(tg.constant([[0, 255]], dtype="uint8")).numpy()
     array([[0., 1.]], dtype=float32)
     """
+
+    supports_masking = True  # passes its input's mask on (Keras)
 
     def __init__(self, scale, offset=0.0, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
@@ -825,28 +913,47 @@ def _symbolic_input(inputs):
 
 
 def _takes_training(layer):
+    return "training" in _call_parameters(layer)
+
+
+def _takes_mask(layer):
+    return "mask" in _call_parameters(layer)
+
+
+def _call_parameters(layer):
+    """The names of the parameters of `layer.call` (or of a plain callable), cached."""
     fn = layer.call if isinstance(layer, Layer) else layer
     key = getattr(fn, "__func__", fn)  # a layer class's call, or a plain callable
     try:
-        known = _TAKES_TRAINING.get(key)
+        known = _PARAMETERS.get(key)
     except TypeError:  # neither weakly referable nor hashable: not cached
         key = known = None
     if known is None:
         try:
-            known = "training" in inspect.signature(fn).parameters
+            known = frozenset(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
-            known = False
+            known = frozenset()
         if key is not None:
             try:
-                _TAKES_TRAINING[key] = known
+                _PARAMETERS[key] = known
             except TypeError:  # e.g. a builtin function (no weak reference): not cached
                 pass
     return known
 
 
-# function -> whether it takes `training` (inspect is slow per call); weak keys, so a callable
+# function -> the names of its parameters (inspect is slow per call); weak keys, so a callable
 # dropped by every Sequential that held it is freed
-_TAKES_TRAINING = weakref.WeakKeyDictionary()
+_PARAMETERS = weakref.WeakKeyDictionary()
+
+
+def _attach_mask(layer, out, mask):
+    """Attaches the output mask `mask` (None: none) to `out`, a tensor or a tuple whose first
+    item is the output (recurrent layers' `return_state`)."""
+    head = out[0] if isinstance(out, (tuple, list)) and out else out
+    if isinstance(head, Tensor):
+        head._keras_mask = mask
+    return out
+
 
 # Two activations by their Keras names, for code that names them as Keras' own code does
 # (keras.applications: the classifier's default and InceptionV3's Activation layers)

@@ -230,6 +230,11 @@ class Loss:
         raise NotImplementedError
 
     def __call__(self, y_true, y_pred, sample_weight=None):
+        """The weighted, reduced loss. A prediction carrying a Keras mask (from
+        `Embedding(mask_zero=True)` or `Masking` through recurrent layers with
+        `return_sequences=True`) counts its unmasked positions only: masked values are 0 and
+        "sum_over_batch_size" divides by the number of unmasked positions, as Keras."""
+        mask = getattr(y_pred, "_keras_mask", None)
         values = self.call(y_true, y_pred)
         if sample_weight is not None:
             if _holds_none(sample_weight):
@@ -240,12 +245,27 @@ class Loss:
             while w.ndim > values.ndim and w.shape[-1] == 1:
                 w = ops.reshape(w, w.shape[:-1])
             values = values * w
+        if mask is not None:
+            mask = self._mask_for(mask, values)
+            values = ops.where(mask, values, ops.zeros((), dtype=values.dtype))
         if self.reduction == "none":
             return values
         total = ops.reduce_sum(values)
         if self.reduction == "sum":
             return total
+        if mask is not None:
+            return total / ops.maximum(ops.reduce_sum(ops.cast(mask, values.dtype)), 1.0)
         return total / float(max(1, values.size if values.ndim else 1))
+
+    def _mask_for(self, mask, values):
+        """The prediction's mask broadcast to the per-position values."""
+        if mask.shape != values.shape[:mask.ndim]:
+            raise ValueError(f"{type(self).__name__}: the prediction's mask has shape "
+                             f"{tuple(mask.shape)}, which does not lead the shape of the "
+                             f"per-position losses {tuple(values.shape)}")
+        while mask.ndim < values.ndim:
+            mask = ops.expand_dims(mask, -1)
+        return ops.broadcast_to(mask, values.shape) if mask.shape != values.shape else mask
 
 
 def _holds_none(value):
