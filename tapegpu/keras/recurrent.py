@@ -26,6 +26,8 @@ from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..models import initializers, regularizers
 from ..models.layers import Layer, _takes_training, get_activation
+from ..ops.nn import dropout_drawn
+from ..ops.random import seeded_uniform
 
 
 def _apply(activation, x):
@@ -86,7 +88,7 @@ class _Cell(Layer):
         self.dropout = _rate(owner, "dropout", dropout)
         self.recurrent_dropout = _rate(owner, "recurrent_dropout", recurrent_dropout)
         self.seed = seed
-        self._seeds = np.random.default_rng(seed) if seed is not None else None
+        self._generator = seeded_uniform(seed)
         self.kernel = self.recurrent_kernel = self.bias = None
 
     @property
@@ -124,8 +126,10 @@ class _Cell(Layer):
 
     # -- dropout: one mask per sequence, the same at every step (Keras' rule) -----------------
     def _mask(self, shape, rate):
-        seed = None if self._seeds is None else int(self._seeds.integers(2**31 - 1))
-        return ops.dropout(ops.ones(shape, dtype=self._dtype), rate, seed=seed)
+        ones = ops.ones(shape, dtype=self._dtype)
+        if self._generator is None:
+            return ops.dropout(ones, rate)
+        return dropout_drawn(ones, rate, None, self._generator)
 
     def _masks(self, batch, training):
         """The input and recurrent dropout masks (None when off) for one sequence of `batch`

@@ -3,8 +3,7 @@
 A training step is the custom-training-loop pattern: a `GradientTape` around the forward pass
 and the compiled loss, `optimizer.apply_gradients`, then the metrics. `fit` runs it through
 `tg.function` (one trace per batch shape; random draws such as dropout masks are fresh at every
-call), unless `compile(run_eagerly=True)` or the model holds a `Dropout` layer with a `seed`:
-its per-call seeds come from Python, which a graph would replay, so those models train eagerly. Inputs are numpy arrays or
+call, also those of layers with a `seed`), unless `compile(run_eagerly=True)`. Inputs are numpy arrays or
 tensors (sliced into `batch_size` batches, reshuffled each epoch when `shuffle=True`), or a
 `tg.data.Dataset` yielding `(x, y)` or `(x, y, sample_weight)` batches.
 """
@@ -20,7 +19,6 @@ from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..data import Dataset
 from ..function import function as _tg_function
-from ..models.layers import Dropout
 from ..models import losses as _losses
 from .. import optimizers as _optimizers
 from . import callbacks as _callbacks
@@ -497,14 +495,11 @@ class Trainer:
 
     def make_train_function(self):
         """The function `fit` calls per batch: `train_step` through `tg.function`, or
-        `train_step` itself when compiled with `run_eagerly=True` or when the model holds a
-        seeded Dropout layer (see the module's docstring). It returns nothing; `fit` reads the
-        metrics after each call."""
+        `train_step` itself when compiled with `run_eagerly=True`. It returns nothing; `fit`
+        reads the metrics after each call."""
         c = self._compiled
         if c.train_function is None:
-            eager = c.run_eagerly or any(isinstance(m, Dropout) and m._seeds is not None
-                                         for m in (self,) + tuple(self.submodules))
-            if eager:
+            if c.run_eagerly:
                 c.train_function = self.train_step
             else:
                 step = _tg_function(lambda x, y, sw: self.train_step((x, y, sw)) and None)

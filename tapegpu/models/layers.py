@@ -27,7 +27,8 @@ from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from . import initializers, regularizers
 from ..ops import EXPORTS
-from ..ops.nn import bias_act, bias_activations
+from ..ops.nn import bias_act, bias_activations, dropout_drawn
+from ..ops.random import seeded_uniform
 from ..ops.registry import InvalidArgumentError
 from .module import Module
 
@@ -489,15 +490,16 @@ class Dropout(Layer):
             raise ValueError(f"Dropout: rate must be in [0, 1), got {rate}")
         self.rate = float(rate)
         self.noise_shape = noise_shape
-        self._seeds = None if seed is None else np.random.default_rng(seed)
+        self._generator = seeded_uniform(seed)
 
     def call(self, inputs, training=False):
         if not training or self.rate == 0.0:
             return inputs
-        seed = None if self._seeds is None else int(self._seeds.integers(2**31 - 1))
         noise = None if self.noise_shape is None else \
             tuple(s if s is not None else d for s, d in zip(self.noise_shape, inputs.shape))
-        return ops.dropout(inputs, self.rate, noise_shape=noise, seed=seed)
+        if self._generator is None:
+            return ops.dropout(inputs, self.rate, noise_shape=noise)
+        return dropout_drawn(inputs, self.rate, noise, self._generator)
 
 
 class ReLU(Layer):

@@ -234,18 +234,27 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
 
 
 def dropout(x, rate, noise_shape=None, seed=None, name=None):
-    """Zeroes elements with probability `rate` and scales the rest by 1 / (1 - rate).
+    """Zeroes elements with probability `rate` and scales the rest by 1 / (1 - rate). With an op
+    `seed` the masks come from that seed's stream: a new mask at every call (also at every call
+    of a `tg.function`), the same sequence after `tg.random.set_seed`, as TensorFlow.
 
     >>> tg.nn.dropout(tg.ones((1000,)), 0.5, seed=1).numpy().mean().round(1)
     np.float32(1.0)
     """
+    return dropout_drawn(x, rate, noise_shape, lambda shape, dt, dev: uniform(
+        shape, dtype=dt, seed=seed, device=dev))
+
+
+def dropout_drawn(x, rate, noise_shape, draw_uniform):
+    """dropout with its uniform numbers from `draw_uniform(shape, dtype, device)` (a layer's
+    own seeded generator)."""
     x = floating(x, "dropout")
     if not 0 <= float(rate) < 1:
         raise InvalidArgumentError(f"dropout: rate must be in [0, 1), got {rate}")
     if rate == 0:
         return x
     shape = x.shape if noise_shape is None else tuple(noise_shape)
-    keep = uniform(shape, dtype=x.dtype, seed=seed, device=x._dev) >= float(rate)
+    keep = draw_uniform(shape, x.dtype, x._dev) >= float(rate)
     return x * cast(keep, x.dtype) * (1.0 / (1.0 - float(rate)))
 
 
@@ -312,5 +321,5 @@ bias_act.op = _bias_act
 
 
 __all__ = public(globals(), ("", "nn"), special=(
-    ((), (bias_activations,)), (("", "nn", "activations"), (softmax, log_softmax)),
+    ((), (bias_activations, dropout_drawn)), (("", "nn", "activations"), (softmax, log_softmax)),
     (("", "math", "nn"), (l2_normalize,))))

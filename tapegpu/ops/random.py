@@ -1,5 +1,10 @@
-"""Random tensors. `set_seed` makes the sequence repeatable; an op-level `seed` makes one call
-repeatable on its own (as TensorFlow's global and op seeds)."""
+"""Random tensors, with TensorFlow's global and op seeds: `set_seed` makes the sequence of every
+op repeatable; an op-level `seed` gives that op (by name and seed) its own stream, which every
+call, eager or a `tg.function`'s replay, advances (so `dropout(x, 0.5, seed=1)` draws a new mask
+per step, as TensorFlow's kernels' counters do) and `set_seed` restarts. The numbers are not
+TensorFlow's (numpy's and CuPy's generators, not Philox)."""
+import zlib
+
 import numpy as np
 
 from .. import backends as _backend
@@ -11,20 +16,38 @@ from .reduce import argmax
 from .shape import expand_dims, gather
 
 _rng = [np.random.default_rng()]
+_global_seed = [None]
+_DEFAULT_GLOBAL_SEED = 87654321  # TensorFlow's, used with an op seed when set_seed was not called
+_streams = {}  # (device or None, op name, op seed) -> its generator, until the next set_seed
 
 
 def set_seed(seed):
-    """Seeds tapegpu's random generator.
+    """Seeds tapegpu's random generator and restarts the stream of every op seed (TensorFlow's
+    global seed).
 
     >>> tg.random.set_seed(0); a = tg.random.normal((2,)).numpy()
     >>> tg.random.set_seed(0); bool((a == tg.random.normal((2,)).numpy()).all())
     True
     """
     _rng[0] = np.random.default_rng(seed)
+    _global_seed[0] = None if seed is None else int(seed)
+    _streams.clear()
 
 
-def _gen(seed):
-    return _rng[0] if seed is None else np.random.default_rng(seed)
+def _gen(seed, op=None):
+    """The host generator for `op` with op seed `seed` (None: the global one)."""
+    return _rng[0] if seed is None else _stream(None, op, seed, np.random.default_rng)
+
+
+def _stream(dev, op, seed, make):
+    key = (dev, op, int(seed))
+    gen = _streams.get(key)
+    if gen is None:
+        first = _DEFAULT_GLOBAL_SEED if _global_seed[0] is None else _global_seed[0]
+        entropy = np.random.SeedSequence([first & 0xFFFFFFFFFFFFFFFF, int(seed) & 0xFFFFFFFFFFFFFFFF,
+                                          zlib.crc32(op.encode())])
+        gen = _streams[key] = make(int(entropy.generate_state(1, np.uint64)[0]))
+    return gen
 
 
 def _float_dtype(dtype, op):
@@ -59,7 +82,7 @@ def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None, device
     """
     dt = _float_dtype(dtype, "random.normal")
     shape = tuple(shape)
-    return _emit("normal", lambda: (_gen(seed).standard_normal(shape, dtype=np.float64) * stddev
+    return _emit("normal", lambda: (_gen(seed, "normal").standard_normal(shape, dtype=np.float64) * stddev
                                     + mean).astype(dt), device)
 
 
@@ -74,28 +97,28 @@ def uniform(shape, minval=0, maxval=None, dtype=None, seed=None, name=None, devi
     if dt.kind in "iu":
         if maxval is None:
             raise InvalidArgumentError("random.uniform: integer dtypes need maxval")
-        return _emit("uniform", lambda: _gen(seed).integers(minval, maxval, size=shape,
+        return _emit("uniform", lambda: _gen(seed, "uniform").integers(minval, maxval, size=shape,
                                                            dtype=dt), device)
     hi = 1.0 if maxval is None else maxval
 
     def on_device(dev):
-        r = _device_gen(dev, seed).random(shape, dtype=dt if dt.itemsize >= 4 else np.float32)
+        r = _device_gen(dev, seed, "uniform").random(shape, dtype=dt if dt.itemsize >= 4 else np.float32)
         r = r if (minval, hi) == (0, 1.0) else r * (hi - minval) + minval
         return r.astype(dt, copy=False)
-    return _emit("uniform", lambda: _gen(seed).uniform(minval, hi, size=shape).astype(dt),
+    return _emit("uniform", lambda: _gen(seed, "uniform").uniform(minval, hi, size=shape).astype(dt),
                  device, on_device)
 
 
 _device_gens = {}  # backend -> (the host generator that seeded it, its generator)
 
 
-def _device_gen(dev, seed):
-    """A generator on a GPU (CuPy's): a fresh one for an op seed; else one per device, seeded
+def _device_gen(dev, seed, op):
+    """A generator on a GPU (CuPy's): the op seed's stream on this device; else one per device, seeded
     from tapegpu's host generator (so set_seed makes its draws repeatable too). Its numbers
     differ from the CPU's for the same seeds, as TensorFlow's do across devices."""
     with dev.context():
         if seed is not None:
-            return dev.xp.random.default_rng(seed)
+            return _stream(dev, op, seed, dev.xp.random.default_rng)
         host, gen = _device_gens.get(dev, (None, None))
         if host is not _rng[0]:
             gen = dev.xp.random.default_rng(int(_rng[0].integers(2**63)))
@@ -113,9 +136,25 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=No
     shape = tuple(shape)
 
     def draw():
-        return _truncated_draw(_gen(seed), shape, mean, stddev, dt)
+        return _truncated_draw(_gen(seed, "truncated_normal"), shape, mean, stddev, dt)
     return _emit("truncated_normal", draw, None)
 
+
+
+def seeded_uniform(seed):
+    """For a layer's `seed=`: None, or `draw(shape, dtype, device)`, floats in [0, 1) from the
+    layer's own generator, which every call advances (also every call of a `tg.function`: the
+    draw is a graph node), so two layers with one seed draw the same sequence, as Keras' seed
+    generators."""
+    if seed is None:
+        return None
+    gen = np.random.default_rng(int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+    def draw(shape, dtype, device):
+        dt = np_dtype(dtype)
+        return _emit("uniform", lambda: _uniform_draw(gen, shape, 0.0, 1.0, dt, "dropout"),
+                     device)
+    return draw
 
 
 # -- draws shared by the functions and Generator ---------------------------------------------------
@@ -169,7 +208,7 @@ def shuffle(value, seed=None, name=None):
         raise InvalidArgumentError("random.shuffle: value must have rank >= 1 (it shuffles the "
                                    "first axis), got a scalar")
     n = x.shape[0]
-    perm = _emit("shuffle", lambda: _gen(seed).permutation(n).astype(np.int64), x._dev)
+    perm = _emit("shuffle", lambda: _gen(seed, "shuffle").permutation(n).astype(np.int64), x._dev)
     return gather(x, perm, axis=0)
 
 
@@ -196,7 +235,7 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
     src = lg._data.dtype
 
     def gumbel():
-        u = _gen(seed).uniform(np.finfo(np.float64).tiny, 1.0, size=shape)
+        u = _gen(seed, "categorical").uniform(np.finfo(np.float64).tiny, 1.0, size=shape)
         return (-np.log(-np.log(u))).astype(src)
     noise = _emit("categorical", gumbel, lg._dev)
     return argmax(expand_dims(lg, 1) + noise, axis=-1, output_type=dt)
@@ -347,4 +386,4 @@ def set_global_generator(generator):
     _global_generator[:] = [generator]
 
 
-__all__ = public(globals(), ("random",)) + ["Generator"]
+__all__ = public(globals(), ("random",), special=(((), (seeded_uniform,)),)) + ["Generator"]

@@ -249,17 +249,30 @@ def test_fit_through_tg_function_matches_eager_fit():
     np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-6)
 
 
-def test_models_with_seeded_dropout_fit_eagerly():
-    # a seeded Dropout draws its per-call seeds in Python, which a graph would replay; an
-    # unseeded one draws its mask in the graph, fresh at every call, so it goes through it
-    model = keras.Sequential([keras.layers.Dense(4, input_shape=(6,)),
-                              keras.layers.Dropout(0.5, seed=1), keras.layers.Dense(2)])
-    model.compile(optimizer="sgd", loss="mse")
-    assert model.make_train_function() == model.train_step
-    model = keras.Sequential([keras.layers.Dense(4, input_shape=(6,)),
-                              keras.layers.Dropout(0.5), keras.layers.Dense(2)])
-    model.compile(optimizer="sgd", loss="mse")
-    assert model.make_train_function() != model.train_step
+def test_models_with_seeded_dropout_are_traced_and_draw_a_new_mask_each_step():
+    """fit traces a model with seeded dropout (Dropout, and LSTM's dropout): each step draws the
+    next mask of the layer's seeded sequence (with a learning rate of 0 the loss of one batch
+    changes from step to step only through the mask), and the same seeds repeat the run."""
+    x = np.random.default_rng(0).standard_normal((8, 6)).astype(np.float32)
+    y = np.random.default_rng(1).standard_normal((8, 2)).astype(np.float32)
+    seq = np.random.default_rng(2).standard_normal((8, 3, 6)).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        model = keras.Sequential([keras.layers.Dense(4, kernel_initializer="ones"),
+                                  keras.layers.Dropout(0.5, seed=1), keras.layers.Dense(2)])
+        rnn = keras.Sequential([keras.layers.LSTM(4, dropout=0.5, seed=3),
+                                keras.layers.Dense(2, kernel_initializer="ones")])
+        losses = []
+        for m, data in ((model, x), (rnn, seq)):
+            m.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+            assert m.make_train_function() != m.train_step  # traced
+            m(data)
+            m.set_weights([np.full(w.shape, 0.1, np.float32) for w in m.get_weights()])
+            hist = m.fit(data, y, epochs=3, batch_size=8, shuffle=False, verbose=0)
+            losses.append(hist.history["loss"])
+            assert len(set(hist.history["loss"])) == 3, hist.history["loss"]
+        runs.append(losses)
+    np.testing.assert_array_equal(runs[0], runs[1])
 
 
 def _compiled_model(lr=0.01, metrics=("accuracy",)):

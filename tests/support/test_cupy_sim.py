@@ -380,7 +380,7 @@ def test_dropout_masks_are_drawn_on_the_device(sim):
     assert _h2d(cupy_sim.stats) == {} and dict(cupy_sim.stats.syncs) == {}
     a, b, s1, s2 = (t.numpy() for t in (a, b, s1, s2))
     assert set(np.unique(a)) == {0.0, 2.0} and 0.4 < (a == 0).mean() < 0.6
-    assert (a != b).any() and (s1 == s2).all()
+    assert (a != b).any() and (s1 != s2).any()  # an op seed is a stream (TensorFlow's)
     tg.random.set_seed(7)
     c = tg.nn.dropout(x, 0.5).numpy()
     tg.random.set_seed(7)
