@@ -15,7 +15,7 @@ diagonal value stays diagonal; `RULES` below):
   absent there) and that gives 0 where its diagonal operands are 0: D' = op(D, ...). Which
   operands must be zero for a zero result is `ZERO_WHEN` (a product is zero when either factor
   is), all of them for a `linear` op (add, subtract, cast), and for other one-input ops
-  whether the op's forward gives 0 at 0 (tanh, sin: yes; exp, cos: no). A constant of zeros
+  whether the op's forward gives 0 at 0 (sin, sinh: yes; exp, cos: no). A constant of zeros
   counts as a diagonal operand (where(mask, g, 0.0) keeps g's form);
 * matmul on the last two axes with an operand that does not vary along k: the diagonal is
   kept when b is a batch axis of the product or its row (column) axis; when b is the
