@@ -8,7 +8,8 @@ per-example gradients. This pass (TensorFlow's vectorization of Jacobians plays 
 keeps such values in their diagonal form: a value V of shape (n, ..., n at axis p, ...) with
 V[k, ..., b, ...] = (k == b) D[..., b, ...] is represented by D, V's shape without axis 0.
 
-Seeds: a constant equal to the identity of size n > 1 (D = ones). Rules (the only places a
+Seeds: a constant equal to the identity of size n > 1, between axis 0 and one other axis (the
+others of size 1): D = ones. Rules (the only places a
 diagonal value stays diagonal; `RULES` below):
 
 * an elementwise op (`Op.elementwise`) whose other operands do not vary along k (size 1 or
@@ -23,7 +24,8 @@ diagonal value stays diagonal; `RULES` below):
   products, out[k] = x[k]^T-row times D[k]-row, a plain value computed as one broadcast multiply;
 * reduce_sum: over b (or over k) the result is D itself, as a plain value (the batch axis moved
   to the front); over other axes the diagonal is kept;
-* getitem by full slices and new axes (None) after axis 0 (the seed's reshape): D indexed alike.
+* getitem by full slices and new axes (None) after axis 0, reshapes that only insert or drop
+  axes of size 1 after it, broadcast_to along other axes than k and b: D alike.
 
 Anything else that uses a diagonal value gets the full value, rebuilt once as
 identity x D ("materialised"), and runs as traced. Results equal the traced graph's up to the
@@ -67,6 +69,20 @@ def _zero_groups(op, params, dtypes):
         return []
 
 
+def _identity_axis(shape):
+    """The axis p > 0 such that `shape` is (n, 1, ..., n at p, 1, ...) with n > 1, else None."""
+    if len(shape) < 2 or shape[0] < 2:
+        return None
+    ps = [i for i, s in enumerate(shape) if i and s != 1]
+    return ps[0] if len(ps) == 1 and shape[ps[0]] == shape[0] else None
+
+
+def _eye(shape, p, dtype):
+    """The identity of size shape[0] between axes 0 and p, with the size-1 axes of `shape`."""
+    return np.eye(shape[0], dtype=dtype).reshape([s if i in (0, p) else 1
+                                                  for i, s in enumerate(shape)])
+
+
 class _Pass:
     def __init__(self, graph):
         self.g = graph
@@ -78,13 +94,13 @@ class _Pass:
         self.alias = {}  # vid -> the vid that holds its value
         for v, a in list(graph.constants.items()):
             _, shape, dtype, dev = graph.meta[v]
-            square = len(shape) == 2 and shape[0] == shape[1] > 1
-            if dtype[0] not in "fc" or not (square or math.prod(shape) == 1):
+            p = _identity_axis(shape)
+            if dtype[0] not in "fc" or not (p or math.prod(shape) == 1):
                 continue
             host = np.asarray(dev.to_numpy(a))
-            if square and np.array_equal(host, np.eye(shape[0], dtype=host.dtype)):
-                self.diag[v] = (self.constant(np.ones(shape[0], dtype), dev), 1, shape[0])
-            elif not square and not np.any(host):
+            if p and np.array_equal(host, _eye(shape, p, host.dtype)):
+                self.diag[v] = (self.constant(np.ones(shape[1:], dtype), dev), p, shape[0])
+            elif not p and not np.any(host):
                 self.zero_consts.add(v)
 
     # -- building nodes --------------------------------------------------------------------
@@ -124,7 +140,7 @@ class _Pass:
         if key not in self.eyes:
             pattern = [1] * len(shape)
             pattern[0] = pattern[p] = n
-            self.eyes[key] = self.constant(np.eye(n, dtype=dtype).reshape(pattern), dev)
+            self.eyes[key] = self.constant(_eye(pattern, p, dtype), dev)
         dx = self.reshape(d, (1,) + self.shape(d), dev)
         self.emit("multiply", [self.eyes[key], dx], {}, shape, dtype, dev, out=v)
         self.defined.add(v)
@@ -279,6 +295,32 @@ class _Pass:
                        dtype, dev)
         return "diag", dd, newp
 
+    def broadcast_to(self, n):
+        (v,) = n.ins
+        d, p, size = self.diag[v]
+        _, out_shape, dtype, dev = self.g.meta[n.out]
+        s = self.shape(v)
+        if set(n.params) != {"shape"} or len(s) != len(out_shape) or \
+                (s[0], s[p]) != (out_shape[0], out_shape[p]):
+            return None
+        dd = self.emit("broadcast_to", [d], {"shape": tuple(out_shape[1:])}, out_shape[1:],
+                       dtype, dev)
+        return "diag", dd, p
+
+    def reshape_rule(self, n):
+        """A reshape that only inserts or drops axes of size 1, axis 0 staying first."""
+        (v,) = n.ins
+        d, p, size = self.diag[v]
+        _, out_shape, dtype, dev = self.g.meta[n.out]
+        s = self.shape(v)
+        big_in = [i for i, x in enumerate(s) if x != 1]
+        big_out = [i for i, x in enumerate(out_shape) if x != 1]
+        if [s[i] for i in big_in] != [out_shape[i] for i in big_out] or not out_shape or \
+                out_shape[0] != s[0] or big_out[0] != 0:
+            return None
+        dd = self.reshape(d, out_shape[1:], dev)
+        return "diag", dd, big_out[big_in.index(p)]
+
     def run(self):
         g = self.g
         for n in g.nodes:
@@ -312,7 +354,8 @@ class _Pass:
         return g
 
 
-RULES = {"reduce_sum": _Pass.reduce_sum, "matmul": _Pass.matmul, "getitem": _Pass.getitem}
+RULES = {"reduce_sum": _Pass.reduce_sum, "matmul": _Pass.matmul, "getitem": _Pass.getitem,
+         "broadcast_to": _Pass.broadcast_to, "reshape": _Pass.reshape_rule}
 
 
 def propagate(graph):
