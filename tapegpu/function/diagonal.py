@@ -9,8 +9,8 @@ keeps such values in their diagonal form: a value V of shape (n, ..., n at axis 
 V[k, ..., b, ...] = (k == b) D[..., b, ...] is represented by D, V's shape without axis 0.
 
 Seeds: a constant equal to the identity of size n > 1, between axis 0 and one other axis (the
-others of size 1): D = ones. Rules (the only places a
-diagonal value stays diagonal; `RULES` below):
+others of size 1): D = ones. Rules (the only places a diagonal value stays diagonal; `RULES`
+and `elementwise` below):
 
 * an elementwise op (`Op.elementwise`) whose other operands do not vary along k (size 1 or
   absent there) and that gives 0 where its diagonal operands are 0: D' = op(D, ...). Which
@@ -196,6 +196,8 @@ class _Pass:
         keep = n.params.get("keepdims", False)
         axes = tuple(range(r)) if axis is None else \
             tuple(sorted({a % r for a in ((axis,) if isinstance(axis, int) else axis)}))
+        if 0 in axes and p in axes:
+            return None  # the trace of the diagonal: run as traced
         rest = tuple(a - 1 for a in axes if a not in (0, p))
         if rest:
             s = [x for i, x in enumerate(self.shape(d)) if keep or i not in rest]
@@ -203,8 +205,6 @@ class _Pass:
         if 0 not in axes and p not in axes:
             return "diag", d, p - sum(1 for a in rest if a < p - 1 and not keep)
         # summed over k or over b: the diagonal itself, with b where the result has it
-        if 0 in axes and p in axes:
-            return None  # the trace of the diagonal (a scalar-like sum): run as traced
         pd = p - 1 - (0 if keep else sum(1 for a in rest if a < p - 1))
         if p in axes and pd:  # over b: the values of k, now in b's place, lead
             s = list(self.shape(d))
@@ -256,7 +256,8 @@ class _Pass:
         # b is summed over: per-example outer products (rank 3, a matrix as the other operand)
         if r != 3 or len(self.shape(other)) != 2:
             return None
-        dm = d if (v == b) != tb else self.transpose2(d, dev)  # (b, columns or rows of V)
+        # D as (b, the other axis of V): V's product matrix is (b, columns) or (rows, b)
+        dm = self.transpose2(d, dev) if (tb if v == b else not ta) else d
         if v == b:  # out[k] = A^T[k, :] outer D[k, :], A = other (transposed when ta)
             xm = other if ta else self.transpose2(other, dev)
             u, w = xm, dm
