@@ -14,6 +14,7 @@ from ..ops import registry
 from ..ops.control_flow import TensorArray
 from . import graph as _graph
 from . import fusion
+from . import rewrite
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
 
@@ -131,7 +132,7 @@ class ConcreteFunction:
 
     def __init__(self, function, graph, key, arg_structure):
         self.function = function
-        self.graph = optimize(graph)
+        self.graph = rewrite.rewrite(optimize(graph))
         # the replayed copy has its elementwise groups fused (fusion.py; jit_compile=False: no)
         self._plan = Plan(self.graph if function._jit_compile is False else
                           fusion.fuse(self.graph))
