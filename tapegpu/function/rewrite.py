@@ -21,6 +21,8 @@ values of the graph's constants, never by what the function computes:
   sides (ELU's derivative from its output) is `minimum(y + c, c)`, bit for bit (rounding is
   monotone: y > 0 gives y + c >= c; NaN propagates through both), one pass instead of a
   comparison and a select (numpy's `where` branches per element on its mask).
+* **Broadcasts an elementwise op does itself**: an input `broadcast_to(v)` of an elementwise op
+  of several inputs whose result keeps its shape with `v` in its place reads `v`.
 """
 import math
 
@@ -47,6 +49,8 @@ def rewrite(graph):
     for n in graph.nodes:
         new = None
         if n.kind == "op" and n.op is registry.REGISTRY.get(n.op.name):
+            if n.op.elementwise and len(n.ins) > 1:
+                changed |= _skip_broadcasts(graph, n, producer)
             if n.op.name == "matmul":
                 new = _constant_product(graph, n)
             elif n.op.name == "where":
@@ -56,10 +60,11 @@ def rewrite(graph):
                 else:
                     new = _clipped_shift(graph, n, producer)
         if new is None:
-            out.append(n)
+            new = [n]
         else:
-            out.extend(new)
             changed = True
+        out.extend(new)
+        producer.update((m.out, m) for m in new)
     if changed:
         graph.nodes = out
         counts = graph.traced_nodes, graph.merged, graph.dropped
@@ -145,6 +150,24 @@ def _constant_product(graph, n):
     return nodes
 
 
+def _skip_broadcasts(graph, n, producer):
+    """Replaces the inputs of the elementwise `n` made by `broadcast_to` with what they
+    broadcast, where the inputs still broadcast to `n`'s shape. Whether any was replaced."""
+    ins = list(n.ins)
+    shape = graph.meta[n.out][1]
+    for k, v in enumerate(ins):
+        b = producer.get(v)
+        if b is None or b.kind != "op" or b.op is not registry.REGISTRY["broadcast_to"]:
+            continue
+        trial = ins[:k] + [b.ins[0]] + ins[k + 1:]
+        if np.broadcast_shapes(*(graph.meta[i][1] for i in trial)) == shape:
+            ins = trial
+    if tuple(ins) == n.ins:
+        return False
+    n.ins = tuple(ins)
+    return True
+
+
 # -- where(m, g, g * s) -> g * where(m, 1, s) --------------------------------------------------
 
 def _size(shape):
@@ -164,11 +187,12 @@ def _scaled_select(graph, n, producer, uses):
                 prod.op is not registry.REGISTRY["multiply"] or g not in prod.ins:
             continue
         s = prod.ins[1] if prod.ins[0] == g else prod.ins[0]
-        if not all(graph.meta[v][1:3] == (shape, dtype) for v in (g, p)) or \
+        if graph.meta[p][1:3] != (shape, dtype) or graph.meta[g][2] != dtype or \
                 graph.meta[s][2] != dtype:
             continue
         small = np.broadcast_shapes(graph.meta[m][1], graph.meta[s][1])
-        if len(small) > len(shape) or _size(small) >= _size(shape):
+        if len(small) > len(shape) or _size(small) >= _size(shape) or \
+                np.broadcast_shapes(graph.meta[g][1], small) != shape:
             continue
         dev = n.dev
         one = _constant(graph, dev, np.ones((), dtype))
