@@ -218,3 +218,27 @@ def test_a_broadcast_the_elementwise_op_does_itself_is_dropped():
     g = tg.function(lambda a, b: tg.broadcast_to(a, (4, 3, 2)) + b[:1, :1])
     np.testing.assert_array_equal(g(a, b).numpy(), np.broadcast_to(a.numpy(), (4, 3, 2)))
     assert "broadcast_to" in _ops(g.get_concrete_function(a, b))
+
+
+def test_a_rewritten_batch_jacobian_saves_and_loads(tmp_path):
+    rng = np.random.default_rng(7)
+
+    class Jac(tg.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tg.Variable((rng.standard_normal((4, 3)) / 2).astype(np.float32))
+            self.v = tg.Variable((rng.standard_normal((3, 2)) / 2).astype(np.float32))
+
+        @tg.function(input_signature=[tg.TensorSpec([6, 4], tg.float32)])
+        def __call__(self, x):
+            with tg.GradientTape() as tape:
+                tape.watch(x)
+                y = tg.matmul(tg.nn.elu(tg.matmul(x, self.w)), self.v)
+            return tape.batch_jacobian(y, x)
+
+    m = Jac()
+    x = tg.constant(rng.standard_normal((6, 4)).astype(np.float32))
+    want = m(x).numpy()
+    assert "gather" in _ops(m.__call__.get_concrete_function(x))
+    tg.saved_model.save(m, tmp_path)
+    np.testing.assert_array_equal(tg.saved_model.load(tmp_path)(x).numpy(), want)
