@@ -242,3 +242,24 @@ def test_a_rewritten_batch_jacobian_saves_and_loads(tmp_path):
     assert "gather" in _ops(m.__call__.get_concrete_function(x))
     tg.saved_model.save(m, tmp_path)
     np.testing.assert_array_equal(tg.saved_model.load(tmp_path)(x).numpy(), want)
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_chunked_jacobians_traced_equal_eager(chunk):
+    rng = np.random.default_rng(8)
+    ws, bs = _mlp(rng, [4, 9, 5])
+    x = tg.constant(rng.standard_normal((7, 4)).astype(np.float32))
+
+    def both(x):
+        with tg.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = _forward(x, ws, bs, tg.nn.elu)
+        return (tape.batch_jacobian(y, x, parallel_iterations=chunk),
+                tape.jacobian(y, x, parallel_iterations=chunk))
+
+    f = tg.function(both)
+    for got, want in zip(f(x), both(x)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
+    # batch_jacobian pushes tangents forward (4 inputs < 5 outputs), a chunk of basis vectors
+    # at a time: each chunk selects rows of the first weight
+    assert _ops(f.get_concrete_function(x)).count("gather") == -(-4 // chunk)
