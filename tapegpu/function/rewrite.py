@@ -20,7 +20,10 @@ values of the graph's constants, never by what the function computes:
 * **A clipped shift**: `where(y > 0, c, y + c)` with `c` the same constant scalar >= 0 on both
   sides (ELU's derivative from its output) is `minimum(y + c, c)`, bit for bit (rounding is
   monotone: y > 0 gives y + c >= c; NaN propagates through both), one pass instead of a
-  comparison and a select (numpy's `where` branches per element on its mask).
+  comparison and a select (numpy's `where` branches per element on its mask). Differentiated
+  (a traced function called under a tape runs its graph's ops), the two differ only for
+  0 < y < half an ulp of c, where `y + c` rounds to c: the select's derivative in y is 0 there,
+  the minimum's 1 (ties go to its first input).
 * **Broadcasts an elementwise op does itself**: an input `broadcast_to(v)` of an elementwise op
   of several inputs whose result keeps its shape with `v` in its place reads `v`.
 """
