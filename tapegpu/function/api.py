@@ -14,7 +14,7 @@ from ..ops import registry
 from ..ops.control_flow import TensorArray
 from . import graph as _graph
 from . import fusion
-from . import diagonal
+from . import diagonal, rewrite
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
 
@@ -132,9 +132,9 @@ class ConcreteFunction:
 
     def __init__(self, function, graph, key, arg_structure):
         self.function = function
-        self.graph = optimize(graph)
-        # a Jacobian's backward on per-example values, not on its basis (diagonal.py)
-        self.graph = diagonal.propagate(self.graph)
+        # a Jacobian's backward on per-example values, not on its basis (diagonal.py), then
+        # the rewrites of constant bases and selects (rewrite.py)
+        self.graph = rewrite.rewrite(diagonal.propagate(optimize(graph)))
         # the replayed copy has its elementwise groups fused (fusion.py; jit_compile=False: no)
         self._plan = Plan(self.graph if function._jit_compile is False else
                           fusion.fuse(self.graph))

@@ -359,10 +359,15 @@ RULES = {"reduce_sum": _Pass.reduce_sum, "matmul": _Pass.matmul, "getitem": _Pas
          "broadcast_to": _Pass.broadcast_to, "reshape": _Pass.reshape_rule}
 
 
+ENABLED = True  # tests and benchmarks turn the pass off to compare
+
+
 def propagate(graph):
     """Rewrites an optimized graph (in place) so that values diagonal over a Jacobian's basis
     and batch axes are computed in their diagonal form (the module docstring); a graph without
     an identity constant is returned unchanged."""
+    if not ENABLED:
+        return graph
     p = _Pass(graph)
     if not p.diag:
         return graph

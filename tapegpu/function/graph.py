@@ -317,6 +317,16 @@ def _out_fn(graph, node, fn):
         def matmul(a, b, out):
             return np.matmul(a.T if ta else a, b.T if tb else b, out=out)
         return matmul, False
+    if name == "matmul" and set(node.params) <= {"tb"} and len(ins[0][1]) > 2 and \
+            len(ins[1][1]) == 2 and math.prod(ins[0][1][:-1]) > _SKINNY:
+        # leading axes of `a` only: one GEMM on its rows, as _matmul_forward runs it
+        tb = node.params.get("tb", False)
+
+        def matmul_rows(a, b, out):
+            rows = out.reshape(-1, out.shape[-1])
+            np.matmul(a.reshape(-1, a.shape[-1]), b.T if tb else b, out=rows)
+            return out
+        return matmul_rows, False
     return None
 
 

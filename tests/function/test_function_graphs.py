@@ -326,3 +326,23 @@ def test_buffers_are_shared_by_values_whose_lives_do_not_overlap(monkeypatch):
     plan = f.get_concrete_function(x, w)._plan
     if tg.backends.current().name == "numpy":
         assert len(plan.slots) == 2  # 12 intermediates of one shape, two alive at a time
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_a_product_with_leading_axes_is_written_into_a_buffer(transpose_b, monkeypatch):
+    monkeypatch.setattr(graph_mod, "POOL_BYTES", 0)
+    rng = np.random.default_rng(0)
+    x = tg.constant(rng.standard_normal((3, 200, 8)).astype(np.float32))
+    w = tg.constant(rng.standard_normal((5, 8) if transpose_b else (8, 5)).astype(np.float32))
+
+    def f(x, w):
+        return tg.reduce_sum(tg.matmul(x, w, transpose_b=transpose_b) * 2.0, axis=1)
+
+    traced = tg.function(f)
+    for _ in range(2):  # the second call writes into the first call's buffer
+        np.testing.assert_allclose(traced(x, w).numpy(), f(x, w).numpy(), rtol=1e-5, atol=1e-5)
+    plan = traced.get_concrete_function(x, w)._plan
+    if tg.backends.current().name == "numpy":
+        mm = plan.steps[0]  # the product (then the scaling, the sum)
+        assert plan.graph.meta[mm[3]][1] == (3, 200, 5)
+        assert mm[6] is not None  # its buffer
