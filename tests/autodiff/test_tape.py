@@ -398,6 +398,8 @@ def test_jacobian_of_layer_kernel_sums_to_gradient():
 
 
 def test_jacobian_equals_loop_and_batch_jacobian_is_its_diagonal():
+    # float32: the batched and the looped sweeps sum in different orders (a few ulp of the
+    # largest terms)
     x = tg.random.normal((7, 5), seed=5)
     w1 = tg.Variable(tg.random.normal((5, 8), seed=6))
     w2 = tg.Variable(tg.random.normal((8, 6), seed=7))
@@ -407,13 +409,13 @@ def test_jacobian_equals_loop_and_batch_jacobian_is_its_diagonal():
     j = tape.jacobian(y, x)
     assert j.shape == (7, 6, 7, 5)
     loop = tape.jacobian(y, x, experimental_use_pfor=False)
-    np.testing.assert_allclose(j.numpy(), loop.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(j.numpy(), loop.numpy(), rtol=1e-5, atol=1e-6)
     jb = tape.batch_jacobian(y, x)
     assert jb.shape == (7, 6, 5)
-    np.testing.assert_allclose(tg.reduce_sum(j, axis=2).numpy(), jb.numpy(), rtol=1e-6,
-                               atol=1e-7)
+    np.testing.assert_allclose(tg.reduce_sum(j, axis=2).numpy(), jb.numpy(), rtol=1e-5,
+                               atol=1e-6)
     jb_loop = tape.batch_jacobian(y, x, experimental_use_pfor=False)
-    np.testing.assert_allclose(jb.numpy(), jb_loop.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jb.numpy(), jb_loop.numpy(), rtol=1e-5, atol=1e-6)
     assert tape.jacobian(y, w1) is None  # not watched
     np.testing.assert_array_equal(
         tape.jacobian(y, w1, unconnected_gradients="zero").numpy(), np.zeros((7, 6, 5, 8)))
