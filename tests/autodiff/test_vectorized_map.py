@@ -325,3 +325,34 @@ def test_unrecorded_sweeps_reuse_the_forwards_residuals():
         registry.OBSERVERS.remove(observe)
     assert alone == 0 and under_tape == 1
     np.testing.assert_allclose(plain.numpy(), recorded.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("lead", [(), (2,)])
+def test_per_example_outer_products_are_one_einsum(ta, tb, lead):
+    """Both operands batched with a contraction of length 1 (a dense layer's per-example weight
+    gradient): one einsum on the operands as they come, no reshapes, no batched matmul, for
+    every transpose flag and extra leading axes; the result is the stacked products."""
+    rng = np.random.default_rng(7)
+    a_shape = lead + ((1, 3) if ta else (3, 1))
+    b_shape = lead + ((4, 1) if tb else (1, 4))
+    a = tg.constant(rng.standard_normal((5,) + a_shape).astype(np.float32))
+    b = tg.constant(rng.standard_normal((5,) + b_shape).astype(np.float32))
+    seen = []
+
+    def observe(op, inputs, out, params):
+        seen.append(op.name)
+
+    def fn(ab):
+        return tg.matmul(ab[0], ab[1], transpose_a=ta, transpose_b=tb)
+
+    registry.OBSERVERS.append(observe)
+    try:
+        got = tg.vectorized_map(fn, (a, b))
+    finally:
+        registry.OBSERVERS.remove(observe)
+    assert seen == ["einsum"], seen
+    want = tg.stack([fn((a[i], b[i])) for i in range(5)])
+    assert got.shape == want.shape == (5,) + lead + (3, 4) and got.dtype == tg.float32
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)
