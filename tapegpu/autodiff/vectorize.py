@@ -72,10 +72,7 @@ class BatchArray:
     __array_ufunc__ = __array_function__ = __array__ = _refuse
     __len__ = __iter__ = __getitem__ = __setitem__ = __bool__ = __float__ = __int__ = _refuse
     __index__ = __complex__ = __dlpack__ = _refuse
-
-    @staticmethod
-    def batching(op, inputs, params):
-        return _apply(op, inputs, params)
+    # `batching(op, inputs, params)`, which `registry._failed` calls: `_apply`, set below
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
@@ -143,12 +140,15 @@ def _apply(op, inputs, params):
                 trace = d.trace
         flags = [type(t._data) is BatchArray and t._data.trace is trace for t in inputs]
         vals = [t._data.value if b else t for t, b in zip(inputs, flags)]
+    rule = KINDS.get(op.batch)
     recs = _thread.recorders
     marker = trace.marker
     if recs and recs[-1] is marker:  # no tape entered inside fn is recording (a sweep)
         recs.pop()
         try:
-            out, looped = _run(op, vals, flags, params, trace)
+            out = rule(op, vals, flags, params, trace.size) if rule is not None else None
+            if out is None:
+                out = _loop(op, vals, flags, params, trace)
         finally:
             recs.append(marker)
         return Tensor(BatchArray(out, trace), out._dev)
@@ -158,8 +158,12 @@ def _apply(op, inputs, params):
     capture = _Capture(op) if op.residuals and len(inner) > 1 else None
     if capture is not None:
         recs.append(capture)
+    looped = False
     try:
-        out, looped = _run(op, vals, flags, params, trace)
+        out = rule(op, vals, flags, params, trace.size) if rule is not None else None
+        if out is None:
+            out = _loop(op, vals, flags, params, trace)
+            looped = True
     finally:
         if capture is not None:
             recs.remove(capture)
@@ -169,11 +173,14 @@ def _apply(op, inputs, params):
         if capture is not None:
             res = capture.residuals(trace.size, None if looped else op.batch)
             y._res = tuple(trace.batched(r) for r in res)
-        for rec in inner[1:]:
-            rec.record(op, inputs, y, params)
+        for i in range(1, len(inner)):
+            inner[i].record(op, inputs, y, params)
         if capture is not None:
             del y._res
     return y
+
+
+BatchArray.batching = staticmethod(_apply)
 
 
 _ONE = (True,)
@@ -185,20 +192,12 @@ def _two_maps(dx, dy):
     return type(dx) is BatchArray and type(dy) is BatchArray and dx.trace is not dy.trace
 
 
-def _run(op, vals, flags, params, trace):
-    """The real output by the op's rule, else by the loop; and whether it looped."""
-    rule = KINDS.get(op.batch)
-    out = rule(op, vals, flags, params, trace.size) if rule is not None else None
-    if out is None:
-        return _loop(op, vals, flags, params, trace), True
-    return out, False
-
-
 def _index(recs, marker):
-    for i in range(len(recs) - 1, -1, -1):
-        if recs[i] is marker:
-            return i
-    return len(recs)
+    """Where `marker` is among the recorders (their end if the map has ended)."""
+    try:
+        return recs.index(marker)  # recorders compare by identity
+    except ValueError:
+        return len(recs)
 
 
 class _Capture:
