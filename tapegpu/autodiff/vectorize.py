@@ -72,10 +72,7 @@ class BatchArray:
     __array_ufunc__ = __array_function__ = __array__ = _refuse
     __len__ = __iter__ = __getitem__ = __setitem__ = __bool__ = __float__ = __int__ = _refuse
     __index__ = __complex__ = __dlpack__ = _refuse
-
-    @staticmethod
-    def batching(op, inputs, params):
-        return _apply(op, inputs, params)
+    # `batching(op, inputs, params)`, which `registry._failed` calls: `_apply`, set below
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
@@ -143,12 +140,15 @@ def _apply(op, inputs, params):
                 trace = d.trace
         flags = [type(t._data) is BatchArray and t._data.trace is trace for t in inputs]
         vals = [t._data.value if b else t for t, b in zip(inputs, flags)]
+    rule = KINDS.get(op.batch)
     recs = _thread.recorders
     marker = trace.marker
     if recs and recs[-1] is marker:  # no tape entered inside fn is recording (a sweep)
         recs.pop()
         try:
-            out, looped = _run(op, vals, flags, params, trace)
+            out = rule(op, vals, flags, params, trace.size) if rule is not None else None
+            if out is None:
+                out = _loop(op, vals, flags, params, trace)
         finally:
             recs.append(marker)
         return Tensor(BatchArray(out, trace), out._dev)
@@ -158,22 +158,29 @@ def _apply(op, inputs, params):
     capture = _Capture(op) if op.residuals and len(inner) > 1 else None
     if capture is not None:
         recs.append(capture)
+    looped = False
     try:
-        out, looped = _run(op, vals, flags, params, trace)
+        out = rule(op, vals, flags, params, trace.size) if rule is not None else None
+        if out is None:
+            out = _loop(op, vals, flags, params, trace)
+            looped = True
     finally:
         if capture is not None:
             recs.remove(capture)
         recs.extend(inner)
     y = Tensor(BatchArray(out, trace), out._dev)
-    if len(inner) > 1 and op.vjp is not None and y._data.dtype.kind in "fc":
+    if len(inner) > 1 and op.vjp is not None and out._data.dtype.kind in "fc":
         if capture is not None:
             res = capture.residuals(trace.size, None if looped else op.batch)
             y._res = tuple(trace.batched(r) for r in res)
-        for rec in inner[1:]:
-            rec.record(op, inputs, y, params)
+        for i in range(1, len(inner)):
+            inner[i].record(op, inputs, y, params)
         if capture is not None:
             del y._res
     return y
+
+
+BatchArray.batching = staticmethod(_apply)
 
 
 _ONE = (True,)
@@ -185,20 +192,12 @@ def _two_maps(dx, dy):
     return type(dx) is BatchArray and type(dy) is BatchArray and dx.trace is not dy.trace
 
 
-def _run(op, vals, flags, params, trace):
-    """The real output by the op's rule, else by the loop; and whether it looped."""
-    rule = KINDS.get(op.batch)
-    out = rule(op, vals, flags, params, trace.size) if rule is not None else None
-    if out is None:
-        return _loop(op, vals, flags, params, trace), True
-    return out, False
-
-
 def _index(recs, marker):
-    for i in range(len(recs) - 1, -1, -1):
-        if recs[i] is marker:
-            return i
-    return len(recs)
+    """Where `marker` is among the recorders (their end if the map has ended)."""
+    try:
+        return recs.index(marker)  # recorders compare by identity
+    except ValueError:
+        return len(recs)
 
 
 class _Capture:
@@ -298,19 +297,23 @@ def _broadcast(op, vals, flags, params, size):
 
 def _matmul(op, vals, flags, params, size):
     # both batched with a contraction of length 1 (per-example weight gradients of a dense
-    # layer): outer products, one einsum (numpy's is faster than a broadcast multiply) instead
-    # of a loop of rank-1 matrix products
+    # layer): outer products, one einsum on the operands as they are (the size-1 contraction
+    # axis summed), instead of numpy's batched matmul, a loop of rank-1 matrix products that
+    # takes 5-8x as long; numpy's einsum also beats a broadcast multiply here (its
+    # sum-of-products loop writes (64, 100, 128) float32 at memory speed, the multiply's
+    # ufunc loop pays per row of the output)
     a, b = vals
-    ta, tb = params.get("ta", False), params.get("tb", False)
-    lead = a.shape[:-2]
-    if all(flags) and lead == b.shape[:-2] and a.shape[-2 if ta else -1] == 1 and \
-            a._data.dtype.kind == "f":
-        col = _reshaped(a, lead + (a.shape[-1] if ta else a.shape[-2],))
-        row = _reshaped(b, lead + (b.shape[-2] if tb else b.shape[-1],))
-        axes = "abcdefghijklmnopqrstuvwx"[:len(lead)]
-        return registry.apply2(_EINSUM, col, row,
-                               {"terms": (axes + "y", axes + "z"), "out": axes + "yz"})
+    if flags[0] and flags[1] and a._data.dtype.kind == "f":
+        ta, tb = params.get("ta", False), params.get("tb", False)
+        sa, sb = a._data.shape, b._data.shape
+        if sa[-2 if ta else -1] == 1 and sa[:-2] == sb[:-2]:
+            axes = _LETTERS[:len(sa) - 2]
+            terms = (axes + ("yx" if ta else "xy"), axes + ("zy" if tb else "yz"))
+            return registry.apply2(_EINSUM, a, b, {"terms": terms, "out": axes + "xz"})
     return _broadcast(op, vals, flags, params, size)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvw"
 
 
 def _leading(op, vals, flags, params, size):

@@ -8,6 +8,10 @@
  *   relu_backward(y, g, out)    out = g where y > 0, else +0.0, bit for bit (inf and NaN of g
  *                               kept where y > 0); y repeats over g's leading batch axes
  *                               (numpy: a comparison, a cast to a mask, a bitwise and)
+ *   outer(x, g, out)            out[r, i, j] = x[r, i] * g[r, j] + 0.0: one outer product per
+ *                               row r, out of shape (..., m, n), bit for bit numpy's einsum
+ *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
+ *                               numpy pays per output row, this runs at memory speed
  *
  * The arrays are C-contiguous float32 or float64 buffers of one dtype, `out` writeable; the
  * Python side (dispatch.py) checks that and falls back to numpy otherwise. The results equal
@@ -130,6 +134,48 @@ static PyObject *relu_backward(PyObject *mod, PyObject *const *args, Py_ssize_t 
                "g must be batches of y, out like g");
 }
 
+/* out[r, i, j] = x[r, i] * g[r, j] + 0 for rows r of x (m long) and g (n long); the + 0 (kept:
+ * no -ffast-math) turns -0.0 into +0.0 as numpy's einsum does, and changes nothing else */
+#define OUTER(T)                                                                     \
+    static void outer_##T(const T *x, const T *g, T *out, Py_ssize_t rows,           \
+                          Py_ssize_t m, Py_ssize_t n)                                \
+    {                                                                                \
+        for (Py_ssize_t r = 0; r < rows; r++, x += m, g += n)                        \
+            for (Py_ssize_t i = 0; i < m; i++, out += n) {                           \
+                const T s = x[i];                                                    \
+                for (Py_ssize_t j = 0; j < n; j++)                                   \
+                    out[j] = s * g[j] + (T)0;                                        \
+            }                                                                        \
+    }
+OUTER(float)
+OUTER(double)
+
+static PyObject *outer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Buffers bs;
+    int size = get_buffers(args, nargs, "outer", &bs);
+    if (size == 0)
+        return NULL;
+    Py_buffer *o = &bs.b[2];
+    Py_ssize_t m = o->ndim >= 2 ? o->shape[o->ndim - 2] : 0;
+    Py_ssize_t n = o->ndim >= 2 ? o->shape[o->ndim - 1] : 0;
+    Py_ssize_t rows = m && n ? o->len / size / (m * n) : 0;
+    if (rows == 0 || bs.b[0].len != rows * m * size || bs.b[1].len != rows * n * size) {
+        release(&bs);
+        PyErr_SetString(PyExc_ValueError, "outer: out must have shape (..., m, n), x the "
+                        "elements of (..., m) and g of (..., n), none empty");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        outer_float(bs.b[0].buf, bs.b[1].buf, o->buf, rows, m, n);
+    else
+        outer_double(bs.b[0].buf, bs.b[1].buf, o->buf, rows, m, n);
+    Py_END_ALLOW_THREADS
+    release(&bs);
+    Py_RETURN_NONE;
+}
+
 /* call_fused(address, n, itemsize, n_out, counts, *arrays): runs a kernel that tg.function's
  * fusion compiled, `void kernel(void **arrays, long long n)`, on the arrays' buffers (inputs,
  * then n_out outputs). `counts` is a tuple with each array's element count. Every buffer must
@@ -196,6 +242,8 @@ static PyMethodDef methods[] = {
      "bias_relu(x, b, out): out = max(x + b, 0) over rows of len(b)."},
     {"relu_backward", (PyCFunction)(void (*)(void))relu_backward, METH_FASTCALL,
      "relu_backward(y, g, out): out = g where y > 0 else 0; y repeats over g's batch axes."},
+    {"outer", (PyCFunction)(void (*)(void))outer, METH_FASTCALL,
+     "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
      "call_fused(address, n, itemsize, n_out, counts, *arrays): runs a fused kernel."},
     {NULL}

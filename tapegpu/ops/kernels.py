@@ -163,3 +163,30 @@ def bias_act_kernels():
 
     return {"kernels": {**_per_backend(forward), "numpy": cpu_forward},
             "vjp_kernels": {**_per_backend(vjp), "numpy": cpu_vjp}}
+
+
+def cpu_einsum_outer(xp, *xs, terms, out):
+    """einsum's forward on `numpy` where it is one outer product per row of shared leading axes
+    (`...u,...v->...uv`, possibly with summed axes of size 1, as `tg.vectorized_map`'s
+    per-example weight gradients are): the CPU kernel, at memory speed where numpy's einsum
+    pays per output row (1.5x its time at (64, 100, 128) float32), bit for bit the same."""
+    if cpu_kernels is None or len(xs) != 2 or len(out) < 2:
+        return NotImplemented
+    a, b = xs
+    if not _floats(a, b) or type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return NotImplemented
+    lead, u, v = out[:-2], out[-2], out[-1]
+    kept = []
+    for t, x in zip(terms, xs):  # each term without its summed axes, which must be of size 1
+        if len(t) != x.ndim or any(s != 1 for c, s in zip(t, x.shape) if c not in out):
+            return NotImplemented
+        kept.append("".join(c for c in t if c in out))
+    if kept[0] != lead + u or kept[1] != lead + v:
+        return NotImplemented
+    sa = [s for c, s in zip(terms[0], a.shape) if c in out]
+    sb = [s for c, s in zip(terms[1], b.shape) if c in out]
+    if sa[:-1] != sb[:-1] or not sa[-1] or not sb[-1] or 0 in sa:
+        return NotImplemented  # broadcast leading axes, or empty
+    res = np.empty(tuple(sa) + (sb[-1],), a.dtype)
+    cpu_kernels.outer(np.ascontiguousarray(a), np.ascontiguousarray(b), res)
+    return res

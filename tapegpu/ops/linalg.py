@@ -15,6 +15,7 @@ from .registry import InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, public, tensor
 from ..core.tensor import Tensor
 from . import binary as _b, unary as _u
+from .kernels import cpu_einsum_outer
 from .reduce import reduce_max, reduce_sum
 from .shape import (_scatter_op, broadcast_to, expand_dims, getitem, matrix_transpose,
                     reshape, transpose)
@@ -226,7 +227,7 @@ def _einsum_jvp(ops, ts, *operands, terms, out):
 _einsum = def_op("einsum", lambda xp, *xs, terms, out:
                  xp.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2),
                  args=("*",), saves=("*",), vjp=_einsum_vjp, jvp=_einsum_jvp, variadic=True,
-                 batch="einsum")
+                 batch="einsum", kernels={"numpy": cpu_einsum_outer})
 
 
 def einsum(equation, *inputs, name=None):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
-from tapegpu.ops import registry
+from tapegpu.backends import cpu_kernels
+from tapegpu.ops import kernels, registry
 from tapegpu.testing.op_specs import SPECS, sample
 
 B = 3
@@ -325,3 +326,114 @@ def test_unrecorded_sweeps_reuse_the_forwards_residuals():
         registry.OBSERVERS.remove(observe)
     assert alone == 0 and under_tape == 1
     np.testing.assert_allclose(plain.numpy(), recorded.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("lead", [(), (2,)])
+def test_per_example_outer_products_are_one_einsum(ta, tb, lead):
+    """Both operands batched with a contraction of length 1 (a dense layer's per-example weight
+    gradient): one einsum on the operands as they come, no reshapes, no batched matmul, for
+    every transpose flag and extra leading axes; the result is the stacked products."""
+    rng = np.random.default_rng(7)
+    a_shape = lead + ((1, 3) if ta else (3, 1))
+    b_shape = lead + ((4, 1) if tb else (1, 4))
+    a = tg.constant(rng.standard_normal((5,) + a_shape).astype(np.float32))
+    b = tg.constant(rng.standard_normal((5,) + b_shape).astype(np.float32))
+    seen = []
+
+    def observe(op, inputs, out, params):
+        seen.append(op.name)
+
+    def fn(ab):
+        return tg.matmul(ab[0], ab[1], transpose_a=ta, transpose_b=tb)
+
+    registry.OBSERVERS.append(observe)
+    try:
+        got = tg.vectorized_map(fn, (a, b))
+    finally:
+        registry.OBSERVERS.remove(observe)
+    assert seen == ["einsum"], seen
+    want = tg.stack([fn((a[i], b[i])) for i in range(5)])
+    assert got.shape == want.shape == (5,) + lead + (3, 4) and got.dtype == tg.float32
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)
+
+
+class _CountingKernels:
+    """The CPU kernels with their `outer` calls counted."""
+
+    def __init__(self, real):
+        self.real = real
+        self.outer_calls = 0
+
+    def outer(self, *args):
+        self.outer_calls += 1
+        return self.real.outer(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.skipif(cpu_kernels is None, reason="the CPU kernels are not built here")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_per_example_weight_gradients_run_the_cpu_outer_kernel(tg_device, monkeypatch, dtype):
+    """On numpy the per-example outer products (the dense layers' weight gradients of the
+    per-example-gradient recipe) run the CPU kernel, once per layer, and the gradients equal the
+    stacked single-example ones; the kernel's products equal numpy's einsum bit for bit (signed
+    zeros, inf and NaN included). Elsewhere the reference runs."""
+    counting = _CountingKernels(cpu_kernels)
+    monkeypatch.setattr(kernels, "cpu_kernels", counting)
+    ws, x, y = _mlp(8)
+    ws = [tg.cast(w, dtype) for w in ws]
+    x = tg.cast(x, dtype)
+
+    def grad_of_one(ex):
+        with tg.GradientTape() as tape:
+            for w in ws:
+                tape.watch(w)
+            loss = _loss(ws, *ex)
+        return tape.gradient(loss, ws)
+
+    got = tg.vectorized_map(grad_of_one, (x, y))
+    assert counting.outer_calls == (2 if tg_device == "numpy" else 0)
+    singles = [grad_of_one((x[i], y[i])) for i in range(6)]
+    for k, g in enumerate(got):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g.numpy(), np.stack([s[k].numpy() for s in singles]),
+                                   rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-7)
+
+    a = np.array([[-1.0, 2.0, np.nan, np.inf, 0.0]] * 2, dtype)
+    b = np.array([[0.0, -0.0, 3.0, -np.inf, -2.0, 1e-30]] * 2, dtype)
+    want = np.einsum("bi,bj->bij", a, b)
+    got = kernels.cpu_einsum_outer(np, a[:, :, None], b[:, None, :], terms=("bxy", "byz"),
+                                   out="bxz")
+    bits = np.int32 if dtype == np.float32 else np.int64
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))
+
+
+@pytest.mark.skipif(cpu_kernels is None, reason="the CPU kernels are not built here")
+@pytest.mark.parametrize("terms,out,shapes", [
+    (("bi", "bj"), "bij", [(4, 3), (4, 5)]),             # the plain outer product per row
+    (("byx", "bzy"), "bxz", [(4, 1, 3), (4, 5, 1)]),     # transposed operands, size-1 sum
+    (("abxy", "abyz"), "abxz", [(2, 4, 3, 1), (2, 4, 1, 5)]),
+    (("bi", "bj"), "bij", [(1, 3), (4, 5)]),             # broadcast rows: declined
+    (("bxy", "byz"), "bxz", [(4, 3, 2), (4, 2, 5)]),     # a real contraction: declined
+    (("bi", "bj"), "bji", [(4, 3), (4, 5)]),             # the transposed product: declined
+    (("bi", "bj", "bk"), "bijk", [(4, 3), (4, 5), (4, 2)]),
+])
+def test_the_einsum_outer_kernel_covers_outer_products_only(terms, out, shapes):
+    """Where the kernel runs it equals numpy's einsum; anything else it declines
+    (NotImplemented), and the op's reference runs."""
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    got = kernels.cpu_einsum_outer(np, *xs, terms=terms, out=out)
+    covered = len(xs) == 2 and out[-2:] != "ji" and shapes[0][0] == shapes[1][0] and \
+        (len(shapes[0]) < 3 or 1 in shapes[0][-2:])
+    if not covered:
+        assert got is NotImplemented
+        return
+    want = np.einsum(",".join(terms) + "->" + out, *xs)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert tg.einsum(",".join(terms) + "->" + out, *[tg.constant(x) for x in xs]).shape == \
+        want.shape
