@@ -230,7 +230,7 @@ def _select_zero(graph, node):
     activation) as a bitwise AND of x's bits with the mask widened to all-ones words: the same
     bits as numpy's `where` (+0.0 where the mask is false; NaN and -0.0 kept where it is true),
     ten times faster than its broadcasting loop. None if the node is not such a `where`."""
-    if node.op.name != "where" or node.dev.name != "numpy" or len(node.ins) != 3:
+    if node.op.replay != "select" or node.dev.name != "numpy" or len(node.ins) != 3:
         return None
     c, x, z = node.ins
     _, shape, dtype, _ = graph.meta[node.out]
@@ -317,7 +317,7 @@ def _relu_backward_fusions(graph, uses):
             continue
         j = producer.get(n.ins[0])
         m = graph.nodes[j] if j is not None else None
-        if m is None or m.kind != "op" or m.op.name != "greater" or m.params or \
+        if m is None or m.kind != "op" or m.op.replay != "greater" or m.params or \
                 uses.get(m.out) != 1:
             continue
         y, z = m.ins
@@ -341,7 +341,7 @@ def _column_sums(graph, fused, uses):
             continue
         for j in users.get(out, ()):
             r = graph.nodes[j]
-            if r.kind == "op" and r.op is registry.REGISTRY.get("reduce_sum") and \
+            if r.kind == "op" and r.op.replay == "sum" and \
                     r.ins == (out,) and r.params == {"axis": (0,), "keepdims": False}:
                 sums[i] = j
                 break
@@ -356,15 +356,15 @@ def _out_fn(graph, node, fn):
         return fn, True
     if node.dev.name != "numpy" or node.kind != "op":
         return None
-    name = node.op.name
+    role = node.op.replay
     if isinstance(fn, np.ufunc):
         return (lambda *a: fn(*a[:-1], out=a[-1])), True
     if fn is _relu_backward or getattr(fn, "__name__", "") == "select_zero":
         return fn, True
     ins = [graph.meta[i] for i in node.ins]
-    if name == "bias_act" and set(node.params) == {"act"}:
+    if role == "bias_act" and set(node.params) == {"act"}:
         return _bias_act_into(fn, node.params["act"]), True
-    if name == "matmul" and set(node.params) <= {"ta", "tb"} and \
+    if role == "matmul" and set(node.params) <= {"ta", "tb"} and \
             all(len(m[1]) == 2 for m in ins) and \
             (not node.params.get("tb") or node.params.get("ta") or ins[0][1][0] > _SKINNY):
         ta, tb = node.params.get("ta", False), node.params.get("tb", False)
@@ -380,8 +380,7 @@ def _fresh(graph, node, fn):
     it may live in a buffer of the plan. A fused kernel's results always are."""
     return node.kind == "fused" or node.kind == "op" and node.dev.name == "numpy" and (
         isinstance(fn, np.ufunc) or fn is _relu_backward or
-        getattr(fn, "__name__", "") == "select_zero" or
-        node.op.name in ("matmul", "bias_act", "where", "reduce_sum", "reduce_mean"))
+        getattr(fn, "__name__", "") == "select_zero" or node.op.replay is not None)
 
 
 OP, READ, ASSIGN, UPDATE, PRINT, GUARD, FUSED = range(7)
