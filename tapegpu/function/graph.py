@@ -327,7 +327,7 @@ def _relu_backward_fusions(graph, uses):
     return fused
 
 
-def _column_sums(graph, fused, uses):
+def _column_sums(graph, fused):
     """{where node index: reduce_sum node index} for the ReLU backwards of `fused` whose 2-D
     result is also summed over axis 0 (a Dense layer's bias gradient) by a node on it alone."""
     sums = {}
@@ -396,11 +396,12 @@ class Plan:
     (`greater(y, 0)` then `where(mask, g, 0)`) runs as one pass, and `where(mask, x, 0)` as a
     bitwise select (both bit for bit numpy's results); a ReLU's backward whose result is also
     summed over axis 0 (a Dense layer's bias gradient) gives both in one pass, and small values
-    of ops on constants alone are computed once, when the plan is made. Intermediates of `POOL_BYTES` or more
-    that only feed ops making new arrays (matmul, elementwise ops, bias_act, sums) are written with
-    `out=` into buffers the plan keeps between calls, assigned from the liveness of the values
-    (a buffer serves every value of its shape and dtype whose life does not overlap; an
-    elementwise op may write over an input that dies there): no allocation, no page faults.
+    of ops on constants alone are computed once, when the plan is made. Intermediates of
+    `POOL_BYTES` or more that only feed ops making new arrays (matmul, elementwise ops, bias_act,
+    sums) are written with `out=` into buffers the plan keeps between calls, assigned from the
+    liveness of the values (a buffer serves every value of its shape and dtype whose life does
+    not overlap; an elementwise op may write over an input that dies there): no allocation, no
+    page faults.
     Graph outputs are always new arrays (the caller keeps them)."""
 
     def __init__(self, graph):
@@ -413,8 +414,9 @@ class Plan:
                 uses[v] = uses.get(v, 0) + 1
         self.constants = dict(graph.constants)
         folded = _fold_constants(graph, self.constants, outputs)
-        fused = _relu_backward_fusions(graph, uses)
-        summed = _column_sums(graph, fused, uses)
+        fused = {i: j for i, j in _relu_backward_fusions(graph, uses).items()
+                 if i not in folded}
+        summed = _column_sums(graph, fused)
         skip = set(fused.values()) | set(summed.values()) | folded
         plain = []  # (node, kind, fn, ins, out)
         for i, n in enumerate(nodes):

@@ -7,6 +7,7 @@ import pytest
 
 import tapegpu as tg
 from tapegpu.function import graph as graph_mod
+from tapegpu.ops import registry
 
 
 def test_variable_assignments_replay_in_order():
@@ -442,3 +443,26 @@ def test_the_replays_rewrites_follow_the_ops_replay_tags_not_their_names(monkeyp
     names = plan_functions()
     assert "_relu_backward_sum" not in names and "_relu_backward" not in names and \
         "select_zero" not in names
+
+
+def test_a_relu_backward_on_constants_alone_is_folded_and_its_sum_still_computed():
+    # a graph the trace would have folded itself, made by hand: the plan folds the mask and
+    # the select, and its output, the sum, is still computed
+    if tg.backends.current().name != "numpy":
+        pytest.skip("the plan folds numpy's arrays")
+    ops = registry.REGISTRY
+    y = np.array([[1.0, -1.0], [2.0, 0.0], [-3.0, 4.0]], np.float32)
+    g = np.array([[0.5, 7.0], [-0.0, 1.0], [9.0, -2.0]], np.float32)
+    zero = np.zeros((), np.float32)
+    graph = graph_mod.Graph("by_hand")
+    for a in (y, g, zero):
+        graph.constants[graph.new_value("constant", tg.constant(a))] = a
+    mask = graph.add("op", ops["greater"], (0, 2), {}, tg.constant(y > 0))
+    picked = graph.add("op", ops["where"], (mask, 1, 2), {}, tg.constant(g))
+    total = graph.add("op", ops["reduce_sum"], (picked,), {"axis": (0,), "keepdims": False},
+                      tg.constant(g[0]))
+    graph.outputs = [("v", total)]
+    plan = graph_mod.Plan(graph)
+    assert picked in plan.constants
+    want = np.sum(np.where(y > 0, g, np.float32(0)), axis=0)
+    assert graph_mod.replay(plan, [])[0].tobytes() == want.tobytes()
