@@ -237,6 +237,78 @@ static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* ---- tg.function replay kernels (graph.py's Plan) -------------------------------------------
+ *
+ *   relu_backward_sum(y, g, out, sums)   out = g where y > 0, else +0.0 (relu_backward's bits),
+ *                                        and sums[j] = the sum of out's column j, rows added in
+ *                                        order from +0.0 (numpy's sum(axis=0) on C-contiguous
+ *                                        rows, bit for bit); y, g, out C-contiguous of one
+ *                                        shape, sums as long as their rows; float32 or float64.
+ *                                        One pass where the replay made two (the mask, then the
+ *                                        sum reading the result again): a Dense layer's ReLU
+ *                                        backward and its bias gradient. out may be g.
+ */
+#define RELU_BACKWARD_SUM(T, I)                                                         \
+    static void relu_backward_sum_##T(const T *y, const I *g, I *out, T *restrict sums, \
+                                      Py_ssize_t rows, Py_ssize_t cols)                 \
+    {                                                                                   \
+        for (Py_ssize_t j = 0; j < cols; j++)                                           \
+            sums[j] = (T)0;                                                             \
+        for (Py_ssize_t i = 0; i < rows; i++) {                                         \
+            const T *yr = y + i * cols;                                                 \
+            const I *gr = g + i * cols;                                                 \
+            I *o = out + i * cols;                                                      \
+            for (Py_ssize_t j = 0; j < cols; j++) {                                     \
+                I bits = gr[j] & -(I)(yr[j] > 0);                                       \
+                T v;                                                                    \
+                memcpy(&v, &bits, sizeof v);                                            \
+                o[j] = bits;                                                            \
+                sums[j] += v;                                                           \
+            }                                                                           \
+        }                                                                               \
+    }
+RELU_BACKWARD_SUM(float, int32_t)
+RELU_BACKWARD_SUM(double, int64_t)
+
+static PyObject *relu_backward_sum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "relu_backward_sum takes 4 arrays (y, g, out, sums)");
+        return NULL;
+    }
+    Buffers bs;
+    int size = get_buffers(args, 3, "relu_backward_sum", &bs);
+    if (size == 0)
+        return NULL;
+    Py_buffer s;
+    if (PyObject_GetBuffer(args[3], &s, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        release(&bs);
+        return NULL;
+    }
+    Py_ssize_t n = bs.b[1].len / size, cols = s.len / size;
+    int ok = s.itemsize == size && strcmp(s.format, bs.b[1].format) == 0 && cols > 0 &&
+             n % cols == 0 && bs.b[0].len == bs.b[1].len && bs.b[2].len == bs.b[1].len;
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        if (size == 4)
+            relu_backward_sum_float(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, s.buf, n / cols, cols);
+        else
+            relu_backward_sum_double(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, s.buf, n / cols,
+                                     cols);
+        Py_END_ALLOW_THREADS
+    } else {
+        PyErr_SetString(PyExc_ValueError, "relu_backward_sum: y, g and out must have one shape "
+                        "and dtype, sums the length of their rows and that dtype");
+    }
+    PyBuffer_Release(&s);
+    release(&bs);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- end of the tg.function replay kernels ------------------------------------------------ */
+
 static PyMethodDef methods[] = {
     {"bias_relu", (PyCFunction)(void (*)(void))bias_relu, METH_FASTCALL,
      "bias_relu(x, b, out): out = max(x + b, 0) over rows of len(b)."},
@@ -246,6 +318,8 @@ static PyMethodDef methods[] = {
      "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
      "call_fused(address, n, itemsize, n_out, counts, *arrays): runs a fused kernel."},
+    {"relu_backward_sum", (PyCFunction)(void (*)(void))relu_backward_sum, METH_FASTCALL,
+     "relu_backward_sum(y, g, out, sums): relu_backward, and the column sums of out."},
     {NULL}
 };
 

@@ -230,7 +230,7 @@ def _select_zero(graph, node):
     activation) as a bitwise AND of x's bits with the mask widened to all-ones words: the same
     bits as numpy's `where` (+0.0 where the mask is false; NaN and -0.0 kept where it is true),
     ten times faster than its broadcasting loop. None if the node is not such a `where`."""
-    if node.op.name != "where" or node.dev.name != "numpy" or len(node.ins) != 3:
+    if node.op.replay != "select" or node.dev.name != "numpy" or len(node.ins) != 3:
         return None
     c, x, z = node.ins
     _, shape, dtype, _ = graph.meta[node.out]
@@ -263,6 +263,20 @@ def _relu_backward(y, g, _zero, out=None):
         .view(g.dtype)
 
 
+def _relu_backward_sum(y, g, _zero, out=None):
+    """(`where(y > 0, g, 0.0)`, its sum over axis 0) in one pass of the CPU kernel (as numpy's
+    where and sum, bit for bit); numpy's passes where the kernel does not apply."""
+    if cpu_kernels is not None and y.ndim == 2 and y.shape == g.shape and \
+            y.dtype == g.dtype and g.size and g.dtype.name in _UINT and \
+            _contiguous(y, g) and (out is None or _contiguous(out)):
+        out = np.empty_like(g) if out is None else out
+        sums = np.empty(g.shape[1:], g.dtype)
+        cpu_kernels.relu_backward_sum(y, g, out, sums)
+        return out, sums
+    out = _relu_backward(y, g, _zero, out)
+    return out, np.sum(out, axis=0)
+
+
 def _bias_act_into(plain, act):
     """bias_act written into `out` by the CPU kernel where it applies; else `plain` (the op's
     forward, a new array)."""
@@ -275,6 +289,24 @@ def _bias_act_into(plain, act):
     return bias_act
 
 
+def _fold_constants(graph, constants, outputs):
+    """Computes once the small values of `numpy` ops on constants alone (a loss's scale, one-hot
+    labels: what a gradient makes of constants), adding them to `constants`; returns the
+    indices of the nodes folded. Graph outputs are left to their nodes (each call returns a new
+    array)."""
+    folded = set()
+    for i, n in enumerate(graph.nodes):
+        if n.kind != "op" or n.dev.name != "numpy" or n.out in outputs or \
+                not all(v in constants for v in n.ins):
+            continue
+        _, shape, dtype, _ = graph.meta[n.out]
+        if np.dtype(dtype).itemsize * math.prod(shape) > POOL_BYTES:
+            continue
+        constants[n.out] = _array_fn(n.op, n.dev, n.params)(*[constants[v] for v in n.ins])
+        folded.add(i)
+    return folded
+
+
 def _relu_backward_fusions(graph, uses):
     """{where node index: greater node index} for `m = greater(y, 0.0); where(m, g, 0.0)` on
     numpy arrays of one float shape where `m` has no other use: a ReLU's backward."""
@@ -285,7 +317,7 @@ def _relu_backward_fusions(graph, uses):
             continue
         j = producer.get(n.ins[0])
         m = graph.nodes[j] if j is not None else None
-        if m is None or m.kind != "op" or m.op.name != "greater" or m.params or \
+        if m is None or m.kind != "op" or m.op.replay != "greater" or m.params or \
                 uses.get(m.out) != 1:
             continue
         y, z = m.ins
@@ -295,21 +327,44 @@ def _relu_backward_fusions(graph, uses):
     return fused
 
 
+def _column_sums(graph, fused):
+    """{where node index: reduce_sum node index} for the ReLU backwards of `fused` whose 2-D
+    result is also summed over axis 0 (a Dense layer's bias gradient) by a node on it alone."""
+    sums = {}
+    users = {}
+    for i, n in enumerate(graph.nodes):
+        for v in n.ins:
+            users.setdefault(v, []).append(i)
+    for i in fused:
+        out = graph.nodes[i].out
+        if len(graph.meta[out][1]) != 2:
+            continue
+        for j in users.get(out, ()):
+            r = graph.nodes[j]
+            if r.kind == "op" and r.op.replay == "sum" and \
+                    r.ins == (out,) and r.params == {"axis": (0,), "keepdims": False}:
+                sums[i] = j
+                break
+    return sums
+
+
 def _out_fn(graph, node, fn):
     """(`fn` with an `out` argument, whether `out` may be one of the inputs) for the ops whose
     result can be written into a buffer of the plan, else None. The function returns `out` or,
     where it cannot use it, a new array."""
+    if fn is _relu_backward_sum:
+        return fn, True
     if node.dev.name != "numpy" or node.kind != "op":
         return None
-    name = node.op.name
+    role = node.op.replay
     if isinstance(fn, np.ufunc):
         return (lambda *a: fn(*a[:-1], out=a[-1])), True
     if fn is _relu_backward or getattr(fn, "__name__", "") == "select_zero":
         return fn, True
     ins = [graph.meta[i] for i in node.ins]
-    if name == "bias_act" and set(node.params) == {"act"}:
+    if role == "bias_act" and set(node.params) == {"act"}:
         return _bias_act_into(fn, node.params["act"]), True
-    if name == "matmul" and set(node.params) <= {"ta", "tb"} and \
+    if role == "matmul" and set(node.params) <= {"ta", "tb"} and \
             all(len(m[1]) == 2 for m in ins) and \
             (not node.params.get("tb") or node.params.get("ta") or ins[0][1][0] > _SKINNY):
         ta, tb = node.params.get("ta", False), node.params.get("tb", False)
@@ -317,7 +372,7 @@ def _out_fn(graph, node, fn):
         def matmul(a, b, out):
             return np.matmul(a.T if ta else a, b.T if tb else b, out=out)
         return matmul, False
-    if name == "matmul" and set(node.params) <= {"tb"} and len(ins[0][1]) > 2 and \
+    if role == "matmul" and set(node.params) <= {"tb"} and len(ins[0][1]) > 2 and \
             len(ins[1][1]) == 2 and math.prod(ins[0][1][:-1]) > _SKINNY:
         # leading axes of `a` only: one GEMM on its rows, as _matmul_forward runs it
         tb = node.params.get("tb", False)
@@ -335,8 +390,7 @@ def _fresh(graph, node, fn):
     it may live in a buffer of the plan. A fused kernel's results always are."""
     return node.kind == "fused" or node.kind == "op" and node.dev.name == "numpy" and (
         isinstance(fn, np.ufunc) or fn is _relu_backward or
-        getattr(fn, "__name__", "") == "select_zero" or
-        node.op.name in ("matmul", "bias_act", "where", "reduce_sum", "reduce_mean"))
+        getattr(fn, "__name__", "") == "select_zero" or node.op.replay is not None)
 
 
 OP, READ, ASSIGN, UPDATE, PRINT, GUARD, FUSED = range(7)
@@ -350,11 +404,14 @@ class Plan:
 
     Steps are the graph's nodes, but for two rewrites on `numpy`: a ReLU's backward
     (`greater(y, 0)` then `where(mask, g, 0)`) runs as one pass, and `where(mask, x, 0)` as a
-    bitwise select (both bit for bit numpy's results). Intermediates of `POOL_BYTES` or more
-    that only feed ops making new arrays (matmul, elementwise ops, bias_act, sums) are written with
-    `out=` into buffers the plan keeps between calls, assigned from the liveness of the values
-    (a buffer serves every value of its shape and dtype whose life does not overlap; an
-    elementwise op may write over an input that dies there): no allocation, no page faults.
+    bitwise select (both bit for bit numpy's results); a ReLU's backward whose result is also
+    summed over axis 0 (a Dense layer's bias gradient) gives both in one pass, and small values
+    of ops on constants alone are computed once, when the plan is made. Intermediates of
+    `POOL_BYTES` or more that only feed ops making new arrays (matmul, elementwise ops, bias_act,
+    sums) are written with `out=` into buffers the plan keeps between calls, assigned from the
+    liveness of the values (a buffer serves every value of its shape and dtype whose life does
+    not overlap; an elementwise op may write over an input that dies there): no allocation, no
+    page faults.
     Graph outputs are always new arrays (the caller keeps them)."""
 
     def __init__(self, graph):
@@ -365,24 +422,31 @@ class Plan:
         for n in nodes:
             for v in n.ins:
                 uses[v] = uses.get(v, 0) + 1
-        fused = _relu_backward_fusions(graph, uses)
-        skip = set(fused.values())
-        plain = []  # (node, kind, fn, ins)
+        self.constants = dict(graph.constants)
+        folded = _fold_constants(graph, self.constants, outputs)
+        fused = {i: j for i, j in _relu_backward_fusions(graph, uses).items()
+                 if i not in folded}
+        summed = _column_sums(graph, fused)
+        skip = set(fused.values()) | set(summed.values()) | folded
+        plain = []  # (node, kind, fn, ins, out)
         for i, n in enumerate(nodes):
             if i in skip:
                 continue
             kind = _KINDS[n.kind]
-            ins = n.ins
-            if i in fused:
+            ins, out = n.ins, n.out
+            if i in summed:
+                kind, fn, out = FUSED, _relu_backward_sum, (n.out, nodes[summed[i]].out)
+                ins = (nodes[fused[i]].ins[0], n.ins[1], n.ins[2])
+            elif i in fused:
                 fn = _relu_backward
                 ins = (nodes[fused[i]].ins[0], n.ins[1], n.ins[2])
             elif n.kind == "op":
                 fn = _select_zero(graph, n) or _array_fn(n.op, n.dev, n.params)
             else:
                 fn = n.op
-            plain.append((n, kind, fn, ins))
+            plain.append((n, kind, fn, ins, out))
         last = {}
-        for i, (_, _, _, ins) in enumerate(plain):
+        for i, (_, _, _, ins, _) in enumerate(plain):
             for v in ins:
                 last[v] = i
         frees = [[] for _ in plain]
@@ -391,23 +455,24 @@ class Plan:
                 frees[i].append(v)
         self.unused_inputs = tuple(v for v in graph.inputs if v not in last and v not in outputs)
         consumers_fresh = {}
-        for n, _, fn, ins in plain:
+        for n, _, fn, ins, _ in plain:
             for v in ins:
                 consumers_fresh[v] = consumers_fresh.get(v, True) and _fresh(graph, n, fn)
         slot_of, self.slots = {}, []
         free_slots = {}
         steps = []
-        for i, (n, kind, fn, ins) in enumerate(plain):
+        for i, (n, kind, fn, ins, out) in enumerate(plain):
             out_fn = None
-            if n.out is not None and n.out not in outputs and consumers_fresh.get(n.out):
-                _, shape, dtype, _ = graph.meta[n.out]
+            first = out[0] if kind == FUSED else out  # a buffer for a fused step's first output
+            if first is not None and first not in outputs and consumers_fresh.get(first):
+                _, shape, dtype, _ = graph.meta[first]
                 if np.dtype(dtype).itemsize * math.prod(shape) >= POOL_BYTES:
                     out_fn = _out_fn(graph, n, fn)
             dying = [slot_of[v] for v in frees[i] if v in slot_of]
             buf = None
             if out_fn is not None:
                 fn_out, may_alias = out_fn
-                key = graph.meta[n.out][1:3]
+                key = graph.meta[first][1:3]
                 if may_alias:
                     for sl in dying:
                         free_slots.setdefault(self.slots[sl], []).append(sl)
@@ -418,16 +483,16 @@ class Plan:
                 else:
                     buf = len(self.slots)
                     self.slots.append(key)
-                slot_of[n.out] = buf
+                slot_of[first] = buf
                 fn = fn_out
             for sl in dying:
                 free_slots.setdefault(self.slots[sl], []).append(sl)
-            steps.append((kind, fn, ins, n.out, tuple(frees[i]), n.params, buf))
+            steps.append((kind, fn, ins, out, tuple(frees[i]), n.params, buf))
         self.steps = steps
         self.buffers = None  # allocated at the first replay
         self._lock = threading.Lock()
         self.template = [None] * len(graph.meta)
-        for v, a in graph.constants.items():
+        for v, a in self.constants.items():
             self.template[v] = a
         self.has_guards = any(n.kind == "guard" for n in nodes)
         self.assigned = []
@@ -435,7 +500,7 @@ class Plan:
             if n.kind == "assign" and all(v is not n.op for v in self.assigned):
                 self.assigned.append(n.op)
         # the most values alive at once (inputs and constants included)
-        alive = len(graph.constants) + len(graph.inputs) - len(self.unused_inputs)
+        alive = len(self.constants) + len(graph.inputs) - len(self.unused_inputs)
         peak = alive
         for s in steps:
             if s[3] is not None:
@@ -472,7 +537,7 @@ def _straight_line(plan):
     names = {}
     env = {"_assign": _assign}
     lines = []
-    for v, a in plan.graph.constants.items():
+    for v, a in plan.constants.items():
         env[f"c{v}"] = a
         names[v] = f"c{v}"
     params = ["_B"]
@@ -535,7 +600,8 @@ def replay(plan, arrays):
                 vals[out] = fn(*[vals[i] for i in ins]) if buf is None else \
                     fn(*[vals[i] for i in ins], None)
             elif kind == FUSED:
-                for v, a in zip(out, fn(*[vals[i] for i in ins])):
+                args = [vals[i] for i in ins] + ([] if buf is None else [None])
+                for v, a in zip(out, fn(*args)):
                     vals[v] = a
             elif kind == READ:
                 vals[out] = fn._value._data

@@ -89,7 +89,8 @@ def _matmul_jvp(ops, ts, a, b, ta=False, tb=False):
 
 
 _matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
-                 vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch="matmul")
+                 vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch="matmul",
+                 replay="matmul")
 
 
 _PARAMS = {(False, False): EMPTY, (True, False): {"ta": True}, (False, True): {"tb": True},

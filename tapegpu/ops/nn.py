@@ -295,7 +295,8 @@ def _bias_act_jvp(ops, ts, out, act):
 
 
 _bias_act = def_op("bias_act", _bias_act_forward, args=("x", "b"), saves=("out",),
-                   vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels(), batch="channels")
+                   vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels(), batch="channels",
+                   replay="bias_act")
 
 
 def bias_act(x, bias, activation):

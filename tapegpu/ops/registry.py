@@ -53,6 +53,11 @@ Contract (what every rule may rely on, and must honour)
 * `batch` names how the op runs on values with a batch axis (`tg.vectorized_map`, see
   autodiff/vectorize.py): one of `BATCH_KINDS`. `elementwise=True` gives "broadcast"; an op
   without a kind runs once per batch element there (and says so).
+* `replay` names what tg.function's replay (function/graph.py) may assume of the forward on
+  numpy arrays, for its rewrites and its buffers: "select" (numpy's `where`), "greater" (`x >
+  y`), "matmul" (`matmul` of the 2-D operands, transposed as `ta`/`tb` say), "bias_act",
+  "sum" and "mean" (numpy's sum and mean over `axis`). A tagged forward always returns a new
+  array, never a view of an input. Untagged ops replay as their forward.
 
 Adding an op: docs/adding_an_op.md. In short: one `def_op` entry in its family's file under
 `ops/`, its public function beside it, and a row in `tapegpu/testing/op_specs.py` (a meta-test
@@ -95,12 +100,12 @@ class Op:
     """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
-                 "residuals", "view", "tensor_rule", "steps", "c", "batch")
+                 "residuals", "view", "tensor_rule", "steps", "c", "batch", "replay")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None, c=None, batch=None):
+                 vjp_kernels=None, c=None, batch=None, replay=None):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.forward = forward
@@ -127,6 +132,7 @@ class Op:
         if batch is not None and batch not in BATCH_KINDS:
             raise ValueError(f"op {name!r}: batch={batch!r} is not one of {BATCH_KINDS}")
         self.batch = batch  # how it runs under tg.vectorized_map (BATCH_KINDS); None: a loop
+        self.replay = replay  # what tg.function's replay may assume of it (module docstring)
 
     @property
     def differentiable(self):

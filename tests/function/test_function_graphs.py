@@ -7,6 +7,7 @@ import pytest
 
 import tapegpu as tg
 from tapegpu.function import graph as graph_mod
+from tapegpu.ops import registry
 
 
 def test_variable_assignments_replay_in_order():
@@ -300,7 +301,7 @@ def test_replay_into_the_plans_buffers_is_bit_for_bit_and_never_hands_them_out(m
     plan = traced.get_concrete_function(*batches[0])._plan
     if tg.backends.current().name == "numpy":  # the buffers are for numpy's arrays
         assert plan.slots and plan.buffer_bytes > 0
-        assert any(f is graph_mod._relu_backward for _, f, *_ in plan.steps)  # fused backward
+        assert any(f is graph_mod._relu_backward_sum for _, f, *_ in plan.steps)  # fused backward
         for g in results[-1]:
             assert not any(np.shares_memory(g.numpy(), b) for b in plan.buffers)
     # while another call holds the buffers (a thread), a call runs on new arrays
@@ -346,3 +347,142 @@ def test_a_product_with_leading_axes_is_written_into_a_buffer(transpose_b, monke
         mm = plan.steps[0]  # the product (then the scaling, the sum)
         assert plan.graph.meta[mm[3]][1] == (3, 200, 5)
         assert mm[6] is not None  # its buffer
+
+
+def _special(shape, seed):
+    """float32 values with NaN, +-inf, +-0.0 scattered among normal ones."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape).astype(np.float32)
+    flat = a.reshape(-1)
+    picks = rng.choice(flat.size, size=min(flat.size, 24), replace=False)
+    flat[picks] = np.resize(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -np.nan],
+                                     np.float32), picks.size)
+    return a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_backward_sum_kernel_is_numpys_where_and_sum_bit_for_bit(dtype):
+    kernels = tg.backends.cpu_kernels
+    if kernels is None:
+        pytest.skip("tapegpu._cpu is not built")
+    y = _special((37, 45), 1).astype(dtype)
+    g = _special((37, 45), 2).astype(dtype)
+    g[:, 3] = -0.0  # a column of negative zeros sums to +0.0, as numpy's
+    want = np.where(y > 0, g, dtype(0))
+    out, sums = np.empty_like(g), np.full(45, 7, dtype)
+    kernels.relu_backward_sum(y, g, out, sums)
+    assert out.tobytes() == want.tobytes()
+    assert sums.tobytes() == np.sum(want, axis=0).tobytes()
+    kernels.relu_backward_sum(y, g, g, sums)  # out over g, as the plan's buffers do
+    assert g.tobytes() == want.tobytes()
+    with pytest.raises(ValueError, match="relu_backward_sum"):
+        kernels.relu_backward_sum(y, g, out, np.empty(44, dtype))
+    with pytest.raises(TypeError):
+        kernels.relu_backward_sum(y, g.astype(np.float16), out, sums)
+
+
+def test_relu_backward_and_bias_gradient_replay_as_one_pass_bit_for_bit(monkeypatch):
+    rng = np.random.default_rng(5)
+    w1 = tg.Variable(rng.standard_normal((8, 64)).astype(np.float32))
+    b1 = tg.Variable(rng.standard_normal(64).astype(np.float32))
+    w2 = tg.Variable(rng.standard_normal((64, 4)).astype(np.float32))
+    x = rng.standard_normal((32, 8)).astype(np.float32)
+    numpy = tg.backends.current().name == "numpy"
+    if numpy:  # rows of NaN and inf pre-activations, -0.0 and 0.0 (bits compared on numpy)
+        x[3, 2], x[5, 1], x[7] = np.nan, np.inf, -0.0
+        x[9, :] = 0.0
+    x = tg.constant(x)
+
+    def step(x):
+        with tg.GradientTape() as tape:
+            h = tg.nn.relu(tg.matmul(x, w1) + b1)
+            loss = tg.reduce_sum(tg.matmul(h, w2) * tg.matmul(h, w2))
+        return tape.gradient(loss, [w1, b1, w2])
+
+    traced = tg.function(step)
+    for pooled in (False, True):  # into a new array, and into the plan's buffers
+        if pooled:
+            monkeypatch.setattr(graph_mod, "POOL_BYTES", 0)
+            traced = tg.function(step)
+        traced(x)
+        for got, want in zip(traced(x), step(x)):
+            assert got.numpy().tobytes() == want.numpy().tobytes()
+        plan = traced.get_concrete_function(x)._plan
+        if numpy:
+            fused = [s for s in plan.steps if s[1] is graph_mod._relu_backward_sum]
+            assert len(fused) == 1 and len(fused[0][3]) == 2  # the mask and the bias gradient
+            assert not any(getattr(s[1], "__name__", "") == "sum" for s in plan.steps)
+            assert (fused[0][6] is not None) == pooled
+
+
+def test_small_values_of_constants_alone_are_computed_once_per_plan():
+    step, batches = _mlp_step(1)
+    labels = tg.constant(np.array([0, 1, 2, 3] * 4, np.int32))
+
+    def fixed_labels(x):
+        return step(x, labels)
+
+    folded = tg.function(fixed_labels)
+    for xb, _ in batches:
+        for got, want in zip(folded(xb), fixed_labels(xb)):
+            assert got.numpy().tobytes() == want.numpy().tobytes()
+    concrete = folded.get_concrete_function(batches[0][0])
+    graph, plan = concrete.graph, concrete._plan
+    if tg.backends.current().name == "numpy":
+        on_constants = [n.out for n in graph.nodes if n.kind == "op" and n.ins and
+                        all(v in graph.constants for v in n.ins)]
+        assert on_constants  # the one-hot labels and the loss's scale, in the printed graph
+        assert all(v in plan.constants for v in on_constants)
+        computed = {v for s in plan.steps for v in (s[3] if isinstance(s[3], tuple) else (s[3],))}
+        assert not computed & set(on_constants)  # no step of the replay computes them
+
+    @tg.function
+    def only_constants():
+        return tg.constant([1.0, 2.0]) * tg.constant(3.0)  # an output: a new array every call
+
+    a, b = only_constants(), only_constants()
+    assert a.numpy().tolist() == [3.0, 6.0] and not np.shares_memory(a.numpy(), b.numpy())
+
+
+def test_the_replays_rewrites_follow_the_ops_replay_tags_not_their_names(monkeypatch):
+    step, batches = _mlp_step(2)
+    x, y = batches[0]
+    want = [g.numpy().tobytes() for g in step(x, y)]
+
+    def plan_functions():
+        traced = tg.function(step)
+        assert [g.numpy().tobytes() for g in traced(x, y)] == want
+        return {getattr(s[1], "__name__", None) for s in traced.get_concrete_function(x, y)
+                ._plan.steps}
+
+    if tg.backends.current().name != "numpy":
+        pytest.skip("the rewrites are for numpy's arrays")
+    assert "_relu_backward_sum" in plan_functions()
+    where_op = tg.where.op
+    monkeypatch.setattr(where_op, "replay", None)  # the entry no longer states numpy's where
+    names = plan_functions()
+    assert "_relu_backward_sum" not in names and "_relu_backward" not in names and \
+        "select_zero" not in names
+
+
+def test_a_relu_backward_on_constants_alone_is_folded_and_its_sum_still_computed():
+    # a graph the trace would have folded itself, made by hand: the plan folds the mask and
+    # the select, and its output, the sum, is still computed
+    if tg.backends.current().name != "numpy":
+        pytest.skip("the plan folds numpy's arrays")
+    ops = registry.REGISTRY
+    y = np.array([[1.0, -1.0], [2.0, 0.0], [-3.0, 4.0]], np.float32)
+    g = np.array([[0.5, 7.0], [-0.0, 1.0], [9.0, -2.0]], np.float32)
+    zero = np.zeros((), np.float32)
+    graph = graph_mod.Graph("by_hand")
+    for a in (y, g, zero):
+        graph.constants[graph.new_value("constant", tg.constant(a))] = a
+    mask = graph.add("op", ops["greater"], (0, 2), {}, tg.constant(y > 0))
+    picked = graph.add("op", ops["where"], (mask, 1, 2), {}, tg.constant(g))
+    total = graph.add("op", ops["reduce_sum"], (picked,), {"axis": (0,), "keepdims": False},
+                      tg.constant(g[0]))
+    graph.outputs = [("v", total)]
+    plan = graph_mod.Plan(graph)
+    assert picked in plan.constants
+    want = np.sum(np.where(y > 0, g, np.float32(0)), axis=0)
+    assert graph_mod.replay(plan, [])[0].tobytes() == want.tobytes()
