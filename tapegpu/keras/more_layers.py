@@ -14,7 +14,7 @@ import numpy as np
 from .. import ops
 from ..core.tensor import Tensor, convert_to_tensor
 from ..models import initializers, regularizers
-from ..models.layers import Layer, _attach_mask, _takes_mask, _takes_training
+from ..models.layers import Layer, _takes_mask, _takes_training, _merge_call, _or_masks
 from ..ops.nn import dropout_drawn
 from ..ops.random import normal, seeded_normal, seeded_uniform
 from .conv_layers import check_rank, data_format_of
@@ -92,12 +92,7 @@ class _Merge(Layer):
         if self._exactly is not None and len(inputs) != self._exactly:
             raise ValueError(f"A `{name}` layer should be called on exactly {self._exactly} "
                              f"inputs, got {len(inputs)}")
-        mask = kwargs.pop("mask", None)
-        if mask is None:
-            masks = [getattr(x, "_keras_mask", None) for x in inputs]
-            mask = masks if any(m is not None for m in masks) else None
-        out = super()._call_multi(inputs, args, kwargs)
-        return _attach_mask(self, out, self.compute_mask(inputs, mask))
+        return _merge_call(self, inputs, args, kwargs)
 
     def build(self, input_shape):
         batches = {s[0] for s in input_shape if len(s)}
@@ -106,18 +101,8 @@ class _Merge(Layer):
                              f"different batch sizes, got shapes {list(input_shape)}")
 
     def compute_mask(self, inputs, mask=None):
-        """The OR of the inputs' masks (Keras), None if any input has none."""
-        if mask is None:
-            return None
-        if not isinstance(mask, (list, tuple)) or len(mask) != len(inputs):
-            raise ValueError(f"{type(self).__name__} {self.name!r}: mask must be a list with "
-                             f"one entry per input ({len(inputs)}), got {mask!r}")
-        if any(m is None for m in mask):
-            return None
-        out = convert_to_tensor(mask[0])
-        for m in mask[1:]:
-            out = ops.logical_or(out, convert_to_tensor(m))
-        return out
+        """The OR of the inputs' masks (Keras), None if an input has none."""
+        return _or_masks(self, inputs, mask)
 
     def call(self, inputs):
         try:

@@ -804,6 +804,14 @@ class Add(Layer):
     """
 
     _MULTI_INPUT = True
+    supports_masking = True  # the output's mask: the OR of the inputs' (Keras' merge layers)
+
+    def _call_multi(self, inputs, args, kwargs):
+        return _merge_call(self, inputs, args, kwargs)
+
+    def compute_mask(self, inputs, mask=None):
+        """The OR of the inputs' masks (Keras), None if an input has none."""
+        return _or_masks(self, inputs, mask)
 
     def call(self, inputs):
         y = inputs[0]
@@ -1421,3 +1429,31 @@ class AdditiveAttention(_ListAttention):
                              f"last dimension, got shapes {q.shape} and {k.shape}")
         t = ops.tanh(ops.expand_dims(q, -2) + ops.expand_dims(k, -3))
         return ops.reduce_sum(t if self.scale is None else self.scale * t, axis=-1)
+
+
+# -- merge layers' masks (Add here, Multiply, Subtract, ... in tapegpu/keras/more_layers.py) --------
+
+def _merge_call(layer, inputs, args, kwargs):
+    """`_call_multi` of Keras' merge layers: `mask=` (a list, one per input) or else the inputs'
+    `_keras_mask`s give the output's mask, `layer.compute_mask`."""
+    mask = kwargs.pop("mask", None)
+    if mask is None and isinstance(inputs, (list, tuple)):
+        masks = [getattr(x, "_keras_mask", None) for x in inputs]
+        mask = masks if any(m is not None for m in masks) else None
+    out = Layer._call_multi(layer, inputs, args, kwargs)
+    return _attach_mask(layer, out, layer.compute_mask(inputs, mask))
+
+
+def _or_masks(layer, inputs, mask):
+    """The OR of the inputs' masks, None if any input has none (Keras' merge layers)."""
+    if mask is None:
+        return None
+    if not isinstance(mask, (list, tuple)) or len(mask) != len(inputs):
+        raise ValueError(f"{type(layer).__name__} {layer.name!r}: mask must be a list with one "
+                         f"entry per input ({len(inputs)}), got {mask!r}")
+    if any(m is None for m in mask):
+        return None
+    out = convert_to_tensor(mask[0])
+    for m in mask[1:]:
+        out = ops.logical_or(out, convert_to_tensor(m))
+    return out
