@@ -972,7 +972,7 @@ CLASSIFIER_ACTIVATION = "softmax"
 RECTIFIER_ACTIVATION = "relu"
 
 
-# -- attention (Keras 3's MultiHeadAttention, Attention, AdditiveAttention) -------------------------
+# -- attention (Keras 3's MultiHeadAttention, Attention, AdditiveAttention) ------------------------
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -1431,7 +1431,7 @@ class AdditiveAttention(_ListAttention):
         return ops.reduce_sum(t if self.scale is None else self.scale * t, axis=-1)
 
 
-# -- merge layers' masks (Add here, Multiply, Subtract, ... in tapegpu/keras/more_layers.py) --------
+# -- merge layers' masks (Add here, Multiply, Subtract, ... in tapegpu/keras/more_layers.py) -------
 
 def _merge_call(layer, inputs, args, kwargs):
     """`_call_multi` of Keras' merge layers: `mask=` (a list, one per input) or else the inputs'

@@ -399,4 +399,5 @@ def set_global_generator(generator):
     _global_generator[:] = [generator]
 
 
-__all__ = public(globals(), ("random",), special=(((), (seeded_uniform, seeded_normal)),)) + ["Generator"]
+__all__ = public(globals(), ("random",),
+                 special=(((), (seeded_uniform, seeded_normal)),)) + ["Generator"]

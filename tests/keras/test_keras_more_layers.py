@@ -302,3 +302,276 @@ def test_transformer_block_in_a_functional_model_fits():
     table[0] = rng.normal(size=8) * 3
     emb.embeddings.assign(table)
     np.testing.assert_allclose(model(tokens).numpy(), eager, rtol=1e-5, atol=1e-6)
+
+
+# -- noise layers ---------------------------------------------------------------------------------
+
+NOISE = [
+    (lambda seed: L.GaussianNoise(0.5, seed=seed), (400, 50)),
+    (lambda seed: L.GaussianDropout(0.3, seed=seed), (400, 50)),
+    (lambda seed: L.SpatialDropout1D(0.4, seed=seed), (400, 6, 50)),
+    (lambda seed: L.SpatialDropout2D(0.4, seed=seed), (400, 3, 4, 50)),
+    (lambda seed: L.SpatialDropout2D(0.4, seed=seed, data_format="channels_first"),
+     (400, 50, 3, 4)),
+    (lambda seed: L.SpatialDropout3D(0.4, seed=seed), (40, 2, 3, 2, 50)),
+]
+
+
+@pytest.mark.parametrize("make, shape", NOISE,
+                         ids=["gaussian-noise", "gaussian-dropout", "spatial1d", "spatial2d",
+                              "spatial2d-first", "spatial3d"])
+def test_noise_layers(make, shape):
+    """Identity outside training; in training the noise has Keras' distribution; one seed
+    gives one sequence of draws (two layers alike, new draws per call, in tg.function too);
+    the mask passes on."""
+    x = tg.constant(np.full(shape, 2.0, np.float32))
+    layer = make(7)
+    assert layer(x) is x or np.array_equal(layer(x).numpy(), x.numpy())
+    y = layer(x, training=True).numpy()
+    y2 = layer(x, training=True).numpy()
+    assert not np.array_equal(y, y2)
+    np.testing.assert_array_equal(make(7)(x, training=True).numpy(), y)  # same seed
+    if isinstance(layer, L.GaussianNoise):
+        noise = y - 2.0
+        assert abs(noise.mean()) < 0.02 and abs(noise.std() - 0.5) < 0.02
+    elif isinstance(layer, L.GaussianDropout):
+        factor = y / 2.0  # N(1, rate / (1 - rate))
+        assert abs(factor.mean() - 1) < 0.02 and abs(factor.std() - np.sqrt(0.3 / 0.7)) < 0.02
+    else:
+        assert set(np.unique(y)) <= {0.0, 2.0 / 0.6 + 0.0} or np.allclose(
+            np.unique(y), [0.0, 2.0 / 0.6])
+        channels_first = layer.data_format == "channels_first"
+        per_map = np.moveaxis(y, 1, -1) if channels_first else y
+        flat = per_map.reshape(shape[0], -1, per_map.shape[-1])
+        assert np.all(flat.min(axis=1) == flat.max(axis=1))  # whole maps kept or dropped
+        assert abs((flat[:, 0] == 0).mean() - 0.4) < 0.03
+    traced = tg.function(lambda t: layer(t, training=True))
+    a, b = traced(x).numpy(), traced(x).numpy()
+    assert not np.array_equal(a, b)
+    m = tg.constant(np.full(shape, 1.0, np.float32))
+    m._keras_mask = tg.constant(np.ones(shape[:2], bool))
+    assert layer(m, training=True)._keras_mask is m._keras_mask
+
+
+def test_noise_layer_arguments_and_errors():
+    with pytest.raises(ValueError, match="GaussianDropout.*rate"):
+        L.GaussianDropout(1.5)
+    with pytest.raises(ValueError, match="SpatialDropout1D.*rate"):
+        L.SpatialDropout1D(-0.1)
+    with pytest.raises(ValueError, match="GaussianNoise.*stddev"):
+        L.GaussianNoise(-1.0)
+    with pytest.raises(ValueError, match="expected ndim=3, found ndim=2"):
+        L.SpatialDropout1D(0.5)(tg.ones((2, 3)), training=True)
+    with pytest.raises(ValueError, match="data_format"):
+        L.SpatialDropout2D(0.5, data_format="nhwc")
+    x = tg.ones((3, 4, 5))
+    np.testing.assert_array_equal(L.SpatialDropout1D(1.0)(x, training=True).numpy(), 0.0)
+    np.testing.assert_array_equal(L.GaussianDropout(1.0)(x, training=True).numpy(), 1.0)
+    y = tg.ones((5, 3), dtype="float64")  # float64 stays float64
+    assert L.GaussianNoise(0.1)(y, training=True).dtype == tg.float64
+    assert L.GaussianNoise(0.1, dtype="float64")(y, training=True).dtype == tg.float64
+
+
+def test_mha_and_attention_dropout_in_training_only():
+    x = np.random.default_rng(5).normal(size=(2, 4, 6)).astype(np.float32)
+    mha = L.MultiHeadAttention(2, 3, dropout=0.5, seed=1)
+    _, w = mha(x, x, return_attention_scores=True)
+    np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-5)  # softmax, undropped
+    out = mha(x, x).numpy()
+    np.testing.assert_array_equal(mha(x, x).numpy(), out)
+    trained = mha(x, x, training=True).numpy()
+    assert not np.allclose(trained, out)
+    twin = L.MultiHeadAttention(2, 3, dropout=0.5, seed=1)
+    twin(x, x)
+    twin.set_weights(mha.get_weights())
+    mha2 = L.MultiHeadAttention(2, 3, dropout=0.5, seed=1)
+    mha2(x, x)
+    mha2.set_weights(mha.get_weights())
+    np.testing.assert_array_equal(twin(x, x, training=True).numpy(),
+                                  mha2(x, x, training=True).numpy())
+    att = L.Attention(dropout=0.5, seed=2)
+    base = att([x, x]).numpy()
+    np.testing.assert_array_equal(att([x, x], training=False).numpy(), base)
+    assert not np.allclose(att([x, x], training=True).numpy(), base)
+
+
+# -- Normalization --------------------------------------------------------------------------------
+
+def test_normalization_adapt_on_arrays_batches_and_datasets():
+    rng = np.random.default_rng(6)
+    data = rng.normal(loc=3.0, scale=2.0, size=(30, 4, 2)).astype(np.float32)
+    whole = L.Normalization(axis=(1, 2))
+    whole.adapt(data)
+    np.testing.assert_allclose(whole.adapt_mean.numpy(), data.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(whole.adapt_variance.numpy(), data.var(0), rtol=1e-4)
+    assert [v.name.split("/")[-1] for v in whole.weights] == ["mean", "variance", "count"]
+    assert whole.trainable_weights == [] and whole.count.dtype == tg.int64
+    for source in ([data[:7], data[7:20], data[20:]],              # uneven batches
+                   tg.data.Dataset.from_tensor_slices(data).batch(8),
+                   tg.constant(data)):
+        norm = L.Normalization(axis=(1, 2))
+        norm.adapt(source)
+        np.testing.assert_allclose(norm.adapt_mean.numpy(), whole.adapt_mean.numpy(),
+                                   rtol=1e-5)
+        np.testing.assert_allclose(norm.adapt_variance.numpy(), whole.adapt_variance.numpy(),
+                                   rtol=1e-4)
+    y = whole(data).numpy()
+    np.testing.assert_allclose(y.mean(0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(y.std(0), 1.0, rtol=1e-3)
+    back = L.Normalization(axis=(1, 2), invert=True)
+    back.adapt(data)
+    np.testing.assert_allclose(back(y).numpy(), data, rtol=1e-5, atol=1e-5)
+    scalar = L.Normalization(axis=None)
+    scalar.adapt(data)
+    assert scalar.adapt_mean.shape == () and \
+        float(scalar.adapt_mean.numpy()) == pytest.approx(float(data.mean()), rel=1e-5)
+
+
+def test_normalization_with_given_statistics_and_errors():
+    norm = L.Normalization(mean=[1.0, 2.0], variance=[4.0, 0.0])
+    y = norm(tg.constant([[3.0, 2.0]])).numpy()
+    np.testing.assert_allclose(y, [[1.0, 0.0]])  # sqrt(0) floored at 1e-7
+    assert norm.weights == []
+    with pytest.raises(ValueError, match="both mean and variance"):
+        L.Normalization(mean=1.0)
+    with pytest.raises(ValueError, match="same shape"):
+        L.Normalization(mean=[1.0, 2.0], variance=[1.0])
+    with pytest.raises(ValueError, match="adapt"):
+        norm.adapt(np.zeros((2, 2), np.float32))
+    adapted = L.Normalization()
+    adapted.adapt(np.zeros((4, 3), np.float32))
+    with pytest.raises(ValueError, match=r"input_shape=\(4, 3\).*incompatible shape \(2, 5\)"):
+        adapted.adapt(np.zeros((2, 5), np.float32))
+    with pytest.raises(ValueError, match="Normalization.*built for inputs of shape"):
+        adapted(tg.ones((2, 5)))
+    with pytest.raises(ValueError, match="empty"):
+        L.Normalization().adapt([])
+
+
+# -- ActivityRegularization, configs, shapes ------------------------------------------------------
+
+def test_activity_regularization_adds_to_the_loss_in_fit():
+    layer = L.ActivityRegularization(l1=0.1, l2=0.01)
+    x = tg.constant([[1.0, -2.0], [3.0, 0.0]])
+    assert layer(x) is x
+    expect = (0.1 * 6.0 + 0.01 * 14.0) / 2
+    assert [float(v) for v in layer.losses] == pytest.approx([expect])
+    model = keras.Sequential([keras.Input(shape=(2,)), L.Dense(2, kernel_initializer="ones"),
+                              L.ActivityRegularization(l2=1.0)])
+    model.compile(optimizer="sgd", loss="mse")
+    xs, ys = np.ones((4, 2), np.float32), np.zeros((4, 2), np.float32)
+    history = model.fit(xs, ys, epochs=1, batch_size=4, verbose=0)
+    # mse of the outputs (2, 2) is 4; the activity penalty adds sum(out^2) / batch = 8 * 4 / 4
+    assert history.history["loss"][0] == pytest.approx(4.0 + 8.0, rel=1e-5)
+
+
+def test_configs_round_trip():
+    for layer in (L.MultiHeadAttention(2, 3, value_dim=4, dropout=0.1, output_shape=5),
+                  L.Attention(use_scale=True, score_mode="concat"), L.AdditiveAttention(),
+                  L.Dot(axes=(1, 2), normalize=True), L.PReLU(shared_axes=[1, 2]),
+                  L.ELU(alpha=0.3), L.GroupNormalization(groups=4, epsilon=0.1),
+                  L.Normalization(axis=None, invert=True), L.GaussianNoise(0.2, seed=3),
+                  L.SpatialDropout2D(0.2, data_format="channels_first"), L.Permute((2, 1)),
+                  L.RepeatVector(4), L.UnitNormalization(axis=[1, 2]),
+                  L.ActivityRegularization(l1=0.2)):
+        config = layer.get_config()
+        clone = type(layer).from_config(config)
+        assert clone.get_config() == config
+
+
+def test_reshaping_and_activation_layers():
+    x = np.random.default_rng(7).normal(size=(2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(L.Permute((2, 1))(x).numpy(), x.transpose(0, 2, 1))
+    np.testing.assert_array_equal(L.RepeatVector(3)(x[:, 0]).numpy(),
+                                  np.repeat(x[:, None, 0], 3, axis=1))
+    prelu = L.PReLU()
+    np.testing.assert_array_equal(prelu(x).numpy(), np.maximum(x, 0))  # alpha starts at 0
+    assert prelu.alpha.shape == (3, 4)
+    big = L.ELU()(tg.constant([-1e4, 0.0, 1e4])).numpy()
+    np.testing.assert_array_equal(big, [-1.0, 0.0, 1e4])
+    with tg.GradientTape() as tape:
+        t = tg.constant([-1e4, -1.0, 2.0])
+        tape.watch(t)
+        y = L.ELU(alpha=2.0)(t)
+    np.testing.assert_allclose(tape.gradient(y, t).numpy(), [0.0, 2 * np.exp(-1.0), 1.0],
+                               rtol=1e-6)
+    unit = L.UnitNormalization(axis=[1, 2])(x).numpy()
+    np.testing.assert_allclose((unit ** 2).sum(axis=(1, 2)), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(L.UnitNormalization()(np.zeros((1, 3), np.float32)).numpy(),
+                                  0.0)  # no division by zero
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+def test_errors_name_the_layer_the_shapes_and_what_is_valid():
+    x3 = tg.ones((2, 3, 4))
+    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+        L.MultiHeadAttention(0, 2)
+    with pytest.raises(ValueError, match="key_dim"):
+        L.MultiHeadAttention(2, 2.5)
+    with pytest.raises(ValueError, match="attention_axes"):
+        L.MultiHeadAttention(2, 2, attention_axes="time")
+    with pytest.raises(ValueError, match="value is missing"):
+        L.MultiHeadAttention(2, 2)(x3)
+    with pytest.raises(ValueError, match=r"value and key.*\(2, 5, 4\).*\(2, 6, 4\)"):
+        L.MultiHeadAttention(2, 2)(x3, tg.ones((2, 5, 4)), tg.ones((2, 6, 4)))
+    with pytest.raises(ValueError, match="same rank >= 3"):
+        L.MultiHeadAttention(2, 2)(tg.ones((2, 4)), tg.ones((2, 4)))
+    mha = L.MultiHeadAttention(2, 2, name="att")
+    mha(x3, x3)
+    with pytest.raises(ValueError, match=r"'att': built for query of shape.*\(2, 3, 5\)"):
+        mha(tg.ones((2, 3, 5)), x3)
+    with pytest.raises(NotImplementedError, match="kernel_constraint"):
+        L.MultiHeadAttention(2, 2, kernel_constraint="non_neg")
+    with pytest.raises(ValueError, match="dropout is not supported when flash attention"):
+        L.MultiHeadAttention(2, 2, dropout=0.1, flash_attention=True)
+    with pytest.raises(TypeError, match="'att': input of dtype float64.*float32"):
+        mha(tg.ones((2, 3, 4), dtype="float64"), x3)
+    with pytest.raises(ValueError, match=r"Attention 'a' must be called on a list"):
+        L.Attention(name="a")(x3)
+    with pytest.raises(ValueError, match="list of 2 or 3 inputs"):
+        L.Attention()([x3])
+    with pytest.raises(ValueError, match="score_mode must be 'dot' or 'concat'"):
+        L.Attention(score_mode="add")
+    with pytest.raises(ValueError, match=r"Attention .*shapes \(2, 3, 4\), \(2, 3, 5\)"):
+        L.Attention()([x3, tg.ones((2, 3, 5)), tg.ones((2, 3, 5))])
+    with pytest.raises(ValueError, match="mask must be a list"):
+        L.Attention()([x3, x3], mask=np.ones((2, 3), bool))
+    with pytest.raises(ValueError, match="exactly 2 inputs"):
+        L.Subtract()([x3, x3, x3])
+    with pytest.raises(ValueError, match="should be called on a list"):
+        L.Multiply()(x3)
+    with pytest.raises(ValueError, match=r"incompatible shapes.*\(2, 3, 4\), \(2, 3, 5\)"):
+        L.Maximum()([x3, tg.ones((2, 3, 5))])
+    with pytest.raises(ValueError, match="different batch sizes"):
+        L.Average()([x3, tg.ones((3, 3, 4))])
+    with pytest.raises(ValueError, match=r"axis values 4 \(at axis 2\) != 3 \(at axis 1\)"):
+        L.Dot(axes=(2, 1))([x3, x3])
+    with pytest.raises(TypeError, match="axes must be an int"):
+        L.Dot(axes="last")
+    with pytest.raises(ValueError, match="two integers"):
+        L.Dot(axes=(1, 2, 3))
+    with pytest.raises(ValueError, match="TimeDistributed: please initialize"):
+        L.TimeDistributed(lambda t: t)
+    with pytest.raises(ValueError, match=r"TimeDistributed .*rank >= 3.*\(2, 3\)"):
+        L.TimeDistributed(L.Dense(2))(tg.ones((2, 3)))
+    with pytest.raises(ValueError, match="invalid permutation"):
+        L.Permute((1, 3))
+    with pytest.raises(ValueError, match=r"Permute .*\(2, 3\)"):
+        L.Permute((2, 1))(tg.ones((2, 3)))
+    with pytest.raises(ValueError, match="expected ndim=2, found ndim=3"):
+        L.RepeatVector(2)(x3)
+    with pytest.raises(TypeError, match="integer value for n"):
+        L.RepeatVector(2.5)
+    with pytest.raises(ValueError, match=r"channels \(4\) must be a multiple of .* groups \(3\)"):
+        L.GroupNormalization(groups=3)(x3)
+    with pytest.raises(ValueError, match=r"groups \(8\) cannot be more than the number of "):
+        L.GroupNormalization(groups=8)(x3)
+    with pytest.raises(ValueError, match="groups must be a positive integer"):
+        L.GroupNormalization(groups=0)
+    with pytest.raises(ValueError, match=r"PReLU .*shared_axes \[3\]"):
+        L.PReLU(shared_axes=3)(x3)
+    with pytest.raises(TypeError, match="UnitNormalization: invalid value for axis"):
+        L.UnitNormalization(axis="last")
+    with pytest.raises(ValueError, match=r"UnitNormalization .*axis 3 is out of bounds"):
+        L.UnitNormalization(axis=3)(x3)
