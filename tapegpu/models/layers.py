@@ -1,6 +1,7 @@
 """Keras-style layers: `Dense`, `BatchNormalization`, `LayerNormalization`, `Dropout`,
 `Activation`, `ReLU`, `LeakyReLU`, `Softmax`, `Flatten`, `Reshape`, `Embedding`, `Lambda`,
-`Concatenate`, `Add`, `Rescaling`, `Masking`, `Sequential`.
+`Concatenate`, `Add`, `Rescaling`, `Masking`, `Sequential`, and Keras 3's attention layers
+`MultiHeadAttention`, `Attention`, `AdditiveAttention`.
 
 A layer is a `Module` that creates its variables on its first call, from the input's shape and
 dtype (`build`), then computes `call(inputs, ...)`. Layers whose behaviour differs between
@@ -1023,13 +1024,11 @@ def _attention_dropout(layer, weights, training):
     return dropout_drawn(weights, layer.dropout, None, layer._generator)
 
 
-def _projection_equation(free_dims, bound_dims, output_dims):
-    """Keras' EinsumDense equation of a projection: (free..., bound...) x (bound..., out...)
-    -> (free..., out...)."""
-    inp = _LETTERS[:free_dims + bound_dims]
-    kernel = _LETTERS[free_dims:free_dims + bound_dims + output_dims]
-    out = _LETTERS[:free_dims] + kernel[bound_dims:]
-    return f"{inp},{kernel}->{out}"
+def _heads_first(x):
+    """(batch..., steps, heads, channels) <-> (batch..., heads, steps, channels)."""
+    perm = list(range(x.ndim))
+    perm[-3], perm[-2] = perm[-2], perm[-3]
+    return ops.transpose(x, perm)
 
 
 def _attention_equations(rank, attn_axes):
@@ -1190,9 +1189,6 @@ class MultiHeadAttention(Layer):
         self._axes = axes
         self._dot, self._combine, scores_rank = _attention_equations(rank, axes)
         self._norm_axes = tuple(range(scores_rank - len(axes), scores_rank))
-        free = len(query_shape) - 1
-        self._in_eq = _projection_equation(free, 1, 2)
-        self._out_eq = _projection_equation(free, 2, len(out))
         self.built = True
 
     def __call__(self, query, value=None, key=None, query_mask=None, value_mask=None,
@@ -1233,9 +1229,15 @@ class MultiHeadAttention(Layer):
         """The query's mask (Keras)."""
         return mask
 
-    def _project(self, x, dense, eq):
+    def _project(self, x, dense, bound):
+        """Keras' EinsumDense projection, as one matmul: the last `bound` axes of `x` times the
+        kernel's first `bound` axes (kernel reshaped to a matrix)."""
         kernel, bias = dense
-        y = ops.einsum(eq, x, kernel)
+        inner = int(np.prod(kernel.shape[:bound]))
+        outer = kernel.shape[bound:]
+        y = ops.matmul(ops.reshape(x, x.shape[:x.ndim - bound] + (inner,)),
+                       ops.reshape(kernel, (inner, int(np.prod(outer)))))
+        y = ops.reshape(y, x.shape[:x.ndim - bound] + outer)
         return y if bias is None else y + bias
 
     def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
@@ -1253,20 +1255,28 @@ class MultiHeadAttention(Layer):
                              f"{key.shape}")
         mask = self._attention_mask(query, value, query_mask, value_mask, key_mask,
                                     attention_mask, use_causal_mask)
-        q = self._project(query, self._query, self._in_eq) * \
+        q = self._project(query, self._query, 1) * \
             ops.cast(1.0 / np.sqrt(float(self.key_dim)), query.dtype)
-        k = self._project(key, self._key, self._in_eq)
-        v = self._project(value, self._value, self._in_eq)
-        scores = ops.einsum(self._dot, k, q)
+        k = self._project(key, self._key, 1)
+        v = self._project(value, self._value, 1)
+        # one attention axis just before the heads (the default for (batch, steps, features)):
+        # batched matmuls, (batch..., heads, steps, channels); else Keras' einsum equations
+        one_axis = self._axes == (q.ndim - 3,)
+        if one_axis:
+            scores = ops.matmul(_heads_first(q), _heads_first(k), transpose_b=True)
+        else:
+            scores = ops.einsum(self._dot, k, q)
         if mask is not None:  # (batch, query steps, value steps) -> the scores' rank
             axis = -len(self._axes) * 2 - 1
             for _ in range(scores.ndim - mask.ndim):
                 mask = ops.expand_dims(mask, axis)
         weights = _masked_attention_weights(scores, mask, self._norm_axes)
-        heads = ops.einsum(self._combine, _attention_dropout(self, weights, training), v)
+        dropped = _attention_dropout(self, weights, training)
+        heads = _heads_first(ops.matmul(dropped, _heads_first(v))) if one_axis else \
+            ops.einsum(self._combine, dropped, v)
         if self.use_gate:
-            heads = heads * ops.sigmoid(self._project(query, self._gate, self._in_eq))
-        out = self._project(heads, self._out, self._out_eq)
+            heads = heads * ops.sigmoid(self._project(query, self._gate, 1))
+        out = self._project(heads, self._out, 2)
         return (out, weights) if return_attention_scores else out
 
     def _attention_mask(self, query, value, query_mask, value_mask, key_mask, attention_mask,

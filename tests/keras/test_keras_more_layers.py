@@ -575,3 +575,24 @@ def test_errors_name_the_layer_the_shapes_and_what_is_valid():
         L.UnitNormalization(axis="last")
     with pytest.raises(ValueError, match=r"UnitNormalization .*axis 3 is out of bounds"):
         L.UnitNormalization(axis=3)(x3)
+
+
+def test_mha_attention_axes_of_a_rank_4_input():
+    """Attention over axis 2 of (batch, a, steps, features) is attention over the steps of each
+    (batch, a) sequence; over axes (1, 2) it differs (one softmax over both axes)."""
+    x = np.random.default_rng(8).normal(size=(2, 3, 4, 5)).astype(np.float32)
+    per_row = L.MultiHeadAttention(2, 3, attention_axes=2)
+    y = per_row(x, x, use_causal_mask=False)
+    flat = L.MultiHeadAttention(2, 3)
+    flat(x[0], x[0])
+    flat.set_weights(per_row.get_weights())
+    np.testing.assert_allclose(y.numpy().reshape(6, 4, 5),
+                               flat(x.reshape(6, 4, 5), x.reshape(6, 4, 5)).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    both = L.MultiHeadAttention(2, 3, attention_axes=(1, 2))
+    both(x, x)
+    both.set_weights(per_row.get_weights())
+    _, scores = both(x, x, return_attention_scores=True)
+    assert scores.shape == (2, 2, 3, 4, 3, 4)
+    np.testing.assert_allclose(scores.numpy().sum(axis=(-2, -1)), 1.0, rtol=1e-5)
+    assert not np.allclose(both(x, x).numpy(), y.numpy())
