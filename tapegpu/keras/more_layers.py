@@ -336,6 +336,8 @@ class Normalization(Layer):
         averaged per batch)."""
         if isinstance(data, Tensor):
             data = data.numpy()
+        elif hasattr(data, "__array__") and not isinstance(data, (list, tuple)):
+            data = np.asarray(data)  # e.g. a pandas DataFrame (whose iteration gives columns)
         if isinstance(data, np.ndarray):
             batches, shape = [data], data.shape
         elif hasattr(data, "__iter__"):
@@ -380,18 +382,19 @@ class Normalization(Layer):
                                               self.adapt_variance.dtype.as_numpy_dtype))
 
     def call(self, inputs):
-        if inputs.ndim != len(self._bshape) or \
-                any(inputs.shape[d] != self._bshape[d] for d in self._keep):
+        if self._keep and (inputs.ndim != len(self._bshape) or
+                           any(inputs.shape[d] != self._bshape[d] for d in self._keep)):
             raise ValueError(f"Normalization {self.name!r}: built for inputs of shape "
                              f"{self._build_input_shape} (axis {self.axis}), got shape "
                              f"{inputs.shape}")
+        bshape = self._bshape if self._keep else []  # axis=None: scalars, for any shape
         if self._mean is not None:
-            mean = convert_to_tensor(self._mean.astype(inputs._data.dtype))
-            variance = convert_to_tensor(self._variance.astype(inputs._data.dtype))
+            mean = convert_to_tensor(self._mean.astype(inputs._data.dtype).reshape(bshape))
+            variance = convert_to_tensor(
+                self._variance.astype(inputs._data.dtype).reshape(bshape))
         else:
-            mean = ops.reshape(ops.cast(self.adapt_mean.value(), inputs.dtype), self._bshape)
-            variance = ops.reshape(ops.cast(self.adapt_variance.value(), inputs.dtype),
-                                   self._bshape)
+            mean = ops.reshape(ops.cast(self.adapt_mean.value(), inputs.dtype), bshape)
+            variance = ops.reshape(ops.cast(self.adapt_variance.value(), inputs.dtype), bshape)
         std = ops.maximum(ops.sqrt(variance), ops.cast(1e-7, inputs.dtype))
         return mean + inputs * std if self.invert else (inputs - mean) / std
 

@@ -596,3 +596,55 @@ def test_mha_attention_axes_of_a_rank_4_input():
     assert scores.shape == (2, 2, 3, 4, 3, 4)
     np.testing.assert_allclose(scores.numpy().sum(axis=(-2, -1)), 1.0, rtol=1e-5)
     assert not np.allclose(both(x, x).numpy(), y.numpy())
+
+
+class _ArrayLike:  # as a pandas DataFrame: converts with __array__, iterates over its columns
+    def __init__(self, a):
+        self.a = a
+
+    def __array__(self, dtype=None, copy=None):
+        return self.a
+
+    def __iter__(self):
+        return iter(["column"])
+
+
+def test_normalization_as_the_regression_tutorial_uses_it():
+    """Normalization(input_shape=[1], axis=None) adapted on a 1-d array normalizes (batch, 1)
+    inputs; adapt takes a DataFrame-like object as an array."""
+    rng = np.random.default_rng(9)
+    hp = rng.uniform(50, 200, size=64).astype(np.float32)
+    norm = L.Normalization(input_shape=[1], axis=None)
+    norm.adapt(hp)
+    model = keras.Sequential([norm, L.Dense(1, kernel_initializer="ones")])
+    got = model.predict(hp[:10].reshape(-1, 1), verbose=0)
+    np.testing.assert_allclose(got[:, 0], (hp[:10] - hp.mean()) / hp.std(), rtol=1e-4)
+    table = rng.normal(size=(20, 3)).astype(np.float32)
+    frame = L.Normalization()
+    frame.adapt(_ArrayLike(table))
+    np.testing.assert_allclose(frame.adapt_mean.numpy(), table.mean(0), rtol=1e-5, atol=1e-6)
+
+
+def test_seq2seq_with_repeat_vector_and_time_distributed_fits():
+    rng = np.random.default_rng(10)
+    model = keras.Sequential([keras.Input(shape=(5, 3)), L.LSTM(8), L.RepeatVector(4),
+                              L.LSTM(8, return_sequences=True),
+                              L.TimeDistributed(L.Dense(2))])
+    model.compile(optimizer=keras.optimizers.Adam(0.02), loss="mse")
+    x = rng.normal(size=(16, 5, 3)).astype(np.float32)
+    y = np.repeat(x[:, :1, :2], 4, axis=1)
+    history = model.fit(x, y, epochs=10, verbose=0)
+    assert history.history["loss"][-1] < 0.8 * history.history["loss"][0]
+    assert model.predict(x, verbose=0).shape == (16, 4, 2)
+
+
+def test_cross_attention_in_a_functional_model():
+    q_in, v_in = keras.Input(shape=(4, 6)), keras.Input(shape=(7, 6))
+    mha, att = L.MultiHeadAttention(2, 3), L.Attention()
+    model = keras.Model([q_in, v_in], [mha(q_in, v_in), att([q_in, v_in])])
+    rng = np.random.default_rng(11)
+    q = rng.normal(size=(2, 4, 6)).astype(np.float32)
+    v = rng.normal(size=(2, 7, 6)).astype(np.float32)
+    out, out2 = model([q, v])
+    np.testing.assert_allclose(out.numpy(), mha(q, v).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(out2.numpy(), att([q, v]).numpy(), rtol=1e-6)
