@@ -78,7 +78,8 @@ class TimeDistributed(Layer):
 
 class _Merge(Layer):
     """Keras' elementwise merge layers: a list of tensors of one batch size whose shapes
-    broadcast; the output mask is the OR of the inputs' masks (None if one has none)."""
+    broadcast (an input of lower rank gets axes of size 1 after the batch axis, as Keras);
+    the output mask is the OR of the inputs' masks (None if one has none)."""
 
     _MULTI_INPUT = True
     supports_masking = True
@@ -105,6 +106,9 @@ class _Merge(Layer):
         return _or_masks(self, inputs, mask)
 
     def call(self, inputs):
+        rank = max(x.ndim for x in inputs)  # Keras: lower ranks get axes after the batch's
+        inputs = [ops.reshape(x, x.shape[:1] + (1,) * (rank - x.ndim) + x.shape[1:])
+                  if 0 < x.ndim < rank else x for x in inputs]
         try:
             np.broadcast_shapes(*[x.shape for x in inputs])
         except ValueError:

@@ -648,3 +648,17 @@ def test_cross_attention_in_a_functional_model():
     out, out2 = model([q, v])
     np.testing.assert_allclose(out.numpy(), mha(q, v).numpy(), rtol=1e-6)
     np.testing.assert_allclose(out2.numpy(), att([q, v]).numpy(), rtol=1e-6)
+
+
+def test_merge_layers_broadcast_lower_ranks_after_the_batch_axis():
+    """As Keras: (batch, features) merged with (batch, steps, features) is taken as
+    (batch, 1, features), not numpy's right-aligned broadcasting."""
+    rng = np.random.default_rng(12)
+    a = rng.normal(size=(2, 3)).astype(np.float32)
+    b = rng.normal(size=(2, 4, 3)).astype(np.float32)
+    for cls, fn in ((L.Multiply, np.multiply), (L.Subtract, np.subtract),
+                    (L.Maximum, np.maximum), (L.Minimum, np.minimum),
+                    (L.Average, lambda p, q: (p + q) / 2)):
+        np.testing.assert_allclose(cls()([a, b]).numpy(), fn(a[:, None], b), rtol=1e-6)
+    with pytest.raises(ValueError, match="incompatible shapes"):
+        L.Multiply()([rng.normal(size=(2, 4)), b.astype(np.float64)])
