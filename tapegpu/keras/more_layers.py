@@ -556,8 +556,6 @@ class Permute(Layer):
     (4, 5, 3)
     """
 
-    supports_masking = True
-
     def __init__(self, dims, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
         self.dims = tuple(dims)

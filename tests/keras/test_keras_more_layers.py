@@ -662,3 +662,17 @@ def test_merge_layers_broadcast_lower_ranks_after_the_batch_axis():
         np.testing.assert_allclose(cls()([a, b]).numpy(), fn(a[:, None], b), rtol=1e-6)
     with pytest.raises(ValueError, match="incompatible shapes"):
         L.Multiply()([rng.normal(size=(2, 4)), b.astype(np.float64)])
+
+
+def test_which_layers_pass_a_mask_on():
+    """As Keras 3: the elementwise layers pass a (batch, steps) mask on; Permute and
+    RepeatVector (which move or add the steps) drop it, with tapegpu's one warning."""
+    x = tg.ones((2, 3, 4))
+    x._keras_mask = tg.constant([[True, True, False], [True, False, False]])
+    for layer in (L.PReLU(), L.ELU(), L.Identity(), L.UnitNormalization(),
+                  L.GroupNormalization(groups=2), L.ActivityRegularization(),
+                  L.GaussianNoise(0.1), L.GaussianDropout(0.1), L.SpatialDropout1D(0.1),
+                  L.TimeDistributed(L.Dense(2))):
+        np.testing.assert_array_equal(layer(x)._keras_mask.numpy(), x._keras_mask.numpy())
+    with pytest.warns(UserWarning, match="Permute .* does not support masking"):
+        assert getattr(L.Permute((2, 1))(x), "_keras_mask", None) is None
