@@ -1298,7 +1298,18 @@ class MultiHeadAttention(Layer):
             distance = ops.abs(ops.reshape(ops.range(tq), (1, tq, 1)) -
                                ops.reshape(ops.range(ts), (1, 1, ts)))
             mask = _and(mask, ops.less(distance, self.sliding_window))
-        return _and(_as_mask(attention_mask, "attention_mask", self), mask)
+        attention_mask = _as_mask(attention_mask, "attention_mask", self)
+        if attention_mask is not None and len(self._axes) == 1:
+            want = (query.shape[0],) + query.shape[1:-1] + (ts,)
+            try:
+                ok = np.broadcast_shapes(attention_mask.shape, want) == want
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"MultiHeadAttention {self.name!r}: attention_mask of shape "
+                                 f"{attention_mask.shape} does not broadcast to (batch, query "
+                                 f"steps, value steps) = {want}")
+        return _and(attention_mask, mask)
 
 
 # Keras' signature, build(query_shape, value_shape, key_shape=None), which Layer's one-shape

@@ -521,6 +521,9 @@ def test_errors_name_the_layer_the_shapes_and_what_is_valid():
     mha(x3, x3)
     with pytest.raises(ValueError, match=r"'att': built for query of shape.*\(2, 3, 5\)"):
         mha(tg.ones((2, 3, 5)), x3)
+    with pytest.raises(ValueError, match=r"'att': attention_mask of shape \(2, 3, 4\) does not "
+                       r"broadcast to .* \(2, 3, 5\)"):
+        mha(x3, tg.ones((2, 5, 4)), attention_mask=np.ones((2, 3, 4), bool))
     with pytest.raises(NotImplementedError, match="kernel_constraint"):
         L.MultiHeadAttention(2, 2, kernel_constraint="non_neg")
     with pytest.raises(ValueError, match="dropout is not supported when flash attention"):
