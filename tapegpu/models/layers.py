@@ -1077,7 +1077,7 @@ class MultiHeadAttention(Layer):
     carries a trained Keras layer over. `dropout` drops attention weights in training (`seed`
     as `Dropout`'s). `flash_attention` is accepted and does not change the result.
 
-    >>> mha = tg.keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> mha = tg.keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="mha")
     >>> x = tg.ones((3, 5, 8))
     >>> mha(x, x).shape
     (3, 5, 8)
@@ -1085,7 +1085,7 @@ class MultiHeadAttention(Layer):
     >>> scores.shape  # (batch, heads, query steps, value steps)
     (3, 2, 5, 5)
     >>> [v.name for v in mha.variables][:2]
-    ['multi_head_attention/query/kernel', 'multi_head_attention/query/bias']
+    ['mha/query/kernel', 'mha/query/bias']
     """
 
     supports_masking = True
