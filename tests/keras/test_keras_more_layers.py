@@ -651,6 +651,10 @@ def test_cross_attention_in_a_functional_model():
     out, out2 = model([q, v])
     np.testing.assert_allclose(out.numpy(), mha(q, v).numpy(), rtol=1e-6)
     np.testing.assert_allclose(out2.numpy(), att([q, v]).numpy(), rtol=1e-6)
+    # keyword call, as the TensorFlow Transformer tutorial's layers do; key given explicitly
+    np.testing.assert_array_equal(mha(query=q, value=v).numpy(), mha(q, v).numpy())
+    np.testing.assert_array_equal(mha(query=q, key=v, value=v).numpy(), mha(q, v).numpy())
+    assert not np.allclose(mha(q, v, key=v[..., ::-1]).numpy(), mha(q, v).numpy())
 
 
 def test_merge_layers_broadcast_lower_ranks_after_the_batch_axis():
