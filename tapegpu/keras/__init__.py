@@ -34,6 +34,7 @@ from .training import get_optimizer as _get_optimizer
 from .extras import backend, utils  # noqa: F401
 from . import applications  # noqa: F401
 from . import recurrent as _recurrent
+from . import more_layers as _more_layers
 
 
 def _namespace(name, doc, **members):
@@ -56,6 +57,9 @@ for _module in (_conv_layers, _pooling, _recurrent):  # convolution, pooling, sp
     for _k, _v in _public(_module).items():           # reshaping and recurrent layers
         if isinstance(_v, type) and issubclass(_v, _layers.Layer):
             setattr(layers, _k, _v)
+for _k, _v in _public(_more_layers).items():  # wrapper, merge, noise, normalization... layers
+    if isinstance(_v, type) and issubclass(_v, _layers.Layer):
+        setattr(layers, _k, _v)
 
 optimizers = _namespace(
     "optimizers", "Keras optimizers: the classes of `tg.optimizers`, and `get`.",

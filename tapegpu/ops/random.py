@@ -157,6 +157,19 @@ def seeded_uniform(seed):
     return draw
 
 
+def seeded_normal(seed):
+    """As `seeded_uniform`, for normal numbers: None, or `draw(shape, dtype, device)`, samples of
+    N(0, 1) from the layer's own generator (Keras' GaussianNoise and GaussianDropout)."""
+    if seed is None:
+        return None
+    gen = np.random.default_rng(int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+    def draw(shape, dtype, device):
+        dt = np_dtype(dtype)
+        return _emit("normal", lambda: _normal_draw(gen, shape, 0.0, 1.0, dt), device)
+    return draw
+
+
 # -- draws shared by the functions and Generator ---------------------------------------------------
 
 def _normal_draw(gen, shape, mean, stddev, dt):
@@ -386,4 +399,5 @@ def set_global_generator(generator):
     _global_generator[:] = [generator]
 
 
-__all__ = public(globals(), ("random",), special=(((), (seeded_uniform,)),)) + ["Generator"]
+__all__ = public(globals(), ("random",),
+                 special=(((), (seeded_uniform, seeded_normal)),)) + ["Generator"]
