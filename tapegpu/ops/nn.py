@@ -172,7 +172,7 @@ def _dense_labels(labels, logits, op):
 
 
 def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
-    """Elementwise binary cross-entropy of sigmoid(logits), computed stably:
+    """Elementwise binary cross-entropy of the logistic function of the logits, computed stably:
     max(x, 0) - x z + log(1 + e^-|x|).
 
     >>> tg.nn.sigmoid_cross_entropy_with_logits([1.0], [0.0]).numpy().round(4)
@@ -180,7 +180,7 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     """
     z, x = _dense_labels(labels, logits, "sigmoid_cross_entropy_with_logits")
     # as TensorFlow, with both branches chosen by x >= 0, so that the gradient is exactly
-    # sigmoid(x) - z at x = 0 too (max and |x| have kinks there)
+    # 1 / (1 + e^-x) - z at x = 0 too (max and |x| have kinks there)
     pos = greater_equal(x, 0.0)
     return where(pos, x, 0.0) - x * z + log1p(exp(where(pos, -x, x)))
 
