@@ -57,21 +57,32 @@ def mean_squared_error(y_true, y_pred):
     >>> tg.losses.mean_squared_error([[0.0, 2.0]], [[1.0, 1.0]]).numpy()
     array([1.], dtype=float32)
     """
-    y_pred = _pred(y_pred, "mean_squared_error")
-    y_true = _true_like(y_true, y_pred)
-    if y_true.shape != y_pred.shape:
-        raise ValueError(f"mean_squared_error: y_true {y_true.shape} and y_pred {y_pred.shape} "
-                         "must have the same shape")
+    y_true, y_pred = _same_shape(y_true, y_pred, "mean_squared_error")
     return ops.reduce_mean(ops.squared_difference(y_pred, y_true), axis=-1)
 
 
 def _same_shape(y_true, y_pred, who):
+    """y_true and y_pred of one shape, after Keras' one adjustment: where their ranks differ by
+    one and the longer ends in an axis of 1, a vector is given that axis and anything else loses
+    it ((n,) labels against (n, 1) predictions compare row by row, never as an (n, n)
+    broadcast). Other shape differences raise."""
     y_pred = _pred(y_pred, who)
     y_true = _true_like(y_true, y_pred)
-    if y_true.shape != y_pred.shape:
+    if y_true.shape == y_pred.shape:
+        return y_true, y_pred
+    t, p = _same_rank(y_true, y_pred)
+    if t.shape != p.shape:
         raise ValueError(f"{who}: y_true {y_true.shape} and y_pred {y_pred.shape} must have "
-                         "the same shape")
-    return y_true, y_pred
+                         "the same shape (or differ by a last axis of 1)")
+    return t, p
+
+
+def _same_rank(a, b):
+    if a.ndim == b.ndim + 1 and a.shape[-1] == 1:
+        return (a, ops.expand_dims(b, -1)) if b.ndim == 1 else (ops.squeeze(a, -1), b)
+    if b.ndim == a.ndim + 1 and b.shape[-1] == 1:
+        return (ops.expand_dims(a, -1), b) if a.ndim == 1 else (a, ops.squeeze(b, -1))
+    return a, b
 
 
 def mean_absolute_error(y_true, y_pred):

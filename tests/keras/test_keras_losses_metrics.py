@@ -189,3 +189,23 @@ def test_auc_documented_example_and_rank_statistic():
     assert abs(_f(m.result()) - want) < 2e-3
     with pytest.raises(NotImplementedError, match="AUC: only curve='ROC'"):
         keras.metrics.AUC(curve="PR")
+
+
+@pytest.mark.parametrize("loss", [keras.losses.MeanSquaredError, keras.losses.MeanAbsoluteError,
+                                  keras.losses.BinaryCrossentropy, keras.losses.Huber])
+def test_a_label_vector_against_one_column_predictions_compares_row_by_row(loss):
+    """Keras' adjustment (the regression tutorial's (n,) targets against a Dense(1)'s (n, 1)
+    outputs): the column axis is added to the vector, never an (n, n) broadcast; other shape
+    differences raise."""
+    rng = np.random.default_rng(0)
+    y = rng.uniform(0.1, 0.9, 6).astype(np.float32)
+    p = rng.uniform(0.1, 0.9, (6, 1)).astype(np.float32)
+    fn = loss(reduction="none")
+    want = fn(y[:, None], p).numpy()
+    np.testing.assert_array_equal(fn(y, p).numpy(), want)
+    np.testing.assert_array_equal(fn(y[:, None], p[:, 0]).numpy(), want)
+    assert want.shape == (6,)
+    with pytest.raises(ValueError, match=r"y_true \(5,\) and y_pred \(6, 1\)"):
+        fn(y[:5], p)
+    with pytest.raises(ValueError, match="same shape"):
+        fn(np.stack([y, y], 1), p[:, 0])
