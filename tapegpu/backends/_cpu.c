@@ -17,6 +17,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 
 typedef struct {
     Py_buffer b[3];
@@ -191,6 +192,366 @@ static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* ---- convolution and pooling kernels (tapegpu/ops/conv.py) -------------------------------
+ *
+ * Channels-last arrays with up to 3 spatial dimensions (fewer: leading sizes of 1) and a
+ * flattened leading batch. `geom` is a tuple of 19 ints:
+ *     C, in[3], out[3], ksize[3], strides[3], dilations[3], pad_lo[3]
+ * Output position o and kernel tap k meet input position o * stride + k * dilation - pad_lo;
+ * outside [0, in) is padding (zero for convolution, never chosen for max pooling).
+ *
+ *   im2col(x, cols, geom, row0)        cols[r, (tap, c)] = x at the input position of row
+ *                                      row0 + r (rows are (batch, *out)) and tap, or 0 in
+ *                                      the padding: rows of taps * C, each tap's C contiguous
+ *   col2im(cols, dx, geom, row0)       the transpose: dx += cols' values at their input
+ *                                      positions (dx must be zero where nothing else is)
+ *   max_pool(x, out, arg, geom)        out = each window's maximum, arg (int32) = the tap of
+ *                                      its first maximum, padding taps counted as the lowest
+ *                                      value (as numpy's strict `>` over padded input)
+ *   max_pool_grad(arg, g, dx, geom)    dx += g at each window's arg position; g may have
+ *                                      leading batch axes that arg lacks (dx has them too)
+ *
+ * float32 or float64, C-contiguous; ValueError/TypeError on mismatched sizes. The GIL is
+ * released while they run.
+ */
+typedef struct {
+    Py_ssize_t c, in[3], out[3], k[3], s[3], d[3], lo[3], taps, in_n, out_n;
+} Geom;
+
+static int parse_geom(PyObject *t, Geom *g, const char *name)
+{
+    Py_ssize_t v[19];
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 19) {
+        PyErr_Format(PyExc_TypeError, "%s: geom must be a tuple of 19 ints", name);
+        return 0;
+    }
+    for (int i = 0; i < 19; i++) {
+        v[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+        if (v[i] == -1 && PyErr_Occurred())
+            return 0;
+        if (v[i] < (i >= 7 && i < 16 ? 1 : 0)) {
+            PyErr_Format(PyExc_ValueError, "%s: bad geom entry %d: %zd", name, i, v[i]);
+            return 0;
+        }
+    }
+    g->c = v[0];
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = v[1 + i];
+        g->out[i] = v[4 + i];
+        g->k[i] = v[7 + i];
+        g->s[i] = v[10 + i];
+        g->d[i] = v[13 + i];
+        g->lo[i] = v[16 + i];
+    }
+    g->taps = g->k[0] * g->k[1] * g->k[2];
+    g->in_n = g->in[0] * g->in[1] * g->in[2];
+    g->out_n = g->out[0] * g->out[1] * g->out[2];
+    return 1;
+}
+
+/* the buffers args[0..n-1], C-contiguous, all float32 or all float64 except `int_arg` (int32,
+ * -1 for none); those in `writable` (a bit mask) writeable. Returns the float item size. */
+static int conv_buffers(PyObject *const *args, int n, int writable, int int_arg,
+                        const char *name, Py_buffer *b)
+{
+    int size = 0;
+    for (int i = 0; i < n; i++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | ((writable >> i) & 1 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[i], &b[i], flags) < 0) {
+            for (int j = 0; j < i; j++)
+                PyBuffer_Release(&b[j]);
+            return 0;
+        }
+    }
+    const char *bad = NULL, *ff = NULL;
+    for (int i = 0; i < n && !bad; i++) {
+        const char *f = b[i].format;
+        if (i == int_arg) {
+            if (b[i].itemsize != 4 || !(strcmp(f, "i") == 0 || strcmp(f, "l") == 0))
+                bad = "the index array must be int32";
+        } else if (ff == NULL) {
+            ff = f;
+            size = b[i].itemsize;
+            if (!((size == 4 && strcmp(f, "f") == 0) || (size == 8 && strcmp(f, "d") == 0)))
+                bad = "the arrays must all be float32 or all float64";
+        } else if (b[i].itemsize != size || strcmp(f, ff) != 0) {
+            bad = "the arrays must all be float32 or all float64";
+        }
+    }
+    if (bad) {
+        for (int i = 0; i < n; i++)
+            PyBuffer_Release(&b[i]);
+        PyErr_Format(PyExc_TypeError, "%s: %s", name, bad);
+        return 0;
+    }
+    return size;
+}
+
+static void release_n(Py_buffer *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        PyBuffer_Release(&b[i]);
+}
+
+/* the window of one output position: its first input position on each axis (may be in the
+ * padding) */
+typedef struct {
+    Py_ssize_t base[3];
+} Window;
+
+static inline Window window_of(const Geom *g, Py_ssize_t o)
+{
+    Window w;
+    Py_ssize_t o2 = o % g->out[2], rest = o / g->out[2];
+    w.base[2] = o2 * g->s[2] - g->lo[2];
+    w.base[1] = (rest % g->out[1]) * g->s[1] - g->lo[1];
+    w.base[0] = (rest / g->out[1]) * g->s[0] - g->lo[0];
+    return w;
+}
+
+/* the input position (flat within one image) of window `w` at tap (t0, t1, t2), or -1 in the
+ * padding */
+static inline Py_ssize_t at_tap(const Geom *g, const Window *w, Py_ssize_t t0, Py_ssize_t t1,
+                                Py_ssize_t t2)
+{
+    Py_ssize_t i0 = w->base[0] + t0 * g->d[0], i1 = w->base[1] + t1 * g->d[1],
+               i2 = w->base[2] + t2 * g->d[2];
+    if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1] || i2 < 0 || i2 >= g->in[2])
+        return -1;
+    return (i0 * g->in[1] + i1) * g->in[2] + i2;
+}
+
+static inline Py_ssize_t at_flat_tap(const Geom *g, const Window *w, Py_ssize_t t)
+{
+    return at_tap(g, w, t / (g->k[1] * g->k[2]), (t / g->k[2]) % g->k[1], t % g->k[2]);
+}
+
+/* runs BODY for every tap of window `w` in order, with `t` its index and `i` its input
+ * position (-1 in the padding) */
+#define FOR_TAPS(g, w, BODY)                                                                  \
+    {                                                                                         \
+        Py_ssize_t t = 0;                                                                     \
+        for (Py_ssize_t t0 = 0; t0 < (g)->k[0]; t0++)                                         \
+            for (Py_ssize_t t1 = 0; t1 < (g)->k[1]; t1++)                                     \
+                for (Py_ssize_t t2 = 0; t2 < (g)->k[2]; t2++, t++) {                          \
+                    Py_ssize_t i = at_tap(g, &(w), t0, t1, t2);                               \
+                    BODY                                                                      \
+                }                                                                             \
+    }
+
+#define CONV_KERNELS(T)                                                                       \
+    static void im2col_##T(const T *restrict x, T *restrict cols, const Geom *g,              \
+                           Py_ssize_t row0, Py_ssize_t rows)                                  \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t r = 0; r < rows; r++) {                                               \
+            Py_ssize_t row = row0 + r;                                                        \
+            const T *xb = x + row / g->out_n * g->in_n * c;                                   \
+            Window w = window_of(g, row % g->out_n);                                          \
+            T *dst = cols + r * g->taps * c;                                                  \
+            FOR_TAPS(g, w, {                                                                  \
+                if (i < 0)                                                                    \
+                    memset(dst, 0, c * sizeof(T));                                            \
+                else if (c == 1)                                                              \
+                    *dst = xb[i];                                                             \
+                else                                                                          \
+                    memcpy(dst, xb + i * c, c * sizeof(T));                                   \
+                dst += c;                                                                     \
+            })                                                                                \
+        }                                                                                     \
+    }                                                                                         \
+    static void col2im_##T(const T *restrict cols, T *restrict dx, const Geom *g,             \
+                           Py_ssize_t row0, Py_ssize_t rows)                                  \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t r = 0; r < rows; r++) {                                               \
+            Py_ssize_t row = row0 + r;                                                        \
+            T *xb = dx + row / g->out_n * g->in_n * c;                                        \
+            Window w = window_of(g, row % g->out_n);                                          \
+            const T *src = cols + r * g->taps * c;                                            \
+            FOR_TAPS(g, w, {                                                                  \
+                if (i >= 0) {                                                                 \
+                    T *dst = xb + i * c;                                                      \
+                    for (Py_ssize_t j = 0; j < c; j++)                                        \
+                        dst[j] += src[j];                                                     \
+                }                                                                             \
+                src += c;                                                                     \
+            })                                                                                \
+        }                                                                                     \
+    }                                                                                         \
+    static void max_pool_##T(const T *restrict x, T *restrict out, int32_t *restrict arg,     \
+                             const Geom *g, Py_ssize_t batch, T lowest)                       \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t b = 0; b < batch; b++) {                                              \
+            const T *xb = x + b * g->in_n * c;                                                \
+            for (Py_ssize_t o = 0; o < g->out_n; o++) {                                       \
+                T *ob = out + (b * g->out_n + o) * c;                                         \
+                int32_t *ab = arg + (b * g->out_n + o) * c;                                   \
+                Window w = window_of(g, o);                                                   \
+                FOR_TAPS(g, w, {                                                              \
+                    if (t == 0) {                                                             \
+                        for (Py_ssize_t j = 0; j < c; j++) {                                  \
+                            ob[j] = i < 0 ? lowest : xb[i * c + j];                           \
+                            ab[j] = 0;                                                        \
+                        }                                                                     \
+                    } else if (i >= 0) { /* the padding's lowest value never wins (>) */      \
+                        const T *v = xb + i * c;                                              \
+                        for (Py_ssize_t j = 0; j < c; j++) {                                  \
+                            int better = v[j] > ob[j];                                        \
+                            ob[j] = better ? v[j] : ob[j];                                    \
+                            ab[j] = better ? (int32_t)t : ab[j];                              \
+                        }                                                                     \
+                    }                                                                         \
+                })                                                                            \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void max_pool_grad_##T(const int32_t *restrict arg, const T *restrict gr,          \
+                                  T *restrict dx, const Geom *g, Py_ssize_t batch,            \
+                                  Py_ssize_t reps)                                            \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t rep = 0; rep < reps; rep++) {                                         \
+            const T *gg = gr + rep * batch * g->out_n * c;                                    \
+            T *dd = dx + rep * batch * g->in_n * c;                                           \
+            for (Py_ssize_t b = 0; b < batch; b++)                                            \
+                for (Py_ssize_t o = 0; o < g->out_n; o++) {                                   \
+                    Window w = window_of(g, o);                                               \
+                    Py_ssize_t at = (b * g->out_n + o) * c;                                   \
+                    for (Py_ssize_t j = 0; j < c; j++) {                                      \
+                        Py_ssize_t i = at_flat_tap(g, &w, arg[at + j]);                       \
+                        if (i >= 0)                                                           \
+                            dd[(b * g->in_n + i) * c + j] += gg[at + j];                      \
+                    }                                                                         \
+                }                                                                             \
+        }                                                                                     \
+    }
+CONV_KERNELS(float)
+CONV_KERNELS(double)
+
+/* im2col(x, cols, geom, row0) and col2im(cols, dx, geom, row0): `which` 0 or 1 */
+static PyObject *cols_call(PyObject *const *args, Py_ssize_t nargs, int which)
+{
+    const char *name = which ? "col2im" : "im2col";
+    Geom g;
+    Py_buffer b[2];
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "%s takes (array, array, geom, row0)", name);
+        return NULL;
+    }
+    Py_ssize_t row0 = PyLong_AsSsize_t(args[3]);
+    if ((row0 == -1 && PyErr_Occurred()) || !parse_geom(args[2], &g, name))
+        return NULL;
+    int size = conv_buffers(args, 2, 2, -1, name, b);
+    if (!size)
+        return NULL;
+    /* image = the x or dx side, cols = the other */
+    Py_buffer *img = &b[which], *cols = &b[1 - which];
+    Py_ssize_t width = g.taps * g.c, per = g.in_n * g.c;
+    Py_ssize_t batch = per ? img->len / size / per : 0;
+    Py_ssize_t rows = width ? cols->len / size / width : 0;
+    if (row0 < 0 || (per && img->len / size != batch * per) || rows * width * size != cols->len
+            || row0 + rows > batch * g.out_n) {
+        release_n(b, 2);
+        PyErr_Format(PyExc_ValueError, "%s: the arrays do not fit the geometry", name);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (which == 0 && size == 4)
+        im2col_float(b[0].buf, b[1].buf, &g, row0, rows);
+    else if (which == 0)
+        im2col_double(b[0].buf, b[1].buf, &g, row0, rows);
+    else if (size == 4)
+        col2im_float(b[0].buf, b[1].buf, &g, row0, rows);
+    else
+        col2im_double(b[0].buf, b[1].buf, &g, row0, rows);
+    Py_END_ALLOW_THREADS
+    release_n(b, 2);
+    Py_RETURN_NONE;
+}
+
+static PyObject *im2col(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return cols_call(args, nargs, 0);
+}
+
+static PyObject *col2im(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return cols_call(args, nargs, 1);
+}
+
+static PyObject *max_pool_kernel(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Geom g;
+    Py_buffer b[3];
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "max_pool takes (x, out, arg, geom)");
+        return NULL;
+    }
+    if (!parse_geom(args[3], &g, "max_pool"))
+        return NULL;
+    int size = conv_buffers(args, 3, 6, 2, "max_pool", b);
+    if (!size)
+        return NULL;
+    Py_ssize_t per = g.in_n * g.c, batch = per ? b[0].len / size / per : 0;
+    if ((per && b[0].len / size != batch * per) || b[1].len / size != batch * g.out_n * g.c
+            || b[2].len / 4 != batch * g.out_n * g.c) {
+        release_n(b, 3);
+        PyErr_SetString(PyExc_ValueError, "max_pool: the arrays do not fit the geometry");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        max_pool_float(b[0].buf, b[1].buf, b[2].buf, &g, batch, -INFINITY);
+    else
+        max_pool_double(b[0].buf, b[1].buf, b[2].buf, &g, batch, -INFINITY);
+    Py_END_ALLOW_THREADS
+    release_n(b, 3);
+    Py_RETURN_NONE;
+}
+
+static PyObject *max_pool_grad_kernel(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Geom g;
+    Py_buffer b[3];
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "max_pool_grad takes (arg, g, dx, geom)");
+        return NULL;
+    }
+    if (!parse_geom(args[3], &g, "max_pool_grad"))
+        return NULL;
+    int size = conv_buffers(args, 3, 4, 0, "max_pool_grad", b);
+    if (!size)
+        return NULL;
+    Py_ssize_t per = g.out_n * g.c, batch = per ? b[0].len / 4 / per : 0;
+    Py_ssize_t reps = batch * per ? b[1].len / size / (batch * per) : 0;
+    if ((per && b[0].len / 4 != batch * per) || b[1].len / size != reps * batch * per
+            || b[2].len / size != reps * batch * g.in_n * g.c) {
+        release_n(b, 3);
+        PyErr_SetString(PyExc_ValueError, "max_pool_grad: the arrays do not fit the geometry");
+        return NULL;
+    }
+    Py_ssize_t bad = 0;
+    const int32_t *arg = b[0].buf;
+    for (Py_ssize_t i = 0; i < b[0].len / 4; i++)
+        bad |= arg[i] < 0 || arg[i] >= g.taps;
+    if (bad) {
+        release_n(b, 3);
+        PyErr_SetString(PyExc_ValueError, "max_pool_grad: a tap index is out of range");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        max_pool_grad_float(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps);
+    else
+        max_pool_grad_double(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps);
+    Py_END_ALLOW_THREADS
+    release_n(b, 3);
+    Py_RETURN_NONE;
+}
+/* ---- end of the convolution and pooling kernels ---- */
+
 static PyMethodDef methods[] = {
     {"bias_relu", (PyCFunction)(void (*)(void))bias_relu, METH_FASTCALL,
      "bias_relu(x, b, out): out = max(x + b, 0) over rows of len(b)."},
@@ -198,6 +559,15 @@ static PyMethodDef methods[] = {
      "relu_backward(y, g, out): out = g where y > 0 else 0; y repeats over g's batch axes."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
      "call_fused(address, n, itemsize, n_out, counts, *arrays): runs a fused kernel."},
+    /* convolution and pooling (tapegpu/ops/conv.py) */
+    {"im2col", (PyCFunction)(void (*)(void))im2col, METH_FASTCALL,
+     "im2col(x, cols, geom, row0): rows of window values (tap, channel), 0 in the padding."},
+    {"col2im", (PyCFunction)(void (*)(void))col2im, METH_FASTCALL,
+     "col2im(cols, dx, geom, row0): dx += the rows' values at their input positions."},
+    {"max_pool", (PyCFunction)(void (*)(void))max_pool_kernel, METH_FASTCALL,
+     "max_pool(x, out, arg, geom): each window's max and the tap of its first max."},
+    {"max_pool_grad", (PyCFunction)(void (*)(void))max_pool_grad_kernel, METH_FASTCALL,
+     "max_pool_grad(arg, g, dx, geom): dx += g at each window's max."},
     {NULL}
 };
 

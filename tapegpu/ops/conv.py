@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from ..backends import cpu_kernels
 from ..core.tensor import Tensor, convert_to_tensor
 from .registry import InvalidArgumentError, def_op
 from ._base import apply, floating, public
@@ -269,14 +270,125 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
                 _filter_b(ops, x, tg_, w_shape, nbg=tg_.ndim - g.ndim, **p))
 
 
+# -- CPU kernels (numpy backend; tapegpu/backends/_cpu.c) ------------------------------------------
+#
+# The same three ops with im2col/col2im in C and the matmuls over blocks of rows small enough for
+# the columns to stay in cache: a block's columns are written, then read once by one matmul, and
+# the buffer is reused for the next block. Columns are ordered (tap, channel), so the filter
+# (*k, cin, cout) is already the matrix (taps * cin, cout). Ungrouped float32/float64 only; every
+# other case is the reference's (the kernels return NotImplemented).
+
+_CPU_CONV = cpu_kernels is not None and hasattr(cpu_kernels, "im2col")
+_BLOCK_BYTES = 1 << 19  # one block of columns: half a MiB
+
+
+def _geom(c, spatial, out, ksize, strides, dilations, pads):
+    """The kernels' geometry tuple: C, then in, out, ksize, strides, dilations and low pads,
+    each as 3 spatial axes (leading ones of size 1)."""
+    def three(vals, fill):
+        return (fill,) * (3 - len(vals)) + tuple(int(v) for v in vals)
+    return ((int(c),) + three(spatial, 1) + three(out, 1) + three(ksize, 1) + three(strides, 1) +
+            three(dilations, 1) + three([lo for lo, _ in pads], 0))
+
+
+def _out_spatial(spatial, ksize, strides, dilations, pads):
+    return tuple((n + lo + hi - (k - 1) * d - 1) // s + 1 for n, k, s, d, (lo, hi) in
+                 zip(spatial, ksize, strides, dilations, pads))
+
+
+def _native(xp, *arrays):
+    """Whether the C kernels take these arrays: numpy float32/float64 of one dtype."""
+    dt = arrays[0].dtype
+    return _CPU_CONV and xp is np and dt in (np.float32, np.float64) and all(
+        type(a) is np.ndarray and a.dtype == dt for a in arrays)
+
+
+def _blocks(rows, width, itemsize):
+    """(buffer rows, [(first row, row count)]): row blocks of about _BLOCK_BYTES of columns."""
+    step = max(1, min(rows, _BLOCK_BYTES // max(1, width * itemsize)))
+    return step, [(r, min(step, rows - r)) for r in range(0, rows, step)]
+
+
+def _cpu_conv(xp, x, w, strides, dilations, pads):
+    nd = len(strides)
+    ksize, (cin, cout) = w.shape[:nd], w.shape[-2:]
+    if x.shape[-1] != cin or not _native(xp, x, w):
+        return NotImplemented
+    spatial = x.shape[-nd - 1:-1]
+    out = _out_spatial(spatial, ksize, strides, dilations, pads)
+    lead = x.shape[:-nd - 1]
+    rows, width = math.prod(lead) * math.prod(out), math.prod(ksize) * cin
+    y = np.empty((rows, cout), x.dtype)
+    if rows and cout:
+        x = np.ascontiguousarray(x)
+        wm = np.ascontiguousarray(w).reshape(width, cout)
+        geom = _geom(cin, spatial, out, ksize, strides, dilations, pads)
+        step, blocks = _blocks(rows, width, x.itemsize)
+        buf = np.empty((step, width), x.dtype)
+        for r0, n in blocks:
+            cols = buf[:n]
+            cpu_kernels.im2col(x, cols, geom, r0)
+            np.matmul(cols, wm, out=y[r0:r0 + n])
+    return y.reshape(lead + out + (cout,))
+
+
+def _cpu_conv_input(xp, g, w, in_shape, strides, dilations, pads):
+    nd = len(strides)
+    ksize, (cin, cout) = w.shape[:nd], w.shape[-2:]
+    if in_shape[-1] != cin or not _native(xp, g, w):
+        return NotImplemented
+    spatial, out = tuple(in_shape[:-1]), g.shape[-nd - 1:-1]
+    lead = g.shape[:-nd - 1]
+    rows, width = math.prod(lead) * math.prod(out), math.prod(ksize) * cin
+    dx = np.zeros(lead + tuple(in_shape), g.dtype)
+    if rows and width:
+        gm = np.ascontiguousarray(g).reshape(rows, cout)
+        wt = np.ascontiguousarray(w).reshape(width, cout).T
+        geom = _geom(cin, spatial, out, ksize, strides, dilations, pads)
+        step, blocks = _blocks(rows, width, g.itemsize)
+        buf = np.empty((step, width), g.dtype)
+        for r0, n in blocks:
+            cols = buf[:n]
+            np.matmul(gm[r0:r0 + n], wt, out=cols)
+            cpu_kernels.col2im(cols, dx, geom, r0)
+    return dx
+
+
+def _cpu_conv_filter(xp, x, g, w_shape, strides, dilations, pads):
+    nd = len(strides)
+    ksize, (cin, cout) = tuple(w_shape[:nd]), w_shape[-2:]
+    if x.shape[-1] != cin or not _native(xp, x, g):
+        return NotImplemented
+    spatial, out = x.shape[-nd - 1:-1], g.shape[-nd - 1:-1]
+    rows, width = math.prod(x.shape[:-nd - 1]) * math.prod(out), math.prod(ksize) * cin
+    dw = np.zeros((width, cout), x.dtype)
+    if rows and width and cout:
+        x = np.ascontiguousarray(x)
+        gm = np.ascontiguousarray(g).reshape(rows, cout)
+        geom = _geom(cin, spatial, out, ksize, strides, dilations, pads)
+        step, blocks = _blocks(rows, width, x.itemsize)
+        buf = np.empty((step, width), x.dtype)
+        part = np.empty((width, cout), x.dtype)
+        for i, (r0, n) in enumerate(blocks):
+            cols = buf[:n]
+            cpu_kernels.im2col(x, cols, geom, r0)
+            if i == 0:
+                np.matmul(cols.T, gm[r0:r0 + n], out=dw)
+            else:
+                np.matmul(cols.T, gm[r0:r0 + n], out=part)
+                dw += part
+    return dw.reshape(tuple(w_shape))
+
+
 _conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
-               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="conv")
+               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="conv",
+               kernels={"numpy": _cpu_conv})
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
                      saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
-                     batch="conv")
+                     batch="conv", kernels={"numpy": _cpu_conv_input})
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
                       saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp,
-                      batch="filter_groups")
+                      batch="filter_groups", kernels={"numpy": _cpu_conv_filter})
 
 
 # -- pooling ops -----------------------------------------------------------------------------------
