@@ -455,14 +455,43 @@ def _max_pool_jvp(ops, t, arg, in_shape, **p):
     return ops.op("max_pool_grad_grad", arg, t, in_shape=in_shape, **p)
 
 
+def _cpu_max_pool(xp, x, in_shape, ksize, strides, dilations, pads):
+    """max_pool in one pass (C): the same maxima and first-maximum taps, as int32."""
+    nd = len(ksize)
+    if not _native(xp, x):
+        return NotImplemented
+    spatial = x.shape[-nd - 1:-1]
+    out_shape = x.shape[:-nd - 1] + _out_spatial(spatial, ksize, strides, dilations, pads) + \
+        x.shape[-1:]
+    out = np.empty(out_shape, x.dtype)
+    arg = np.empty(out_shape, np.int32)
+    cpu_kernels.max_pool(np.ascontiguousarray(x), out, arg,
+                         _geom(x.shape[-1], spatial, out_shape[-nd - 1:-1], ksize, strides,
+                               dilations, pads))
+    return out, (arg,)
+
+
+def _cpu_max_pool_grad(xp, arg, g, in_shape, ksize, strides, dilations, pads):
+    nd = len(ksize)
+    if arg.dtype != np.int32 or not _native(xp, g) or type(arg) is not np.ndarray:
+        return NotImplemented
+    dx = np.zeros(g.shape[:g.ndim - arg.ndim] + arg.shape[:-nd - 1] + tuple(in_shape), g.dtype)
+    cpu_kernels.max_pool_grad(np.ascontiguousarray(arg), np.ascontiguousarray(g), dx,
+                              _geom(in_shape[-1], in_shape[:-1], arg.shape[-nd - 1:-1], ksize,
+                                    strides, dilations, pads))
+    return dx
+
+
 # max_pool_grad(arg, g) and max_pool_grad_grad(arg, t) are linear in their second argument and
 # each other's transposes; the window indices have no gradient
 _max_pool = def_op("max_pool", _max_pool_forward, saves=("arg",), residuals=("arg",),
-                   vjp=_max_pool_vjp, jvp=_max_pool_jvp, batch="merge")
+                   vjp=_max_pool_vjp, jvp=_max_pool_jvp, batch="merge",
+                   kernels={"numpy": _cpu_max_pool})
 _max_pool_grad = def_op(
     "max_pool_grad", _max_pool_grad_forward, args=("arg", "g"), saves=("arg",), same_dtype=False,
     vjp=(None, lambda ops, h, arg, **p: ops.op("max_pool_grad_grad", arg, h, **p)),
-    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad", arg, ts[1], **p), batch="merge")
+    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad", arg, ts[1], **p), batch="merge",
+    kernels={"numpy": _cpu_max_pool_grad})
 _max_pool_grad_grad = def_op(
     "max_pool_grad_grad", _max_pool_grad_grad_forward, args=("arg", "t"), saves=("arg",),
     same_dtype=False,
