@@ -339,6 +339,52 @@ static inline Py_ssize_t at_flat_tap(const Geom *g, const Window *w, Py_ssize_t 
                 }                                                                             \
     }
 
+/* whether every tap of window `w` is inside the input (no padding) */
+static inline int inside(const Geom *g, const Window *w)
+{
+    for (int a = 0; a < 3; a++)
+        if (w->base[a] < 0 || w->base[a] + (g->k[a] - 1) * g->d[a] >= g->in[a])
+            return 0;
+    return 1;
+}
+
+/* the channel loops, on pointers that do not alias (so that they vectorize: not inlined, where
+ * gcc would drop the `restrict`s and branch per element) */
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+#define CHANNEL_LOOPS(T, I)                                                                    \
+    static NOINLINE void add_##T(T *restrict dst, const T *restrict src, Py_ssize_t c)          \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            dst[j] += src[j];                                                                 \
+    }                                                                                         \
+    static NOINLINE void pool_first_##T(const T *restrict v, T *restrict ob,                    \
+                                      int32_t *restrict ab, Py_ssize_t c, T lowest)           \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++) {                                                  \
+            ob[j] = v ? v[j] : lowest;                                                        \
+            ab[j] = 0;                                                                        \
+        }                                                                                     \
+    }                                                                                         \
+    static NOINLINE void pool_step_##T(const T *restrict v, T *restrict ob,                     \
+                                     int32_t *restrict ab, Py_ssize_t c, int32_t t)           \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++) { /* selects by bit masks: no branch */            \
+            T a = v[j], m = ob[j];                                                            \
+            I ai, mi, mask = -(I)(a > m);                                                     \
+            memcpy(&ai, &a, sizeof(T));                                                       \
+            memcpy(&mi, &m, sizeof(T));                                                       \
+            ai = (ai & mask) | (mi & ~mask);                                                  \
+            memcpy(ob + j, &ai, sizeof(T));                                                   \
+            ab[j] = (ab[j] & ~(int32_t)mask) | (t & (int32_t)mask);                           \
+        }                                                                                     \
+    }
+CHANNEL_LOOPS(float, int32_t)
+CHANNEL_LOOPS(double, int64_t)
+
 #define CONV_KERNELS(T)                                                                       \
     static void im2col_##T(const T *restrict x, T *restrict cols, const Geom *g,              \
                            Py_ssize_t row0, Py_ssize_t rows)                                  \
@@ -370,11 +416,8 @@ static inline Py_ssize_t at_flat_tap(const Geom *g, const Window *w, Py_ssize_t 
             Window w = window_of(g, row % g->out_n);                                          \
             const T *src = cols + r * g->taps * c;                                            \
             FOR_TAPS(g, w, {                                                                  \
-                if (i >= 0) {                                                                 \
-                    T *dst = xb + i * c;                                                      \
-                    for (Py_ssize_t j = 0; j < c; j++)                                        \
-                        dst[j] += src[j];                                                     \
-                }                                                                             \
+                if (i >= 0)                                                                   \
+                    add_##T(xb + i * c, src, c);                                              \
                 src += c;                                                                     \
             })                                                                                \
         }                                                                                     \
@@ -390,26 +433,17 @@ static inline Py_ssize_t at_flat_tap(const Geom *g, const Window *w, Py_ssize_t 
                 int32_t *ab = arg + (b * g->out_n + o) * c;                                   \
                 Window w = window_of(g, o);                                                   \
                 FOR_TAPS(g, w, {                                                              \
-                    if (t == 0) {                                                             \
-                        for (Py_ssize_t j = 0; j < c; j++) {                                  \
-                            ob[j] = i < 0 ? lowest : xb[i * c + j];                           \
-                            ab[j] = 0;                                                        \
-                        }                                                                     \
-                    } else if (i >= 0) { /* the padding's lowest value never wins (>) */      \
-                        const T *v = xb + i * c;                                              \
-                        for (Py_ssize_t j = 0; j < c; j++) {                                  \
-                            int better = v[j] > ob[j];                                        \
-                            ob[j] = better ? v[j] : ob[j];                                    \
-                            ab[j] = better ? (int32_t)t : ab[j];                              \
-                        }                                                                     \
-                    }                                                                         \
+                    if (t == 0)                                                               \
+                        pool_first_##T(i < 0 ? NULL : xb + i * c, ob, ab, c, lowest);         \
+                    else if (i >= 0) /* the padding's lowest value never wins (>) */          \
+                        pool_step_##T(xb + i * c, ob, ab, c, (int32_t)t);                     \
                 })                                                                            \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
     static void max_pool_grad_##T(const int32_t *restrict arg, const T *restrict gr,          \
                                   T *restrict dx, const Geom *g, Py_ssize_t batch,            \
-                                  Py_ssize_t reps)                                            \
+                                  Py_ssize_t reps, const Py_ssize_t *restrict offset)         \
     {                                                                                         \
         Py_ssize_t c = g->c;                                                                  \
         for (Py_ssize_t rep = 0; rep < reps; rep++) {                                         \
@@ -419,14 +453,23 @@ static inline Py_ssize_t at_flat_tap(const Geom *g, const Window *w, Py_ssize_t 
                 for (Py_ssize_t o = 0; o < g->out_n; o++) {                                   \
                     Window w = window_of(g, o);                                               \
                     Py_ssize_t at = (b * g->out_n + o) * c;                                   \
+                    T *db = dd + b * g->in_n * c;                                             \
+                    if (inside(g, &w)) { /* every tap in the input: a table of offsets */     \
+                        Py_ssize_t base = (w.base[0] * g->in[1] + w.base[1]) * g->in[2]       \
+                                          + w.base[2];                                        \
+                        for (Py_ssize_t j = 0; j < c; j++)                                    \
+                            db[(base + offset[arg[at + j]]) * c + j] += gg[at + j];           \
+                        continue;                                                             \
+                    }                                                                         \
                     for (Py_ssize_t j = 0; j < c; j++) {                                      \
                         Py_ssize_t i = at_flat_tap(g, &w, arg[at + j]);                       \
                         if (i >= 0)                                                           \
-                            dd[(b * g->in_n + i) * c + j] += gg[at + j];                      \
+                            db[i * c + j] += gg[at + j];                                      \
                     }                                                                         \
                 }                                                                             \
         }                                                                                     \
     }
+
 CONV_KERNELS(float)
 CONV_KERNELS(double)
 
@@ -541,12 +584,21 @@ static PyObject *max_pool_grad_kernel(PyObject *mod, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_ValueError, "max_pool_grad: a tap index is out of range");
         return NULL;
     }
+    Py_ssize_t *offset = PyMem_Malloc(g.taps * sizeof(Py_ssize_t));
+    if (offset == NULL) {
+        release_n(b, 3);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t t = 0; t < g.taps; t++) /* tap t's input position in an inside window */
+        offset[t] = ((t / (g.k[1] * g.k[2])) * g.d[0] * g.in[1]
+                     + (t / g.k[2]) % g.k[1] * g.d[1]) * g.in[2] + t % g.k[2] * g.d[2];
     Py_BEGIN_ALLOW_THREADS
     if (size == 4)
-        max_pool_grad_float(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps);
+        max_pool_grad_float(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps, offset);
     else
-        max_pool_grad_double(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps);
+        max_pool_grad_double(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps, offset);
     Py_END_ALLOW_THREADS
+    PyMem_Free(offset);
     release_n(b, 3);
     Py_RETURN_NONE;
 }
