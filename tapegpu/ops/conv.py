@@ -24,6 +24,11 @@ TensorFlow's CPU kernels) as a residual; `max_pool_grad` scatters a cotangent to
 and `max_pool_grad_grad` gathers from them: these two are each other's transposes.
 `avg_pool` and `avg_pool_grad` are linear and each other's transposes; with SAME padding, a
 window's mean is over its valid (unpadded) elements, as in TensorFlow.
+
+On the `numpy` backend, where tapegpu/backends/_cpu.c is built, ungrouped float convolutions
+run im2col/col2im in C with the matmuls over cache-sized blocks of rows, and max_pool and
+max_pool_grad are one pass in C (`_cpu_*` below); the functions above are the reference they
+are tested against and what every other case and backend runs.
 """
 import math
 
