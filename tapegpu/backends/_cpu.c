@@ -395,6 +395,13 @@ CHANNEL_LOOPS(double, int64_t)
             const T *xb = x + row / g->out_n * g->in_n * c;                                   \
             Window w = window_of(g, row % g->out_n);                                          \
             T *dst = cols + r * g->taps * c;                                                  \
+            if (g->d[2] == 1 && inside(g, &w)) { /* each run of the last axis's taps: one */  \
+                Py_ssize_t run = g->k[2] * c;                                                 \
+                for (Py_ssize_t t0 = 0; t0 < g->k[0]; t0++)                                   \
+                    for (Py_ssize_t t1 = 0; t1 < g->k[1]; t1++, dst += run)                   \
+                        memcpy(dst, xb + at_tap(g, &w, t0, t1, 0) * c, run * sizeof(T));      \
+                continue;                                                                     \
+            }                                                                                 \
             FOR_TAPS(g, w, {                                                                  \
                 if (i < 0)                                                                    \
                     memset(dst, 0, c * sizeof(T));                                            \
@@ -415,6 +422,13 @@ CHANNEL_LOOPS(double, int64_t)
             T *xb = dx + row / g->out_n * g->in_n * c;                                        \
             Window w = window_of(g, row % g->out_n);                                          \
             const T *src = cols + r * g->taps * c;                                            \
+            if (g->d[2] == 1 && inside(g, &w)) {                                              \
+                Py_ssize_t run = g->k[2] * c;                                                 \
+                for (Py_ssize_t t0 = 0; t0 < g->k[0]; t0++)                                   \
+                    for (Py_ssize_t t1 = 0; t1 < g->k[1]; t1++, src += run)                   \
+                        add_##T(xb + at_tap(g, &w, t0, t1, 0) * c, src, run);                 \
+                continue;                                                                     \
+            }                                                                                 \
             FOR_TAPS(g, w, {                                                                  \
                 if (i >= 0)                                                                   \
                     add_##T(xb + i * c, src, c);                                              \
