@@ -616,6 +616,198 @@ static PyObject *max_pool_grad_kernel(PyObject *mod, PyObject *const *args, Py_s
     release_n(b, 3);
     Py_RETURN_NONE;
 }
+
+/* Winograd F(2x2, 3x3) for a 3x3 stride-1 2-D convolution (channels last): 16 matmuls of
+ * transformed tiles in place of one of 9 taps (2.25 times fewer multiplications).
+ * `wgeom` is a tuple of 8 ints: C, H, W (input), Ho, Wo (output), pad_top, pad_left, and the
+ * tiles' first index tile0; tiles are (batch, Ho / 2 rounded up, Wo / 2 rounded up), tile t's
+ * output at rows 2 * ti, 2 * ti + 1 and columns 2 * tj, 2 * tj + 1.
+ *
+ *   winograd_input(x, v, wgeom)    v[e, t, c] (16, tiles, C) = (B^T d B)[e] of the 4x4 input
+ *                                  tile d of tile tile0 + t (0 in the padding)
+ *   winograd_output(m, y, wgeom)   y at tile tile0 + t = A^T m[:, t] A (the 2x2 output, cut
+ *                                  at the edges), m (16, tiles, Cout), y (B, Ho, Wo, Cout)
+ */
+typedef struct {
+    Py_ssize_t c, h, w, ho, wo, top, left, tile0, th, tw;
+} WGeom;
+
+static int parse_wgeom(PyObject *t, WGeom *g, const char *name)
+{
+    Py_ssize_t v[8];
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8) {
+        PyErr_Format(PyExc_TypeError, "%s: wgeom must be a tuple of 8 ints", name);
+        return 0;
+    }
+    for (int i = 0; i < 8; i++) {
+        v[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+        if (v[i] == -1 && PyErr_Occurred())
+            return 0;
+        if (v[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "%s: bad wgeom entry %d: %zd", name, i, v[i]);
+            return 0;
+        }
+    }
+    g->c = v[0], g->h = v[1], g->w = v[2], g->ho = v[3], g->wo = v[4];
+    g->top = v[5], g->left = v[6], g->tile0 = v[7];
+    g->th = (g->ho + 1) / 2, g->tw = (g->wo + 1) / 2;
+    return 1;
+}
+
+#define WINOGRAD_KERNELS(T)                                                                   \
+    static NOINLINE void sum2_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  Py_ssize_t c)                                               \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] + q[j];                                                               \
+    }                                                                                         \
+    static NOINLINE void dif2_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  Py_ssize_t c)                                               \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] - q[j];                                                               \
+    }                                                                                         \
+    static NOINLINE void sum3_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  const T *restrict r, Py_ssize_t c)                          \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] + q[j] + r[j];                                                        \
+    }                                                                                         \
+    static NOINLINE void dif3_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  const T *restrict r, Py_ssize_t c)                          \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] - q[j] - r[j];                                                        \
+    }                                                                                         \
+    /* B^T d B of one tile, a row of c channels at a time: d and tmp 16 rows of c (row-major  \
+     * 4x4), v 16 rows `stride` apart */                                                      \
+    static void wino_in_##T(const T *restrict d, T *restrict tmp, T *restrict v,              \
+                            Py_ssize_t stride, Py_ssize_t c)                                  \
+    {                                                                                         \
+        for (int q = 0; q < 4; q++) { /* B^T d: over rows */                                  \
+            dif2_##T(tmp + (0 + q) * c, d + (0 + q) * c, d + (8 + q) * c, c);                 \
+            sum2_##T(tmp + (4 + q) * c, d + (4 + q) * c, d + (8 + q) * c, c);                 \
+            dif2_##T(tmp + (8 + q) * c, d + (8 + q) * c, d + (4 + q) * c, c);                 \
+            dif2_##T(tmp + (12 + q) * c, d + (4 + q) * c, d + (12 + q) * c, c);               \
+        }                                                                                     \
+        for (int r = 0; r < 4; r++) { /* (B^T d) B: over columns */                           \
+            const T *row = tmp + 4 * r * c;                                                   \
+            dif2_##T(v + (4 * r + 0) * stride, row, row + 2 * c, c);                          \
+            sum2_##T(v + (4 * r + 1) * stride, row + c, row + 2 * c, c);                      \
+            dif2_##T(v + (4 * r + 2) * stride, row + 2 * c, row + c, c);                      \
+            dif2_##T(v + (4 * r + 3) * stride, row + c, row + 3 * c, c);                      \
+        }                                                                                     \
+    }                                                                                         \
+    static void winograd_input_##T(const T *restrict x, T *restrict v, const WGeom *g,        \
+                                   Py_ssize_t tiles, T *restrict tile)                        \
+    {                                                                                         \
+        Py_ssize_t c = g->c, per = g->th * g->tw;                                             \
+        T *tmp = tile + 16 * c;                                                               \
+        for (Py_ssize_t t = 0; t < tiles; t++) {                                              \
+            Py_ssize_t at = g->tile0 + t, b = at / per, ti = at % per / g->tw,                \
+                       tj = at % g->tw;                                                       \
+            const T *xb = x + b * g->h * g->w * c;                                            \
+            for (int r = 0; r < 4; r++) {                                                     \
+                Py_ssize_t i = 2 * ti + r - g->top;                                           \
+                for (int q = 0; q < 4; q++) {                                                 \
+                    Py_ssize_t k = 2 * tj + q - g->left;                                      \
+                    T *dst = tile + (4 * r + q) * c;                                          \
+                    if (i < 0 || i >= g->h || k < 0 || k >= g->w)                             \
+                        memset(dst, 0, c * sizeof(T));                                        \
+                    else                                                                      \
+                        memcpy(dst, xb + (i * g->w + k) * c, c * sizeof(T));                  \
+                }                                                                             \
+            }                                                                                 \
+            wino_in_##T(tile, tmp, v + t * c, tiles * c, c);                                  \
+        }                                                                                     \
+    }                                                                                         \
+    static void winograd_output_##T(const T *restrict m, T *restrict y, const WGeom *g,       \
+                                    Py_ssize_t tiles, Py_ssize_t cout, T *restrict u)         \
+    {                                                                                         \
+        Py_ssize_t per = g->th * g->tw, s = tiles * cout;                                     \
+        for (Py_ssize_t t = 0; t < tiles; t++) {                                              \
+            Py_ssize_t at = g->tile0 + t, b = at / per, ti = at % per / g->tw,                \
+                       tj = at % g->tw;                                                       \
+            const T *mt = m + t * cout;                                                       \
+            T *yb = y + ((b * g->ho + 2 * ti) * g->wo + 2 * tj) * cout;                       \
+            int down = 2 * ti + 1 < g->ho, right = 2 * tj + 1 < g->wo;                        \
+            for (int q = 0; q < 4; q++) { /* A^T m: u rows 0..3 and 4..7 */                   \
+                sum3_##T(u + q * cout, mt + q * s, mt + (4 + q) * s, mt + (8 + q) * s, cout); \
+                dif3_##T(u + (4 + q) * cout, mt + (4 + q) * s, mt + (8 + q) * s,              \
+                         mt + (12 + q) * s, cout);                                            \
+            }                                                                                 \
+            for (int r = 0; r < 2; r++) { /* (A^T m) A */                                     \
+                const T *row = u + 4 * r * cout;                                              \
+                T *yr = yb + r * g->wo * cout;                                                \
+                if (r == 1 && !down)                                                          \
+                    break;                                                                    \
+                sum3_##T(yr, row, row + cout, row + 2 * cout, cout);                          \
+                if (right)                                                                    \
+                    dif3_##T(yr + cout, row + cout, row + 2 * cout, row + 3 * cout, cout);    \
+            }                                                                                 \
+        }                                                                                     \
+    }
+WINOGRAD_KERNELS(float)
+WINOGRAD_KERNELS(double)
+
+static PyObject *winograd_call(PyObject *const *args, Py_ssize_t nargs, int output)
+{
+    const char *name = output ? "winograd_output" : "winograd_input";
+    WGeom g;
+    Py_buffer b[2];
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s takes (array, array, wgeom)", name);
+        return NULL;
+    }
+    if (!parse_wgeom(args[2], &g, name))
+        return NULL;
+    int size = conv_buffers(args, 2, 2, -1, name, b);
+    if (!size)
+        return NULL;
+    /* the image side: x (input) or y (output); the tile side: v or m (16, tiles, width) */
+    Py_buffer *img = &b[output], *tl = &b[1 - output];
+    Py_ssize_t n_img = img->len / size;
+    int shaped = tl->ndim == 3 && tl->shape[0] == 16;
+    Py_ssize_t tiles = shaped ? tl->shape[1] : 0, width = shaped ? tl->shape[2] : 0;
+    Py_ssize_t plane = output ? g.ho * g.wo : g.h * g.w;
+    Py_ssize_t batch = plane && width ? n_img / (plane * width) : 0;
+    if (!shaped || width == 0 || plane == 0 || n_img != batch * plane * width
+            || (!output && width != g.c) || g.tile0 + tiles > batch * g.th * g.tw) {
+        release_n(b, 2);
+        PyErr_Format(PyExc_ValueError, "%s: the arrays do not fit the geometry (the tiles "
+                     "(16, tiles, channels))", name);
+        return NULL;
+    }
+    /* scratch: the input tile and its half transform (32 rows of C), or A^T m (8 rows) */
+    void *tile = PyMem_Malloc((output ? 8 : 32) * width * size);
+    if (tile == NULL) {
+        release_n(b, 2);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (output && size == 4)
+        winograd_output_float(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (output)
+        winograd_output_double(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (size == 4)
+        winograd_input_float(b[0].buf, b[1].buf, &g, tiles, tile);
+    else
+        winograd_input_double(b[0].buf, b[1].buf, &g, tiles, tile);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(tile);
+    release_n(b, 2);
+    Py_RETURN_NONE;
+}
+
+static PyObject *winograd_input(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return winograd_call(args, nargs, 0);
+}
+
+static PyObject *winograd_output(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return winograd_call(args, nargs, 1);
+}
 /* ---- end of the convolution and pooling kernels ---- */
 
 static PyMethodDef methods[] = {
@@ -634,6 +826,10 @@ static PyMethodDef methods[] = {
      "max_pool(x, out, arg, geom): each window's max and the tap of its first max."},
     {"max_pool_grad", (PyCFunction)(void (*)(void))max_pool_grad_kernel, METH_FASTCALL,
      "max_pool_grad(arg, g, dx, geom): dx += g at each window's max."},
+    {"winograd_input", (PyCFunction)(void (*)(void))winograd_input, METH_FASTCALL,
+     "winograd_input(x, v, wgeom): the F(2x2, 3x3) transforms of input tiles."},
+    {"winograd_output", (PyCFunction)(void (*)(void))winograd_output, METH_FASTCALL,
+     "winograd_output(m, y, wgeom): the 2x2 outputs of transformed tiles."},
     {NULL}
 };
 

@@ -26,7 +26,8 @@ and `max_pool_grad_grad` gathers from them: these two are each other's transpose
 window's mean is over its valid (unpadded) elements, as in TensorFlow.
 
 On the `numpy` backend, where tapegpu/backends/_cpu.c is built, ungrouped float convolutions
-run im2col/col2im in C with the matmuls over cache-sized blocks of rows, and max_pool and
+run im2col/col2im in C with the matmuls over cache-sized blocks of rows (a 3x3 stride-1 2-D
+forward with 32 or more input channels: Winograd F(2x2, 3x3) tiles instead), and max_pool and
 max_pool_grad are one pass in C (`_cpu_*` below); the functions above are the reference they
 are tested against and what every other case and backend runs.
 """
@@ -314,6 +315,45 @@ def _blocks(rows, width, itemsize):
     return step, [(r, min(step, rows - r)) for r in range(0, rows, step)]
 
 
+_WINOGRAD_MIN_CHANNELS = 32
+_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+
+
+def _winograd_fits(x, w, strides, dilations):
+    """A 3x3 stride-1 2-D convolution with enough input channels for F(2x2, 3x3) to pay: from
+    32 (its 16 matmuls have the input channels as inner dimension; with fewer, im2col's 9 times
+    as long one is faster)."""
+    return (len(strides) == 2 and w.shape[:2] == (3, 3) and strides == (1, 1) and
+            dilations == (1, 1) and w.shape[2] >= _WINOGRAD_MIN_CHANNELS and w.shape[3] >= 8
+            and hasattr(cpu_kernels, "winograd_input"))
+
+
+def _winograd_conv(x, w, pads, out):
+    """Winograd F(2x2, 3x3): each 4x4 input tile (stride 2) transformed to 16 values per
+    channel, 16 matmuls with the transformed filter, and the 2x2 outputs transformed back; over
+    blocks of tiles small enough to stay in cache."""
+    cin, cout = w.shape[2:]
+    lead = x.shape[:-3]
+    batch = math.prod(lead)
+    g = _WINOGRAD_G.astype(w.dtype)
+    u = np.tensordot(g, np.tensordot(g, w, axes=(1, 0)), axes=(1, 1))  # (4 b, 4 a, cin, cout)
+    u = np.ascontiguousarray(u.transpose(1, 0, 2, 3)).reshape(16, cin, cout)
+    x = np.ascontiguousarray(x)
+    y = np.empty(lead + out + (cout,), x.dtype)
+    tiles = batch * -(-out[0] // 2) * -(-out[1] // 2)
+    step = max(1, min(tiles, _BLOCK_BYTES // (16 * (cin + cout) * x.itemsize)))
+    v_buf = np.empty(16 * step * cin, x.dtype)
+    m_buf = np.empty(16 * step * cout, x.dtype)
+    for t0 in range(0, tiles, step):
+        n = min(step, tiles - t0)
+        v, m = v_buf[:16 * n * cin].reshape(16, n, cin), m_buf[:16 * n * cout].reshape(16, n, cout)
+        geom = (cin,) + x.shape[-3:-1] + out + (pads[0][0], pads[1][0], t0)
+        cpu_kernels.winograd_input(x, v, geom)
+        np.matmul(v, u, out=m)
+        cpu_kernels.winograd_output(m, y, geom)
+    return y
+
+
 def _cpu_conv(xp, x, w, strides, dilations, pads):
     nd = len(strides)
     ksize, (cin, cout) = w.shape[:nd], w.shape[-2:]
@@ -323,6 +363,8 @@ def _cpu_conv(xp, x, w, strides, dilations, pads):
     out = _out_spatial(spatial, ksize, strides, dilations, pads)
     lead = x.shape[:-nd - 1]
     rows, width = math.prod(lead) * math.prod(out), math.prod(ksize) * cin
+    if rows and _winograd_fits(x, w, strides, dilations):
+        return _winograd_conv(x, w, pads, out)
     y = np.empty((rows, cout), x.dtype)
     if rows and cout:
         x = np.ascontiguousarray(x)

@@ -209,3 +209,77 @@ def test_kernel_argument_checks():
     arg[0, 0, 0, 0] = 4  # a 2x2 window has taps 0..3
     with pytest.raises(ValueError, match="out of range"):
         cpu_kernels.max_pool_grad(arg, out, np.zeros_like(x), _geom())
+
+
+WINOGRAD_CASES = [  # (x shape, pads, cout): odd and even sizes, padding on one side or both
+    ((2, 9, 8, 32), ((0, 0), (0, 0)), 8),
+    ((3, 7, 10, 33), ((1, 1), (1, 1)), 16),
+    ((1, 4, 5, 40), ((2, 0), (0, 1)), 9),
+    ((2, 3, 3, 32), ((1, 2), (2, 1)), 8),
+    ((2, 2, 6, 32), ((1, 1), (0, 0)), 12),
+    ((2, 3, 5, 7, 32), ((0, 1), (1, 0)), 8),  # two leading axes
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs, pads, cout", WINOGRAD_CASES)
+def test_winograd_forward_matches_the_reference(monkeypatch, xs, pads, cout, dtype):
+    rng = np.random.default_rng(xs[1])
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal((3, 3, xs[-1], cout)).astype(dtype)
+    p = {"strides": (1, 1), "dilations": (1, 1), "pads": pads}
+    assert conv._winograd_fits(x, w, (1, 1), (1, 1))
+    want = conv._conv_forward(np, x, w, **p)
+    got = conv._cpu_conv(np, x, w, **p)
+    assert got.dtype == dtype and got.shape == want.shape
+    # float32 rounding relative to the outputs' scale (sums of 9 * C products of order 1)
+    tol = {"rtol": 1e-5, "atol": 1e-6 * np.abs(want).max()} if dtype == np.float32 else \
+        _tol(dtype)
+    np.testing.assert_allclose(got, want, **tol)
+    monkeypatch.setattr(conv, "_BLOCK_BYTES", 1)  # one tile a block
+    np.testing.assert_allclose(conv._cpu_conv(np, x, w, **p), want, **tol)
+
+
+def test_winograd_runs_only_where_it_fits(monkeypatch):
+    calls = []
+    kernel = cpu_kernels.winograd_input
+    monkeypatch.setattr(cpu_kernels, "winograd_input", lambda *a: calls.append(1) or kernel(*a))
+    x = np.ones((1, 6, 6, 32), np.float32)
+    p = {"dilations": (1, 1), "pads": ((0, 0), (0, 0))}
+    conv._cpu_conv(np, x, np.ones((3, 3, 32, 8), np.float32), strides=(2, 2), **p)
+    conv._cpu_conv(np, x, np.ones((2, 3, 32, 8), np.float32), strides=(1, 1), **p)
+    conv._cpu_conv(np, x[..., :16], np.ones((3, 3, 16, 8), np.float32), strides=(1, 1), **p)
+    conv._cpu_conv(np, x[:0], np.ones((3, 3, 32, 8), np.float32), strides=(1, 1), **p)
+    assert not calls
+    conv._cpu_conv(np, x, np.ones((3, 3, 32, 8), np.float32), strides=(1, 1), **p)
+    assert calls
+
+
+def test_public_conv2d_through_winograd_with_and_without_the_kernels(monkeypatch):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 7, 6, 32)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 32, 8)).astype(np.float32)
+    outs = []
+    for on in (True, False):
+        monkeypatch.setattr(conv, "_CPU_CONV", on)
+        with tg.device("cpu"):
+            outs.append([tg.nn.conv2d(np.moveaxis(x, -1, 1), w, 1, "SAME",
+                                      data_format="NCHW").numpy(),
+                         tg.nn.conv2d(x, w, 1, [[0, 0], [2, 0], [1, 1], [0, 0]]).numpy()])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_winograd_kernel_argument_checks():
+    x = np.zeros((1, 4, 4, 8), np.float32)
+    geom = (8, 4, 4, 2, 2, 0, 0, 0)
+    cpu_kernels.winograd_input(x, np.zeros((16, 1, 8), np.float32), geom)
+    with pytest.raises(ValueError, match="do not fit"):
+        cpu_kernels.winograd_input(x, np.zeros((16, 2, 8), np.float32), geom)  # 1 tile only
+    with pytest.raises(ValueError, match="do not fit"):
+        cpu_kernels.winograd_input(x, np.zeros((16, 1, 4), np.float32), geom)  # not C wide
+    with pytest.raises(ValueError, match="do not fit"):
+        cpu_kernels.winograd_output(np.zeros((8, 1, 3), np.float32),
+                                    np.zeros((1, 2, 2, 3), np.float32), geom)
+    with pytest.raises(ValueError, match="bad wgeom"):
+        cpu_kernels.winograd_input(x, np.zeros((16, 1, 8), np.float32), geom[:-1] + (-1,))
