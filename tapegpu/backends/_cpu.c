@@ -750,9 +750,56 @@ static int parse_wgeom(PyObject *t, WGeom *g, const char *name)
 WINOGRAD_KERNELS(float)
 WINOGRAD_KERNELS(double)
 
+/* the adjoint of winograd_output: m[:, t] = A dy_t A^T, dy_t the 2x2 output tile (0 past the
+ * edges), from y (B, Ho, Wo, Cout) to m (16, tiles, Cout) */
+#define WINOGRAD_ADJOINT(T)                                                                   \
+    static NOINLINE void neg_##T(T *restrict o, const T *restrict p, Py_ssize_t c)            \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = -p[j];                                                                     \
+    }                                                                                         \
+    /* the 4 rows (r0, r0 + r1, r0 - r1, -r1) of A r for a pair of rows r0, r1 */             \
+    static void wino_lift_##T(T *o0, T *o1, T *o2, T *o3, const T *r0, const T *r1,           \
+                              Py_ssize_t c)                                                   \
+    {                                                                                         \
+        memcpy(o0, r0, c * sizeof(T));                                                        \
+        sum2_##T(o1, r0, r1, c);                                                              \
+        dif2_##T(o2, r0, r1, c);                                                              \
+        neg_##T(o3, r1, c);                                                                   \
+    }                                                                                         \
+    static void winograd_grad_output_##T(const T *restrict y, T *restrict m, const WGeom *g,  \
+                                         Py_ssize_t tiles, Py_ssize_t cout, T *restrict u)    \
+    {                                                                                         \
+        Py_ssize_t per = g->th * g->tw, s = tiles * cout;                                     \
+        T *zero = u + 8 * cout; /* u: A dy, 4 rows of 2 columns of cout; then zeros */  \
+        memset(zero, 0, cout * sizeof(T));                                                    \
+        for (Py_ssize_t t = 0; t < tiles; t++) {                                              \
+            Py_ssize_t at = g->tile0 + t, b = at / per, ti = at % per / g->tw,                \
+                       tj = at % g->tw;                                                       \
+            const T *yb = y + ((b * g->ho + 2 * ti) * g->wo + 2 * tj) * cout;                 \
+            int down = 2 * ti + 1 < g->ho, right = 2 * tj + 1 < g->wo;                        \
+            const T *y00 = yb, *y01 = right ? yb + cout : zero;                               \
+            const T *y10 = down ? yb + g->wo * cout : zero;                                   \
+            const T *y11 = down && right ? yb + (g->wo + 1) * cout : zero;                    \
+            T *a = u; /* A dy: row r, column k at a + (2 r + k) cout */                        \
+            wino_lift_##T(a, a + 2 * cout, a + 4 * cout, a + 6 * cout, y00, y10, cout);       \
+            wino_lift_##T(a + cout, a + 3 * cout, a + 5 * cout, a + 7 * cout, y01, y11, cout);\
+            T *mt = m + t * cout;                                                             \
+            for (int r = 0; r < 4; r++)                                                       \
+                wino_lift_##T(mt + (4 * r) * s, mt + (4 * r + 1) * s, mt + (4 * r + 2) * s,   \
+                              mt + (4 * r + 3) * s, a + 2 * r * cout, a + (2 * r + 1) * cout, \
+                              cout);                                                          \
+        }                                                                                     \
+    }
+WINOGRAD_ADJOINT(float)
+WINOGRAD_ADJOINT(double)
+
+
+/* output: 0 winograd_input (x, v), 1 winograd_output (m, y), 2 winograd_grad_output (y, m) */
 static PyObject *winograd_call(PyObject *const *args, Py_ssize_t nargs, int output)
 {
-    const char *name = output ? "winograd_output" : "winograd_input";
+    const char *name = output == 2 ? "winograd_grad_output" :
+                       output ? "winograd_output" : "winograd_input";
     WGeom g;
     Py_buffer b[2];
     if (nargs != 3) {
@@ -765,7 +812,8 @@ static PyObject *winograd_call(PyObject *const *args, Py_ssize_t nargs, int outp
     if (!size)
         return NULL;
     /* the image side: x (input) or y (output); the tile side: v or m (16, tiles, width) */
-    Py_buffer *img = &b[output], *tl = &b[1 - output];
+    int img_at = output == 1 ? 1 : 0;
+    Py_buffer *img = &b[img_at], *tl = &b[1 - img_at];
     Py_ssize_t n_img = img->len / size;
     int shaped = tl->ndim == 3 && tl->shape[0] == 16;
     Py_ssize_t tiles = shaped ? tl->shape[1] : 0, width = shaped ? tl->shape[2] : 0;
@@ -779,13 +827,17 @@ static PyObject *winograd_call(PyObject *const *args, Py_ssize_t nargs, int outp
         return NULL;
     }
     /* scratch: the input tile and its half transform (32 rows of C), or A^T m (8 rows) */
-    void *tile = PyMem_Malloc((output ? 8 : 32) * width * size);
+    void *tile = PyMem_Malloc((output == 2 ? 9 : output ? 8 : 32) * width * size);
     if (tile == NULL) {
         release_n(b, 2);
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    if (output && size == 4)
+    if (output == 2 && size == 4)
+        winograd_grad_output_float(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (output == 2)
+        winograd_grad_output_double(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (output && size == 4)
         winograd_output_float(b[0].buf, b[1].buf, &g, tiles, width, tile);
     else if (output)
         winograd_output_double(b[0].buf, b[1].buf, &g, tiles, width, tile);
@@ -807,6 +859,10 @@ static PyObject *winograd_input(PyObject *mod, PyObject *const *args, Py_ssize_t
 static PyObject *winograd_output(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     return winograd_call(args, nargs, 1);
+}
+static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return winograd_call(args, nargs, 2);
 }
 /* ---- end of the convolution and pooling kernels ---- */
 
@@ -830,6 +886,8 @@ static PyMethodDef methods[] = {
      "winograd_input(x, v, wgeom): the F(2x2, 3x3) transforms of input tiles."},
     {"winograd_output", (PyCFunction)(void (*)(void))winograd_output, METH_FASTCALL,
      "winograd_output(m, y, wgeom): the 2x2 outputs of transformed tiles."},
+    {"winograd_grad_output", (PyCFunction)(void (*)(void))winograd_grad_output, METH_FASTCALL,
+     "winograd_grad_output(y, m, wgeom): the adjoint of winograd_output."},
     {NULL}
 };
 

@@ -27,7 +27,8 @@ window's mean is over its valid (unpadded) elements, as in TensorFlow.
 
 On the `numpy` backend, where tapegpu/backends/_cpu.c is built, ungrouped float convolutions
 run im2col/col2im in C with the matmuls over cache-sized blocks of rows (a 3x3 stride-1 2-D
-forward with 32 or more input channels: Winograd F(2x2, 3x3) tiles instead), and max_pool and
+forward and filter gradient with 32 or more input channels: Winograd F(2x2, 3x3) tiles
+instead), and max_pool and
 max_pool_grad are one pass in C (`_cpu_*` below); the functions above are the reference they
 are tested against and what every other case and backend runs.
 """
@@ -319,12 +320,12 @@ _WINOGRAD_MIN_CHANNELS = 32
 _WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 
-def _winograd_fits(x, w, strides, dilations):
+def _winograd_fits(w_shape, strides, dilations):
     """A 3x3 stride-1 2-D convolution with enough input channels for F(2x2, 3x3) to pay: from
     32 (its 16 matmuls have the input channels as inner dimension; with fewer, im2col's 9 times
     as long one is faster)."""
-    return (len(strides) == 2 and w.shape[:2] == (3, 3) and strides == (1, 1) and
-            dilations == (1, 1) and w.shape[2] >= _WINOGRAD_MIN_CHANNELS and w.shape[3] >= 8
+    return (len(strides) == 2 and tuple(w_shape[:2]) == (3, 3) and strides == (1, 1) and
+            dilations == (1, 1) and w_shape[2] >= _WINOGRAD_MIN_CHANNELS and w_shape[3] >= 8
             and hasattr(cpu_kernels, "winograd_input"))
 
 
@@ -354,6 +355,32 @@ def _winograd_conv(x, w, pads, out):
     return y
 
 
+def _winograd_filter(x, g, w_shape, pads, out):
+    """The filter gradient as the adjoint of `_winograd_conv`: per block of tiles, the input
+    tiles' transforms and the output gradient's (A dy A^T), 16 matmuls summed over blocks, and
+    G^T (.) G back to the 3x3 filter."""
+    cin, cout = w_shape[2:]
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    tiles = math.prod(x.shape[:-3]) * -(-out[0] // 2) * -(-out[1] // 2)
+    step = max(1, min(tiles, _BLOCK_BYTES // (16 * (cin + cout) * x.itemsize)))
+    v_buf = np.empty(16 * step * cin, x.dtype)
+    m_buf = np.empty(16 * step * cout, x.dtype)
+    du = np.zeros((16, cin, cout), x.dtype)
+    part = np.empty((16, cin, cout), x.dtype)
+    for t0 in range(0, tiles, step):
+        n = min(step, tiles - t0)
+        v, m = v_buf[:16 * n * cin].reshape(16, n, cin), m_buf[:16 * n * cout].reshape(16, n, cout)
+        geom = (cin,) + x.shape[-3:-1] + tuple(out) + (pads[0][0], pads[1][0], t0)
+        cpu_kernels.winograd_input(x, v, geom)
+        cpu_kernels.winograd_grad_output(g, m, geom)
+        np.matmul(v.transpose(0, 2, 1), m, out=part)
+        du += part
+    gm = _WINOGRAD_G.astype(x.dtype)
+    du = du.reshape(4, 4, cin, cout)
+    dw = np.tensordot(gm, np.tensordot(gm, du, axes=(0, 0)), axes=(0, 1))  # (j, i, cin, cout)
+    return np.ascontiguousarray(dw.transpose(1, 0, 2, 3))
+
+
 def _cpu_conv(xp, x, w, strides, dilations, pads):
     nd = len(strides)
     ksize, (cin, cout) = w.shape[:nd], w.shape[-2:]
@@ -363,7 +390,7 @@ def _cpu_conv(xp, x, w, strides, dilations, pads):
     out = _out_spatial(spatial, ksize, strides, dilations, pads)
     lead = x.shape[:-nd - 1]
     rows, width = math.prod(lead) * math.prod(out), math.prod(ksize) * cin
-    if rows and _winograd_fits(x, w, strides, dilations):
+    if rows and _winograd_fits(w.shape, strides, dilations):
         return _winograd_conv(x, w, pads, out)
     y = np.empty((rows, cout), x.dtype)
     if rows and cout:
@@ -408,6 +435,8 @@ def _cpu_conv_filter(xp, x, g, w_shape, strides, dilations, pads):
         return NotImplemented
     spatial, out = x.shape[-nd - 1:-1], g.shape[-nd - 1:-1]
     rows, width = math.prod(x.shape[:-nd - 1]) * math.prod(out), math.prod(ksize) * cin
+    if rows and _winograd_fits(w_shape, strides, dilations):
+        return _winograd_filter(x, g, w_shape, pads, out)
     dw = np.zeros((width, cout), x.dtype)
     if rows and width and cout:
         x = np.ascontiguousarray(x)

@@ -223,21 +223,25 @@ WINOGRAD_CASES = [  # (x shape, pads, cout): odd and even sizes, padding on one 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("xs, pads, cout", WINOGRAD_CASES)
-def test_winograd_forward_matches_the_reference(monkeypatch, xs, pads, cout, dtype):
+def test_winograd_forward_and_filter_gradient_match_the_references(monkeypatch, xs, pads, cout,
+                                                                   dtype):
     rng = np.random.default_rng(xs[1])
     x = rng.standard_normal(xs).astype(dtype)
     w = rng.standard_normal((3, 3, xs[-1], cout)).astype(dtype)
     p = {"strides": (1, 1), "dilations": (1, 1), "pads": pads}
-    assert conv._winograd_fits(x, w, (1, 1), (1, 1))
-    want = conv._conv_forward(np, x, w, **p)
-    got = conv._cpu_conv(np, x, w, **p)
-    assert got.dtype == dtype and got.shape == want.shape
-    # float32 rounding relative to the outputs' scale (sums of 9 * C products of order 1)
-    tol = {"rtol": 1e-5, "atol": 1e-6 * np.abs(want).max()} if dtype == np.float32 else \
-        _tol(dtype)
-    np.testing.assert_allclose(got, want, **tol)
-    monkeypatch.setattr(conv, "_BLOCK_BYTES", 1)  # one tile a block
-    np.testing.assert_allclose(conv._cpu_conv(np, x, w, **p), want, **tol)
+    assert conv._winograd_fits(w.shape, (1, 1), (1, 1))
+    g = rng.standard_normal(conv._conv_forward(np, x, w, **p).shape).astype(dtype)
+    wants = [conv._conv_forward(np, x, w, **p), conv._conv_filter_forward(np, x, g, w.shape, **p)]
+    for one_tile_blocks in (False, True):
+        if one_tile_blocks:
+            monkeypatch.setattr(conv, "_BLOCK_BYTES", 1)
+        gots = [conv._cpu_conv(np, x, w, **p), conv._cpu_conv_filter(np, x, g, w.shape, **p)]
+        for got, want in zip(gots, wants):
+            assert got.dtype == dtype and got.shape == want.shape
+            # float32 rounding relative to the results' scale (sums of many products of order 1)
+            tol = {"rtol": 1e-5, "atol": 1e-6 * np.abs(want).max()} if dtype == np.float32 \
+                else _tol(dtype)
+            np.testing.assert_allclose(got, want, **tol)
 
 
 def test_winograd_runs_only_where_it_fits(monkeypatch):
@@ -252,7 +256,10 @@ def test_winograd_runs_only_where_it_fits(monkeypatch):
     conv._cpu_conv(np, x[:0], np.ones((3, 3, 32, 8), np.float32), strides=(1, 1), **p)
     assert not calls
     conv._cpu_conv(np, x, np.ones((3, 3, 32, 8), np.float32), strides=(1, 1), **p)
-    assert calls
+    assert len(calls) == 1
+    conv._cpu_conv_filter(np, x, np.ones((1, 4, 4, 8), np.float32), (3, 3, 32, 8),
+                          strides=(1, 1), **p)
+    assert len(calls) == 2
 
 
 def test_public_conv2d_through_winograd_with_and_without_the_kernels(monkeypatch):
@@ -263,11 +270,15 @@ def test_public_conv2d_through_winograd_with_and_without_the_kernels(monkeypatch
     for on in (True, False):
         monkeypatch.setattr(conv, "_CPU_CONV", on)
         with tg.device("cpu"):
-            outs.append([tg.nn.conv2d(np.moveaxis(x, -1, 1), w, 1, "SAME",
-                                      data_format="NCHW").numpy(),
-                         tg.nn.conv2d(x, w, 1, [[0, 0], [2, 0], [1, 1], [0, 0]]).numpy()])
+            wt = tg.constant(w)
+            with tg.GradientTape() as tape:
+                tape.watch(wt)
+                y1 = tg.nn.conv2d(np.moveaxis(x, -1, 1), wt, 1, "SAME", data_format="NCHW")
+                y2 = tg.nn.conv2d(x, wt, 1, [[0, 0], [2, 0], [1, 1], [0, 0]])
+                loss = tg.reduce_sum(tg.sin(y1)) + tg.reduce_sum(y2 * y2)
+            outs.append([y1.numpy(), y2.numpy(), tape.gradient(loss, wt).numpy()])
     for a, b in zip(*outs):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
 
 
 def test_winograd_kernel_argument_checks():
@@ -281,5 +292,10 @@ def test_winograd_kernel_argument_checks():
     with pytest.raises(ValueError, match="do not fit"):
         cpu_kernels.winograd_output(np.zeros((8, 1, 3), np.float32),
                                     np.zeros((1, 2, 2, 3), np.float32), geom)
+    cpu_kernels.winograd_grad_output(np.zeros((1, 2, 2, 3), np.float32),
+                                     np.zeros((16, 1, 3), np.float32), geom)
+    with pytest.raises(ValueError, match="do not fit"):
+        cpu_kernels.winograd_grad_output(np.zeros((1, 2, 2, 3), np.float32),
+                                         np.zeros((16, 2, 3), np.float32), geom)
     with pytest.raises(ValueError, match="bad wgeom"):
         cpu_kernels.winograd_input(x, np.zeros((16, 1, 8), np.float32), geom[:-1] + (-1,))
