@@ -28,9 +28,8 @@ window's mean is over its valid (unpadded) elements, as in TensorFlow.
 On the `numpy` backend, where tapegpu/backends/_cpu.c is built, ungrouped float convolutions
 run im2col/col2im in C with the matmuls over cache-sized blocks of rows (a 3x3 stride-1 2-D
 forward and filter gradient with 32 or more input channels: Winograd F(2x2, 3x3) tiles
-instead), and max_pool and
-max_pool_grad are one pass in C (`_cpu_*` below); the functions above are the reference they
-are tested against and what every other case and backend runs.
+instead), and max_pool and max_pool_grad are one pass in C (`_cpu_*` below); the functions
+above are the reference they are tested against and what every other case and backend runs.
 """
 import math
 
@@ -282,8 +281,10 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
 # The same three ops with im2col/col2im in C and the matmuls over blocks of rows small enough for
 # the columns to stay in cache: a block's columns are written, then read once by one matmul, and
 # the buffer is reused for the next block. Columns are ordered (tap, channel), so the filter
-# (*k, cin, cout) is already the matrix (taps * cin, cout). Ungrouped float32/float64 only; every
-# other case is the reference's (the kernels return NotImplemented).
+# (*k, cin, cout) is already the matrix (taps * cin, cout). A 3x3 stride-1 2-D forward and filter
+# gradient with many input channels use Winograd F(2x2, 3x3) instead (the filter gradient as the
+# forward's adjoint), over blocks of tiles. Ungrouped float32/float64 only; every other case is
+# the reference's (the kernels return NotImplemented).
 
 _CPU_CONV = cpu_kernels is not None and hasattr(cpu_kernels, "im2col")
 _BLOCK_BYTES = 1 << 19  # one block of columns: half a MiB
@@ -329,26 +330,30 @@ def _winograd_fits(w_shape, strides, dilations):
             and hasattr(cpu_kernels, "winograd_input"))
 
 
-def _winograd_conv(x, w, pads, out):
-    """Winograd F(2x2, 3x3): each 4x4 input tile (stride 2) transformed to 16 values per
-    channel, 16 matmuls with the transformed filter, and the 2x2 outputs transformed back; over
-    blocks of tiles small enough to stay in cache."""
-    cin, cout = w.shape[2:]
-    lead = x.shape[:-3]
-    batch = math.prod(lead)
-    g = _WINOGRAD_G.astype(w.dtype)
-    u = np.tensordot(g, np.tensordot(g, w, axes=(1, 0)), axes=(1, 1))  # (4 b, 4 a, cin, cout)
-    u = np.ascontiguousarray(u.transpose(1, 0, 2, 3)).reshape(16, cin, cout)
-    x = np.ascontiguousarray(x)
-    y = np.empty(lead + out + (cout,), x.dtype)
-    tiles = batch * -(-out[0] // 2) * -(-out[1] // 2)
+def _tile_blocks(x, cin, cout, out, pads):
+    """For each block of Winograd tiles (small enough to stay in cache): buffers (16, n, cin)
+    and (16, n, cout), reused from block to block, and the kernels' geometry tuple."""
+    tiles = math.prod(x.shape[:-3]) * -(-out[0] // 2) * -(-out[1] // 2)
     step = max(1, min(tiles, _BLOCK_BYTES // (16 * (cin + cout) * x.itemsize)))
     v_buf = np.empty(16 * step * cin, x.dtype)
     m_buf = np.empty(16 * step * cout, x.dtype)
     for t0 in range(0, tiles, step):
         n = min(step, tiles - t0)
-        v, m = v_buf[:16 * n * cin].reshape(16, n, cin), m_buf[:16 * n * cout].reshape(16, n, cout)
-        geom = (cin,) + x.shape[-3:-1] + out + (pads[0][0], pads[1][0], t0)
+        yield (v_buf[:16 * n * cin].reshape(16, n, cin), m_buf[:16 * n * cout].reshape(16, n, cout),
+               (cin,) + x.shape[-3:-1] + tuple(out) + (pads[0][0], pads[1][0], t0))
+
+
+def _winograd_conv(x, w, pads, out):
+    """Winograd F(2x2, 3x3): each 4x4 input tile (stride 2) transformed to 16 values per
+    channel (B^T d B), 16 matmuls with the transformed filter (G w G^T), and the 2x2 outputs
+    transformed back (A^T m A)."""
+    cin, cout = w.shape[2:]
+    g = _WINOGRAD_G.astype(w.dtype)
+    u = np.tensordot(g, np.tensordot(g, w, axes=(1, 0)), axes=(1, 1))  # (4 b, 4 a, cin, cout)
+    u = np.ascontiguousarray(u.transpose(1, 0, 2, 3)).reshape(16, cin, cout)
+    x = np.ascontiguousarray(x)
+    y = np.empty(x.shape[:-3] + tuple(out) + (cout,), x.dtype)
+    for v, m, geom in _tile_blocks(x, cin, cout, out, pads):
         cpu_kernels.winograd_input(x, v, geom)
         np.matmul(v, u, out=m)
         cpu_kernels.winograd_output(m, y, geom)
@@ -356,21 +361,14 @@ def _winograd_conv(x, w, pads, out):
 
 
 def _winograd_filter(x, g, w_shape, pads, out):
-    """The filter gradient as the adjoint of `_winograd_conv`: per block of tiles, the input
-    tiles' transforms and the output gradient's (A dy A^T), 16 matmuls summed over blocks, and
+    """The filter gradient as the adjoint of `_winograd_conv`: the input tiles' transforms and
+    the output gradient's (A dy A^T), 16 matmuls summed over the blocks of tiles, and
     G^T (.) G back to the 3x3 filter."""
     cin, cout = w_shape[2:]
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
-    tiles = math.prod(x.shape[:-3]) * -(-out[0] // 2) * -(-out[1] // 2)
-    step = max(1, min(tiles, _BLOCK_BYTES // (16 * (cin + cout) * x.itemsize)))
-    v_buf = np.empty(16 * step * cin, x.dtype)
-    m_buf = np.empty(16 * step * cout, x.dtype)
     du = np.zeros((16, cin, cout), x.dtype)
     part = np.empty((16, cin, cout), x.dtype)
-    for t0 in range(0, tiles, step):
-        n = min(step, tiles - t0)
-        v, m = v_buf[:16 * n * cin].reshape(16, n, cin), m_buf[:16 * n * cout].reshape(16, n, cout)
-        geom = (cin,) + x.shape[-3:-1] + tuple(out) + (pads[0][0], pads[1][0], t0)
+    for v, m, geom in _tile_blocks(x, cin, cout, out, pads):
         cpu_kernels.winograd_input(x, v, geom)
         cpu_kernels.winograd_grad_output(g, m, geom)
         np.matmul(v.transpose(0, 2, 1), m, out=part)
