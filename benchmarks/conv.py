@@ -180,11 +180,13 @@ def conv2d_cases(batch=64):
 
 
 def _check(net, conv):
-    """The floor computes what tapegpu computes (so that the ratio compares like with like)."""
+    """tapegpu computes what the floor computes (so that the ratio compares like with like).
+    The net's gradients are compared in norm: a max-pool window whose two largest values are
+    within rounding of each other may pick either (float32 vs float64 flips 3 of the 102400
+    windows of the second pooling), which sends that term of the gradient elsewhere."""
     x, labels, ws, step = net
-    want = numpy_step(x, labels, *ws)[1]
-    for a, b in zip(step(), want):
-        np.testing.assert_allclose(a.numpy(), b, rtol=2e-3, atol=2e-5)
+    for a, b in zip(step(), numpy_step(x, labels, *ws)[1]):
+        assert np.linalg.norm(a.numpy() - b) <= 1e-2 * np.linalg.norm(b), "net gradients differ"
     *_, tape_conv, floor_conv = conv
     for a, b in zip(tape_conv(), floor_conv()):
         np.testing.assert_allclose(a.numpy(), b, rtol=2e-3, atol=2e-4)

@@ -21,6 +21,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 
 typedef struct {
     Py_buffer b[3];
@@ -309,6 +310,680 @@ static PyObject *relu_backward_sum(PyObject *mod, PyObject *const *args, Py_ssiz
 
 /* ---- end of the tg.function replay kernels ------------------------------------------------ */
 
+/* ---- convolution and pooling kernels (tapegpu/ops/conv.py) -------------------------------
+ *
+ * Channels-last arrays with up to 3 spatial dimensions (fewer: leading sizes of 1) and a
+ * flattened leading batch. `geom` is a tuple of 19 ints:
+ *     C, in[3], out[3], ksize[3], strides[3], dilations[3], pad_lo[3]
+ * Output position o and kernel tap k meet input position o * stride + k * dilation - pad_lo;
+ * outside [0, in) is padding (zero for convolution, never chosen for max pooling).
+ *
+ *   im2col(x, cols, geom, row0)        cols[r, (tap, c)] = x at the input position of row
+ *                                      row0 + r (rows are (batch, *out)) and tap, or 0 in
+ *                                      the padding: rows of taps * C, each tap's C contiguous
+ *   col2im(cols, dx, geom, row0)       the transpose: dx += cols' values at their input
+ *                                      positions (dx must be zero where nothing else is)
+ *   max_pool(x, out, arg, geom)        out = each window's maximum, arg (int32) = the tap of
+ *                                      its first maximum, padding taps counted as the lowest
+ *                                      value (as numpy's strict `>` over padded input)
+ *   max_pool_grad(arg, g, dx, geom)    dx += g at each window's arg position; g may have
+ *                                      leading batch axes that arg lacks (dx has them too)
+ *
+ * float32 or float64, C-contiguous; ValueError/TypeError on mismatched sizes. The GIL is
+ * released while they run.
+ */
+typedef struct {
+    Py_ssize_t c, in[3], out[3], k[3], s[3], d[3], lo[3], taps, in_n, out_n;
+} Geom;
+
+static int parse_geom(PyObject *t, Geom *g, const char *name)
+{
+    Py_ssize_t v[19];
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 19) {
+        PyErr_Format(PyExc_TypeError, "%s: geom must be a tuple of 19 ints", name);
+        return 0;
+    }
+    for (int i = 0; i < 19; i++) {
+        v[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+        if (v[i] == -1 && PyErr_Occurred())
+            return 0;
+        if (v[i] < (i >= 7 && i < 16 ? 1 : 0)) {
+            PyErr_Format(PyExc_ValueError, "%s: bad geom entry %d: %zd", name, i, v[i]);
+            return 0;
+        }
+    }
+    g->c = v[0];
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = v[1 + i];
+        g->out[i] = v[4 + i];
+        g->k[i] = v[7 + i];
+        g->s[i] = v[10 + i];
+        g->d[i] = v[13 + i];
+        g->lo[i] = v[16 + i];
+    }
+    g->taps = g->k[0] * g->k[1] * g->k[2];
+    g->in_n = g->in[0] * g->in[1] * g->in[2];
+    g->out_n = g->out[0] * g->out[1] * g->out[2];
+    return 1;
+}
+
+/* the buffers args[0..n-1], C-contiguous, all float32 or all float64 except `int_arg` (int32,
+ * -1 for none); those in `writable` (a bit mask) writeable. Returns the float item size. */
+static int conv_buffers(PyObject *const *args, int n, int writable, int int_arg,
+                        const char *name, Py_buffer *b)
+{
+    int size = 0;
+    for (int i = 0; i < n; i++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | ((writable >> i) & 1 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[i], &b[i], flags) < 0) {
+            for (int j = 0; j < i; j++)
+                PyBuffer_Release(&b[j]);
+            return 0;
+        }
+    }
+    const char *bad = NULL, *ff = NULL;
+    for (int i = 0; i < n && !bad; i++) {
+        const char *f = b[i].format;
+        if (i == int_arg) {
+            if (b[i].itemsize != 4 || !(strcmp(f, "i") == 0 || strcmp(f, "l") == 0))
+                bad = "the index array must be int32";
+        } else if (ff == NULL) {
+            ff = f;
+            size = b[i].itemsize;
+            if (!((size == 4 && strcmp(f, "f") == 0) || (size == 8 && strcmp(f, "d") == 0)))
+                bad = "the arrays must all be float32 or all float64";
+        } else if (b[i].itemsize != size || strcmp(f, ff) != 0) {
+            bad = "the arrays must all be float32 or all float64";
+        }
+    }
+    if (bad) {
+        for (int i = 0; i < n; i++)
+            PyBuffer_Release(&b[i]);
+        PyErr_Format(PyExc_TypeError, "%s: %s", name, bad);
+        return 0;
+    }
+    return size;
+}
+
+static void release_n(Py_buffer *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        PyBuffer_Release(&b[i]);
+}
+
+/* the window of one output position: its first input position on each axis (may be in the
+ * padding) */
+typedef struct {
+    Py_ssize_t base[3];
+} Window;
+
+static inline Window window_of(const Geom *g, Py_ssize_t o)
+{
+    Window w;
+    Py_ssize_t o2 = o % g->out[2], rest = o / g->out[2];
+    w.base[2] = o2 * g->s[2] - g->lo[2];
+    w.base[1] = (rest % g->out[1]) * g->s[1] - g->lo[1];
+    w.base[0] = (rest / g->out[1]) * g->s[0] - g->lo[0];
+    return w;
+}
+
+/* the input position (flat within one image) of window `w` at tap (t0, t1, t2), or -1 in the
+ * padding */
+static inline Py_ssize_t at_tap(const Geom *g, const Window *w, Py_ssize_t t0, Py_ssize_t t1,
+                                Py_ssize_t t2)
+{
+    Py_ssize_t i0 = w->base[0] + t0 * g->d[0], i1 = w->base[1] + t1 * g->d[1],
+               i2 = w->base[2] + t2 * g->d[2];
+    if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1] || i2 < 0 || i2 >= g->in[2])
+        return -1;
+    return (i0 * g->in[1] + i1) * g->in[2] + i2;
+}
+
+static inline Py_ssize_t at_flat_tap(const Geom *g, const Window *w, Py_ssize_t t)
+{
+    return at_tap(g, w, t / (g->k[1] * g->k[2]), (t / g->k[2]) % g->k[1], t % g->k[2]);
+}
+
+/* runs BODY for every tap of window `w` in order, with `t` its index and `i` its input
+ * position (-1 in the padding) */
+#define FOR_TAPS(g, w, BODY)                                                                  \
+    {                                                                                         \
+        Py_ssize_t t = 0;                                                                     \
+        for (Py_ssize_t t0 = 0; t0 < (g)->k[0]; t0++)                                         \
+            for (Py_ssize_t t1 = 0; t1 < (g)->k[1]; t1++)                                     \
+                for (Py_ssize_t t2 = 0; t2 < (g)->k[2]; t2++, t++) {                          \
+                    Py_ssize_t i = at_tap(g, &(w), t0, t1, t2);                               \
+                    BODY                                                                      \
+                }                                                                             \
+    }
+
+/* whether every tap of window `w` is inside the input (no padding) */
+static inline int inside(const Geom *g, const Window *w)
+{
+    for (int a = 0; a < 3; a++)
+        if (w->base[a] < 0 || w->base[a] + (g->k[a] - 1) * g->d[a] >= g->in[a])
+            return 0;
+    return 1;
+}
+
+/* the channel loops, on pointers that do not alias (so that they vectorize: not inlined, where
+ * gcc would drop the `restrict`s and branch per element) */
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+#define CHANNEL_LOOPS(T, I)                                                                    \
+    static NOINLINE void add_##T(T *restrict dst, const T *restrict src, Py_ssize_t c)          \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            dst[j] += src[j];                                                                 \
+    }                                                                                         \
+    static NOINLINE void pool_first_##T(const T *restrict v, T *restrict ob,                    \
+                                      int32_t *restrict ab, Py_ssize_t c, T lowest)           \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++) {                                                  \
+            ob[j] = v ? v[j] : lowest;                                                        \
+            ab[j] = 0;                                                                        \
+        }                                                                                     \
+    }                                                                                         \
+    static NOINLINE void pool_step_##T(const T *restrict v, T *restrict ob,                     \
+                                     int32_t *restrict ab, Py_ssize_t c, int32_t t)           \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++) { /* selects by bit masks: no branch */            \
+            T a = v[j], m = ob[j];                                                            \
+            I ai, mi, mask = -(I)(a > m);                                                     \
+            memcpy(&ai, &a, sizeof(T));                                                       \
+            memcpy(&mi, &m, sizeof(T));                                                       \
+            ai = (ai & mask) | (mi & ~mask);                                                  \
+            memcpy(ob + j, &ai, sizeof(T));                                                   \
+            ab[j] = (ab[j] & ~(int32_t)mask) | (t & (int32_t)mask);                           \
+        }                                                                                     \
+    }
+CHANNEL_LOOPS(float, int32_t)
+CHANNEL_LOOPS(double, int64_t)
+
+#define CONV_KERNELS(T)                                                                       \
+    static void im2col_##T(const T *restrict x, T *restrict cols, const Geom *g,              \
+                           Py_ssize_t row0, Py_ssize_t rows)                                  \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t r = 0; r < rows; r++) {                                               \
+            Py_ssize_t row = row0 + r;                                                        \
+            const T *xb = x + row / g->out_n * g->in_n * c;                                   \
+            Window w = window_of(g, row % g->out_n);                                          \
+            T *dst = cols + r * g->taps * c;                                                  \
+            if (g->d[2] == 1 && inside(g, &w)) { /* each run of the last axis's taps: one */  \
+                Py_ssize_t run = g->k[2] * c;                                                 \
+                for (Py_ssize_t t0 = 0; t0 < g->k[0]; t0++)                                   \
+                    for (Py_ssize_t t1 = 0; t1 < g->k[1]; t1++, dst += run)                   \
+                        memcpy(dst, xb + at_tap(g, &w, t0, t1, 0) * c, run * sizeof(T));      \
+                continue;                                                                     \
+            }                                                                                 \
+            FOR_TAPS(g, w, {                                                                  \
+                if (i < 0)                                                                    \
+                    memset(dst, 0, c * sizeof(T));                                            \
+                else if (c == 1)                                                              \
+                    *dst = xb[i];                                                             \
+                else                                                                          \
+                    memcpy(dst, xb + i * c, c * sizeof(T));                                   \
+                dst += c;                                                                     \
+            })                                                                                \
+        }                                                                                     \
+    }                                                                                         \
+    static void col2im_##T(const T *restrict cols, T *restrict dx, const Geom *g,             \
+                           Py_ssize_t row0, Py_ssize_t rows)                                  \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t r = 0; r < rows; r++) {                                               \
+            Py_ssize_t row = row0 + r;                                                        \
+            T *xb = dx + row / g->out_n * g->in_n * c;                                        \
+            Window w = window_of(g, row % g->out_n);                                          \
+            const T *src = cols + r * g->taps * c;                                            \
+            if (g->d[2] == 1 && inside(g, &w)) {                                              \
+                Py_ssize_t run = g->k[2] * c;                                                 \
+                for (Py_ssize_t t0 = 0; t0 < g->k[0]; t0++)                                   \
+                    for (Py_ssize_t t1 = 0; t1 < g->k[1]; t1++, src += run)                   \
+                        add_##T(xb + at_tap(g, &w, t0, t1, 0) * c, src, run);                 \
+                continue;                                                                     \
+            }                                                                                 \
+            FOR_TAPS(g, w, {                                                                  \
+                if (i >= 0)                                                                   \
+                    add_##T(xb + i * c, src, c);                                              \
+                src += c;                                                                     \
+            })                                                                                \
+        }                                                                                     \
+    }                                                                                         \
+    static void max_pool_##T(const T *restrict x, T *restrict out, int32_t *restrict arg,     \
+                             const Geom *g, Py_ssize_t batch, T lowest)                       \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t b = 0; b < batch; b++) {                                              \
+            const T *xb = x + b * g->in_n * c;                                                \
+            for (Py_ssize_t o = 0; o < g->out_n; o++) {                                       \
+                T *ob = out + (b * g->out_n + o) * c;                                         \
+                int32_t *ab = arg + (b * g->out_n + o) * c;                                   \
+                Window w = window_of(g, o);                                                   \
+                FOR_TAPS(g, w, {                                                              \
+                    if (t == 0)                                                               \
+                        pool_first_##T(i < 0 ? NULL : xb + i * c, ob, ab, c, lowest);         \
+                    else if (i >= 0) /* the padding's lowest value never wins (>) */          \
+                        pool_step_##T(xb + i * c, ob, ab, c, (int32_t)t);                     \
+                })                                                                            \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void max_pool_grad_##T(const int32_t *restrict arg, const T *restrict gr,          \
+                                  T *restrict dx, const Geom *g, Py_ssize_t batch,            \
+                                  Py_ssize_t reps, const Py_ssize_t *restrict offset)         \
+    {                                                                                         \
+        Py_ssize_t c = g->c;                                                                  \
+        for (Py_ssize_t rep = 0; rep < reps; rep++) {                                         \
+            const T *gg = gr + rep * batch * g->out_n * c;                                    \
+            T *dd = dx + rep * batch * g->in_n * c;                                           \
+            for (Py_ssize_t b = 0; b < batch; b++)                                            \
+                for (Py_ssize_t o = 0; o < g->out_n; o++) {                                   \
+                    Window w = window_of(g, o);                                               \
+                    Py_ssize_t at = (b * g->out_n + o) * c;                                   \
+                    T *db = dd + b * g->in_n * c;                                             \
+                    if (inside(g, &w)) { /* every tap in the input: a table of offsets */     \
+                        Py_ssize_t base = (w.base[0] * g->in[1] + w.base[1]) * g->in[2]       \
+                                          + w.base[2];                                        \
+                        for (Py_ssize_t j = 0; j < c; j++)                                    \
+                            db[(base + offset[arg[at + j]]) * c + j] += gg[at + j];           \
+                        continue;                                                             \
+                    }                                                                         \
+                    for (Py_ssize_t j = 0; j < c; j++) {                                      \
+                        Py_ssize_t i = at_flat_tap(g, &w, arg[at + j]);                       \
+                        if (i >= 0)                                                           \
+                            db[i * c + j] += gg[at + j];                                      \
+                    }                                                                         \
+                }                                                                             \
+        }                                                                                     \
+    }
+
+CONV_KERNELS(float)
+CONV_KERNELS(double)
+
+/* im2col(x, cols, geom, row0) and col2im(cols, dx, geom, row0): `which` 0 or 1 */
+static PyObject *cols_call(PyObject *const *args, Py_ssize_t nargs, int which)
+{
+    const char *name = which ? "col2im" : "im2col";
+    Geom g;
+    Py_buffer b[2];
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "%s takes (array, array, geom, row0)", name);
+        return NULL;
+    }
+    Py_ssize_t row0 = PyLong_AsSsize_t(args[3]);
+    if ((row0 == -1 && PyErr_Occurred()) || !parse_geom(args[2], &g, name))
+        return NULL;
+    int size = conv_buffers(args, 2, 2, -1, name, b);
+    if (!size)
+        return NULL;
+    /* image = the x or dx side, cols = the other */
+    Py_buffer *img = &b[which], *cols = &b[1 - which];
+    Py_ssize_t width = g.taps * g.c, per = g.in_n * g.c;
+    Py_ssize_t batch = per ? img->len / size / per : 0;
+    Py_ssize_t rows = width ? cols->len / size / width : 0;
+    if (row0 < 0 || (per && img->len / size != batch * per) || rows * width * size != cols->len
+            || row0 + rows > batch * g.out_n) {
+        release_n(b, 2);
+        PyErr_Format(PyExc_ValueError, "%s: the arrays do not fit the geometry", name);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (which == 0 && size == 4)
+        im2col_float(b[0].buf, b[1].buf, &g, row0, rows);
+    else if (which == 0)
+        im2col_double(b[0].buf, b[1].buf, &g, row0, rows);
+    else if (size == 4)
+        col2im_float(b[0].buf, b[1].buf, &g, row0, rows);
+    else
+        col2im_double(b[0].buf, b[1].buf, &g, row0, rows);
+    Py_END_ALLOW_THREADS
+    release_n(b, 2);
+    Py_RETURN_NONE;
+}
+
+static PyObject *im2col(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return cols_call(args, nargs, 0);
+}
+
+static PyObject *col2im(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return cols_call(args, nargs, 1);
+}
+
+static PyObject *max_pool_kernel(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Geom g;
+    Py_buffer b[3];
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "max_pool takes (x, out, arg, geom)");
+        return NULL;
+    }
+    if (!parse_geom(args[3], &g, "max_pool"))
+        return NULL;
+    int size = conv_buffers(args, 3, 6, 2, "max_pool", b);
+    if (!size)
+        return NULL;
+    Py_ssize_t per = g.in_n * g.c, batch = per ? b[0].len / size / per : 0;
+    if ((per && b[0].len / size != batch * per) || b[1].len / size != batch * g.out_n * g.c
+            || b[2].len / 4 != batch * g.out_n * g.c) {
+        release_n(b, 3);
+        PyErr_SetString(PyExc_ValueError, "max_pool: the arrays do not fit the geometry");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        max_pool_float(b[0].buf, b[1].buf, b[2].buf, &g, batch, -INFINITY);
+    else
+        max_pool_double(b[0].buf, b[1].buf, b[2].buf, &g, batch, -INFINITY);
+    Py_END_ALLOW_THREADS
+    release_n(b, 3);
+    Py_RETURN_NONE;
+}
+
+static PyObject *max_pool_grad_kernel(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Geom g;
+    Py_buffer b[3];
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "max_pool_grad takes (arg, g, dx, geom)");
+        return NULL;
+    }
+    if (!parse_geom(args[3], &g, "max_pool_grad"))
+        return NULL;
+    int size = conv_buffers(args, 3, 4, 0, "max_pool_grad", b);
+    if (!size)
+        return NULL;
+    Py_ssize_t per = g.out_n * g.c, batch = per ? b[0].len / 4 / per : 0;
+    Py_ssize_t reps = batch * per ? b[1].len / size / (batch * per) : 0;
+    if ((per && b[0].len / 4 != batch * per) || b[1].len / size != reps * batch * per
+            || b[2].len / size != reps * batch * g.in_n * g.c) {
+        release_n(b, 3);
+        PyErr_SetString(PyExc_ValueError, "max_pool_grad: the arrays do not fit the geometry");
+        return NULL;
+    }
+    Py_ssize_t bad = 0;
+    const int32_t *arg = b[0].buf;
+    for (Py_ssize_t i = 0; i < b[0].len / 4; i++)
+        bad |= arg[i] < 0 || arg[i] >= g.taps;
+    if (bad) {
+        release_n(b, 3);
+        PyErr_SetString(PyExc_ValueError, "max_pool_grad: a tap index is out of range");
+        return NULL;
+    }
+    Py_ssize_t *offset = PyMem_Malloc(g.taps * sizeof(Py_ssize_t));
+    if (offset == NULL) {
+        release_n(b, 3);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t t = 0; t < g.taps; t++) /* tap t's input position in an inside window */
+        offset[t] = ((t / (g.k[1] * g.k[2])) * g.d[0] * g.in[1]
+                     + (t / g.k[2]) % g.k[1] * g.d[1]) * g.in[2] + t % g.k[2] * g.d[2];
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        max_pool_grad_float(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps, offset);
+    else
+        max_pool_grad_double(b[0].buf, b[1].buf, b[2].buf, &g, batch, reps, offset);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(offset);
+    release_n(b, 3);
+    Py_RETURN_NONE;
+}
+
+/* Winograd F(2x2, 3x3) for a 3x3 stride-1 2-D convolution (channels last): 16 matmuls of
+ * transformed tiles in place of one of 9 taps (2.25 times fewer multiplications).
+ * `wgeom` is a tuple of 8 ints: C, H, W (input), Ho, Wo (output), pad_top, pad_left, and the
+ * tiles' first index tile0; tiles are (batch, Ho / 2 rounded up, Wo / 2 rounded up), tile t's
+ * output at rows 2 * ti, 2 * ti + 1 and columns 2 * tj, 2 * tj + 1.
+ *
+ *   winograd_input(x, v, wgeom)    v[e, t, c] (16, tiles, C) = (B^T d B)[e] of the 4x4 input
+ *                                  tile d of tile tile0 + t (0 in the padding)
+ *   winograd_output(m, y, wgeom)   y at tile tile0 + t = A^T m[:, t] A (the 2x2 output, cut
+ *                                  at the edges), m (16, tiles, Cout), y (B, Ho, Wo, Cout)
+ */
+typedef struct {
+    Py_ssize_t c, h, w, ho, wo, top, left, tile0, th, tw;
+} WGeom;
+
+static int parse_wgeom(PyObject *t, WGeom *g, const char *name)
+{
+    Py_ssize_t v[8];
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8) {
+        PyErr_Format(PyExc_TypeError, "%s: wgeom must be a tuple of 8 ints", name);
+        return 0;
+    }
+    for (int i = 0; i < 8; i++) {
+        v[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+        if (v[i] == -1 && PyErr_Occurred())
+            return 0;
+        if (v[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "%s: bad wgeom entry %d: %zd", name, i, v[i]);
+            return 0;
+        }
+    }
+    g->c = v[0], g->h = v[1], g->w = v[2], g->ho = v[3], g->wo = v[4];
+    g->top = v[5], g->left = v[6], g->tile0 = v[7];
+    g->th = (g->ho + 1) / 2, g->tw = (g->wo + 1) / 2;
+    return 1;
+}
+
+#define WINOGRAD_KERNELS(T)                                                                   \
+    static NOINLINE void sum2_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  Py_ssize_t c)                                               \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] + q[j];                                                               \
+    }                                                                                         \
+    static NOINLINE void dif2_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  Py_ssize_t c)                                               \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] - q[j];                                                               \
+    }                                                                                         \
+    static NOINLINE void sum3_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  const T *restrict r, Py_ssize_t c)                          \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] + q[j] + r[j];                                                        \
+    }                                                                                         \
+    static NOINLINE void dif3_##T(T *restrict o, const T *restrict p, const T *restrict q,    \
+                                  const T *restrict r, Py_ssize_t c)                          \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = p[j] - q[j] - r[j];                                                        \
+    }                                                                                         \
+    /* B^T d B of one tile, a row of c channels at a time: d and tmp 16 rows of c (row-major  \
+     * 4x4), v 16 rows `stride` apart */                                                      \
+    static void wino_in_##T(const T *restrict d, T *restrict tmp, T *restrict v,              \
+                            Py_ssize_t stride, Py_ssize_t c)                                  \
+    {                                                                                         \
+        for (int q = 0; q < 4; q++) { /* B^T d: over rows */                                  \
+            dif2_##T(tmp + (0 + q) * c, d + (0 + q) * c, d + (8 + q) * c, c);                 \
+            sum2_##T(tmp + (4 + q) * c, d + (4 + q) * c, d + (8 + q) * c, c);                 \
+            dif2_##T(tmp + (8 + q) * c, d + (8 + q) * c, d + (4 + q) * c, c);                 \
+            dif2_##T(tmp + (12 + q) * c, d + (4 + q) * c, d + (12 + q) * c, c);               \
+        }                                                                                     \
+        for (int r = 0; r < 4; r++) { /* (B^T d) B: over columns */                           \
+            const T *row = tmp + 4 * r * c;                                                   \
+            dif2_##T(v + (4 * r + 0) * stride, row, row + 2 * c, c);                          \
+            sum2_##T(v + (4 * r + 1) * stride, row + c, row + 2 * c, c);                      \
+            dif2_##T(v + (4 * r + 2) * stride, row + 2 * c, row + c, c);                      \
+            dif2_##T(v + (4 * r + 3) * stride, row + c, row + 3 * c, c);                      \
+        }                                                                                     \
+    }                                                                                         \
+    static void winograd_input_##T(const T *restrict x, T *restrict v, const WGeom *g,        \
+                                   Py_ssize_t tiles, T *restrict tile)                        \
+    {                                                                                         \
+        Py_ssize_t c = g->c, per = g->th * g->tw;                                             \
+        T *tmp = tile + 16 * c;                                                               \
+        for (Py_ssize_t t = 0; t < tiles; t++) {                                              \
+            Py_ssize_t at = g->tile0 + t, b = at / per, ti = at % per / g->tw,                \
+                       tj = at % g->tw;                                                       \
+            const T *xb = x + b * g->h * g->w * c;                                            \
+            for (int r = 0; r < 4; r++) {                                                     \
+                Py_ssize_t i = 2 * ti + r - g->top;                                           \
+                for (int q = 0; q < 4; q++) {                                                 \
+                    Py_ssize_t k = 2 * tj + q - g->left;                                      \
+                    T *dst = tile + (4 * r + q) * c;                                          \
+                    if (i < 0 || i >= g->h || k < 0 || k >= g->w)                             \
+                        memset(dst, 0, c * sizeof(T));                                        \
+                    else                                                                      \
+                        memcpy(dst, xb + (i * g->w + k) * c, c * sizeof(T));                  \
+                }                                                                             \
+            }                                                                                 \
+            wino_in_##T(tile, tmp, v + t * c, tiles * c, c);                                  \
+        }                                                                                     \
+    }                                                                                         \
+    static void winograd_output_##T(const T *restrict m, T *restrict y, const WGeom *g,       \
+                                    Py_ssize_t tiles, Py_ssize_t cout, T *restrict u)         \
+    {                                                                                         \
+        Py_ssize_t per = g->th * g->tw, s = tiles * cout;                                     \
+        for (Py_ssize_t t = 0; t < tiles; t++) {                                              \
+            Py_ssize_t at = g->tile0 + t, b = at / per, ti = at % per / g->tw,                \
+                       tj = at % g->tw;                                                       \
+            const T *mt = m + t * cout;                                                       \
+            T *yb = y + ((b * g->ho + 2 * ti) * g->wo + 2 * tj) * cout;                       \
+            int down = 2 * ti + 1 < g->ho, right = 2 * tj + 1 < g->wo;                        \
+            for (int q = 0; q < 4; q++) { /* A^T m: u rows 0..3 and 4..7 */                   \
+                sum3_##T(u + q * cout, mt + q * s, mt + (4 + q) * s, mt + (8 + q) * s, cout); \
+                dif3_##T(u + (4 + q) * cout, mt + (4 + q) * s, mt + (8 + q) * s,              \
+                         mt + (12 + q) * s, cout);                                            \
+            }                                                                                 \
+            for (int r = 0; r < 2; r++) { /* (A^T m) A */                                     \
+                const T *row = u + 4 * r * cout;                                              \
+                T *yr = yb + r * g->wo * cout;                                                \
+                if (r == 1 && !down)                                                          \
+                    break;                                                                    \
+                sum3_##T(yr, row, row + cout, row + 2 * cout, cout);                          \
+                if (right)                                                                    \
+                    dif3_##T(yr + cout, row + cout, row + 2 * cout, row + 3 * cout, cout);    \
+            }                                                                                 \
+        }                                                                                     \
+    }
+WINOGRAD_KERNELS(float)
+WINOGRAD_KERNELS(double)
+
+/* the adjoint of winograd_output: m[:, t] = A dy_t A^T, dy_t the 2x2 output tile (0 past the
+ * edges), from y (B, Ho, Wo, Cout) to m (16, tiles, Cout) */
+#define WINOGRAD_ADJOINT(T)                                                                   \
+    static NOINLINE void neg_##T(T *restrict o, const T *restrict p, Py_ssize_t c)            \
+    {                                                                                         \
+        for (Py_ssize_t j = 0; j < c; j++)                                                    \
+            o[j] = -p[j];                                                                     \
+    }                                                                                         \
+    /* the 4 rows (r0, r0 + r1, r0 - r1, -r1) of A r for a pair of rows r0, r1 */             \
+    static void wino_lift_##T(T *o0, T *o1, T *o2, T *o3, const T *r0, const T *r1,           \
+                              Py_ssize_t c)                                                   \
+    {                                                                                         \
+        memcpy(o0, r0, c * sizeof(T));                                                        \
+        sum2_##T(o1, r0, r1, c);                                                              \
+        dif2_##T(o2, r0, r1, c);                                                              \
+        neg_##T(o3, r1, c);                                                                   \
+    }                                                                                         \
+    static void winograd_grad_output_##T(const T *restrict y, T *restrict m, const WGeom *g,  \
+                                         Py_ssize_t tiles, Py_ssize_t cout, T *restrict u)    \
+    {                                                                                         \
+        Py_ssize_t per = g->th * g->tw, s = tiles * cout;                                     \
+        T *zero = u + 8 * cout; /* u: A dy, 4 rows of 2 columns of cout; then zeros */  \
+        memset(zero, 0, cout * sizeof(T));                                                    \
+        for (Py_ssize_t t = 0; t < tiles; t++) {                                              \
+            Py_ssize_t at = g->tile0 + t, b = at / per, ti = at % per / g->tw,                \
+                       tj = at % g->tw;                                                       \
+            const T *yb = y + ((b * g->ho + 2 * ti) * g->wo + 2 * tj) * cout;                 \
+            int down = 2 * ti + 1 < g->ho, right = 2 * tj + 1 < g->wo;                        \
+            const T *y00 = yb, *y01 = right ? yb + cout : zero;                               \
+            const T *y10 = down ? yb + g->wo * cout : zero;                                   \
+            const T *y11 = down && right ? yb + (g->wo + 1) * cout : zero;                    \
+            T *a = u; /* A dy: row r, column k at a + (2 r + k) cout */                        \
+            wino_lift_##T(a, a + 2 * cout, a + 4 * cout, a + 6 * cout, y00, y10, cout);       \
+            wino_lift_##T(a + cout, a + 3 * cout, a + 5 * cout, a + 7 * cout, y01, y11, cout);\
+            T *mt = m + t * cout;                                                             \
+            for (int r = 0; r < 4; r++)                                                       \
+                wino_lift_##T(mt + (4 * r) * s, mt + (4 * r + 1) * s, mt + (4 * r + 2) * s,   \
+                              mt + (4 * r + 3) * s, a + 2 * r * cout, a + (2 * r + 1) * cout, \
+                              cout);                                                          \
+        }                                                                                     \
+    }
+WINOGRAD_ADJOINT(float)
+WINOGRAD_ADJOINT(double)
+
+
+/* output: 0 winograd_input (x, v), 1 winograd_output (m, y), 2 winograd_grad_output (y, m) */
+static PyObject *winograd_call(PyObject *const *args, Py_ssize_t nargs, int output)
+{
+    const char *name = output == 2 ? "winograd_grad_output" :
+                       output ? "winograd_output" : "winograd_input";
+    WGeom g;
+    Py_buffer b[2];
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s takes (array, array, wgeom)", name);
+        return NULL;
+    }
+    if (!parse_wgeom(args[2], &g, name))
+        return NULL;
+    int size = conv_buffers(args, 2, 2, -1, name, b);
+    if (!size)
+        return NULL;
+    /* the image side: x (input) or y (output); the tile side: v or m (16, tiles, width) */
+    int img_at = output == 1 ? 1 : 0;
+    Py_buffer *img = &b[img_at], *tl = &b[1 - img_at];
+    Py_ssize_t n_img = img->len / size;
+    int shaped = tl->ndim == 3 && tl->shape[0] == 16;
+    Py_ssize_t tiles = shaped ? tl->shape[1] : 0, width = shaped ? tl->shape[2] : 0;
+    Py_ssize_t plane = output ? g.ho * g.wo : g.h * g.w;
+    Py_ssize_t batch = plane && width ? n_img / (plane * width) : 0;
+    if (!shaped || width == 0 || plane == 0 || n_img != batch * plane * width
+            || (!output && width != g.c) || g.tile0 + tiles > batch * g.th * g.tw) {
+        release_n(b, 2);
+        PyErr_Format(PyExc_ValueError, "%s: the arrays do not fit the geometry (the tiles "
+                     "(16, tiles, channels))", name);
+        return NULL;
+    }
+    /* scratch: the input tile and its half transform (32 rows of C), or A^T m (8 rows) */
+    void *tile = PyMem_Malloc((output == 2 ? 9 : output ? 8 : 32) * width * size);
+    if (tile == NULL) {
+        release_n(b, 2);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (output == 2 && size == 4)
+        winograd_grad_output_float(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (output == 2)
+        winograd_grad_output_double(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (output && size == 4)
+        winograd_output_float(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (output)
+        winograd_output_double(b[0].buf, b[1].buf, &g, tiles, width, tile);
+    else if (size == 4)
+        winograd_input_float(b[0].buf, b[1].buf, &g, tiles, tile);
+    else
+        winograd_input_double(b[0].buf, b[1].buf, &g, tiles, tile);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(tile);
+    release_n(b, 2);
+    Py_RETURN_NONE;
+}
+
+static PyObject *winograd_input(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return winograd_call(args, nargs, 0);
+}
+
+static PyObject *winograd_output(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return winograd_call(args, nargs, 1);
+}
+static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return winograd_call(args, nargs, 2);
+}
+/* ---- end of the convolution and pooling kernels ---- */
+
 static PyMethodDef methods[] = {
     {"bias_relu", (PyCFunction)(void (*)(void))bias_relu, METH_FASTCALL,
      "bias_relu(x, b, out): out = max(x + b, 0) over rows of len(b)."},
@@ -320,6 +995,22 @@ static PyMethodDef methods[] = {
      "call_fused(address, n, itemsize, n_out, counts, *arrays): runs a fused kernel."},
     {"relu_backward_sum", (PyCFunction)(void (*)(void))relu_backward_sum, METH_FASTCALL,
      "relu_backward_sum(y, g, out, sums): relu_backward, and the column sums of out."},
+
+    /* convolution and pooling (tapegpu/ops/conv.py) */
+    {"im2col", (PyCFunction)(void (*)(void))im2col, METH_FASTCALL,
+     "im2col(x, cols, geom, row0): rows of window values (tap, channel), 0 in the padding."},
+    {"col2im", (PyCFunction)(void (*)(void))col2im, METH_FASTCALL,
+     "col2im(cols, dx, geom, row0): dx += the rows' values at their input positions."},
+    {"max_pool", (PyCFunction)(void (*)(void))max_pool_kernel, METH_FASTCALL,
+     "max_pool(x, out, arg, geom): each window's max and the tap of its first max."},
+    {"max_pool_grad", (PyCFunction)(void (*)(void))max_pool_grad_kernel, METH_FASTCALL,
+     "max_pool_grad(arg, g, dx, geom): dx += g at each window's max."},
+    {"winograd_input", (PyCFunction)(void (*)(void))winograd_input, METH_FASTCALL,
+     "winograd_input(x, v, wgeom): the F(2x2, 3x3) transforms of input tiles."},
+    {"winograd_output", (PyCFunction)(void (*)(void))winograd_output, METH_FASTCALL,
+     "winograd_output(m, y, wgeom): the 2x2 outputs of transformed tiles."},
+    {"winograd_grad_output", (PyCFunction)(void (*)(void))winograd_grad_output, METH_FASTCALL,
+     "winograd_grad_output(y, m, wgeom): the adjoint of winograd_output."},
     {NULL}
 };
 

@@ -24,11 +24,18 @@ TensorFlow's CPU kernels) as a residual; `max_pool_grad` scatters a cotangent to
 and `max_pool_grad_grad` gathers from them: these two are each other's transposes.
 `avg_pool` and `avg_pool_grad` are linear and each other's transposes; with SAME padding, a
 window's mean is over its valid (unpadded) elements, as in TensorFlow.
+
+On the `numpy` backend, where tapegpu/backends/_cpu.c is built, ungrouped float convolutions
+run im2col/col2im in C with the matmuls over cache-sized blocks of rows (a 3x3 stride-1 2-D
+forward and filter gradient with 32 or more input channels: Winograd F(2x2, 3x3) tiles
+instead), and max_pool and max_pool_grad are one pass in C (`_cpu_*` below); the functions
+above are the reference they are tested against and what every other case and backend runs.
 """
 import math
 
 import numpy as np
 
+from ..backends import cpu_kernels
 from ..core.tensor import Tensor, convert_to_tensor
 from .registry import InvalidArgumentError, def_op
 from ._base import apply, floating, public
@@ -269,14 +276,193 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
                 _filter_b(ops, x, tg_, w_shape, nbg=tg_.ndim - g.ndim, **p))
 
 
+# -- CPU kernels (numpy backend; tapegpu/backends/_cpu.c) ------------------------------------------
+#
+# The same three ops with im2col/col2im in C and the matmuls over blocks of rows small enough for
+# the columns to stay in cache: a block's columns are written, then read once by one matmul, and
+# the buffer is reused for the next block. Columns are ordered (tap, channel), so the filter
+# (*k, cin, cout) is already the matrix (taps * cin, cout). A 3x3 stride-1 2-D forward and filter
+# gradient with many input channels use Winograd F(2x2, 3x3) instead (the filter gradient as the
+# forward's adjoint), over blocks of tiles. Ungrouped float32/float64 only; every other case is
+# the reference's (the kernels return NotImplemented).
+
+_CPU_CONV = cpu_kernels is not None and hasattr(cpu_kernels, "im2col")
+_BLOCK_BYTES = 1 << 19  # one block of columns: half a MiB
+
+
+def _geom(c, spatial, out, ksize, strides, dilations, pads):
+    """The kernels' geometry tuple: C, then in, out, ksize, strides, dilations and low pads,
+    each as 3 spatial axes (leading ones of size 1)."""
+    def three(vals, fill):
+        return (fill,) * (3 - len(vals)) + tuple(int(v) for v in vals)
+    return ((int(c),) + three(spatial, 1) + three(out, 1) + three(ksize, 1) + three(strides, 1) +
+            three(dilations, 1) + three([lo for lo, _ in pads], 0))
+
+
+def _out_spatial(spatial, ksize, strides, dilations, pads):
+    return tuple((n + lo + hi - (k - 1) * d - 1) // s + 1 for n, k, s, d, (lo, hi) in
+                 zip(spatial, ksize, strides, dilations, pads))
+
+
+def _native(xp, *arrays):
+    """Whether the C kernels take these arrays: numpy float32/float64 of one dtype."""
+    dt = arrays[0].dtype
+    return _CPU_CONV and xp is np and dt in (np.float32, np.float64) and all(
+        type(a) is np.ndarray and a.dtype == dt for a in arrays)
+
+
+def _blocks(rows, width, itemsize):
+    """(buffer rows, [(first row, row count)]): row blocks of about _BLOCK_BYTES of columns."""
+    step = max(1, min(rows, _BLOCK_BYTES // max(1, width * itemsize)))
+    return step, [(r, min(step, rows - r)) for r in range(0, rows, step)]
+
+
+_WINOGRAD_MIN_CHANNELS = 32
+_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+
+
+def _winograd_fits(w_shape, strides, dilations):
+    """A 3x3 stride-1 2-D convolution with enough input channels for F(2x2, 3x3) to pay: from
+    32 (its 16 matmuls have the input channels as inner dimension; with fewer, im2col's 9 times
+    as long one is faster)."""
+    return (len(strides) == 2 and tuple(w_shape[:2]) == (3, 3) and strides == (1, 1) and
+            dilations == (1, 1) and w_shape[2] >= _WINOGRAD_MIN_CHANNELS and w_shape[3] >= 8
+            and hasattr(cpu_kernels, "winograd_input"))
+
+
+def _tile_blocks(x, cin, cout, out, pads):
+    """For each block of Winograd tiles (small enough to stay in cache): buffers (16, n, cin)
+    and (16, n, cout), reused from block to block, and the kernels' geometry tuple."""
+    tiles = math.prod(x.shape[:-3]) * -(-out[0] // 2) * -(-out[1] // 2)
+    step = max(1, min(tiles, _BLOCK_BYTES // (16 * (cin + cout) * x.itemsize)))
+    v_buf = np.empty(16 * step * cin, x.dtype)
+    m_buf = np.empty(16 * step * cout, x.dtype)
+    for t0 in range(0, tiles, step):
+        n = min(step, tiles - t0)
+        yield (v_buf[:16 * n * cin].reshape(16, n, cin), m_buf[:16 * n * cout].reshape(16, n, cout),
+               (cin,) + x.shape[-3:-1] + tuple(out) + (pads[0][0], pads[1][0], t0))
+
+
+def _winograd_conv(x, w, pads, out):
+    """Winograd F(2x2, 3x3): each 4x4 input tile (stride 2) transformed to 16 values per
+    channel (B^T d B), 16 matmuls with the transformed filter (G w G^T), and the 2x2 outputs
+    transformed back (A^T m A)."""
+    cin, cout = w.shape[2:]
+    g = _WINOGRAD_G.astype(w.dtype)
+    u = np.tensordot(g, np.tensordot(g, w, axes=(1, 0)), axes=(1, 1))  # (4 b, 4 a, cin, cout)
+    u = np.ascontiguousarray(u.transpose(1, 0, 2, 3)).reshape(16, cin, cout)
+    x = np.ascontiguousarray(x)
+    y = np.empty(x.shape[:-3] + tuple(out) + (cout,), x.dtype)
+    for v, m, geom in _tile_blocks(x, cin, cout, out, pads):
+        cpu_kernels.winograd_input(x, v, geom)
+        np.matmul(v, u, out=m)
+        cpu_kernels.winograd_output(m, y, geom)
+    return y
+
+
+def _winograd_filter(x, g, w_shape, pads, out):
+    """The filter gradient as the adjoint of `_winograd_conv`: the input tiles' transforms and
+    the output gradient's (A dy A^T), 16 matmuls summed over the blocks of tiles, and
+    G^T (.) G back to the 3x3 filter."""
+    cin, cout = w_shape[2:]
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    du = np.zeros((16, cin, cout), x.dtype)
+    part = np.empty((16, cin, cout), x.dtype)
+    for v, m, geom in _tile_blocks(x, cin, cout, out, pads):
+        cpu_kernels.winograd_input(x, v, geom)
+        cpu_kernels.winograd_grad_output(g, m, geom)
+        np.matmul(v.transpose(0, 2, 1), m, out=part)
+        du += part
+    gm = _WINOGRAD_G.astype(x.dtype)
+    du = du.reshape(4, 4, cin, cout)
+    dw = np.tensordot(gm, np.tensordot(gm, du, axes=(0, 0)), axes=(0, 1))  # (j, i, cin, cout)
+    return np.ascontiguousarray(dw.transpose(1, 0, 2, 3))
+
+
+def _cpu_conv(xp, x, w, strides, dilations, pads):
+    nd = len(strides)
+    ksize, (cin, cout) = w.shape[:nd], w.shape[-2:]
+    if x.shape[-1] != cin or not _native(xp, x, w):
+        return NotImplemented
+    spatial = x.shape[-nd - 1:-1]
+    out = _out_spatial(spatial, ksize, strides, dilations, pads)
+    lead = x.shape[:-nd - 1]
+    rows, width = math.prod(lead) * math.prod(out), math.prod(ksize) * cin
+    if rows and _winograd_fits(w.shape, strides, dilations):
+        return _winograd_conv(x, w, pads, out)
+    y = np.empty((rows, cout), x.dtype)
+    if rows and cout:
+        x = np.ascontiguousarray(x)
+        wm = np.ascontiguousarray(w).reshape(width, cout)
+        geom = _geom(cin, spatial, out, ksize, strides, dilations, pads)
+        step, blocks = _blocks(rows, width, x.itemsize)
+        buf = np.empty((step, width), x.dtype)
+        for r0, n in blocks:
+            cols = buf[:n]
+            cpu_kernels.im2col(x, cols, geom, r0)
+            np.matmul(cols, wm, out=y[r0:r0 + n])
+    return y.reshape(lead + out + (cout,))
+
+
+def _cpu_conv_input(xp, g, w, in_shape, strides, dilations, pads):
+    nd = len(strides)
+    ksize, (cin, cout) = w.shape[:nd], w.shape[-2:]
+    if in_shape[-1] != cin or not _native(xp, g, w):
+        return NotImplemented
+    spatial, out = tuple(in_shape[:-1]), g.shape[-nd - 1:-1]
+    lead = g.shape[:-nd - 1]
+    rows, width = math.prod(lead) * math.prod(out), math.prod(ksize) * cin
+    dx = np.zeros(lead + tuple(in_shape), g.dtype)
+    if rows and width:
+        gm = np.ascontiguousarray(g).reshape(rows, cout)
+        wt = np.ascontiguousarray(w).reshape(width, cout).T
+        geom = _geom(cin, spatial, out, ksize, strides, dilations, pads)
+        step, blocks = _blocks(rows, width, g.itemsize)
+        buf = np.empty((step, width), g.dtype)
+        for r0, n in blocks:
+            cols = buf[:n]
+            np.matmul(gm[r0:r0 + n], wt, out=cols)
+            cpu_kernels.col2im(cols, dx, geom, r0)
+    return dx
+
+
+def _cpu_conv_filter(xp, x, g, w_shape, strides, dilations, pads):
+    nd = len(strides)
+    ksize, (cin, cout) = tuple(w_shape[:nd]), w_shape[-2:]
+    if x.shape[-1] != cin or not _native(xp, x, g):
+        return NotImplemented
+    spatial, out = x.shape[-nd - 1:-1], g.shape[-nd - 1:-1]
+    rows, width = math.prod(x.shape[:-nd - 1]) * math.prod(out), math.prod(ksize) * cin
+    if rows and _winograd_fits(w_shape, strides, dilations):
+        return _winograd_filter(x, g, w_shape, pads, out)
+    dw = np.zeros((width, cout), x.dtype)
+    if rows and width and cout:
+        x = np.ascontiguousarray(x)
+        gm = np.ascontiguousarray(g).reshape(rows, cout)
+        geom = _geom(cin, spatial, out, ksize, strides, dilations, pads)
+        step, blocks = _blocks(rows, width, x.itemsize)
+        buf = np.empty((step, width), x.dtype)
+        part = np.empty((width, cout), x.dtype)
+        for i, (r0, n) in enumerate(blocks):
+            cols = buf[:n]
+            cpu_kernels.im2col(x, cols, geom, r0)
+            if i == 0:
+                np.matmul(cols.T, gm[r0:r0 + n], out=dw)
+            else:
+                np.matmul(cols.T, gm[r0:r0 + n], out=part)
+                dw += part
+    return dw.reshape(tuple(w_shape))
+
+
 _conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
-               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="conv")
+               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="conv",
+               kernels={"numpy": _cpu_conv})
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
                      saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
-                     batch="conv")
+                     batch="conv", kernels={"numpy": _cpu_conv_input})
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
                       saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp,
-                      batch="filter_groups")
+                      batch="filter_groups", kernels={"numpy": _cpu_conv_filter})
 
 
 # -- pooling ops -----------------------------------------------------------------------------------
@@ -343,14 +529,43 @@ def _max_pool_jvp(ops, t, arg, in_shape, **p):
     return ops.op("max_pool_grad_grad", arg, t, in_shape=in_shape, **p)
 
 
+def _cpu_max_pool(xp, x, in_shape, ksize, strides, dilations, pads):
+    """max_pool in one pass (C): the same maxima and first-maximum taps, as int32."""
+    nd = len(ksize)
+    if not _native(xp, x):
+        return NotImplemented
+    spatial = x.shape[-nd - 1:-1]
+    out_shape = x.shape[:-nd - 1] + _out_spatial(spatial, ksize, strides, dilations, pads) + \
+        x.shape[-1:]
+    out = np.empty(out_shape, x.dtype)
+    arg = np.empty(out_shape, np.int32)
+    cpu_kernels.max_pool(np.ascontiguousarray(x), out, arg,
+                         _geom(x.shape[-1], spatial, out_shape[-nd - 1:-1], ksize, strides,
+                               dilations, pads))
+    return out, (arg,)
+
+
+def _cpu_max_pool_grad(xp, arg, g, in_shape, ksize, strides, dilations, pads):
+    nd = len(ksize)
+    if arg.dtype != np.int32 or not _native(xp, g) or type(arg) is not np.ndarray:
+        return NotImplemented
+    dx = np.zeros(g.shape[:g.ndim - arg.ndim] + arg.shape[:-nd - 1] + tuple(in_shape), g.dtype)
+    cpu_kernels.max_pool_grad(np.ascontiguousarray(arg), np.ascontiguousarray(g), dx,
+                              _geom(in_shape[-1], in_shape[:-1], arg.shape[-nd - 1:-1], ksize,
+                                    strides, dilations, pads))
+    return dx
+
+
 # max_pool_grad(arg, g) and max_pool_grad_grad(arg, t) are linear in their second argument and
 # each other's transposes; the window indices have no gradient
 _max_pool = def_op("max_pool", _max_pool_forward, saves=("arg",), residuals=("arg",),
-                   vjp=_max_pool_vjp, jvp=_max_pool_jvp, batch="merge")
+                   vjp=_max_pool_vjp, jvp=_max_pool_jvp, batch="merge",
+                   kernels={"numpy": _cpu_max_pool})
 _max_pool_grad = def_op(
     "max_pool_grad", _max_pool_grad_forward, args=("arg", "g"), saves=("arg",), same_dtype=False,
     vjp=(None, lambda ops, h, arg, **p: ops.op("max_pool_grad_grad", arg, h, **p)),
-    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad", arg, ts[1], **p), batch="merge")
+    jvp=lambda ops, ts, arg, **p: ops.op("max_pool_grad", arg, ts[1], **p), batch="merge",
+    kernels={"numpy": _cpu_max_pool_grad})
 _max_pool_grad_grad = def_op(
     "max_pool_grad_grad", _max_pool_grad_grad_forward, args=("arg", "t"), saves=("arg",),
     same_dtype=False,
