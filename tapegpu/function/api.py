@@ -13,7 +13,7 @@ from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..ops import registry
 from ..ops.control_flow import TensorArray
 from . import graph as _graph
-from . import fusion
+from . import capture, fusion
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
 
@@ -135,6 +135,9 @@ class ConcreteFunction:
         # the replayed copy has its elementwise groups fused (fusion.py; jit_compile=False: no)
         self._plan = Plan(self.graph if function._jit_compile is False else
                           fusion.fuse(self.graph))
+        # jit_compile=True: replayed from a captured CUDA graph where it can be (capture.py)
+        self._capture = capture.Capture(self._plan) if function._jit_compile is True and \
+            capture.ENABLED else None
         self._key = key
         self._arg_structure = arg_structure
 
@@ -148,6 +151,13 @@ class ConcreteFunction:
         return tuple(args), dict(kwargs)
 
     @property
+    def capture_info(self):
+        """Whether the replay runs from a captured CUDA graph (`jit_compile=True`), and if not,
+        why: {"captured", "reason", "captures", "graph_launches", "copies"}, or None when
+        capture is off (tapegpu/function/capture.py)."""
+        return None if self._capture is None else dict(self._capture.info)
+
+    @property
     def peak_live_values(self):
         """The most arrays the replay holds at once (inputs and constants included)."""
         return self._plan.peak_live
@@ -159,7 +169,9 @@ class ConcreteFunction:
         """The outputs (flattened) of one replay on the argument tensors."""
         if _thread.recorders:
             return self._run_ops(tensors)
-        arrays = _graph.replay(self._plan, [t._data for t in tensors])
+        arrays = [t._data for t in tensors]
+        arrays = _graph.replay(self._plan, arrays) if self._capture is None else \
+            self._capture.run(arrays)
         meta = self.graph.meta
         outs = []
         for (kind, v), a in zip(self.graph.outputs, arrays):
