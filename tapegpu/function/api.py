@@ -129,6 +129,8 @@ class ConcreteFunction:
     """One trace of a `tg.function`: its graph (`.graph`, printable, optimized) and what it
     was traced for (`.structured_input_signature`). Calling it replays the graph."""
 
+    _capture = None  # capture.Capture of the replay (jit_compile=True), or None
+
     def __init__(self, function, graph, key, arg_structure):
         self.function = function
         self.graph = optimize(graph)

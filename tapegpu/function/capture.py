@@ -163,7 +163,7 @@ class _Entry:
         _launch(self.dev, self.graph)
         return self.finish(copies)
 
-    def finish(self, copies):
+    def finish(self, copies, launched=1):
         """After a launch: variables assigned get new arrays, outputs are new arrays."""
         xp = self.dev.xp
         for var, buf in self.writes:
@@ -174,7 +174,7 @@ class _Entry:
                 outs.append(_fresh(xp, v))
             else:
                 outs.append(v)
-        return _Result(outs, 1, copies + len(self.writes) + len(outs))
+        return _Result(outs, launched, copies + len(self.writes) + len(outs))
 
 
 def _assign_value(xp, kind):
@@ -256,7 +256,7 @@ def _capture(plan, dev, arrays):
         dev.launches.clear()
         dev.launches.update(counted)  # what the capture counted was not launched
         _launch(dev, graph)
-    return entry, entry.finish(len(inputs))
+    return entry, entry.finish(len(inputs), launched=int(not executes))
 
 
 def _array(xp, a):

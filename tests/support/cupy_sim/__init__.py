@@ -427,8 +427,16 @@ class ndarray:
             raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(self._a.shape[0]))
 
-    @_captured()
     def __getitem__(self, key):
+        k = key if isinstance(key, tuple) else (key,)
+        if all(v is None or v is Ellipsis or isinstance(v, slice) or
+               (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)))
+               for v in k):  # basic indexing: a view, as CuPy's (0-d for a single element)
+            return ndarray._of(self._a[k if any(v is Ellipsis for v in k) else k + (...,)])
+        return self._gather(key)
+
+    @_captured()
+    def _gather(self, key):
         return _wrap(self._a[_wrap_index(key, self._a.shape)])
 
     @_captured(_first_arg)
@@ -554,7 +562,7 @@ class ufunc:
     def __repr__(self):
         return f"<ufunc '{self.__name__}'>"
 
-    @_captured(_out_arg)
+    @_captured(lambda args, kwargs: list(_arrays_in(args[3].get("out"))))
     def _call(self, fn, args, kwargs):
         for a in args:
             if not (isinstance(a, ndarray) or _is_scalar(a)):
