@@ -489,6 +489,11 @@ def function(func=None, input_signature=None, reduce_retracing=False, jit_compil
     Python side effects happen only when tracing; `tg.print` prints at every call. A decorator,
     with or without arguments, on functions and methods. See docs/function.md.
 
+    `jit_compile`: None (default) replays with elementwise groups fused into generated
+    kernels; False replays op by op; True also captures the replay on a GPU (`cuda`,
+    `cuda_emu`) as one CUDA graph launched once per call, where the step allows it
+    (`concrete.capture_info` says whether, and why not).
+
     >>> @tg.function
     ... def f(x):
     ...     return x * x + 1.0

@@ -9,6 +9,7 @@ import pytest
 import tapegpu as tg
 from tapegpu.backends.emu import stream as emu_stream
 from tapegpu.function import capture
+from tapegpu.testing.launches import traced_step_launches
 
 GPU = ("cuda_emu", "cuda_sim")
 
@@ -276,3 +277,28 @@ def test_the_cupy_stand_in_captures_as_cupy_does(tg_device):
     del tmp
     g3.launch()
     np.testing.assert_array_equal(out.get(), (np.arange(4) + 2) * 3 + 1)
+
+
+def test_the_profiler_reports_one_graph_launch_per_step(tg_device):
+    if tg_device not in GPU:
+        pytest.skip("graphs are captured on GPUs")
+    x, y = _data()
+    cap, ws, _ = _mlp_step(True)
+    cap(x, y), cap(x, y)
+    with tg.profiler() as prof:
+        cap(x, y)
+        cap(x, y)
+    name = ws[0]._value._dev.name
+    assert prof.as_dict()["launches"][name] == {capture.GRAPH_LAUNCH: 2}
+    assert f"kernel launches on {name}: 2 ({capture.GRAPH_LAUNCH} 2)" in str(prof)
+
+
+def test_the_mlp_training_step_captured_replays_its_fused_launches_as_one(tg_device):
+    if tg_device != "cuda_emu":
+        pytest.skip("launch counts are the emulator's")
+    fused, none = traced_step_launches(8, "relu", None, update="assign")
+    captured, inside = traced_step_launches(8, "relu", True, update="assign")
+    assert none is None and captured == {capture.GRAPH_LAUNCH: 1}
+    assert inside == fused  # the graph holds exactly the fused replay's launches
+    refused, inside = traced_step_launches(8, "relu", True)  # apply_gradients: not captured
+    assert inside is None and refused == traced_step_launches(8, "relu", None)[0]
