@@ -33,6 +33,7 @@ learning-rate schedule).
 """
 import collections
 import os
+import threading
 
 import numpy as np
 
@@ -78,13 +79,22 @@ class Capture:
         self.dev = next((n.dev for n in plan.graph.nodes if n.dev is not None), None)
         self.reason = refusal(plan)
         self.entry = None
+        self._lock = threading.Lock()
         self.info = {"captured": False, "reason": self.reason, "captures": 0,
                      "graph_launches": 0, "copies": 0}
 
     def run(self, arrays):
-        """The plan's outputs for `arrays`: from the graph when it is captured."""
-        if self.reason is not None:
+        """The plan's outputs for `arrays`: from the graph when it is captured. The graph's
+        buffers serve one call at a time: a call while another thread (or a re-entrant call)
+        uses them replays uncaptured."""
+        if self.reason is not None or not self._lock.acquire(blocking=False):
             return _graph.replay(self.plan, arrays)
+        try:
+            return self._run(arrays)
+        finally:
+            self._lock.release()
+
+    def _run(self, arrays):
         if self.entry is None or not self.entry.fits(arrays):
             try:
                 self.entry, outs = _capture(self.plan, self.dev, arrays)
@@ -127,12 +137,24 @@ def _stream(dev):
 
 
 def _copy_into(xp, dst, src):
-    """A device-to-device copy of `src` into the graph's buffer `dst` (same shape and dtype)."""
+    """A device-to-device copy of `src` into the graph's buffer `dst` (same shape and dtype):
+    on `cuda` a memcpy on the current stream where `src` is C-contiguous (`cupy.copyto` would
+    be a kernel launch), else copyto."""
+    if xp is not np and src.flags.c_contiguous and dst.flags.c_contiguous and \
+            src.dtype == dst.dtype and src.shape == dst.shape:
+        if src.nbytes:
+            dst.data.copy_from_device_async(src.data, src.nbytes)
+        return
     xp.copyto(dst, src)
 
 
 def _fresh(xp, a):
-    return xp.array(a, copy=True)
+    """A new array equal to `a` (a copy of the graph's buffer the caller owns)."""
+    if xp is np or not a.flags.c_contiguous:
+        return xp.array(a, copy=True)
+    out = xp.empty(a.shape, a.dtype)
+    _copy_into(xp, out, a)
+    return out
 
 
 class _Entry:

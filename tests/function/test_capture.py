@@ -277,6 +277,17 @@ def test_the_cupy_stand_in_captures_as_cupy_does(tg_device):
     del tmp
     g3.launch()
     np.testing.assert_array_equal(out.get(), (np.arange(4) + 2) * 3 + 1)
+    # a device-to-device memcpy is captured; a synchronous one is refused
+    dst = cp.zeros(4, cp.float32)
+    with s:
+        s.begin_capture()
+        with pytest.raises(cp.cuda.runtime.CUDARuntimeError, match="Capture"):
+            dst.data.copy_from_device(before.data, before.nbytes)
+        dst.data.copy_from_device_async(before.data, before.nbytes)
+        g4 = s.end_capture()
+    np.testing.assert_array_equal(dst.get(), np.zeros(4))
+    g4.launch()
+    np.testing.assert_array_equal(dst.get(), before.get())
 
 
 def test_the_profiler_reports_one_graph_launch_per_step(tg_device):
@@ -302,3 +313,19 @@ def test_the_mlp_training_step_captured_replays_its_fused_launches_as_one(tg_dev
     assert inside == fused  # the graph holds exactly the fused replay's launches
     refused, inside = traced_step_launches(8, "relu", True)  # apply_gradients: not captured
     assert inside is None and refused == traced_step_launches(8, "relu", None)[0]
+
+
+def test_a_call_while_the_graph_is_in_use_replays_uncaptured(tg_device):
+    if tg_device not in GPU:
+        pytest.skip("graphs are captured on GPUs")
+    f = tg.function(lambda x: x * 2.0 + 1.0, jit_compile=True)
+    x = tg.constant(np.arange(3, dtype=np.float32))
+    f(x), f(x)
+    cap = f.get_concrete_function(x)._capture
+    launched = cap.info["graph_launches"]
+    with cap._lock:  # as another thread holding the graph's buffers
+        r = f(tg.constant(np.full(3, 5.0, np.float32)))
+    np.testing.assert_array_equal(r.numpy(), np.full(3, 11.0, np.float32))
+    assert cap.info["graph_launches"] == launched
+    np.testing.assert_array_equal(f(x).numpy(), [1.0, 3.0, 5.0])
+    assert cap.info["graph_launches"] == launched + 1

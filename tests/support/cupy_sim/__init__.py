@@ -183,12 +183,6 @@ class Flags:
                 "OWNDATA": self.owndata}[k]
 
 
-class MemoryPointer:
-    def __init__(self, a):
-        self.ptr = a.ctypes.data
-        self.device_id = 0
-
-
 # ----------------------------------------------------------------------------- capture
 class _CaptureState(threading.local):
     def __init__(self):
@@ -272,6 +266,31 @@ def _first_arg(args, kwargs):
 
 def _all_args(args, kwargs):
     return list(_arrays_in(args))
+
+
+class MemoryPointer:
+    def __init__(self, a):
+        self.ptr = a.ctypes.data
+        self.device_id = 0
+        self._a = a
+
+    def _bytes(self, size):
+        base = self._a.reshape(-1).view(np.uint8) if self._a.flags.c_contiguous else None
+        if base is None or size > base.size:
+            raise ValueError(f"cupy_sim: a copy of {size} bytes from a pointer into "
+                             f"{self._a.nbytes} contiguous bytes")
+        return base[:size]
+
+    @_captured(lambda args, kwargs: [types.SimpleNamespace(_a=args[0]._a)])
+    def copy_from_device_async(self, src, size, stream=None):
+        """cudaMemcpyAsync device to device (a copy, not a kernel; allowed while capturing)."""
+        if not isinstance(src, MemoryPointer):
+            raise TypeError(f"src must be a cupy.cuda.MemoryPointer, not {type(src).__name__}")
+        self._bytes(size)[...] = src._bytes(size)
+
+    def copy_from_device(self, src, size):
+        _refuse_sync()  # a synchronous copy: refused while capturing, as CuPy does
+        self.copy_from_device_async(src, size)
 
 
 # ----------------------------------------------------------------------------- ndarray
@@ -1057,9 +1076,22 @@ class _Ref:
         return ndarray._of(a)
 
 
+class _PtrRef:
+    """A MemoryPointer of a captured launch, held as `_Ref` holds an array."""
+    __slots__ = ("ref",)
+
+    def __init__(self, p):
+        self.ref = _Ref(ndarray._of(p._a))
+
+    def get(self):
+        return MemoryPointer(self.ref.get()._a)
+
+
 def _weak(x):
     if isinstance(x, ndarray):
         return _Ref(x)
+    if isinstance(x, MemoryPointer):
+        return _PtrRef(x)
     if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
         return type(x)(_weak(v) for v in x)
     if isinstance(x, dict):
@@ -1068,7 +1100,7 @@ def _weak(x):
 
 
 def _strong(x):
-    if isinstance(x, _Ref):
+    if isinstance(x, (_Ref, _PtrRef)):
         return x.get()
     if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
         return type(x)(_strong(v) for v in x)
