@@ -226,8 +226,9 @@ def _capture(plan, dev, arrays):
     vals = plan.template.copy()
     for v, a in zip(plan.graph.inputs, inputs):
         vals[v] = a
+    context = dev.context() if hasattr(dev, "context") else _null()  # the GPU of the step
     try:
-        with allocator, stream:
+        with context, allocator, stream:
             stream.begin_capture()
             try:
                 for kind, fn, ins, out, _, params, buf in plan.steps:
@@ -287,7 +288,8 @@ def _array(xp, a):
 
 
 def _launch(dev, graph):
-    graph.launch()
+    with dev.context() if hasattr(dev, "context") else _null():
+        graph.launch()
     if dev.name != "cuda_emu":  # the emulator's graph counts its own launch
         dev.launches[GRAPH_LAUNCH] += 1
 
