@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu import backends
 from tapegpu.backends.kernels import nvrtc
 from tapegpu.function import fusion
 from tapegpu.ops.registry import REGISTRY
@@ -228,9 +229,16 @@ def _generated_sources():
                       .get_concrete_function(x).graph)
         graphs.append(tg.function(lambda x: tg.reshape(tg.sin(x) / (x * x + 1.0) - 0.5,
                                                        (2, 4))).get_concrete_function(x).graph)
+    if backends.CudaEmuBackend.available():  # column sums end kernels on GPUs only
+        with tg.device("cuda_emu"):
+            x = tg.constant(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6))
+            graphs.append(tg.function(lambda x: tg.reduce_sum(tg.tanh(x) * 2.0 - x, axis=0))
+                          .get_concrete_function(x).graph)
     for g in graphs:
         for k in fusion.groups(g):
             sources[k.name] = k.cuda_source()
+    assert any("[j] = s0;" in src for src in sources.values()) or \
+        not backends.CudaEmuBackend.available()
     return sources
 
 
@@ -347,3 +355,35 @@ def test_cpu_limits_leave_large_and_short_groups_to_numpy(tg_device):
         # a GPU (here the emulator) fuses every group of two ops or more
         assert len(kernels) == (1 if fused_on_cpu or not cpu else 0), (x.shape, n)
         np.testing.assert_allclose(f(x).numpy(), chain(x, n).numpy(), rtol=1e-14)
+
+
+def test_a_column_sum_ends_the_kernel_of_the_group_it_sums_on_gpus(tg_device):
+    x = tg.constant(np.linspace(-3, 3, 4 * 6 * 3, dtype=np.float32).reshape(4, 6, 3))
+    b = tg.constant(np.linspace(0, 1, 3, dtype=np.float32))
+
+    def f(x, b):
+        g = tg.tanh(x + b) * 2.0 - 1.0  # a bias gradient's shape: sums over leading axes
+        return tg.reduce_sum(g, axis=0), tg.reduce_sum(g * g, axis=[0, 1]), g
+    fused, plain, out, ref = _both(f, x, b)
+    kernels = _fused(fused.get_concrete_function(x, b))
+    for o, r in zip(out, ref):  # the rows summed in order: numpy's bits
+        assert o.numpy().tobytes() == r.numpy().tobytes()
+    if tg_device == "numpy":  # one kernel, the sums stay numpy's (its pairwise order)
+        assert all(not k.sums for k in kernels)
+        return
+    (k,) = kernels
+    assert k.cols == 18 and len(k.sums) == 1 and k.ops.count("reduce_sum") == 1
+    ops = [n.op.name for n in fused.get_concrete_function(x, b)._plan.graph.nodes
+           if n.kind == "op"]
+    assert ops.count("reduce_sum") == 1  # the sum of another width stays a library call
+
+
+def test_a_column_sum_alone_is_fused_and_a_full_sum_is_not(tg_device):
+    x = tg.constant(np.arange(12, dtype=np.float64).reshape(3, 4) - 5.5)
+    fused, plain, out, ref = _both(lambda x: (tg.reduce_sum(x * 3.0, axis=0),
+                                              tg.reduce_sum(x - 1.0)), x)
+    kernels = _fused(fused.get_concrete_function(x))
+    for o, r in zip(out, ref):
+        assert o.numpy().tobytes() == r.numpy().tobytes()
+    if tg_device != "numpy":
+        assert [len(k.sums) for k in kernels] == [1]
