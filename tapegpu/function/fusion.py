@@ -4,8 +4,9 @@
 `fused` node (the graph given is not changed: `concrete.graph` stays the IR of registry ops,
 and saved models keep it). A node is fusible when its op's description has a C expression
 (`c=` in its `def_op` entry: the generated code comes from those and nothing else), it runs on
-`numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype, with
-each input of a shape that broadcasts to the output's (or of its size, for a reshape).
+`numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype (on
+GPUs, some may be bool instead: comparisons, `where`'s condition), with each input of a shape
+that broadcasts to the output's (or of its size, for a reshape).
 
 Groups (on the CPU only those of at most HOST_MAX_ELEMENTS elements and at least HOST_MIN_OPS
 ops: see there). A node's
@@ -113,6 +114,17 @@ def index(shape, to, i="i"):
     return " + ".join(terms) or "0"
 
 
+def compute_dtype(graph, node):
+    """The floating dtype `node` computes in: its output's and inputs' one floating dtype, the
+    others bool (comparisons, `where`'s condition: on GPUs only); None if there is none."""
+    dtypes = {graph.meta[v][2] for v in (node.out, *node.ins)}
+    floats = dtypes - {"bool"}
+    if len(floats) != 1 or not floats <= set(C_TYPES) or \
+            ("bool" in dtypes and node.dev.name not in GPU_TARGETS):
+        return None
+    return floats.pop()
+
+
 def fusible(graph, node):
     """Whether `node` can be part of a generated kernel (see the module docstring)."""
     if node.kind != "op" or node.op.c is None or node.dev is None or \
@@ -120,14 +132,19 @@ def fusible(graph, node):
         return False
     _, shape, dtype, _ = graph.meta[node.out]
     size = _size(shape)
-    if dtype not in C_TYPES or size == 0:
+    if compute_dtype(graph, node) is None or size == 0:
         return False
     for i in node.ins:
         _, ishape, idtype, idev = graph.meta[i]
-        if idtype != dtype or idev is not node.dev or not (
+        if idev is not node.dev or not (
                 _broadcasts(ishape, shape) or (_size(ishape) == size and len(node.ins) == 1)):
             return False
     return True
+
+
+def _ctype(graph, v):
+    """The C type of value `v` in a kernel: `bool` or the kernel's `T`."""
+    return "bool" if graph.meta[v][2] == "bool" else "T"
 
 
 class Kernel:
@@ -158,8 +175,10 @@ class Kernel:
         over leading axes: its bits)."""
         t = C_TYPES[self.dtype]
         n_out = len(self.outputs)
-        params = [f"const T *__restrict__ in{j}" for j in range(len(self.leaves))] + \
-            [f"T *__restrict__ out{j}" for j in range(n_out + len(self.sums))] + ["long long n"]
+        g = self.graph
+        params = [f"const {_ctype(g, v)} *__restrict__ in{j}" for j, v in enumerate(self.leaves)]
+        params += [f"{_ctype(g, v)} *__restrict__ out{j}" for j, v in enumerate(self.results)]
+        params += ["long long n"]
         head = (f"typedef {t} T;\n"
                 f'extern "C" __global__ void {self.name}({", ".join(params)}) {{\n')
         if not self.sums:
@@ -210,12 +229,15 @@ def _statements(graph, nodes, leaves, outputs, summed=()):
     computed = {n.out for n in nodes}
     stmts, loads = [], {}
 
+    def name(v):  # bool values are b<v>, the kernel's T ones v<v>
+        return f"{'b' if _ctype(graph, v) == 'bool' else 'v'}{v}"
+
     def value(v, consumer_shape):
         if v in computed:
-            return f"v{v}"
+            return name(v)
         at = index(graph.meta[v][1], consumer_shape, "{i}")
         if (v, at) not in loads:
-            loads[v, at] = f"a{len(loads)}"
+            loads[v, at] = f"{'c' if _ctype(graph, v) == 'bool' else 'a'}{len(loads)}"
             stmts.append(("load", loads[v, at], number[v], at))
         return loads[v, at]
     for node in nodes:
@@ -223,9 +245,9 @@ def _statements(graph, nodes, leaves, outputs, summed=()):
         subst = dict(zip(node.op.args, (f"({value(i, out_shape)})" for i in node.ins)))
         expr = re.sub(r"\b(" + "|".join(map(re.escape, subst)) + r")\b",
                       lambda m: subst[m.group(1)], node.op.c) if subst else node.op.c
-        stmts.append(("let", f"v{node.out}", expr, None))
-    stmts += [("store", f"v{v}", j, None) for j, v in enumerate(outputs)]
-    stmts += [("sum", f"v{v}", k, None) for k, v in enumerate(summed)]
+        stmts.append(("let", name(node.out), expr, None))
+    stmts += [("store", name(v), j, None) for j, v in enumerate(outputs)]
+    stmts += [("sum", name(v), k, None) for k, v in enumerate(summed)]
     return tuple(stmts)
 
 
@@ -233,10 +255,11 @@ def _cuda_body(stmts, n):
     """The statements for element `i` of a grid-stride loop."""
     lines = []
     for kind, name, arg, at in stmts:
+        t = "bool" if name[0] in "bc" else "T"
         if kind == "load":
-            lines.append(f"    const T {name} = in{arg}[{at.format(i='i')}];")
+            lines.append(f"    const {t} {name} = in{arg}[{at.format(i='i')}];")
         elif kind == "let":
-            lines.append(f"    const T {name} = (T)({arg});")
+            lines.append(f"    const {t} {name} = ({t})({arg});")
         elif kind == "sum":  # the first row starts the sum, as numpy's (-0.0 stays -0.0)
             lines.append(f"    s{arg} = r == 0 ? {name} : s{arg} + {name};")
         else:
@@ -296,8 +319,8 @@ def groups(graph):
     producer = {}
     for k, n in enumerate(nodes):
         if fus[k]:
-            _, shape, dtype, _ = graph.meta[n.out]
-            key[n.out] = (level[n.out], _size(shape), dtype, n.dev.name)
+            shape = graph.meta[n.out][1]
+            key[n.out] = (level[n.out], _size(shape), compute_dtype(graph, n), n.dev.name)
             producer[n.out] = n
     # a column sum of a group's value ends the group's kernel (on GPUs; one width per kernel)
     sums, cols = {}, {}  # group key -> [(summed value, sum's output)]; group key -> width
@@ -519,15 +542,16 @@ def _device_runner(kernel):
     fn = _compiled.get((dev.name, source))
     if fn is None:
         fn = _compiled[(dev.name, source)] = _module(dev, source).get_function(kernel.name)
-    dtype = np.dtype(kernel.dtype)
-    shapes = [kernel.graph.meta[v][1] for v in kernel.results]
+    meta = kernel.graph.meta
+    in_dtypes = [np.dtype(meta[v][2]) for v in kernel.leaves]
+    outs_meta = [(meta[v][1], np.dtype(meta[v][2])) for v in kernel.results]
     n = kernel.n
     grid = (min(MAX_BLOCKS, -(-(kernel.cols or n) // BLOCK)),)  # threads: columns or elements
     launches, name = dev.launches, kernel.name
 
     def run(*arrays):
-        arrays = [xp.ascontiguousarray(xp.asarray(a), dtype) for a in arrays]
-        outs = [xp.empty(s, dtype) for s in shapes]
+        arrays = [xp.ascontiguousarray(xp.asarray(a), d) for a, d in zip(arrays, in_dtypes)]
+        outs = [xp.empty(s, d) for s, d in outs_meta]
         fn(grid, (BLOCK,), (*arrays, *outs, np.int64(n)))
         launches[name] += 1
         return outs

@@ -234,11 +234,14 @@ def _generated_sources():
             x = tg.constant(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6))
             graphs.append(tg.function(lambda x: tg.reduce_sum(tg.tanh(x) * 2.0 - x, axis=0))
                           .get_concrete_function(x).graph)
+            graphs.append(tg.function(lambda x: tg.where(x > 0.5, x * 2.0, x - 1.0))
+                          .get_concrete_function(x).graph)  # a bool value in a kernel
     for g in graphs:
         for k in fusion.groups(g):
             sources[k.name] = k.cuda_source()
-    assert any("[j] = s0;" in src for src in sources.values()) or \
-        not backends.CudaEmuBackend.available()
+    assert not backends.CudaEmuBackend.available() or (
+        any("[j] = s0;" in src for src in sources.values()) and
+        any("const bool b" in src for src in sources.values()))
     return sources
 
 
@@ -387,3 +390,24 @@ def test_a_column_sum_alone_is_fused_and_a_full_sum_is_not(tg_device):
         assert o.numpy().tobytes() == r.numpy().tobytes()
     if tg_device != "numpy":
         assert [len(k.sums) for k in kernels] == [1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_comparisons_and_where_fuse_on_gpus_with_the_unfused_bits(tg_device, dtype):
+    vals = np.array(SPECIALS + [1.5, -2.5, 3.0, -0.5, 2.0, 0.25], dtype)
+    y = tg.constant(np.resize(vals, (4, 4)))
+    g = tg.constant(np.resize(vals[::-1], (4, 4)))
+
+    def f(y, g):  # an activation's backward: its mask, the masked gradient, its column sums
+        masked = tg.where(y > 0.0, g, tg.zeros_like(g))
+        picked = tg.where(tg.equal(y, g) | (y <= -1.0), y * 2.0, g - 1.0)
+        return masked, tg.reduce_sum(masked, axis=0), picked, tg.cast(y != g, y.dtype)
+    fused, plain, out, ref = _both(f, y, g)
+    for o, r in zip(out, ref):
+        assert o.numpy().tobytes() == r.numpy().tobytes()
+    kernels = _fused(fused.get_concrete_function(y, g))
+    ops = {op for k in kernels for op in k.ops}
+    if tg_device == "numpy":  # bool values are fused on GPUs only
+        assert not ops & {"greater", "where", "equal"}
+    else:
+        assert {"greater", "where", "less_equal", "multiply", "reduce_sum"} <= ops
