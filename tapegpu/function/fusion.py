@@ -22,6 +22,8 @@ gradient) ends the group's kernel instead of being a launch of its own (one sum 
 kernel; a thread per column adds the rows in order, numpy's order for such sums, so its bits on
 `cuda_emu`; CuPy's reduction adds in another order, so on `cuda` the sum differs from the
 unfused one by rounding: at most (rows - 1) ulp of the sum of magnitudes, as any reordering).
+Also on GPUs, a value whose every use is in one later group of its shape is computed in that
+group (an activation's mask, made right after the forward, joins its backward's kernel).
 
 Targets, from one body of generated statements:
 
@@ -322,6 +324,24 @@ def groups(graph):
             shape = graph.meta[n.out][1]
             key[n.out] = (level[n.out], _size(shape), compute_dtype(graph, n), n.dev.name)
             producer[n.out] = n
+    # on GPUs a value whose every use is in one later group of its size and shape moves into
+    # that group (computed where it is used: a mask made early and used late costs no launch)
+    results = {v for kind, v in graph.outputs if kind == "v"}
+    users = {}
+    for k, n in enumerate(nodes):
+        for i in n.ins:
+            users.setdefault(i, []).append(n)
+    for k in reversed(range(len(nodes))):
+        n = nodes[k]
+        if not fus[k] or n.out in results or not users.get(n.out) or \
+                n.dev.name not in GPU_TARGETS:
+            continue
+        uses = users[n.out]
+        if all(u.out in key and u.kind == "op" and
+               graph.meta[u.out][1] == graph.meta[n.out][1] for u in uses):
+            targets = {key[u.out] for u in uses}
+            if len(targets) == 1 and next(iter(targets))[1:] == key[n.out][1:]:
+                key[n.out] = targets.pop()
     # a column sum of a group's value ends the group's kernel (on GPUs; one width per kernel)
     sums, cols = {}, {}  # group key -> [(summed value, sum's output)]; group key -> width
     absorbed = set()
