@@ -22,8 +22,9 @@ gradient) ends the group's kernel instead of being a launch of its own (one sum 
 kernel; a thread per column adds the rows in order, numpy's order for such sums, so its bits on
 `cuda_emu`; CuPy's reduction adds in another order, so on `cuda` the sum differs from the
 unfused one by rounding: at most (rows - 1) ulp of the sum of magnitudes, as any reordering).
-Also on GPUs, a value whose every use is in one later group of its shape is computed in that
-group (an activation's mask, made right after the forward, joins its backward's kernel).
+Also on GPUs, an op alone in its group (which would be a launch of its own) whose every use is
+in one later group of its shape is computed in that group (an activation's mask, made right
+after the forward, joins its backward's kernel).
 
 Targets, from one body of generated statements:
 
@@ -45,6 +46,7 @@ where the unfused program runs numpy's or CuPy's; tests/function/test_fusion.py 
 difference on the op spec table's inputs and on NaN, infinities and subnormals, and docs/
 function.md states the bound per function.
 """
+import collections
 import copy
 import ctypes
 import hashlib
@@ -324,8 +326,10 @@ def groups(graph):
             shape = graph.meta[n.out][1]
             key[n.out] = (level[n.out], _size(shape), compute_dtype(graph, n), n.dev.name)
             producer[n.out] = n
-    # on GPUs a value whose every use is in one later group of its size and shape moves into
-    # that group (computed where it is used: a mask made early and used late costs no launch)
+    # on GPUs an op alone in its group (no kernel: a launch of its own) whose every use is in
+    # one later group of its size and shape moves into that group (computed where it is used:
+    # a mask made early and used late costs no launch)
+    alone = collections.Counter(key[v] for v, n in producer.items() if not n.op.view)
     results = {v for kind, v in graph.outputs if kind == "v"}
     users = {}
     for k, n in enumerate(nodes):
@@ -334,14 +338,16 @@ def groups(graph):
     for k in reversed(range(len(nodes))):
         n = nodes[k]
         if not fus[k] or n.out in results or not users.get(n.out) or \
-                n.dev.name not in GPU_TARGETS:
+                n.dev.name not in GPU_TARGETS or n.op.view or alone[key[n.out]] != 1:
             continue
         uses = users[n.out]
         if all(u.out in key and u.kind == "op" and
                graph.meta[u.out][1] == graph.meta[n.out][1] for u in uses):
             targets = {key[u.out] for u in uses}
             if len(targets) == 1 and next(iter(targets))[1:] == key[n.out][1:]:
+                alone[key[n.out]] -= 1
                 key[n.out] = targets.pop()
+                alone[key[n.out]] += 1
     # a column sum of a group's value ends the group's kernel (on GPUs; one width per kernel)
     sums, cols = {}, {}  # group key -> [(summed value, sum's output)]; group key -> width
     absorbed = set()

@@ -146,17 +146,11 @@ def test_reductions_split_groups_and_values_cross_them_through_memory(tg_device)
         return tg.tanh(z) * 3.0, s
     fused, plain, a, b = _both(f, x)
     kernels = _fused(fused.get_concrete_function(x))
-    # cos(x) is ready at the start: on the CPU it joins the first kernel, which writes it for
-    # the second; on GPUs it is computed where it is used (no write and read back, and no
-    # launch of its own where it would be alone); y / s reads s (3, 1) broadcast over the rows
-    if tg_device == "numpy":
-        assert [k.ops for k in kernels] == [["exp", "multiply", "subtract", "cos"],
-                                            ["divide", "add", "tanh", "multiply"]]
-        assert [len(k.outputs) for k in kernels] == [2, 1]
-    else:
-        assert [k.ops for k in kernels] == [["exp", "multiply", "subtract"],
-                                            ["divide", "cos", "add", "tanh", "multiply"]]
-        assert [len(k.outputs) for k in kernels] == [1, 1]
+    # cos(x) is ready at the start: it joins the first kernel, which writes it for the second;
+    # y / s reads s (3, 1) broadcast over the rows
+    assert [k.ops for k in kernels] == [["exp", "multiply", "subtract", "cos"],
+                                        ["divide", "add", "tanh", "multiply"]]
+    assert [len(k.outputs) for k in kernels] == [2, 1]
     for u, v in zip(a, b):
         np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-14)
 
@@ -437,3 +431,21 @@ def test_the_traced_mlp_steps_masks_selects_and_bias_sums_are_in_kernels(tg_devi
     for name in ("greater", "where", "reduce_sum", "subtract"):
         assert traced.get(name) and name not in fused, name
     assert sum(fused.values()) <= sum(traced.values()) - 4
+
+
+def test_an_op_alone_in_its_group_is_computed_in_the_later_group_using_it_on_gpus(tg_device):
+    x = tg.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    w = tg.constant(np.linspace(0.5, 1.5, 16, dtype=np.float32).reshape(4, 4))
+
+    def f(x, w):
+        mask = x > 0.0  # alone at its level: the matmul's result comes later
+        h = tg.matmul(x, w)
+        return tg.where(mask, h * 2.0, h - 1.0)
+    fused, plain, out, ref = _both(f, x, w)
+    assert out.numpy().tobytes() == ref.numpy().tobytes()
+    kernels = _fused(fused.get_concrete_function(x, w))
+    if tg_device == "numpy":  # bool values are fused on GPUs only
+        assert all(not {"greater", "where"} & set(k.ops) for k in kernels)
+    else:
+        (k,) = kernels
+        assert sorted(k.ops) == ["greater", "multiply", "subtract", "where"]
