@@ -7,7 +7,10 @@ custom kernel runs from the same `.cu` source as on a GPU through the CPU emulat
 the backend's launch counter (`launches`: kernel launches per kernel name) around one step
 after a warm-up. Each workload is counted twice: with the sweep's array mode and fused VJPs
 (the default, `tapegpu.autodiff.sweep.FUSED = True`) and with the tensor-mode rules only, so the effect
-of fusion is visible. Where `tg.profiler` reports bytes moved, they are shown too.
+of fusion is visible; then under `tg.function` unfused ("traced"), fused ("traced, fused") and
+captured as one CUDA graph ("captured", `jit_compile=True`: 1 launch per step where the step
+can be captured, else the fused replay's count; tapegpu/function/capture.py says which steps
+are refused). Where `tg.profiler` reports bytes moved, they are shown too.
 
 On a GPU each launch costs a few microseconds of latency whatever its size, so launches per step
 bound the step time of the small workloads (W1, W4-W6) from below; bytes moved over memory
@@ -63,9 +66,11 @@ def _profiler_bytes(tg, fn):
     return total
 
 
-def count(dev, fn):
-    """Kernel launches per kernel name of one call of `fn` (after one warm-up call)."""
-    fn()
+def count(dev, fn, warmup=1):
+    """Kernel launches per kernel name of one call of `fn` (after `warmup` calls: a captured
+    tg.function traces at its first call and captures at its second)."""
+    for _ in range(warmup):
+        fn()
     dev.synchronize()
     before = collections.Counter(dev.launches)
     fn()
@@ -96,14 +101,15 @@ def roofline(entry):
 
 def markdown(report):
     """The counts and roofline estimates as a markdown table."""
-    lines = ["| workload | launches unfused | eager | traced | traced, fused | MiB moved | MFLOP "
-             "| H100 µs unfused | eager | traced, fused | one graph |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| workload | launches unfused | eager | traced | traced, fused | captured "
+             "| MiB moved | MFLOP | H100 µs unfused | eager | traced, fused | one graph |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, e in report.items():
         b = e.get("fused", {}).get("bytes") or {}
         r = e.get("roofline_us") or {}
         cells = [name, *(e.get(m, {}).get("launches", "error")
-                         for m in ("unfused", "fused", "traced", "traced, fused")),
+                         for m in ("unfused", "fused", "traced", "traced, fused",
+                                   "captured")),
                  f"{b['bytes'] / 2**20:.1f}" if b else "", f"{b['flops'] / 1e6:.1f}" if b else "",
                  *(f"{r[k]:.1f}" if k in r else "" for k in ("unfused", "eager", "traced, fused",
                                                              "graph"))]
@@ -161,11 +167,11 @@ def main(argv=None):
                     entry[mode] = {"error": f"{type(e).__name__}: {e}"}
                 finally:
                     sweep.FUSED = old
-            for mode, jit in (("traced", False), ("traced, fused", None)):
+            for mode, jit in (("traced", False), ("traced, fused", None), ("captured", True)):
                 try:
                     with tg.device("cuda_emu"):
                         traced = tg.function(fn, jit_compile=jit)
-                        launches = count(dev, traced)
+                        launches = count(dev, traced, warmup=2 if jit else 1)
                     entry[mode] = {"launches": sum(launches.values()), "per_kernel": launches}
                 except Exception as e:
                     entry[mode] = {"error": f"{type(e).__name__}: {e}"}
@@ -175,7 +181,8 @@ def main(argv=None):
             line = f"{key}: {row}: launches fused {f.get('launches', f.get('error'))}, " \
                    f"unfused {u.get('launches', u.get('error'))}, traced " \
                    f"{t.get('launches', t.get('error'))}, traced and fused " \
-                   f"{tf_.get('launches', tf_.get('error'))}"
+                   f"{tf_.get('launches', tf_.get('error'))}, captured " \
+                   f"{entry['captured'].get('launches', entry['captured'].get('error'))}"
             if f.get("bytes") is not None:
                 line += f"; bytes moved {f['bytes']['bytes'] / 2**20:,.2f} MiB, " \
                         f"{f['bytes']['flops'] / 1e6:,.1f} MFLOP"

@@ -1,29 +1,40 @@
-"""Kernel launches per training step on `cuda_emu`, with fusion on and off (the GPU cost model
-of one step; issue: fusion must at least halve the launches). The step and the switch are
-tapegpu.testing.launches.
+"""Kernel launches per training step on `cuda_emu` (the GPU cost model of one step): eager with
+fusion off and on, under tg.function unfused (`jit_compile=False`), fused (the default) and
+captured as one CUDA graph (`jit_compile=True`, with the momentum update written as assigns:
+an optimizer's apply_gradients runs host code each step and is not captured; the kernels
+inside the graph are listed too). The steps are tapegpu.testing.launches.
 
     python -m benchmarks.launches [--batch 256]
 """
 import argparse
 
-from tapegpu.testing.launches import step_launches
+from tapegpu.testing.launches import step_launches, traced_step_launches
+
+
+def _show(title, counts):
+    print(f"{title}: {sum(counts.values())}")
+    for k, v in sorted(counts.items()):
+        print(f"    {k:<36} {v}")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--batch", type=int, default=256)
     args = p.parse_args(argv)
-    on = step_launches(args.batch, True, "relu")
-    off = step_launches(args.batch, False, "relu")
-    n_on, n_off = sum(on.values()), sum(off.values())
-    print(f"launches per step, fusion on:  {n_on}")
-    for k, v in sorted(on.items()):
-        print(f"    {k:<36} {v}")
-    print(f"launches per step, fusion off: {n_off}")
-    for k, v in sorted(off.items()):
-        print(f"    {k:<36} {v}")
-    print(f"ratio on/off: {n_on / n_off:.3f}")
-    return {"fused": on, "unfused": off, "ratio": n_on / n_off}
+    rows = {"eager, unfused": step_launches(args.batch, False, "relu"),
+            "eager, fused": step_launches(args.batch, True, "relu"),
+            "traced": traced_step_launches(args.batch, "relu", False)[0],
+            "traced, fused": traced_step_launches(args.batch, "relu", None)[0]}
+    captured, inside = traced_step_launches(args.batch, "relu", True, update="assign")
+    rows["captured (assign update)"] = captured
+    for title, counts in rows.items():
+        _show(f"launches per step, {title}", counts)
+    if inside is not None:
+        _show("kernels inside the captured graph", inside)
+    base = sum(rows["eager, unfused"].values())
+    print("ratio to eager unfused: " + ", ".join(
+        f"{t} {sum(c.values()) / base:.3f}" for t, c in rows.items()))
+    return {"rows": rows, "inside_graph": inside}
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from . import emu
+from .emu import stream as emu_stream
 
 # One-pass CPU kernels for the numpy backend (tapegpu/backends/_cpu.c: bias + ReLU and ReLU's
 # backward), built at install where a C compiler is; numpy runs those ops without them, with the
@@ -74,6 +75,18 @@ class CudaEmuBackend(NumpyBackend):
     def __init__(self):
         super().__init__()
         self._kernels = None
+        self.capturing = None  # the emu.stream.Stream capturing this device's launches
+
+    def to_numpy(self, array):
+        if self.capturing is not None:  # as CUDA: no device-to-host copy in a capture
+            raise emu_stream.CaptureError("the device is capturing a graph, so device-to-host "
+                                          "transfers are disallowed")
+        return np.asarray(array)
+
+    def synchronize(self):
+        if self.capturing is not None:
+            raise emu_stream.CaptureError("cudaErrorStreamCaptureUnsupported: synchronize "
+                                          "while the device is capturing a graph")
 
     @property
     def kernels(self):

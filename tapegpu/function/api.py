@@ -13,8 +13,7 @@ from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..ops import registry
 from ..ops.control_flow import TensorArray
 from . import graph as _graph
-from . import fusion
-from . import diagonal, rewrite
+from . import capture, diagonal, fusion, rewrite
 from .graph import GuardMismatch, Plan, format_print, optimize
 from .trace import Tracer
 
@@ -130,6 +129,8 @@ class ConcreteFunction:
     """One trace of a `tg.function`: its graph (`.graph`, printable, optimized) and what it
     was traced for (`.structured_input_signature`). Calling it replays the graph."""
 
+    _capture = None  # capture.Capture of the replay (jit_compile=True), or None
+
     def __init__(self, function, graph, key, arg_structure):
         self.function = function
         # a Jacobian's backward on per-example values, not on its basis (diagonal.py), then
@@ -138,6 +139,9 @@ class ConcreteFunction:
         # the replayed copy has its elementwise groups fused (fusion.py; jit_compile=False: no)
         self._plan = Plan(self.graph if function._jit_compile is False else
                           fusion.fuse(self.graph))
+        # jit_compile=True: replayed from a captured CUDA graph where it can be (capture.py)
+        self._capture = capture.Capture(self._plan) if function._jit_compile is True and \
+            capture.ENABLED else None
         self._key = key
         self._arg_structure = arg_structure
 
@@ -151,6 +155,13 @@ class ConcreteFunction:
         return tuple(args), dict(kwargs)
 
     @property
+    def capture_info(self):
+        """Whether the replay runs from a captured CUDA graph (`jit_compile=True`), and if not,
+        why: {"captured", "reason", "captures", "graph_launches", "copies"}, or None when
+        capture is off (tapegpu/function/capture.py)."""
+        return None if self._capture is None else dict(self._capture.info)
+
+    @property
     def peak_live_values(self):
         """The most arrays the replay holds at once (inputs and constants included)."""
         return self._plan.peak_live
@@ -162,7 +173,9 @@ class ConcreteFunction:
         """The outputs (flattened) of one replay on the argument tensors."""
         if _thread.recorders:
             return self._run_ops(tensors)
-        arrays = _graph.replay(self._plan, [t._data for t in tensors])
+        arrays = [t._data for t in tensors]
+        arrays = _graph.replay(self._plan, arrays) if self._capture is None else \
+            self._capture.run(arrays)
         meta = self.graph.meta
         outs = []
         for (kind, v), a in zip(self.graph.outputs, arrays):
@@ -477,6 +490,11 @@ def function(func=None, input_signature=None, reduce_retracing=False, jit_compil
     by value) while its ops are recorded; later calls replay the recorded graph on arrays.
     Python side effects happen only when tracing; `tg.print` prints at every call. A decorator,
     with or without arguments, on functions and methods. See docs/function.md.
+
+    `jit_compile`: None (default) replays with elementwise groups fused into generated
+    kernels; False replays op by op; True also captures the replay on a GPU (`cuda`,
+    `cuda_emu`) as one CUDA graph launched once per call, where the step allows it
+    (`concrete.capture_info` says whether, and why not).
 
     >>> @tg.function
     ... def f(x):

@@ -4,8 +4,9 @@
 `fused` node (the graph given is not changed: `concrete.graph` stays the IR of registry ops,
 and saved models keep it). A node is fusible when its op's description has a C expression
 (`c=` in its `def_op` entry: the generated code comes from those and nothing else), it runs on
-`numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype, with
-each input of a shape that broadcasts to the output's (or of its size, for a reshape).
+`numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype (on
+GPUs, some may be bool instead: comparisons, `where`'s condition), with each input of a shape
+that broadcasts to the output's (or of its size, for a reshape).
 
 Groups (on the CPU only those of at most HOST_MAX_ELEMENTS elements and at least HOST_MIN_OPS
 ops: see there). A node's
@@ -15,6 +16,15 @@ group (a group of one op, with views, is left as it is: fusing it saves nothing)
 written to memory (an output of its kernel) only when an unfused node, the graph's result or
 another group needs it; single-element values needed elsewhere are recomputed instead. Each
 kernel computes its members (and those recomputed values) once per element, in registers.
+
+On GPUs a sum over leading axes of a group's value (`reduce_sum(v, axis=(0, ..., k-1))`: a bias
+gradient) ends the group's kernel instead of being a launch of its own (one sum width per
+kernel; a thread per column adds the rows in order, numpy's order for such sums, so its bits on
+`cuda_emu`; CuPy's reduction adds in another order, so on `cuda` the sum differs from the
+unfused one by rounding: at most (rows - 1) ulp of the sum of magnitudes, as any reordering).
+Also on GPUs, an op alone in its group (which would be a launch of its own) whose every use is
+in one later group of its shape is computed in that group (an activation's mask, made right
+after the forward, joins its backward's kernel).
 
 Targets, from one body of generated statements:
 
@@ -36,6 +46,7 @@ where the unfused program runs numpy's or CuPy's; tests/function/test_fusion.py 
 difference on the op spec table's inputs and on NaN, infinities and subnormals, and docs/
 function.md states the bound per function.
 """
+import collections
 import copy
 import ctypes
 import hashlib
@@ -58,6 +69,7 @@ except ImportError:  # the compiled helpers are optional: ctypes calls the kerne
 ENABLED = os.environ.get("TAPEGPU_FUSION", "1") != "0"
 C_TYPES = {"float32": "float", "float64": "double"}
 TARGETS = ("numpy", "cuda_emu", "cuda")
+GPU_TARGETS = ("cuda_emu", "cuda")  # where column sums end kernels (a launch saved each)
 MAX_ARRAYS = 64  # inputs + outputs of one kernel (tapegpu.backends._cpu.call_fused's limit)
 BLOCK = 256
 MAX_BLOCKS = 1024
@@ -106,6 +118,17 @@ def index(shape, to, i="i"):
     return " + ".join(terms) or "0"
 
 
+def compute_dtype(graph, node):
+    """The floating dtype `node` computes in: its output's and inputs' one floating dtype, the
+    others bool (comparisons, `where`'s condition: on GPUs only); None if there is none."""
+    dtypes = {graph.meta[v][2] for v in (node.out, *node.ins)}
+    floats = dtypes - {"bool"}
+    if len(floats) != 1 or not floats <= set(C_TYPES) or \
+            ("bool" in dtypes and node.dev.name not in GPU_TARGETS):
+        return None
+    return floats.pop()
+
+
 def fusible(graph, node):
     """Whether `node` can be part of a generated kernel (see the module docstring)."""
     if node.kind != "op" or node.op.c is None or node.dev is None or \
@@ -113,14 +136,19 @@ def fusible(graph, node):
         return False
     _, shape, dtype, _ = graph.meta[node.out]
     size = _size(shape)
-    if dtype not in C_TYPES or size == 0:
+    if compute_dtype(graph, node) is None or size == 0:
         return False
     for i in node.ins:
         _, ishape, idtype, idev = graph.meta[i]
-        if idtype != dtype or idev is not node.dev or not (
+        if idev is not node.dev or not (
                 _broadcasts(ishape, shape) or (_size(ishape) == size and len(node.ins) == 1)):
             return False
     return True
+
+
+def _ctype(graph, v):
+    """The C type of value `v` in a kernel: `bool` or the kernel's `T`."""
+    return "bool" if graph.meta[v][2] == "bool" else "T"
 
 
 class Kernel:
@@ -128,24 +156,50 @@ class Kernel:
     writes (`outputs`), its element count `n` (of every value it computes but single-element
     ones) and dtype."""
 
-    def __init__(self, graph, nodes, leaves, outputs, n, dtype, dev):
+    def __init__(self, graph, nodes, leaves, outputs, n, dtype, dev, sums=(), cols=None):
         self.graph, self.nodes, self.leaves, self.outputs = graph, nodes, leaves, outputs
         self.n, self.dtype, self.dev = n, dtype, dev
-        self.stmts = _statements(graph, nodes, leaves, outputs)
-        self.key = hashlib.sha256(f"{dtype}\n{self.n}\n{self.stmts}".encode()).hexdigest()[:16]
+        # column sums ending the group: (value summed, the reduce_sum's output), over the
+        # leading n // cols rows of elements, each a sum of `cols` columns
+        self.sums, self.cols = tuple(sums), cols
+        self.stmts = _statements(graph, nodes, leaves, outputs, [v for v, _ in self.sums])
+        self.key = hashlib.sha256(
+            f"{dtype}\n{self.n}\n{self.cols}\n{self.stmts}".encode()).hexdigest()[:16]
         self.name = f"tg_fused_{self.key}"
-        self.ops = [node.op.name for node in nodes]
+        self.ops = [node.op.name for node in nodes] + ["reduce_sum"] * len(self.sums)
+
+    @property
+    def results(self):
+        """The values the kernel writes: its outputs, then its column sums."""
+        return tuple(self.outputs) + tuple(out for _, out in self.sums)
 
     def cuda_source(self):
-        """The kernel as CUDA C: what NVRTC compiles for `cuda` and the emulator runs."""
+        """The kernel as CUDA C: what NVRTC compiles for `cuda` and the emulator runs. With
+        column sums, a thread per column walks the rows in order (numpy's order for a sum
+        over leading axes: its bits)."""
         t = C_TYPES[self.dtype]
-        params = [f"const T *__restrict__ in{j}" for j in range(len(self.leaves))] + \
-            [f"T *__restrict__ out{j}" for j in range(len(self.outputs))] + ["long long n"]
-        return (f"typedef {t} T;\n"
-                f'extern "C" __global__ void {self.name}({", ".join(params)}) {{\n'
-                "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
-                "       i += (long long)blockDim.x * gridDim.x) {\n"
-                f"{_cuda_body(self.stmts, self.n)}  }}\n}}\n")
+        n_out = len(self.outputs)
+        g = self.graph
+        params = [f"const {_ctype(g, v)} *__restrict__ in{j}" for j, v in enumerate(self.leaves)]
+        params += [f"{_ctype(g, v)} *__restrict__ out{j}" for j, v in enumerate(self.results)]
+        params += ["long long n"]
+        head = (f"typedef {t} T;\n"
+                f'extern "C" __global__ void {self.name}({", ".join(params)}) {{\n')
+        if not self.sums:
+            return (head + "  for (long long i = blockIdx.x * (long long)blockDim.x + "
+                    "threadIdx.x; i < n;\n"
+                    "       i += (long long)blockDim.x * gridDim.x) {\n"
+                    f"{_cuda_body(self.stmts, self.n)}  }}\n}}\n")
+        cols = self.cols
+        acc = "".join(f"    T s{k} = (T)0;\n" for k in range(len(self.sums)))
+        done = "".join(f"    out{n_out + k}[j] = s{k};\n" for k in range(len(self.sums)))
+        return (head +
+                f"  for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
+                f"j < {cols}LL;\n"
+                "       j += (long long)blockDim.x * gridDim.x) {\n" + acc +
+                f"    for (long long r = 0; r < n / {cols}LL; ++r) {{\n"
+                f"    const long long i = r * {cols}LL + j;\n"
+                f"{_cuda_body(self.stmts, self.n)}    }}\n" + done + "  }\n}\n")
 
     def host_source(self):
         """The kernel as C++ for the CPU: a loop over blocks of LANES elements, each statement
@@ -168,7 +222,7 @@ class Kernel:
         return f"{self.name}[{', '.join(self.ops)}]"
 
 
-def _statements(graph, nodes, leaves, outputs):
+def _statements(graph, nodes, leaves, outputs, summed=()):
     """The kernel's work for flat element `i`, as statements: ("load", name, array number,
     index template with `{i}`), ("let", name, C expression of earlier names), ("store", name,
     output number). Every value of the group has n elements and is computed at its flat
@@ -179,12 +233,15 @@ def _statements(graph, nodes, leaves, outputs):
     computed = {n.out for n in nodes}
     stmts, loads = [], {}
 
+    def name(v):  # bool values are b<v>, the kernel's T ones v<v>
+        return f"{'b' if _ctype(graph, v) == 'bool' else 'v'}{v}"
+
     def value(v, consumer_shape):
         if v in computed:
-            return f"v{v}"
+            return name(v)
         at = index(graph.meta[v][1], consumer_shape, "{i}")
         if (v, at) not in loads:
-            loads[v, at] = f"a{len(loads)}"
+            loads[v, at] = f"{'c' if _ctype(graph, v) == 'bool' else 'a'}{len(loads)}"
             stmts.append(("load", loads[v, at], number[v], at))
         return loads[v, at]
     for node in nodes:
@@ -192,8 +249,9 @@ def _statements(graph, nodes, leaves, outputs):
         subst = dict(zip(node.op.args, (f"({value(i, out_shape)})" for i in node.ins)))
         expr = re.sub(r"\b(" + "|".join(map(re.escape, subst)) + r")\b",
                       lambda m: subst[m.group(1)], node.op.c) if subst else node.op.c
-        stmts.append(("let", f"v{node.out}", expr, None))
-    stmts += [("store", f"v{v}", j, None) for j, v in enumerate(outputs)]
+        stmts.append(("let", name(node.out), expr, None))
+    stmts += [("store", name(v), j, None) for j, v in enumerate(outputs)]
+    stmts += [("sum", name(v), k, None) for k, v in enumerate(summed)]
     return tuple(stmts)
 
 
@@ -201,10 +259,13 @@ def _cuda_body(stmts, n):
     """The statements for element `i` of a grid-stride loop."""
     lines = []
     for kind, name, arg, at in stmts:
+        t = "bool" if name[0] in "bc" else "T"
         if kind == "load":
-            lines.append(f"    const T {name} = in{arg}[{at.format(i='i')}];")
+            lines.append(f"    const {t} {name} = in{arg}[{at.format(i='i')}];")
         elif kind == "let":
-            lines.append(f"    const T {name} = (T)({arg});")
+            lines.append(f"    const {t} {name} = ({t})({arg});")
+        elif kind == "sum":  # the first row starts the sum, as numpy's (-0.0 stays -0.0)
+            lines.append(f"    s{arg} = r == 0 ? {name} : s{arg} + {name};")
         else:
             lines.append(f"    out{arg}[i] = {name};")
     return "\n".join(lines) + "\n"
@@ -262,12 +323,47 @@ def groups(graph):
     producer = {}
     for k, n in enumerate(nodes):
         if fus[k]:
-            _, shape, dtype, _ = graph.meta[n.out]
-            key[n.out] = (level[n.out], _size(shape), dtype, n.dev.name)
+            shape = graph.meta[n.out][1]
+            key[n.out] = (level[n.out], _size(shape), compute_dtype(graph, n), n.dev.name)
             producer[n.out] = n
+    # on GPUs an op alone in its group (no kernel: a launch of its own) whose every use is in
+    # one later group of its size and shape moves into that group (computed where it is used:
+    # a mask made early and used late costs no launch)
+    alone = collections.Counter(key[v] for v, n in producer.items() if not n.op.view)
+    results = {v for kind, v in graph.outputs if kind == "v"}
+    users = {}
+    for k, n in enumerate(nodes):
+        for i in n.ins:
+            users.setdefault(i, []).append(n)
+    for k in reversed(range(len(nodes))):
+        n = nodes[k]
+        if not fus[k] or n.out in results or not users.get(n.out) or \
+                n.dev.name not in GPU_TARGETS or n.op.view or alone[key[n.out]] != 1:
+            continue
+        uses = users[n.out]
+        if all(u.out in key and u.kind == "op" and
+               graph.meta[u.out][1] == graph.meta[n.out][1] for u in uses):
+            targets = {key[u.out] for u in uses}
+            if len(targets) == 1 and next(iter(targets))[1:] == key[n.out][1:]:
+                alone[key[n.out]] -= 1
+                key[n.out] = targets.pop()
+                alone[key[n.out]] += 1
+    # a column sum of a group's value ends the group's kernel (on GPUs; one width per kernel)
+    sums, cols = {}, {}  # group key -> [(summed value, sum's output)]; group key -> width
+    absorbed = set()
+    for k, n in enumerate(nodes):
+        width = _column_sum(graph, n, producer)
+        if width is None:
+            continue
+        gkey = key[n.ins[0]]
+        if cols.setdefault(gkey, width) == width:
+            sums.setdefault(gkey, []).append((n.ins[0], n.out))
+            absorbed.add(k)
     # values a kernel must write: needed by unfused nodes, the result, or other groups
     needed = {v for kind, v in graph.outputs if kind == "v"}
     for k, n in enumerate(nodes):
+        if k in absorbed:
+            continue
         for i in n.ins:
             if i in producer and (not fus[k] or (key[i] != key[n.out] and key[i][1] > 1)):
                 needed.add(i)
@@ -277,7 +373,8 @@ def groups(graph):
         if v in written:
             members.setdefault(key[v], []).append(v)
     kernels = []
-    for gkey, outs in members.items():
+    for gkey in list(members) + [g for g in sums if g not in members]:
+        outs, summed = members.get(gkey, []), sums.get(gkey, [])
         order, leaves, seen = [], [], set()
 
         def visit(v):
@@ -292,20 +389,39 @@ def groups(graph):
             for i in n.ins:
                 visit(i)
             order.append(n)
-        for v in outs:
+        for v in outs + [v for v, _ in summed]:
             visit(v)
         outs = sorted(outs)
-        if len(leaves) + len(outs) > MAX_ARRAYS:
+        if len(leaves) + len(outs) + len(summed) > MAX_ARRAYS:
             continue  # too many arrays for one call: those nodes stay unfused
         # one op (and views) in a kernel saves nothing; on the CPU numpy's loops into reused
         # buffers win below HOST_MIN_OPS ops and above HOST_MAX_ELEMENTS elements
         cpu = gkey[3] == "numpy"
-        if sum(not n.op.view for n in order) < (HOST_MIN_OPS if cpu else 2) or \
+        if sum(not n.op.view for n in order) + len(summed) < (HOST_MIN_OPS if cpu else 2) or \
                 (cpu and gkey[1] > HOST_MAX_ELEMENTS):
             continue
-        first = producer[outs[0]]
-        kernels.append(Kernel(graph, order, leaves, outs, gkey[1], gkey[2], first.dev))
+        first = order[-1]
+        kernels.append(Kernel(graph, order, leaves, outs, gkey[1], gkey[2], first.dev,
+                              summed, cols.get(gkey)))
     return kernels
+
+
+def _column_sum(graph, node, producer):
+    """The width (elements per row) of `node` if it is a sum over leading axes of a fusible
+    value on a GPU (`reduce_sum(v, axis=(0, ..., k-1))`, k below v's rank) that can end the
+    kernel computing v; else None."""
+    if node.kind != "op" or node.op.name != "reduce_sum" or node.dev is None or \
+            node.dev.name not in GPU_TARGETS or len(node.ins) != 1 or \
+            node.ins[0] not in producer or set(node.params) - {"axis", "keepdims"}:
+        return None
+    _, shape, dtype, _ = graph.meta[node.ins[0]]
+    axis = node.params.get("axis")
+    axis = (axis,) if isinstance(axis, int) else tuple(axis or ())
+    if not axis or axis != tuple(range(len(axis))) or len(axis) >= len(shape) or \
+            graph.meta[node.out][2] != dtype or producer[node.ins[0]].dev is not node.dev:
+        return None
+    width = _size(shape[len(axis):])
+    return width if width and _size(shape) else None
 
 
 def fuse(graph):
@@ -318,7 +434,7 @@ def fuse(graph):
     for k in kernels:
         run = _runner(k)
         if run is not None:  # a `fused` node: the kernel's leaves in, its outputs out
-            fused.append(Node("fused", run, tuple(k.leaves), k, tuple(k.outputs), k.dev))
+            fused.append(Node("fused", run, tuple(k.leaves), k, k.results, k.dev))
     if not fused:
         return graph
     # what the kernels do not replace stays, if something still reads it (as `optimize`'s DCE)
@@ -401,6 +517,8 @@ def _runner(kernel):
 
 
 def _host_runner(kernel):
+    if kernel.sums:
+        raise AssertionError("column sums end kernels on GPUs only")
     source = kernel.host_source()
     fn = _compiled.get(("numpy", source))
     if fn is None:
@@ -450,15 +568,16 @@ def _device_runner(kernel):
     fn = _compiled.get((dev.name, source))
     if fn is None:
         fn = _compiled[(dev.name, source)] = _module(dev, source).get_function(kernel.name)
-    dtype = np.dtype(kernel.dtype)
-    shapes = [kernel.graph.meta[v][1] for v in kernel.outputs]
+    meta = kernel.graph.meta
+    in_dtypes = [np.dtype(meta[v][2]) for v in kernel.leaves]
+    outs_meta = [(meta[v][1], np.dtype(meta[v][2])) for v in kernel.results]
     n = kernel.n
-    grid = (min(MAX_BLOCKS, -(-n // BLOCK)),)
+    grid = (min(MAX_BLOCKS, -(-(kernel.cols or n) // BLOCK)),)  # threads: columns or elements
     launches, name = dev.launches, kernel.name
 
     def run(*arrays):
-        arrays = [xp.ascontiguousarray(xp.asarray(a), dtype) for a in arrays]
-        outs = [xp.empty(s, dtype) for s in shapes]
+        arrays = [xp.ascontiguousarray(xp.asarray(a), d) for a, d in zip(arrays, in_dtypes)]
+        outs = [xp.empty(s, d) for s, d in outs_meta]
         fn(grid, (BLOCK,), (*arrays, *outs, np.int64(n)))
         launches[name] += 1
         return outs

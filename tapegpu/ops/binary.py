@@ -144,6 +144,7 @@ def squared_difference(x, y, name=None):
 
 _where_op = def_op("where", lambda xp, c, x, y: xp.where(c, x, y), args=("c", "x", "y"),
                    saves=("c",), elementwise=True, same_dtype=False, replay="select",
+                   c="c ? x : y",
                    vjp=(None, lambda ops, g, c: ops.keep(c, g),
                         lambda ops, g, c: ops.keep(ops.logical_not(c), g)))
 
@@ -172,8 +173,8 @@ where.op = _where_op
 # -- comparisons and logic (no gradient) -----------------------------------------------------------
 
 
-def _predicate(name, forward, doc, replay=None):
-    op = def_op(name, forward, args=("x", "y"), batch="broadcast", replay=replay)
+def _predicate(name, forward, doc, replay=None, c=None):
+    op = def_op(name, forward, args=("x", "y"), batch="broadcast", replay=replay, c=c)
     return _public(op, f"""{doc} (a bool tensor; no gradient).
 
     >>> tg.{name}(tg.constant([1.0, 2.0]), 1.5).dtype
@@ -181,15 +182,17 @@ def _predicate(name, forward, doc, replay=None):
     """)
 
 
-equal = _predicate("equal", lambda xp, x, y: xp.equal(x, y), "x == y, elementwise")
-not_equal = _predicate("not_equal", lambda xp, x, y: xp.not_equal(x, y), "x != y, elementwise")
-less = _predicate("less", lambda xp, x, y: xp.less(x, y), "x < y, elementwise")
+equal = _predicate("equal", lambda xp, x, y: xp.equal(x, y), "x == y, elementwise",
+                   c="x == y")
+not_equal = _predicate("not_equal", lambda xp, x, y: xp.not_equal(x, y),
+                       "x != y, elementwise", c="x != y")
+less = _predicate("less", lambda xp, x, y: xp.less(x, y), "x < y, elementwise", c="x < y")
 less_equal = _predicate("less_equal", lambda xp, x, y: xp.less_equal(x, y),
-                        "x <= y, elementwise")
+                        "x <= y, elementwise", c="x <= y")
 greater = _predicate("greater", lambda xp, x, y: xp.greater(x, y), "x > y, elementwise",
-                     replay="greater")
+                     replay="greater", c="x > y")
 greater_equal = _predicate("greater_equal", lambda xp, x, y: xp.greater_equal(x, y),
-                           "x >= y, elementwise")
+                           "x >= y, elementwise", c="x >= y")
 
 
 def _logical(name, forward):

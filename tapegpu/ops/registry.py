@@ -47,7 +47,8 @@ Contract (what every rule may rely on, and must honour)
   for float) that computes the same IEEE operations as `forward`. tg.function's fusion
   (function/fusion.py) generates its kernels from these expressions only; an op without one
   is never fused. Views that only relabel elements (reshape, broadcasting a single element)
-  have `c="x"`.
+  have `c="x"`. Comparisons give a C `bool` and `where`'s condition is one (`c="c ? x : y"`;
+  kernels with bool values are generated for GPUs only).
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
 * `batch` names how the op runs on values with a batch axis (`tg.vectorized_map`, see

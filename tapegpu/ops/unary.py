@@ -339,6 +339,7 @@ def _cast_forward(xp, x, dtype, src):
 
 # d cast(x)/dx = 1: the cotangent is cast back to the input's dtype
 _cast_op = def_op("cast", _cast_forward, elementwise=True, linear=True,
+                  c="x",  # the kernel's (T) conversion: fused from bool (GPUs) or T to itself
                   vjp=lambda ops, g, dtype, src: ops.cast(g, src) if src.kind in "fc" else None)
 
 

@@ -1,5 +1,6 @@
-"""Kernel launches per training step on `cuda_emu`, with fusion on and off: the GPU cost model
-of one step (benchmarks/launches.py prints it; a test holds fusion to at most half the launches).
+"""Kernel launches per training step on `cuda_emu`, with fusion on and off, eager and under
+tg.function: the GPU cost model of one step (benchmarks/launches.py prints it; a test holds
+fusion to at most half the launches).
 
 One step of a 784-1024-1024-10 MLP (tg.layers.Dense, `activation` its hidden activation) with
 sparse cross-entropy:
@@ -10,6 +11,7 @@ reference forwards, the tensor-mode sweep (each VJP as separate ops) and the opt
 tapegpu ops. A library call counts as one launch (one CuPy/cuBLAS kernel on a GPU); views
 (reshape, transpose, broadcast) count none.
 """
+import collections
 import contextlib
 
 import numpy as np
@@ -19,6 +21,7 @@ from ..autodiff import sweep
 from ..autodiff.tape import GradientTape
 from ..core.device import device
 from ..core.tensor import Variable, constant
+from ..function.api import function
 from ..models import layers
 from ..ops import reduce_mean, sparse_softmax_cross_entropy_with_logits, zeros_like
 from ..ops.registry import REGISTRY
@@ -81,3 +84,43 @@ def step_launches(batch, fused, activation):
             else:
                 sgd_momentum_as_ops(grads, model.trainable_variables, velocities)
         return dict(backends.CUDA_EMU.launches)
+
+
+def traced_step_launches(batch, activation, jit_compile=None, update="optimizer"):
+    """({kernel or op name: launches} of one replay, {name: launches} inside its captured
+    graph or None) of the training step of `step_launches` under
+    `tg.function(..., jit_compile=jit_compile)` on `cuda_emu`, after the calls that trace (and
+    capture) it. `update`: "optimizer" (SGD-momentum's apply_gradients, one graph node) or
+    "assign" (the same rule as assigns, `sgd_momentum_as_ops`: what a captured graph can hold,
+    see tapegpu/function/capture.py)."""
+    rng = np.random.default_rng(0)
+    with device("cuda_emu"):
+        model = layers.Sequential([layers.Dense(1024, activation=activation),
+                                   layers.Dense(1024, activation=activation), layers.Dense(10)])
+        x = constant(rng.standard_normal((batch, 784)).astype(np.float32))
+        y = constant(rng.integers(0, 10, batch).astype(np.int32))
+        model(x)  # build
+        opt = SGD(learning_rate=0.01, momentum=0.9)
+        velocities = [Variable(zeros_like(v)) for v in model.trainable_variables]
+
+        def step(x, y):
+            with GradientTape() as tape:
+                logits = model(x)
+                loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(y, logits))
+            grads = tape.gradient(loss, model.trainable_variables)
+            if update == "optimizer":
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+            else:
+                sgd_momentum_as_ops(grads, model.trainable_variables, velocities)
+            return loss
+        traced = function(step, jit_compile=jit_compile)
+        traced(x, y)  # traces
+        traced(x, y)  # captures (jit_compile=True)
+        counter = backends.CUDA_EMU.launches
+        before = collections.Counter(counter)
+        traced(x, y)
+        after = collections.Counter(counter)
+        after.subtract(before)
+        cap = traced.get_concrete_function(x, y)._capture
+        inside = dict(cap.entry.graph.launches) if cap is not None and cap.entry else None
+        return {k: v for k, v in after.items() if v}, inside

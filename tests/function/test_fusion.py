@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu import backends
 from tapegpu.backends.kernels import nvrtc
 from tapegpu.function import fusion
 from tapegpu.ops.registry import REGISTRY
+from tapegpu.testing.launches import traced_step_launches
 from tapegpu.testing.op_specs import SPECS, sample
 
 # ulp bounds of a fused op against the unfused program, per dtype (docs/function.md states
@@ -100,9 +102,16 @@ def _unary_specs():
     for spec in SPECS:
         ops = spec.covers or (spec.name,)
         if len(ops) == 1 and ops[0] in REGISTRY and REGISTRY[ops[0]].c is not None and \
-                len(spec.shapes) == 1:
+                len(spec.shapes) == 1 and _keeps_dtype(spec):
             out.append(spec)
     return out
+
+
+def _keeps_dtype(spec):
+    """Whether the spec's function gives its float input's dtype (a cast to an integer dtype
+    is not fused: kernels compute in one floating dtype)."""
+    with tg.device("cpu"):
+        return spec.fn(tg.constant(sample(spec, np.float32)[0])).dtype == tg.float32
 
 
 @pytest.mark.parametrize("spec", _unary_specs(), ids=repr)
@@ -228,9 +237,19 @@ def _generated_sources():
                       .get_concrete_function(x).graph)
         graphs.append(tg.function(lambda x: tg.reshape(tg.sin(x) / (x * x + 1.0) - 0.5,
                                                        (2, 4))).get_concrete_function(x).graph)
+    if backends.CudaEmuBackend.available():  # column sums end kernels on GPUs only
+        with tg.device("cuda_emu"):
+            x = tg.constant(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6))
+            graphs.append(tg.function(lambda x: tg.reduce_sum(tg.tanh(x) * 2.0 - x, axis=0))
+                          .get_concrete_function(x).graph)
+            graphs.append(tg.function(lambda x: tg.where(x > 0.5, x * 2.0, x - 1.0))
+                          .get_concrete_function(x).graph)  # a bool value in a kernel
     for g in graphs:
         for k in fusion.groups(g):
             sources[k.name] = k.cuda_source()
+    assert not backends.CudaEmuBackend.available() or (
+        any("[j] = s0;" in src for src in sources.values()) and
+        any("const bool b" in src for src in sources.values()))
     return sources
 
 
@@ -347,3 +366,86 @@ def test_cpu_limits_leave_large_and_short_groups_to_numpy(tg_device):
         # a GPU (here the emulator) fuses every group of two ops or more
         assert len(kernels) == (1 if fused_on_cpu or not cpu else 0), (x.shape, n)
         np.testing.assert_allclose(f(x).numpy(), chain(x, n).numpy(), rtol=1e-14)
+
+
+def test_a_column_sum_ends_the_kernel_of_the_group_it_sums_on_gpus(tg_device):
+    x = tg.constant(np.linspace(-3, 3, 4 * 6 * 3, dtype=np.float32).reshape(4, 6, 3))
+    b = tg.constant(np.linspace(0, 1, 3, dtype=np.float32))
+
+    def f(x, b):
+        g = tg.tanh(x + b) * 2.0 - 1.0  # a bias gradient's shape: sums over leading axes
+        return tg.reduce_sum(g, axis=0), tg.reduce_sum(g * g, axis=[0, 1]), g
+    fused, plain, out, ref = _both(f, x, b)
+    kernels = _fused(fused.get_concrete_function(x, b))
+    for o, r in zip(out, ref):  # the rows summed in order: numpy's bits
+        assert o.numpy().tobytes() == r.numpy().tobytes()
+    if tg_device == "numpy":  # one kernel, the sums stay numpy's (its pairwise order)
+        assert all(not k.sums for k in kernels)
+        return
+    (k,) = kernels
+    assert k.cols == 18 and len(k.sums) == 1 and k.ops.count("reduce_sum") == 1
+    ops = [n.op.name for n in fused.get_concrete_function(x, b)._plan.graph.nodes
+           if n.kind == "op"]
+    assert ops.count("reduce_sum") == 1  # the sum of another width stays a library call
+
+
+def test_a_column_sum_alone_is_fused_and_a_full_sum_is_not(tg_device):
+    x = tg.constant(np.arange(12, dtype=np.float64).reshape(3, 4) - 5.5)
+    fused, plain, out, ref = _both(lambda x: (tg.reduce_sum(x * 3.0, axis=0),
+                                              tg.reduce_sum(x - 1.0)), x)
+    kernels = _fused(fused.get_concrete_function(x))
+    for o, r in zip(out, ref):
+        assert o.numpy().tobytes() == r.numpy().tobytes()
+    if tg_device != "numpy":
+        assert [len(k.sums) for k in kernels] == [1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_comparisons_and_where_fuse_on_gpus_with_the_unfused_bits(tg_device, dtype):
+    vals = np.array(SPECIALS + [1.5, -2.5, 3.0, -0.5, 2.0, 0.25], dtype)
+    y = tg.constant(np.resize(vals, (4, 4)))
+    g = tg.constant(np.resize(vals[::-1], (4, 4)))
+
+    def f(y, g):  # an activation's backward: its mask, the masked gradient, its column sums
+        masked = tg.where(y > 0.0, g, tg.zeros_like(g))
+        picked = tg.where(tg.equal(y, g) | (y <= -1.0), y * 2.0, g - 1.0)
+        return masked, tg.reduce_sum(masked, axis=0), picked, tg.cast(y != g, y.dtype)
+    fused, plain, out, ref = _both(f, y, g)
+    for o, r in zip(out, ref):
+        assert o.numpy().tobytes() == r.numpy().tobytes()
+    kernels = _fused(fused.get_concrete_function(y, g))
+    ops = {op for k in kernels for op in k.ops}
+    if tg_device == "numpy":  # bool values are fused on GPUs only
+        assert not ops & {"greater", "where", "equal"}
+    else:
+        assert {"greater", "where", "less_equal", "multiply", "reduce_sum"} <= ops
+
+
+def test_the_traced_mlp_steps_masks_selects_and_bias_sums_are_in_kernels(tg_device):
+    if tg_device != "cuda_emu":
+        pytest.skip("launch counts are the emulator's")
+    traced, _ = traced_step_launches(8, "relu", False)
+    fused, _ = traced_step_launches(8, "relu", None)
+    # each hidden layer's backward (mask, select, bias-gradient sum) is one kernel, and the
+    # output layer's bias-gradient sum ends the cross-entropy gradient's kernel
+    for name in ("greater", "where", "reduce_sum", "subtract"):
+        assert traced.get(name) and name not in fused, name
+    assert sum(fused.values()) <= sum(traced.values()) - 4
+
+
+def test_an_op_alone_in_its_group_is_computed_in_the_later_group_using_it_on_gpus(tg_device):
+    x = tg.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    w = tg.constant(np.linspace(0.5, 1.5, 16, dtype=np.float32).reshape(4, 4))
+
+    def f(x, w):
+        mask = x > 0.0  # alone at its level: the matmul's result comes later
+        h = tg.matmul(x, w)
+        return tg.where(mask, h * 2.0, h - 1.0)
+    fused, plain, out, ref = _both(f, x, w)
+    assert out.numpy().tobytes() == ref.numpy().tobytes()
+    kernels = _fused(fused.get_concrete_function(x, w))
+    if tg_device == "numpy":  # bool values are fused on GPUs only
+        assert all(not {"greater", "where"} & set(k.ops) for k in kernels)
+    else:
+        (k,) = kernels
+        assert sorted(k.ops) == ["greater", "multiply", "subtract", "where"]

@@ -32,6 +32,7 @@ import os
 import sys
 import threading
 import types
+import weakref
 
 import numpy as np
 
@@ -123,6 +124,7 @@ def _host_ok(x):
     if isinstance(x, ndarray):
         return x._a
     if isinstance(x, np.ndarray):
+        _refuse_h2d()
         stats.transfer("h2d")
         return x
     if isinstance(x, (list, tuple)):
@@ -181,10 +183,114 @@ class Flags:
                 "OWNDATA": self.owndata}[k]
 
 
+# ----------------------------------------------------------------------------- capture
+class _CaptureState(threading.local):
+    def __init__(self):
+        self.depth = 0  # nested stand-in calls: only the outermost one is a captured launch
+
+
+_cap = _CaptureState()
+
+
+def _capturing():
+    """The current stream if it is capturing (CuPy captures the work issued on it), else None."""
+    st = _Stream.current()
+    return st if st._nodes is not None else None
+
+
+def _refuse_d2h():
+    if _capturing() is not None:
+        raise RuntimeError("the current stream is capturing, so D2H transfers are disallowed")
+
+
+def _refuse_h2d():
+    if _capturing() is not None:
+        raise RuntimeError("the current stream is capturing, so H2D transfers are disallowed")
+
+
+def _refuse_sync():
+    if _capturing() is not None:
+        raise _MODULES["cupy.cuda"].runtime.CUDARuntimeError(
+            "cudaErrorStreamCaptureUnsupported: operation not permitted when stream is "
+            "capturing")
+
+
+def _arrays_in(x):
+    if isinstance(x, ndarray):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _arrays_in(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _arrays_in(v)
+
+
+def _captured(writes=None):
+    """Records the call as a launch of the capturing stream (run again by `Graph.launch`, its
+    results copied into the buffers of the captured call's results). `writes(args, kwargs)`
+    names the arrays it may write in place: their contents before the capture come back at
+    `end_capture` (a capture runs nothing on a GPU)."""
+    def deco(fn):
+        def call(*args, **kwargs):
+            st = _capturing() if _cap.depth == 0 else None
+            if st is None:
+                _cap.depth += 1
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    _cap.depth -= 1
+            if writes is not None:
+                for a in writes(args, kwargs):
+                    st._save(a)
+            _cap.depth += 1
+            try:
+                r = fn(*args, **kwargs)
+            finally:
+                _cap.depth -= 1
+            st._nodes.append((fn, args, kwargs, r))
+            return r
+        call.__name__ = fn.__name__
+        call.__wrapped__ = fn
+        return call
+    return deco
+
+
+def _out_arg(args, kwargs):
+    return list(_arrays_in(kwargs.get("out")))
+
+
+def _first_arg(args, kwargs):
+    return list(_arrays_in(args[:1]))
+
+
+def _all_args(args, kwargs):
+    return list(_arrays_in(args))
+
+
 class MemoryPointer:
     def __init__(self, a):
         self.ptr = a.ctypes.data
         self.device_id = 0
+        self._a = a
+
+    def _bytes(self, size):
+        base = self._a.reshape(-1).view(np.uint8) if self._a.flags.c_contiguous else None
+        if base is None or size > base.size:
+            raise ValueError(f"cupy_sim: a copy of {size} bytes from a pointer into "
+                             f"{self._a.nbytes} contiguous bytes")
+        return base[:size]
+
+    @_captured(lambda args, kwargs: [types.SimpleNamespace(_a=args[0]._a)])
+    def copy_from_device_async(self, src, size, stream=None):
+        """cudaMemcpyAsync device to device (a copy, not a kernel; allowed while capturing)."""
+        if not isinstance(src, MemoryPointer):
+            raise TypeError(f"src must be a cupy.cuda.MemoryPointer, not {type(src).__name__}")
+        self._bytes(size)[...] = src._bytes(size)
+
+    def copy_from_device(self, src, size):
+        _refuse_sync()  # a synchronous copy: refused while capturing, as CuPy does
+        self.copy_from_device_async(src, size)
 
 
 # ----------------------------------------------------------------------------- ndarray
@@ -202,6 +308,9 @@ class ndarray:
     def _of(cls, a):
         obj = cls.__new__(cls)
         obj._a = a
+        st = _capturing()
+        if st is not None and a.flags.owndata:
+            st._allocated(obj)
         return obj
 
     # CuPy refuses implicit conversion to numpy
@@ -233,6 +342,7 @@ class ndarray:
 
     # explicit transfers and syncs
     def get(self, stream=None, order="C", out=None, blocking=True):
+        _refuse_d2h()
         stats.transfer("d2h")
         if out is not None:
             out[...] = self._a
@@ -242,24 +352,29 @@ class ndarray:
     def set(self, arr, stream=None):
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr)}")
+        _refuse_h2d()
         stats.transfer("h2d")
         self._a[...] = arr
 
     def item(self):
+        _refuse_d2h()
         stats.transfer("d2h")
         return self._a.item()
 
     def tolist(self):
+        _refuse_d2h()
         stats.transfer("d2h")
         return self._a.tolist()
 
     def tobytes(self, order="C"):
+        _refuse_d2h()
         stats.transfer("d2h")
         return self._a.tobytes(order)
 
     def _scalar(self, conv):
         if self._a.size != 1:
             raise TypeError("only length-1 arrays can be converted to Python scalars")
+        _refuse_d2h()
         stats.transfer("d2h")
         return conv(self._a.reshape(()).item())
 
@@ -332,8 +447,18 @@ class ndarray:
         return (self[i] for i in range(self._a.shape[0]))
 
     def __getitem__(self, key):
+        k = key if isinstance(key, tuple) else (key,)
+        if all(v is None or v is Ellipsis or isinstance(v, slice) or
+               (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)))
+               for v in k):  # basic indexing: a view, as CuPy's (0-d for a single element)
+            return ndarray._of(self._a[k if any(v is Ellipsis for v in k) else k + (...,)])
+        return self._gather(key)
+
+    @_captured()
+    def _gather(self, key):
         return _wrap(self._a[_wrap_index(key, self._a.shape)])
 
+    @_captured(_first_arg)
     def __setitem__(self, key, value):
         self._a[_wrap_index(key, self._a.shape)] = _host_ok(value)
 
@@ -349,6 +474,7 @@ class ndarray:
 
     __hash__ = None
 
+    @_captured()
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
         return ndarray._of(self._a.astype(dtype, order=order, copy=copy))
 
@@ -357,21 +483,26 @@ class ndarray:
             shape = tuple(shape[0])
         return ndarray._of(self._a.reshape(shape, order=order))
 
+    @_captured()
     def ptp(self, axis=None, out=None, keepdims=False):
         return _wrap(np.ptp(self._a, axis=axis, keepdims=keepdims))
 
     def take(self, indices, axis=None, out=None):
         return _MODULES["cupy"].take(self, indices, axis=axis, out=out)
 
+    @_captured(_first_arg)
     def put(self, indices, values, mode="wrap"):
         np.put(self._a, _host_ok(indices), _strict(values), mode="wrap")
 
+    @_captured(_first_arg)
     def scatter_add(self, slices, value):
         np.add.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
 
+    @_captured(_first_arg)
     def scatter_max(self, slices, value):
         np.maximum.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
 
+    @_captured(_first_arg)
     def scatter_min(self, slices, value):
         np.minimum.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
 
@@ -386,6 +517,7 @@ class ndarray:
 
 
 def _method(name):
+    @_captured(_out_arg)
     def m(self, *args, **kwargs):
         return _wrap(getattr(self._a, name)(*_strict(args),
                                             **{k: _strict(v) for k, v in kwargs.items()}))
@@ -449,6 +581,7 @@ class ufunc:
     def __repr__(self):
         return f"<ufunc '{self.__name__}'>"
 
+    @_captured(lambda args, kwargs: list(_arrays_in(args[3].get("out"))))
     def _call(self, fn, args, kwargs):
         for a in args:
             if not (isinstance(a, ndarray) or _is_scalar(a)):
@@ -477,6 +610,7 @@ class ufunc:
     def outer(self, a, b, **kwargs):
         return self._call(self._u.outer, (a, b), kwargs)
 
+    @_captured(lambda args, kwargs: list(_arrays_in(args[1:2])))
     def at(self, a, indices, b=None):
         if not isinstance(a, ndarray):
             raise _unsupported(a)
@@ -515,6 +649,7 @@ def _function(npf, name):
             if name in _ARRAY_RESULT and not isinstance(r, np.ndarray):
                 r = np.asarray(r)
             return _wrap(r)
+    f = _captured(_out_arg)(f)
     f.__name__ = name
     f.__qualname__ = name
     f.__doc__ = getattr(npf, "__doc__", None)
@@ -537,6 +672,7 @@ def asnumpy(a, stream=None, order="C", out=None, blocking=True):
     return r
 
 
+@_captured(_out_arg)
 def take(a, indices, axis=None, out=None):
     if not isinstance(a, ndarray):
         raise _unsupported(a)
@@ -558,6 +694,7 @@ def _mean_dtype_check(dtype):
         raise TypeError(f"Wrong type ({np.dtype(dtype)}) of arguments for cupy_mean")
 
 
+@_captured(_out_arg)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False):
     _mean_dtype_check(dtype)
     return _function(np.mean, "mean")(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
@@ -624,6 +761,7 @@ def _float_type(a):
     return a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64)
 
 
+@_captured(_out_arg)
 def inv(a):
     _assert_device(a)
     x = a._a
@@ -635,6 +773,7 @@ def inv(a):
                              lambda m: np.full(m.shape, np.nan, dt)).astype(dt, copy=False))
 
 
+@_captured(_out_arg)
 def solve(a, b):
     _assert_device(a, b)
     x, y = a._a, b._a
@@ -681,6 +820,7 @@ def _potrf(m):
     return L
 
 
+@_captured(_out_arg)
 def cholesky(a):
     _assert_device(a)
     x = a._a
@@ -690,6 +830,7 @@ def cholesky(a):
     return _wrap(_per_matrix(np.linalg.cholesky, x, x.shape, _potrf))
 
 
+@_captured()
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=False):
     _assert_device(a, b)
@@ -712,6 +853,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 def _special(name, fn):
     vec = np.vectorize(fn, otypes=[np.float64])
 
+    @_captured(_out_arg)
     def f(x, out=None):
         if not (isinstance(x, ndarray) or _is_scalar(x)):
             raise _unsupported(x)
@@ -786,6 +928,7 @@ class _Device:
         pass
 
     def synchronize(self):
+        _refuse_sync()
         stats.sync()
 
     compute_capability = "80"
@@ -802,13 +945,65 @@ class _Device:
 
 class _Stream:
     """cupy.cuda.Stream: work runs at once here, so a stream only keeps CuPy's bookkeeping:
-    `with stream:` (or `use()`) makes it the calling thread's current stream, as in CuPy."""
+    `with stream:` (or `use()`) makes it the calling thread's current stream, as in CuPy.
+
+    Capture (`begin_capture`, `end_capture` -> `cupy.cuda.Graph`, `Graph.launch`) keeps CuPy's
+    rules: not on the null stream, one capture at a time, no host transfer or synchronisation
+    while capturing (CuPy's RuntimeError / CUDARuntimeError), and a graph launch reads and
+    writes the buffers of the capture, which must still be allocated (an array of the capture
+    freed from the default pool is an error at launch: on a GPU its memory may be another
+    array's by then; arrays allocated through `cupy.cuda.using_allocator(pool.malloc)` live as
+    long as `pool`). numpy computes underneath, so the captured work runs while it is
+    captured; `end_capture` undoes that as far as a caller can see: arrays that existed before
+    the capture get their contents back and arrays it allocated are filled with NaN (0xFF
+    bytes), what a GPU's capture, which runs nothing, leaves there."""
     null = None
     _current = threading.local()
+    _count = 0
 
     def __init__(self, null=False, non_blocking=False, ptds=False):
-        self.ptr = 0
+        _Stream._count += 1
+        self.ptr = 0 if null else 0x1000 + _Stream._count
         self.waited = collections.deque(maxlen=1024)  # the last events waited for (tests)
+        self._nodes = None
+
+    # capture
+    def begin_capture(self, mode=None):
+        if self.ptr in (0, 1):
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        if self._nodes is not None:
+            raise _MODULES["cupy.cuda"].runtime.CUDARuntimeError(
+                "cudaErrorIllegalState: operation would make the legacy stream depend on a "
+                "capturing blocking stream")
+        self._nodes, self._saved, self._allocs = [], {}, []
+
+    def is_capturing(self):
+        return self._nodes is not None
+
+    def end_capture(self):
+        if self._nodes is None:
+            raise _MODULES["cupy.cuda"].runtime.CUDARuntimeError(
+                "cudaErrorIllegalState: operation not permitted when stream is not capturing")
+        nodes, saved, allocs = self._nodes, self._saved, self._allocs
+        self._nodes = self._saved = self._allocs = None
+        for a, before in saved.values():
+            a[...] = before
+        for ref in allocs:
+            a = ref()
+            if a is not None and a.size:  # 0xFF bytes: NaN in every float type
+                a[...] = _poison(a.dtype)
+        return Graph._of([_weak_node(n) for n in nodes])
+
+    def _save(self, arr):
+        a = arr._a
+        if id(a) not in self._saved and not any(r() is a for r in self._allocs):
+            self._saved[id(a)] = (a, a.copy())
+
+    def _allocated(self, obj):
+        self._allocs.append(weakref.ref(obj._a))
+        pool = _allocator.pool
+        if pool is not None:
+            pool._held.append(obj._a)
 
     def __enter__(self):
         stack = _Stream._stack()
@@ -849,10 +1044,159 @@ class _Stream:
         return True
 
     def synchronize(self):
+        _refuse_sync()
         stats.sync()
 
 
 _Stream.null = _Stream(null=True)
+
+
+def _poison(dtype):
+    """The value of 0xFF bytes in `dtype` (NaN for floats, -1 or the maximum for integers)."""
+    return np.frombuffer(b"\xff" * dtype.itemsize, dtype)[0] if dtype.kind != "b" else True
+
+
+class _Dead(RuntimeError):
+    pass
+
+
+class _Ref:
+    """An array of a captured launch, held as the GPU holds it: by address, not alive."""
+    __slots__ = ("ref", "view")
+
+    def __init__(self, a):
+        # a view is held (numpy rebuilds no view from an address); it holds its memory too
+        self.view = a._a if not a._a.flags.owndata else None
+        self.ref = weakref.ref(a._a) if self.view is None else None
+
+    def get(self):
+        a = self.view if self.view is not None else self.ref()
+        if a is None:
+            raise _Dead()
+        return ndarray._of(a)
+
+
+class _PtrRef:
+    """A MemoryPointer of a captured launch, held as `_Ref` holds an array."""
+    __slots__ = ("ref",)
+
+    def __init__(self, p):
+        self.ref = _Ref(ndarray._of(p._a))
+
+    def get(self):
+        return MemoryPointer(self.ref.get()._a)
+
+
+def _weak(x):
+    if isinstance(x, ndarray):
+        return _Ref(x)
+    if isinstance(x, MemoryPointer):
+        return _PtrRef(x)
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_weak(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _weak(v) for k, v in x.items()}
+    return x
+
+
+def _strong(x):
+    if isinstance(x, (_Ref, _PtrRef)):
+        return x.get()
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_strong(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _strong(v) for k, v in x.items()}
+    return x
+
+
+def _weak_node(node):
+    fn, args, kwargs, r = node
+    return fn, _weak(args), _weak(kwargs), _weak(r)
+
+
+class Graph:
+    """cupy.cuda.Graph: made by `Stream.end_capture()` only; `launch(stream=None)`."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("currently this class cannot be initiated by the user and "
+                                  "must be created via stream capture")
+
+    @classmethod
+    def _of(cls, nodes):
+        g = cls.__new__(cls)
+        g._nodes = nodes
+        return g
+
+    def launch(self, stream=None):
+        try:
+            work = [(fn, _strong(a), _strong(k), _strong(r)) for fn, a, k, r in self._nodes]
+        except _Dead:
+            raise _MODULES["cupy.cuda"].runtime.CUDARuntimeError(
+                "cudaErrorIllegalAddress (cupy_sim): the graph uses an array that was freed "
+                "after the capture; CuPy's memory pool may have given its memory to another "
+                "array. Keep the capture's arrays alive as long as the graph (or allocate them "
+                "from a pool of the graph's own with cupy.cuda.using_allocator)") from None
+        _cap.depth += 1
+        try:
+            for fn, args, kwargs, r in work:
+                _copy_results(r, fn(*args, **kwargs))
+        finally:
+            _cap.depth -= 1
+
+    def upload(self, stream=None):
+        pass
+
+
+def _copy_results(dst, src):
+    if isinstance(dst, ndarray) and isinstance(src, ndarray):
+        if src._a is not dst._a and not np.shares_memory(src._a, dst._a):
+            dst._a[...] = src._a
+    elif isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)):
+        for d, r in zip(dst, src):
+            _copy_results(d, r)
+
+
+class _AllocatorState(threading.local):
+    def __init__(self):
+        self.pool = None  # the MemoryPool of `using_allocator`, None for the default pool
+
+
+_allocator = _AllocatorState()
+
+
+class MemoryPool:
+    """cupy.cuda.MemoryPool: the arrays allocated through `using_allocator(pool.malloc)`
+    stay allocated as long as the pool (its blocks are the pool's)."""
+
+    def __init__(self, allocator=None):
+        self._held = []
+
+    def malloc(self, size):
+        raise NotImplementedError("cupy_sim: MemoryPool.malloc is only passed to "
+                                  "cupy.cuda.using_allocator")
+
+    def used_bytes(self):
+        return sum(a.nbytes for a in self._held)
+
+    def total_bytes(self):
+        return self.used_bytes()
+
+    def free_all_blocks(self, stream=None):
+        pass
+
+
+@contextlib.contextmanager
+def using_allocator(allocator=None):
+    """cupy.cuda.using_allocator: arrays made inside belong to `allocator`'s pool."""
+    pool = getattr(allocator, "__self__", None)
+    if allocator is not None and not isinstance(pool, MemoryPool):
+        raise TypeError("cupy_sim: using_allocator takes a cupy.cuda.MemoryPool's malloc")
+    old = _allocator.pool
+    _allocator.pool = pool
+    try:
+        yield
+    finally:
+        _allocator.pool = old
 
 
 class _Event:
@@ -867,6 +1211,7 @@ class _Event:
         return True
 
     def synchronize(self):
+        _refuse_sync()
         stats.sync()
 
 
@@ -874,6 +1219,7 @@ class _Kernel:
     def __init__(self, fn):
         self._fn = fn
 
+    @_captured(lambda args, kwargs: list(_arrays_in(args[3:4])) + list(_arrays_in(kwargs)))
     def __call__(self, grid, block, args, *, shared_mem=0, stream=None,
                  enable_cooperative_groups=False):
         host = []
@@ -908,7 +1254,8 @@ def _cuda_module():
     runtime = types.ModuleType("cupy.cuda.runtime")
     runtime.getDeviceCount = lambda: 1
     runtime.getDevice = lambda: 0
-    runtime.deviceSynchronize = stats.sync
+    runtime.deviceSynchronize = lambda: (_refuse_sync(), stats.sync())[1]
+    runtime.streamCaptureModeRelaxed = 2
     runtime.runtimeGetVersion = lambda: 12040
     runtime.driverGetVersion = lambda: 12040
     runtime.CUDARuntimeError = type("CUDARuntimeError", (RuntimeError,), {})
@@ -918,6 +1265,9 @@ def _cuda_module():
     cuda.Device = _Device
     cuda.Stream = _Stream
     cuda.Event = _Event
+    cuda.Graph = Graph
+    cuda.MemoryPool = MemoryPool
+    cuda.using_allocator = using_allocator
     cuda.get_current_stream = lambda device_id=None: _Stream.current()
     cuda.is_available = lambda: True
     cuda.get_device_id = lambda: 0

@@ -1,0 +1,316 @@
+"""CUDA graphs for tg.function: a traced step captured once and replayed as one graph launch.
+
+`tg.function(f, jit_compile=True)` on `cuda` (or `cuda_emu`) captures the replay of each
+concrete function at its first call: the fused schedule (graph.Plan) runs once on a capturing
+stream, and later calls launch the captured graph, one `cudaGraphLaunch` instead of a launch per
+kernel and library call (the launch counter, `tg.profiler`'s `launches`, shows `cuda_graph` 1
+per call). `jit_compile=None` (the default) fuses without capturing; `jit_compile=False` does
+neither. Where a capture is refused or fails, the function replays uncaptured, with the same
+results, and `concrete.capture_info["reason"]` says why.
+
+What a graph fixes, and how a call gets around it:
+
+* buffers: every array of the capture stays allocated as long as the graph (on `cuda` the
+  capture allocates from a memory pool of its own, `cupy.cuda.MemoryPool`, so no array freed
+  during the capture is handed to other code while the graph still writes it). Arguments are
+  copied into the graph's input buffers before a launch; results are copied out of it after
+  (the caller owns new arrays: the next launch does not change them). Copies are device to
+  device copies, not kernel launches.
+* variables: the graph reads a variable's array of the capture; before a launch, a variable
+  whose array changed since (assigned outside the function) is copied into it, and after a
+  launch each variable the step assigns gets a new array holding the graph's value (arrays a
+  caller holds are never written by a later launch).
+* shapes and Python values: a new shape or a new Python argument is a new trace (tg.function's
+  rules), so a new capture; a graph never replays for inputs it was not captured for.
+
+Refused (uncaptured replay, the reason kept): steps on numpy; `tg.print` and guards (values the
+Python code read on the host; a capture may not read the device); random draws (a graph would
+replay the same numbers); an optimizer's `apply_gradients` node, whose update runs host code at
+every call (the learning rate and step count of that call; write the update with
+`Variable.assign`, as `tapegpu.testing.launches.sgd_momentum_as_ops`, to capture it); and any
+host read or synchronisation during the capture (CUDA's and CuPy's rule, e.g. `float(t)` in a
+learning-rate schedule).
+"""
+import collections
+import os
+import threading
+
+import numpy as np
+
+from ..backends.emu import stream as emu_stream
+from ..core.tensor import Tensor
+from . import graph as _graph
+
+ENABLED = os.environ.get("TAPEGPU_CAPTURE", "1") != "0"
+TARGETS = ("cuda_emu", "cuda")
+GRAPH_LAUNCH = emu_stream.GRAPH_LAUNCH  # the launch counter's name of one graph launch
+
+_REFUSED_KINDS = {
+    _graph.PRINT: "tg.print reads tensors on the host at every call",
+    _graph.GUARD: "the function's Python code read a tensor's value (a guard checked on the "
+                  "host at every call)",
+    _graph.UPDATE: "an optimizer's apply_gradients runs host code at every call (its learning "
+                   "rate and step count); write the update with Variable.assign to capture it",
+}
+
+
+def refusal(plan):
+    """Why `plan` cannot be captured (a sentence), or None when it can."""
+    devs = {n.dev for n in plan.graph.nodes if n.dev is not None}
+    devs |= {plan.graph.meta[v][3] for v in plan.graph.inputs}
+    names = sorted({d.name for d in devs})
+    if len(devs) != 1 or names[0] not in TARGETS:
+        return f"graphs are captured on one device of {', '.join(TARGETS)}; this step runs " \
+               f"on {', '.join(names) or 'no device'}"
+    for n in plan.graph.nodes:
+        if n.kind == "random":
+            return "a random draw: a graph would replay the same numbers at every call"
+    for kind, *_ in plan.steps:
+        if kind in _REFUSED_KINDS:
+            return _REFUSED_KINDS[kind]
+    return None
+
+
+class Capture:
+    """The captured graph of one concrete function's plan, and its replays (`run`)."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.dev = next((n.dev for n in plan.graph.nodes if n.dev is not None), None)
+        self.reason = refusal(plan)
+        self.entry = None
+        self._lock = threading.Lock()
+        self.info = {"captured": False, "reason": self.reason, "captures": 0,
+                     "graph_launches": 0, "copies": 0}
+
+    def run(self, arrays):
+        """The plan's outputs for `arrays`: from the graph when it is captured. The graph's
+        buffers serve one call at a time: a call while another thread (or a re-entrant call)
+        uses them replays uncaptured."""
+        if self.reason is not None or not self._lock.acquire(blocking=False):
+            return _graph.replay(self.plan, arrays)
+        try:
+            return self._run(arrays)
+        finally:
+            self._lock.release()
+
+    def _run(self, arrays):
+        if self.entry is None or not self.entry.fits(arrays):
+            try:
+                self.entry, outs = _capture(self.plan, self.dev, arrays)
+            except _Refused as e:
+                self._refuse(str(e))
+                return _graph.replay(self.plan, arrays)
+            self.info.update(captured=True, captures=self.info["captures"] + 1)
+            self._count(outs)
+            return outs.arrays
+        outs = self.entry.launch(arrays)
+        self._count(outs)
+        return outs.arrays
+
+    def _refuse(self, reason):
+        self.reason = self.info["reason"] = reason
+        self.entry = None
+        self.info["captured"] = False
+
+    def _count(self, outs):
+        self.info["graph_launches"] += outs.launched
+        self.info["copies"] += outs.copies
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Result:
+    __slots__ = ("arrays", "launched", "copies")
+
+    def __init__(self, arrays, launched, copies):
+        self.arrays, self.launched, self.copies = arrays, launched, copies
+
+
+def _stream(dev):
+    """A stream that can capture on `dev`, and whether the work it captures runs meanwhile."""
+    if dev.name == "cuda_emu":
+        return emu_stream.Stream(dev), emu_stream.EXECUTES_WHILE_CAPTURING
+    return dev.xp.cuda.Stream(non_blocking=True), False
+
+
+def _copy_into(xp, dst, src):
+    """A device-to-device copy of `src` into the graph's buffer `dst` (same shape and dtype):
+    on `cuda` a memcpy on the current stream where `src` is C-contiguous (`cupy.copyto` would
+    be a kernel launch), else copyto."""
+    if xp is not np and src.flags.c_contiguous and dst.flags.c_contiguous and \
+            src.dtype == dst.dtype and src.shape == dst.shape:
+        if src.nbytes:
+            dst.data.copy_from_device_async(src.data, src.nbytes)
+        return
+    xp.copyto(dst, src)
+
+
+def _fresh(xp, a):
+    """A new array equal to `a` (a copy of the graph's buffer the caller owns)."""
+    if xp is np or not a.flags.c_contiguous:
+        return xp.array(a, copy=True)
+    out = xp.empty(a.shape, a.dtype)
+    _copy_into(xp, out, a)
+    return out
+
+
+class _Entry:
+    """One capture: the graph, its input buffers, the variables it reads and assigns."""
+
+    def __init__(self, dev, graph, inputs, reads, writes, outputs, keep, pool):
+        self.dev, self.graph, self.inputs = dev, graph, inputs
+        self.reads, self.writes, self.outputs = reads, writes, outputs
+        self.keep, self.pool = keep, pool  # every array (and the pool) the graph uses
+
+    def fits(self, arrays):
+        return all(a.shape == b.shape and a.dtype == b.dtype
+                   for a, b in zip(arrays, self.inputs)) and \
+            all(var._value._data.shape == buf.shape and var._value._data.dtype == buf.dtype
+                for var, buf in self.reads)
+
+    def launch(self, arrays):
+        xp = self.dev.xp
+        copies = 0
+        for buf, a in zip(self.inputs, arrays):
+            if a is not buf:
+                _copy_into(xp, buf, a)
+                copies += 1
+        for var, buf in self.reads:
+            if var._value._data is not buf:
+                _copy_into(xp, buf, var._value._data)
+                copies += 1
+        _launch(self.dev, self.graph)
+        return self.finish(copies)
+
+    def finish(self, copies, launched=1):
+        """After a launch: variables assigned get new arrays, outputs are new arrays."""
+        xp = self.dev.xp
+        for var, buf in self.writes:
+            var._value = Tensor(_fresh(xp, buf), var._value._dev)
+        outs = []
+        for kind, v in self.outputs:
+            if kind == "v":
+                outs.append(_fresh(xp, v))
+            else:
+                outs.append(v)
+        return _Result(outs, launched, copies + len(self.writes) + len(outs))
+
+
+def _assign_value(xp, kind):
+    if kind == "assign":
+        return None
+    return xp.add if kind == "assign_add" else xp.subtract
+
+
+def _capture(plan, dev, arrays):
+    """Captures `plan` on `dev` for `arrays`; returns (_Entry, the first call's _Result)."""
+    xp = dev.xp
+    inputs = [xp.array(a, copy=True, order="C") for a in arrays]
+    variables = []
+    for kind, fn, *_ in plan.steps:
+        if kind in (_graph.READ, _graph.ASSIGN) and all(fn is not v for v in variables):
+            variables.append(fn)
+    reads = [(var, var._value._data) for var in variables]
+    pool = None
+    stream, executes = _stream(dev)
+    if dev.name == "cuda":  # a pool of the graph's own: nothing it uses is given to others
+        pool = xp.cuda.MemoryPool()
+        allocator = xp.cuda.using_allocator(pool.malloc)
+    else:
+        allocator = _null()
+    emu = dev.name == "cuda_emu"
+    counted = collections.Counter(dev.launches)
+    vals = plan.template.copy()
+    for v, a in zip(plan.graph.inputs, inputs):
+        vals[v] = a
+    context = dev.context() if hasattr(dev, "context") else _null()  # the GPU of the step
+    try:
+        with context, allocator, stream:
+            stream.begin_capture()
+            try:
+                for kind, fn, ins, out, _, params, buf in plan.steps:
+                    args = [vals[i] for i in ins]
+                    before = collections.Counter(dev.launches) if emu else None
+                    if kind == _graph.OP:
+                        call = fn if buf is None else _without_out(fn)
+                        outs = (_array(xp, call(*args)),)
+                        vals[out] = outs[0]
+                    elif kind == _graph.FUSED:
+                        call = fn
+                        outs = tuple(_array(xp, a) for a in fn(*args))
+                        for v, a in zip(out, outs):
+                            vals[v] = a
+                    elif kind == _graph.READ:
+                        vals[out] = fn._value._data
+                        continue
+                    else:  # ASSIGN
+                        op = _assign_value(xp, params)
+                        if op is None:
+                            fn._value = Tensor(args[0], fn._value._dev)
+                            continue
+                        call = op
+                        args = [fn._value._data, args[0]]
+                        outs = (op(*args),)
+                        fn._value = Tensor(outs[0], fn._value._dev)
+                    if emu:
+                        launched = collections.Counter(dev.launches)
+                        launched.subtract(before)
+                        stream.record(call, args, outs, {k: n for k, n in launched.items() if n})
+            except BaseException:
+                _abort(stream)
+                raise
+            graph = stream.end_capture()
+    except _Refused:
+        raise
+    except Exception as e:  # a host read, a sync or an allocation the capture refuses
+        for var, buf in reads:  # the capture did not run the step: the variables are as before
+            var._value = Tensor(buf, var._value._dev)
+        raise _Refused(f"the capture failed: {type(e).__name__}: {e}") from e
+    writes = [(var, var._value._data) for var, buf0 in reads if var._value._data is not buf0]
+    outputs = [(k, vals[v]) if k == "v" else (k, v) for k, v in plan.graph.outputs]
+    keep = [a for a in vals if a is not None]
+    entry = _Entry(dev, graph, inputs, reads, writes, outputs, keep, pool)
+    for var, buf in reads:  # the graph reads these buffers: the step starts from them
+        var._value = Tensor(buf, var._value._dev)
+    if not executes:  # a GPU's capture only recorded the work: the first call launches it
+        dev.launches.clear()
+        dev.launches.update(counted)  # what the capture counted was not launched
+        _launch(dev, graph)
+    return entry, entry.finish(len(inputs), launched=int(not executes))
+
+
+def _array(xp, a):
+    """A step's result as an array (numpy's reductions give scalars: a graph needs buffers)."""
+    return xp.asarray(a) if isinstance(a, np.generic) else a
+
+
+def _launch(dev, graph):
+    with dev.context() if hasattr(dev, "context") else _null():
+        graph.launch()
+    if dev.name != "cuda_emu":  # the emulator's graph counts its own launch
+        dev.launches[GRAPH_LAUNCH] += 1
+
+
+def _without_out(fn):
+    def call(*args):
+        return fn(*args, None)
+    return call
+
+
+def _abort(stream):
+    abort = getattr(stream, "abort", None)
+    if abort is not None:
+        abort()
+    elif stream.is_capturing():
+        stream.end_capture()
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
