@@ -3,34 +3,15 @@
 gradients against Keras 3's own, stored in tests/keras/data/keras_more_layers_reference.npz
 (written by make_keras_more_layers_reference.py) with the same weights, weight names and order,
 masks, finite differences, tg.function against eager, noise layers, and errors."""
-import json
-import os
-import re
 
 import numpy as np
 import pytest
 
 import tapegpu as tg
+from keras_reference import indexed, reference_cases
 
 keras = tg.keras
 L = keras.layers
-REFERENCE = os.path.join(os.path.dirname(__file__), "data", "keras_more_layers_reference.npz")
-
-
-def _reference_cases():
-    with np.load(REFERENCE) as data:
-        cases = json.loads(str(data["cases"]))
-        return [(i, case, {k: data[k] for k in data.files
-                           if re.fullmatch(rf"[a-z]+{i}(_\d+)?", k)})
-                for i, case in enumerate(cases)]
-
-
-def _indexed(arrays, prefix, i):
-    out, j = [], 0
-    while f"{prefix}{i}_{j}" in arrays:
-        out.append(arrays[f"{prefix}{i}_{j}"])
-        j += 1
-    return out
 
 
 def _make(name, kwargs):
@@ -53,7 +34,7 @@ def _call(layer, xs, masks, how, kwargs):
     return layer(*xs, **kwargs)
 
 
-CASES = _reference_cases()
+CASES = reference_cases("keras_more_layers_reference.npz")
 
 
 @pytest.mark.parametrize("i, case, arrays", CASES, ids=[f"{c[0]}{i}" for i, c, _ in CASES])
@@ -62,7 +43,7 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
     the weights and the inputs) on the same weights; Keras' weight names, shapes and order."""
     name, kwargs, _, call_kwargs, masks, how = case
     layer = _make(name, kwargs)
-    xs = [tg.Variable(x) for x in _indexed(arrays, "x", i)]
+    xs = [tg.Variable(x) for x in indexed(arrays, "x", i)]
     if f"adapt{i}" in arrays:
         layer.adapt(arrays[f"adapt{i}"])
     _call(layer, [tg.identity(x) for x in xs], masks, how, dict(call_kwargs))
@@ -71,16 +52,16 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
     ours = ["/".join(v.name.split("/")[-2:]) if name == "MultiHeadAttention"
             else v.name.split("/")[-1] for v in layer.variables]
     assert ours == keras_names
-    weights = _indexed(arrays, "w", i)
+    weights = indexed(arrays, "w", i)
     assert [w.shape for w in layer.get_weights()] == [w.shape for w in weights]
     layer.set_weights(weights)
     with tg.GradientTape() as tape:
         ins = [tg.identity(x) for x in xs]
         out = _call(layer, ins, masks, how, dict(call_kwargs))
         flat = tg.nest.flatten(out)
-        loss = tg.add_n([tg.reduce_sum(t * p) for t, p in zip(flat, _indexed(arrays, "p", i))])
+        loss = tg.add_n([tg.reduce_sum(t * p) for t, p in zip(flat, indexed(arrays, "p", i))])
     grads = tape.gradient(loss, layer.trainable_variables + xs)
-    want = _indexed(arrays, "y", i)
+    want = indexed(arrays, "y", i)
     assert len(flat) == len(want)
     for got, ref in zip(flat, want):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
@@ -88,7 +69,7 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
         np.testing.assert_array_equal(flat[0]._keras_mask.numpy(), arrays[f"outmask{i}"])
     else:
         assert getattr(flat[0], "_keras_mask", None) is None
-    refs = _indexed(arrays, "g", i)
+    refs = indexed(arrays, "g", i)
     assert len(grads) == len(refs)
     for got, ref in zip(grads, refs):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5)
@@ -100,12 +81,12 @@ def test_tg_function_equals_eager(i, case, arrays):
     masks included."""
     name, kwargs, _, call_kwargs, masks, how = case
     layer = _make(name, kwargs)
-    xs = _indexed(arrays, "x", i)
+    xs = indexed(arrays, "x", i)
     if f"adapt{i}" in arrays:
         layer.adapt(arrays[f"adapt{i}"])
     _call(layer, [tg.constant(x) for x in xs], masks, how, dict(call_kwargs))
-    layer.set_weights(_indexed(arrays, "w", i))
-    probes = _indexed(arrays, "p", i)
+    layer.set_weights(indexed(arrays, "w", i))
+    probes = indexed(arrays, "p", i)
 
     def step(*ins):
         ins = list(ins)

@@ -3,14 +3,12 @@ formulas (checked against numpy written from Keras' equations, and against Keras
 outputs and gradients saved in tests/keras/data/keras_recurrent_reference.npz, with the same
 weights), weights' layout and defaults, output structure, gradients (finite differences) and
 training."""
-import json
-import os
-import re
 
 import numpy as np
 import pytest
 
 import tapegpu as tg
+from keras_reference import indexed, reference_cases
 
 keras = tg.keras
 L = keras.layers
@@ -475,27 +473,10 @@ def test_get_initial_state_takes_a_batch_size_or_the_inputs():
 
 # -- against Keras 3 itself (tests/keras/data/make_keras_recurrent_reference.py) -----------------
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "data", "keras_recurrent_reference.npz")
 
 
-def _reference_cases():
-    with np.load(REFERENCE) as data:
-        cases = json.loads(str(data["cases"]))
-        return [(i, case, {k: data[k] for k in data.files
-                           if re.fullmatch(rf"[a-z]+{i}(_\d+)?", k)})
-                for i, case in enumerate(cases)]
-
-
-def _indexed(arrays, prefix, i):
-    out, j = [], 0
-    while f"{prefix}{i}_{j}" in arrays:
-        out.append(arrays[f"{prefix}{i}_{j}"])
-        j += 1
-    return out
-
-
-@pytest.mark.parametrize("i, case, arrays", _reference_cases(),
-                         ids=[f"{c[0]}{i}" for i, c, _ in _reference_cases()])
+@pytest.mark.parametrize("i, case, arrays", reference_cases("keras_recurrent_reference.npz"),
+                         ids=[f"{c[0]}{i}" for i, c, _ in reference_cases("keras_recurrent_reference.npz")])
 def test_outputs_and_gradients_match_keras(i, case, arrays):
     """Keras 3's outputs and gradients (of sum(output * probe) for random probes, with respect
     to the weights and the inputs) on Keras' weights, with and without masks; weight names and
@@ -508,13 +489,13 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
     else:
         layer = getattr(L, name)(**kwargs)
     x = tg.Variable(arrays[f"x{i}"])
-    states = _indexed(arrays, "s", i) or None
+    states = indexed(arrays, "s", i) or None
     mask = arrays.get(f"mask{i}")
     layer(x, initial_state=states, mask=mask)
     # Keras' weights: same order, names and shapes; the initial values follow the same rules
     keras_names = [str(n).split("/")[-1] for n in arrays[f"names{i}"]]
     assert [v.name.split("/")[-1] for v in layer.variables] == keras_names
-    for ours, theirs, label in zip(layer.get_weights(), _indexed(arrays, "init", i),
+    for ours, theirs, label in zip(layer.get_weights(), indexed(arrays, "init", i),
                                    keras_names):
         assert ours.shape == theirs.shape
         if label == "bias":  # zeros, and ones for an LSTM's forget gate
@@ -522,17 +503,17 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
         elif label == "recurrent_kernel":  # orthogonal: orthonormal rows, as Keras'
             for m in (ours, theirs):
                 np.testing.assert_allclose(m @ m.T, np.eye(m.shape[0]), atol=1e-5)
-    layer.set_weights(_indexed(arrays, "w", i))
+    layer.set_weights(indexed(arrays, "w", i))
     with tg.GradientTape() as tape:
         out = layer(x, initial_state=states, mask=mask)
         flat = tg.nest.flatten(out)
-        loss = tg.add_n([tg.reduce_sum(t * p) for t, p in zip(flat, _indexed(arrays, "p", i))])
+        loss = tg.add_n([tg.reduce_sum(t * p) for t, p in zip(flat, indexed(arrays, "p", i))])
     grads = tape.gradient(loss, layer.trainable_variables + [x])
-    want = _indexed(arrays, "y", i)
+    want = indexed(arrays, "y", i)
     assert len(flat) == len(want)
     for got, ref in zip(flat, want):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-6)
-    for got, ref in zip(grads, _indexed(arrays, "g", i)):
+    for got, ref in zip(grads, indexed(arrays, "g", i)):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
