@@ -9,7 +9,7 @@ dispatch: our kernels forward, backward kernels in the array-mode sweep, one mul
 optimizer kernel for all the variables (of one dtype). "Fusion off" (`unfused()`) runs the same step with every op as a library call: the
 reference forwards, the tensor-mode sweep (each VJP as separate ops) and the optimizer rule as
 tapegpu ops. A library call counts as one launch (one CuPy/cuBLAS kernel on a GPU); views
-(reshape, transpose, broadcast) count none.
+(reshape, transpose, broadcast, basic indexing) count none, eager and traced.
 """
 import collections
 import contextlib
