@@ -197,7 +197,7 @@ def _array_fn(op, dev, params):
             fn = getattr(dev.xp, f.ufunc)
         else:
             fn = functools.partial(f, dev.xp, **params)
-        if dev.counts_launches and not op.view:  # one library launch, as eager counts it
+        if dev.counts_launches and op.launches(params):  # one library launch, as eager counts it
             return _counted(fn, dev.launches, op.name)
         return fn
 

@@ -41,7 +41,9 @@ Contract (what every rule may rely on, and must honour)
   (the Jacobian is diagonal, so the JVP of each input is its VJP rule applied to the tangent);
   `linear=True` makes it the op itself applied to the tangents.
 * `view=True`: the op only makes a view or reads metadata; on backends that count launches, any
-  other reference forward counts as one library launch.
+  other reference forward counts as one library launch. `view_when=pred` for an op that is a
+  view for some params only: `pred(params)` says whether this call is (getitem: basic indexing
+  is a view, a gather is a launch); `Op.launches(params)` combines both.
 * `c="sin(x)"`: the forward on one element of each floating input, as a C/CUDA C expression
   of the op's `args` (type `T`: float or double; C's math functions, which C++ and CUDA overload
   for float) that computes the same IEEE operations as `forward`. tg.function's fusion
@@ -101,12 +103,12 @@ class Op:
     """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
-                 "residuals", "view", "tensor_rule", "steps", "c", "batch", "replay")
+                 "residuals", "view", "view_when", "tensor_rule", "steps", "c", "batch", "replay")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None, c=None, batch=None, replay=None):
+                 vjp_kernels=None, c=None, batch=None, replay=None, view_when=None):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.forward = forward
@@ -124,6 +126,7 @@ class Op:
         self.same_dtype = same_dtype
         self.variadic = variadic
         self.view = view
+        self.view_when = view_when  # None, or params -> whether this call only makes a view
         self.tensor_rule = tensor_rule
         self.kernels = dict(kernels or {})  # backend name -> forward kernel
         self.vjp_kernels = dict(vjp_kernels or {})  # backend name -> VJP kernel
@@ -138,6 +141,11 @@ class Op:
     @property
     def differentiable(self):
         return self.vjp is not None
+
+    def launches(self, params):
+        """Whether the reference forward with `params` launches a kernel on a GPU (one library
+        call), rather than only making a view or reading metadata."""
+        return not (self.view or (self.view_when is not None and self.view_when(params)))
 
     def saved_values(self, inputs, out):
         """The declared residuals of one call, in the order the rules take them."""
@@ -318,7 +326,7 @@ def _finish(op, inputs, out, dev, params, reference):
     is one library launch (CuPy/cuBLAS) on a GPU unless it only makes a view."""
     if op.residuals:
         return _with_residuals(op, inputs, out, dev, params, reference)
-    if dev.counts_launches and reference and not op.view:
+    if dev.counts_launches and reference and op.launches(params):
         dev.launches[op.name] += 1
     y = wrap(op, inputs, out, dev, params)
     for observe in OBSERVERS:
@@ -332,7 +340,7 @@ def _with_residuals(op, inputs, result, dev, params, reference):
     """The output of an op whose forward also returned residuals for its VJP: recorders read
     them from the output while recording; afterwards the output no longer holds them."""
     out, res = result
-    if dev.counts_launches and reference and not op.view:
+    if dev.counts_launches and reference and op.launches(params):
         dev.launches[op.name] += 1
     y = Tensor(out, dev)
     active = _thread.recorders

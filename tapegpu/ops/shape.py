@@ -463,7 +463,8 @@ _getitem = def_op("getitem", _getitem_forward, saves=("x.shape",), linear=True,
                   vjp=lambda ops, g, x_shape, key, inner:
                   _scatter(ops, g, key, x_shape[len(x_shape) - inner:],
                            g_inner_ndim(key, x_shape, inner)),
-                  jvp=_getitem_jvp, batch="leading")
+                  jvp=_getitem_jvp, batch="leading",
+                  view_when=lambda params: not any(_is_index_array(k) for k in params["key"]))
 _scatter_op = def_op("getitem_grad", _scatter_forward, linear=True,
                      vjp=lambda ops, g, key, inner_shape, r, advanced:
                      ops.op("getitem", g, key=key, inner=len(inner_shape)), batch="leading")

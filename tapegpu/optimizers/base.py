@@ -4,8 +4,11 @@ Each optimizer writes its rule once, as `update(xp, p, g, *slots, **hyper) -> ne
 arrays of the variable's backend (`xp` is numpy or cupy). The rule returns a NEW parameter
 array (assigned with `Variable._assign_array`), so an array that a tape saved is never written;
 slot arrays (momentum, first and second moments) belong to the optimizer and are updated in
-place. A backend with custom kernels (`dev.kernels`) can run the whole rule as one kernel launch
-per variable: `_fused_update` is that hook, and returns False when no kernel exists.
+place. A backend with custom kernels (`dev.kernels`) runs the whole rule as kernel launches:
+one for the variables of one device and dtype (up to 8 per launch) where it has a
+multi-tensor kernel (`_multi_tensor_updates`), else one per variable (`_fused_update`, False
+when no kernel exists). Both kernels compute the same per-element step, so results do not
+depend on which ran.
 """
 import numbers
 import warnings
@@ -36,6 +39,15 @@ def _fused_update(kind, var, g, slots, hyper):
     fn(new, xp.asarray(g, order="C"), *slots, **hyper)  # (keeps 0-d arrays 0-d)
     var._assign_array(new)
     return True
+
+
+def _multi_kernel(kind, var):
+    """The backend's `<kind>_multi_update` for the variable's dtype, or None."""
+    kernels = getattr(var._value._dev, "kernels", None)
+    fn = getattr(kernels, f"{kind}_multi_update", None) if kernels is not None else None
+    if fn is None or (f"{kind}_multi_update", var._value._data.dtype.name) not in KERNELS:
+        return None
+    return fn
 
 
 def _scale(xp, c, norm, dtype):
@@ -170,12 +182,47 @@ class Optimizer:
         one rule per variable, the step count (what a tg.function graph node replays)."""
         arrays = self._clip(arrays, variables)
         lr = self._current_lr()
-        for g, var in zip(arrays, variables):
+        for g, var in self._multi_tensor_updates(arrays, variables, lr):
             self._update_one(var, g, lr)
         self._step += 1  # the host's count (schedules, bias corrections): never read back
         it = self._iterations
         it._assign_array(it._dev.asarray(it._value._data + 1))  # counted on its device
         return self._iterations
+
+    def _multi_tensor_updates(self, arrays, variables, lr):
+        """Updates the variables that a multi-tensor kernel covers, by device and dtype (one
+        launch per `MULTI_TENSORS` non-empty variables, see backends/kernels/launch.py): the
+        kernel updates fresh copies of the parameters and the slots in place, and the copies
+        become the variables' values (as `_fused_update`). Returns the (gradient, variable)
+        pairs left for `_update_one`: all of them for an optimizer with its own `_update_one`
+        (AdamW's decay) or a rule the kernel lacks, and when a variable appears twice (its
+        updates then run one after the other)."""
+        pairs = list(zip(arrays, variables))
+        if type(self)._update_one is not Optimizer._update_one or \
+                len({v._uid for v in variables}) < len(variables):
+            return pairs
+        groups, rest = {}, []
+        for g, var in pairs:
+            fn = _multi_kernel(self._kind, var)
+            if fn is None:
+                rest.append((g, var))
+            else:
+                key = (id(var._value._dev), var._value._data.dtype.name)
+                groups.setdefault(key, (fn, []))[1].append((g, var))
+        for fn, group in groups.values():
+            var0 = group[0][1]
+            hyper = self._hyper(self._step + 1, lr, var0._value._data.dtype)
+            if not self._fusable(hyper):
+                rest += group
+                continue
+            xp = var0._value._dev.xp
+            new = [xp.array(var._value._data, copy=True, order="C") for _, var in group]
+            grads = [xp.asarray(g, order="C") for g, _ in group]
+            slots = zip(*[self._slots_for(var) for _, var in group])
+            fn(new, grads, *[list(s) for s in slots], **hyper)
+            for p, (_, var) in zip(new, group):
+                var._assign_array(p)
+        return rest
 
     def _update_one(self, var, g, lr):
         slots = self._slots_for(var)

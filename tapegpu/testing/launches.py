@@ -5,11 +5,11 @@ fusion to at most half the launches).
 One step of a 784-1024-1024-10 MLP (tg.layers.Dense, `activation` its hidden activation) with
 sparse cross-entropy:
 forward, backward (tape.gradient) and an SGD-momentum update. "Fusion on" is the default
-dispatch: our kernels forward, backward kernels in the array-mode sweep, one optimizer kernel per
-variable. "Fusion off" (`unfused()`) runs the same step with every op as a library call: the
+dispatch: our kernels forward, backward kernels in the array-mode sweep, one multi-tensor
+optimizer kernel for all the variables (of one dtype). "Fusion off" (`unfused()`) runs the same step with every op as a library call: the
 reference forwards, the tensor-mode sweep (each VJP as separate ops) and the optimizer rule as
 tapegpu ops. A library call counts as one launch (one CuPy/cuBLAS kernel on a GPU); views
-(reshape, transpose, broadcast) count none.
+(reshape, transpose, broadcast, basic indexing) count none, eager and traced.
 """
 import collections
 import contextlib

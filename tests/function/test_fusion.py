@@ -449,3 +449,31 @@ def test_an_op_alone_in_its_group_is_computed_in_the_later_group_using_it_on_gpu
     else:
         (k,) = kernels
         assert sorted(k.ops) == ["greater", "multiply", "subtract", "where"]
+
+
+@pytest.mark.parametrize("jit_compile", [False, None])
+def test_views_launch_nothing_and_real_ops_one_launch_each_eager_and_traced(tg_device,
+                                                                            jit_compile):
+    x = tg.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+    dev = x._dev
+    if not dev.counts_launches:
+        pytest.skip("numpy calls are not kernel launches")
+    rows = np.array([2, 0])
+    cases = {  # fn, the launches one call makes (by op name)
+        "basic getitem": (lambda x: x[1:, None, ::2], {}),
+        "getitem of an element": (lambda x: x[1, 2], {}),
+        "reshape, transpose, expand_dims": (
+            lambda x: tg.expand_dims(tg.transpose(tg.reshape(x, (4, 3))), 0), {}),
+        "gather by getitem": (lambda x: x[rows], {"getitem": 1}),
+        "a view, then arithmetic": (lambda x: x[:, None] * 2.0, {"multiply": 1}),
+    }
+    for label, (fn, want) in cases.items():
+        dev.launches.clear()
+        eager = fn(x)
+        assert dict(dev.launches) == want, (label, "eager")
+        traced = tg.function(fn, jit_compile=jit_compile)
+        traced(x)
+        dev.launches.clear()
+        out = traced(x)
+        assert dict(dev.launches) == want, (label, "traced")
+        assert out.numpy().tobytes() == eager.numpy().tobytes(), label

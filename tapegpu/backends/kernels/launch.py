@@ -69,6 +69,15 @@ KERNELS = {(op, dtype): (f, f"tapegpu_{op}_{suffix}")
            for op, f in _OP_FILES.items() for dtype, suffix in DTYPES.items()}
 
 
+def _multi_tensors():
+    """Tensors per launch of the multi-tensor kernels (TAPEGPU_MULTI in optimizers.cu)."""
+    with open(os.path.join(KERNEL_DIR, "optimizers.cu")) as f:
+        return int(re.search(r"^#define TAPEGPU_MULTI (\d+)$", f.read(), re.M).group(1))
+
+
+MULTI_TENSORS = _multi_tensors()
+
+
 def kernel_names(file):
     """The entry points the table expects in ``cuda_kernels/<file>.cu``."""
     return sorted(name for f, name in KERNELS.values() if f == file)
@@ -310,6 +319,53 @@ class KernelSet:
             self._launch("adam_update", p.dtype, self._elementwise_grid(p.size), self.block,
                          (p, g, m, v, np.int64(p.size), t(lr_t), t(b1), t(b2), t(eps)))
 
+    def _multi_update(self, op, tensors, scalars, absent_slot=None):
+        """`op` over every tensor, in launches of up to MULTI_TENSORS tensors (their addresses
+        and sizes are kernel arguments: nothing is copied to the device). `tensors` is a list of
+        (parameter, gradient, slots...) tuples of one float dtype. A slot of `absent_slot`
+        index may be None in every tuple: the parameter is passed in its place, and the kernel
+        neither reads nor writes it (its `has_v` argument, first of `scalars`, is 0)."""
+        if not tensors:
+            return
+        dtype = tensors[0][0].dtype
+        for arrays in tensors:
+            self._in_place([a for a in arrays if a is not None], op)
+            if arrays[0].dtype != dtype:
+                raise ValueError(f"{op}: every parameter must have one dtype; got {dtype} and "
+                                 f"{arrays[0].dtype}")
+        if absent_slot is not None and tensors[0][absent_slot] is None:
+            tensors = [a[:absent_slot] + (a[0],) + a[absent_slot + 1:] for a in tensors]
+        t = dtype.type
+        scalars = tuple(t(s) if isinstance(s, float) else s for s in scalars)
+        tensors = [a for a in tensors if a[0].size]
+        for start in range(0, len(tensors), MULTI_TENSORS):
+            chunk = tensors[start:start + MULTI_TENSORS]
+            total = sum(a[0].size for a in chunk)
+            pad = MULTI_TENSORS - len(chunk)  # unused argument slots: size 0
+            arrays = tuple(a[i] for i in range(len(chunk[0])) for a in chunk + [chunk[0]] * pad)
+            sizes = tuple(np.int64(a[0].size) for a in chunk) + (np.int64(0),) * pad
+            self._launch(op, dtype, self._elementwise_grid(total), self.block,
+                         arrays + sizes + scalars)
+
+    def sgd_multi_update(self, params, grads, velocities, lr, momentum=0.0, nesterov=False):
+        """`sgd_update` on every parameter (one dtype), bit for bit the same, in one launch per
+        MULTI_TENSORS non-empty parameters; the velocities may be None when momentum == 0."""
+        if momentum and any(v is None for v in velocities):
+            raise ValueError("sgd_multi_update: momentum needs a velocity slot for every "
+                             "parameter")
+        if any(v is None for v in velocities) and not all(v is None for v in velocities):
+            raise ValueError("sgd_multi_update: give a velocity for every parameter or none")
+        has_v = np.int32(bool(velocities) and velocities[0] is not None)
+        self._multi_update("sgd_multi_update", list(zip(params, grads, velocities)),
+                           (has_v, float(lr), float(momentum), np.int32(bool(nesterov))),
+                           absent_slot=2)
+
+    def adam_multi_update(self, params, grads, ms, vs, lr_t, b1, b2, eps):
+        """`adam_update` on every parameter (one dtype), bit for bit the same, in one launch per
+        MULTI_TENSORS non-empty parameters."""
+        self._multi_update("adam_multi_update", list(zip(params, grads, ms, vs)),
+                           (float(lr_t), float(b1), float(b2), float(eps)))
+
 
 def reduction_groups(g_shape, batch_ndim, in_shape):
     """Collapse the axes of g into runs of kept or reduced axes.
@@ -383,3 +439,18 @@ def parity_cases(seed=0):
             return p, m, v
         yield f"sgd_update {name}", sgd
         yield f"adam_update {name}", adam
+        # multi-tensor updates: a matrix, a 0-d, an empty and a vector parameter
+        parts = [lambda a: a, lambda a: np.array(a[3, 5]), lambda a: a[:0, 0].copy(),
+                 lambda a: a[7].copy()]
+
+        def sgd_multi(ks, put, x=x, g=g):
+            ps, gs, vs = ([put(f(a)) for f in parts] for a in (x, g, g * 0.5))
+            ks.sgd_multi_update(ps, gs, vs, 0.1, momentum=0.9, nesterov=True)
+            return tuple(ps + vs)
+
+        def adam_multi(ks, put, x=x, g=g, probs=probs):
+            ps, gs, ms, vs = ([put(f(a)) for f in parts] for a in (x, g, g * 0.1, probs))
+            ks.adam_multi_update(ps, gs, ms, vs, 0.01, 0.9, 0.999, 1e-7)
+            return tuple(ps + ms + vs)
+        yield f"sgd_multi_update {name}", sgd_multi
+        yield f"adam_multi_update {name}", adam_multi
