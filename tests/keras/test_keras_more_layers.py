@@ -258,10 +258,11 @@ def test_transformer_block_in_a_functional_model_fits():
     """The Keras tutorial's Transformer block: functional model, MultiHeadAttention(x, x) with
     Embedding masks, residual Add, LayerNormalization; fit lowers the loss, and predictions
     under tg.function equal eager."""
+    tg.random.set_seed(4)  # the initial weights: the test must not depend on the tests before
     rng = np.random.default_rng(4)
     tokens = rng.integers(1, 20, size=(32, 6))
     tokens[:, 4:] = 0
-    y = (tokens[:, 0] > 10).astype(np.int64)
+    y = ((tokens[:, :4] > 10).sum(1) >= 2).astype(np.int64)  # order-free: no positions here
     inputs = keras.Input(shape=(6,), dtype="int64")
     x = L.Embedding(20, 8, mask_zero=True)(inputs)
     att = L.MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.1, seed=3)(x, x)
@@ -271,8 +272,8 @@ def test_transformer_block_in_a_functional_model_fits():
     model = keras.Model(inputs, outputs)
     model.compile(optimizer=keras.optimizers.Adam(0.01),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit(tokens, y, epochs=8, batch_size=8, verbose=0)
-    assert history.history["loss"][-1] < history.history["loss"][0]
+    history = model.fit(tokens, y, epochs=20, batch_size=8, verbose=0)
+    assert history.history["loss"][-1] < 0.8 * history.history["loss"][0]
     eager = model(tokens).numpy()
     np.testing.assert_allclose(tg.function(lambda t: model(t))(tokens).numpy(), eager,
                                rtol=1e-5, atol=1e-6)
