@@ -238,8 +238,8 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
     `seed` the masks come from that seed's stream: a new mask at every call (also at every call
     of a `tg.function`), the same sequence after `tg.random.set_seed`, as TensorFlow.
 
-    >>> tg.nn.dropout(tg.ones((1000,)), 0.5, seed=1).numpy().mean().round(1)
-    np.float32(1.0)
+    >>> sorted(set(tg.nn.dropout(tg.ones((1000,)), 0.5, seed=1).numpy().tolist()))
+    [0.0, 2.0]
     """
     return dropout_drawn(x, rate, noise_shape, lambda shape, dt, dev: uniform(
         shape, dtype=dt, seed=seed, device=dev))
