@@ -20,7 +20,6 @@ import pytest
 import tapegpu as tg  # noqa: E402
 from tapegpu import backends as backend  # noqa: E402
 from tapegpu.backends import checks  # noqa: E402
-from tapegpu.ops.random import _streams as op_seed_streams  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 import cupy_sim  # noqa: E402
@@ -83,7 +82,8 @@ def tg_device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     np.random.seed(0)
-    op_seed_streams.clear()  # an op seed's draws do not depend on the tests run before
+    tg.random.set_seed(0)  # tapegpu's draws (and every op seed's stream) do not depend on the
+    # tests run before, nor on how xdist distributes them
 
 
 def pytest_collection_modifyitems(config, items):
