@@ -62,27 +62,40 @@ def sgd_momentum_as_ops(grads, variables, velocities, lr=0.01, momentum=0.9):
         var.assign(var + new_v)
 
 
-def step_launches(batch, fused, activation):
-    """{kernel or op name: launches} of one training step on `cuda_emu`."""
+def _mlp_step(batch, activation, update):
+    """(step(x, y) -> loss, x, y) on `cuda_emu` (call under `device("cuda_emu")`): the
+    784-1024-1024-10 model built on a (batch, 784) input, SGD with momentum 0.9 as the optimizer
+    ("optimizer") or as assigns (`sgd_momentum_as_ops`, "assign")."""
     rng = np.random.default_rng(0)
+    model = layers.Sequential([layers.Dense(1024, activation=activation),
+                               layers.Dense(1024, activation=activation), layers.Dense(10)])
+    x = constant(rng.standard_normal((batch, 784)).astype(np.float32))
+    y = constant(rng.integers(0, 10, batch).astype(np.int32))
+    model(x)  # build
+    opt = SGD(learning_rate=0.01, momentum=0.9)
+    velocities = [Variable(zeros_like(v)) for v in model.trainable_variables]
+
+    def step(x, y):
+        with GradientTape() as tape:
+            logits = model(x)
+            loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(y, logits))
+        grads = tape.gradient(loss, model.trainable_variables)
+        if update == "optimizer":
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        else:
+            sgd_momentum_as_ops(grads, model.trainable_variables, velocities)
+        return loss
+    return step, x, y
+
+
+def step_launches(batch, fused, activation):
+    """{kernel or op name: launches} of one training step on `cuda_emu`: eager, with tapegpu's
+    fused kernels and the optimizer, or unfused (`unfused()`, the update as ops)."""
     with device("cuda_emu"):
-        model = layers.Sequential([layers.Dense(1024, activation=activation),
-                                   layers.Dense(1024, activation=activation), layers.Dense(10)])
-        x = constant(rng.standard_normal((batch, 784)).astype(np.float32))
-        y = constant(rng.integers(0, 10, batch).astype(np.int32))
-        model(x)  # build
-        opt = SGD(learning_rate=0.01, momentum=0.9)
-        velocities = [Variable(zeros_like(v)) for v in model.trainable_variables]
+        step, x, y = _mlp_step(batch, activation, "optimizer" if fused else "assign")
         backends.CUDA_EMU.launches.clear()
         with contextlib.nullcontext() if fused else unfused():
-            with GradientTape() as tape:
-                logits = model(x)
-                loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(y, logits))
-            grads = tape.gradient(loss, model.trainable_variables)
-            if fused:
-                opt.apply_gradients(zip(grads, model.trainable_variables))
-            else:
-                sgd_momentum_as_ops(grads, model.trainable_variables, velocities)
+            step(x, y)
         return dict(backends.CUDA_EMU.launches)
 
 
@@ -93,26 +106,8 @@ def traced_step_launches(batch, activation, jit_compile=None, update="optimizer"
     capture) it. `update`: "optimizer" (SGD-momentum's apply_gradients, one graph node) or
     "assign" (the same rule as assigns, `sgd_momentum_as_ops`: what a captured graph can hold,
     see tapegpu/function/capture.py)."""
-    rng = np.random.default_rng(0)
     with device("cuda_emu"):
-        model = layers.Sequential([layers.Dense(1024, activation=activation),
-                                   layers.Dense(1024, activation=activation), layers.Dense(10)])
-        x = constant(rng.standard_normal((batch, 784)).astype(np.float32))
-        y = constant(rng.integers(0, 10, batch).astype(np.int32))
-        model(x)  # build
-        opt = SGD(learning_rate=0.01, momentum=0.9)
-        velocities = [Variable(zeros_like(v)) for v in model.trainable_variables]
-
-        def step(x, y):
-            with GradientTape() as tape:
-                logits = model(x)
-                loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(y, logits))
-            grads = tape.gradient(loss, model.trainable_variables)
-            if update == "optimizer":
-                opt.apply_gradients(zip(grads, model.trainable_variables))
-            else:
-                sgd_momentum_as_ops(grads, model.trainable_variables, velocities)
-            return loss
+        step, x, y = _mlp_step(batch, activation, update)
         traced = function(step, jit_compile=jit_compile)
         traced(x, y)  # traces
         traced(x, y)  # captures (jit_compile=True)
