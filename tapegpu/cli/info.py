@@ -172,8 +172,8 @@ def cpu_kernels_status(long=True):
     """Whether the CPU kernels are built; when not, why, and whether an installed copy shadowed
     by this one (a source tree) has them."""
     if cpu_kernels is not None:
-        return "yes (tapegpu.backends._cpu: bias + ReLU forward, ReLU backward)" if long \
-            else "built"
+        return ("yes (tapegpu.backends._cpu: bias + activation, convolution and pooling, "
+                "outer products, fused kernels)") if long else "built"
     if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
         return "off (TAPEGPU_PURE_PYTHON is set): numpy runs those ops" if long \
             else "off (TAPEGPU_PURE_PYTHON)"
