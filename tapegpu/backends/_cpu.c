@@ -325,7 +325,8 @@ static PyObject *relu_backward_sum(PyObject *mod, PyObject *const *args, Py_ssiz
  *                                      positions (dx must be zero where nothing else is)
  *   max_pool(x, out, arg, geom)        out = each window's maximum, arg (int32) = the tap of
  *                                      its first maximum, padding taps counted as the lowest
- *                                      value (as numpy's strict `>` over padded input)
+ *                                      value (as numpy's strict `>` over padded input); a
+ *                                      NaN is above every number (the first NaN wins)
  *   max_pool_grad(arg, g, dx, geom)    dx += g at each window's arg position; g may have
  *                                      leading batch axes that arg lacks (dx has them too)
  *
@@ -492,7 +493,7 @@ static inline int inside(const Geom *g, const Window *w)
     {                                                                                         \
         for (Py_ssize_t j = 0; j < c; j++) { /* selects by bit masks: no branch */            \
             T a = v[j], m = ob[j];                                                            \
-            I ai, mi, mask = -(I)(a > m);                                                     \
+            I ai, mi, mask = -(I)((a > m) | ((a != a) & (m == m))); /* NaN wins, once */      \
             memcpy(&ai, &a, sizeof(T));                                                       \
             memcpy(&mi, &m, sizeof(T));                                                       \
             ai = (ai & mask) | (mi & ~mask);                                                  \

@@ -20,7 +20,10 @@ a batch of filters folds into the channel axis, grouped so that each group still
 channels (`_fold`/`_unfold`).
 
 Pooling: `max_pool` keeps the index of each window's maximum (its first occurrence, as
-TensorFlow's CPU kernels) as a residual; `max_pool_grad` scatters a cotangent to those positions
+TensorFlow's CPU kernels) as a residual. A NaN anywhere in a window is the window's maximum and
+takes its gradient (the first NaN, as PyTorch): TensorFlow's kernels skip NaN in the forward
+(on the CPU and, unless TF_ENABLE_MAXPOOL_NANPROP is set, on GPUs), so a NaN input can vanish
+from the loss, and send the gradient to the NaN's position anyway; `max_pool_grad` scatters a cotangent to those positions
 and `max_pool_grad_grad` gathers from them: these two are each other's transposes.
 `avg_pool` and `avg_pool_grad` are linear and each other's transposes; with SAME padding, a
 window's mean is over its valid (unpadded) elements, as in TensorFlow.
@@ -473,7 +476,8 @@ def _lowest(xp, dtype):
 
 def _max_pool_forward(xp, x, in_shape, ksize, strides, dilations, pads):
     """(max of each window, (index of its first maximum in the window,)): one pass over the
-    windows per kernel tap."""
+    windows per kernel tap. A NaN in a window is its maximum (the first NaN's tap: the
+    gradient goes there), wherever it is in the window."""
     xpad = _pad(xp, x, pads, _lowest(xp, x.dtype))
     out_shape = tuple((n - (k - 1) * d - 1) // s + 1 for n, k, d, s in
                       zip(xpad.shape[-len(ksize) - 1:-1], ksize, dilations, strides))
@@ -483,6 +487,8 @@ def _max_pool_forward(xp, x, in_shape, ksize, strides, dilations, pads):
     for i, offsets in enumerate(taps[1:], 1):
         v = xpad[_spatial_slices(offsets, dilations, out_shape, strides)]
         better = v > out
+        if x.dtype.kind == "f":  # a NaN wins over a number, not over an earlier NaN
+            better |= (v != v) & (out == out)
         xp.copyto(out, v, where=better)
         arg[better] = i
     return out, (arg,)

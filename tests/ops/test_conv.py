@@ -250,6 +250,32 @@ def test_max_pool_gradient_goes_to_the_first_maximum_of_a_window():
                                                                             [0.0, 0.0]])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("c_kernels", [True, False])
+def test_a_nan_anywhere_in_a_window_is_its_maximum_and_takes_its_gradient(
+        dtype, c_kernels, monkeypatch):
+    """Any NaN wins its window (the first NaN takes the gradient), in any position, after
+    padding, in the C kernel and the reference alike. TensorFlow 2.21 skips it: its max of
+    [NaN, 1] is 1, of [2, NaN] is 2."""
+    from tapegpu.ops import conv
+    if not c_kernels:
+        monkeypatch.setattr(conv, "_CPU_CONV", False)
+    nan = np.nan
+    x = np.array([nan, 1, 2, nan, 0, 3, nan, nan, -np.inf, 5], dtype).reshape(1, 10, 1)
+    xt = tg.constant(x)
+    with tg.GradientTape() as tape:
+        tape.watch(xt)
+        y = tg.nn.max_pool1d(xt, 2, 2, "VALID")  # [nan,1] [2,nan] [0,3] [nan,nan] [-inf,5]
+        s = tg.reduce_sum(y * tg.constant(np.arange(1, 6, dtype=dtype).reshape(1, 5, 1)))
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y.numpy().ravel(), [nan, nan, 3, nan, 5])
+    np.testing.assert_array_equal(tape.gradient(s, xt).numpy().ravel(),
+                                  [1, 0, 0, 2, 0, 3, 4, 0, 0, 5])
+    padded = tg.nn.max_pool1d(tg.constant(np.array([nan, 1, 2], dtype).reshape(1, 3, 1)), 3, 1,
+                              "SAME")  # windows [pad, nan, 1], [nan, 1, 2], [1, 2, pad]
+    np.testing.assert_array_equal(padded.numpy().ravel(), [nan, nan, 2])
+
+
 def test_overlapping_max_pool_gradient_adds_up():
     x = tg.constant(np.array([0.0, 3.0, 1.0, 2.0]).reshape(1, 4, 1))
     with tg.GradientTape() as tape:
