@@ -781,10 +781,36 @@ class Concatenate(Layer):
     """
 
     _MULTI_INPUT = True
+    supports_masking = True  # the masks concatenate along `axis` (Keras)
 
     def __init__(self, axis=-1, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
         self.axis = int(axis)
+
+    def _call_multi(self, inputs, args, kwargs):
+        return _merge_call(self, inputs, args, kwargs)
+
+    def compute_mask(self, inputs, mask=None):
+        """Keras' rule: each input's mask (all True for an input without one) broadcast to the
+        input's shape, concatenated along `axis`, then any() over the last axis; None when no
+        input has a mask. Concatenating sequences along time concatenates their masks."""
+        if mask is None:
+            return None
+        if not isinstance(mask, (list, tuple)) or len(mask) != len(inputs):
+            raise ValueError(f"Concatenate {self.name!r}: mask must be a list with one entry "
+                             f"per input ({len(inputs)}), got {mask!r}")
+        if all(m is None for m in mask):
+            return None
+        full = []
+        for x, m in zip(inputs, mask):
+            if m is None:
+                full.append(ops.fill(x.shape, True))
+                continue
+            m = convert_to_tensor(m)
+            while m.ndim < x.ndim:
+                m = ops.expand_dims(m, -1)
+            full.append(ops.broadcast_to(m, x.shape))
+        return ops.reduce_any(ops.concat(full, axis=self.axis), axis=-1)
 
     def call(self, inputs):
         shapes = [x.shape for x in inputs]

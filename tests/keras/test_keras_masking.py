@@ -115,3 +115,24 @@ def test_masks_flow_through_functional_models_traced_functions_and_evaluate():
     each = K.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")(
         tg.constant(labels), tg.constant(want.numpy())).numpy()
     np.testing.assert_allclose(evaluated, each[TOKENS != 0].mean(), rtol=1e-5)
+
+
+def test_concatenate_joins_masks_as_keras():
+    """Along time the masks concatenate (an unmasked input counts as all True); along the
+    features a step is kept when any input keeps it (Keras 3.15 gives these, by hand)."""
+    left, right = K.layers.Embedding(10, 4, mask_zero=True), K.layers.Embedding(10, 4)
+    a, b = left(TOKENS), right(TOKENS[:, :2])
+    joined = K.layers.Concatenate(axis=1)([a, b])
+    np.testing.assert_array_equal(joined._keras_mask.numpy(),
+                                  np.concatenate([TOKENS != 0, np.ones((3, 2), bool)], 1))
+    reverse = left(TOKENS[:, ::-1])
+    features = K.layers.Concatenate()([a, reverse])
+    np.testing.assert_array_equal(features._keras_mask.numpy(),
+                                  (TOKENS != 0) | (TOKENS[:, ::-1] != 0))
+    assert K.layers.Concatenate()([a, right(TOKENS)])._keras_mask.numpy().all()
+    assert getattr(K.layers.Concatenate()([b, b]), "_keras_mask", None) is None
+    lstm = K.layers.LSTM(3)  # the joined mask is used downstream
+    np.testing.assert_array_equal(lstm(joined).numpy(),
+                                  lstm(joined, mask=tg.constant(joined._keras_mask.numpy())).numpy())
+    with pytest.raises(ValueError, match="Concatenate.*one entry per input"):
+        K.layers.Concatenate().compute_mask([a, b], [None])
