@@ -6,7 +6,9 @@ and saved models keep it). A node is fusible when its op's description has a C e
 (`c=` in its `def_op` entry: the generated code comes from those and nothing else), it runs on
 `numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype (on
 GPUs, some may be bool instead: comparisons, `where`'s condition), with each input of a shape
-that broadcasts to the output's (or of its size, for a reshape).
+that broadcasts to the output's (or of its size, for a reshape). On GPUs a comparison of
+integers (one integer dtype in, bool out: labels against class ids) is fusible too; it has no
+floating dtype of its own and joins the one group that uses it, else stays unfused.
 
 Groups (on the CPU only those of at most HOST_MAX_ELEMENTS elements and at least HOST_MIN_OPS
 ops: see there). A node's
@@ -68,6 +70,8 @@ except ImportError:  # the compiled helpers are optional: ctypes calls the kerne
 
 ENABLED = os.environ.get("TAPEGPU_FUSION", "1") != "0"
 C_TYPES = {"float32": "float", "float64": "double"}
+INT_TYPES = {"int32": "int", "int64": "long long"}  # compared (on GPUs), never computed on
+ANY = ""  # the compute dtype of an integer comparison: that of the group it joins
 TARGETS = ("numpy", "cuda_emu", "cuda")
 GPU_TARGETS = ("cuda_emu", "cuda")  # where column sums end kernels (a launch saved each)
 MAX_ARRAYS = 64  # inputs + outputs of one kernel (tapegpu.backends._cpu.call_fused's limit)
@@ -123,10 +127,11 @@ def compute_dtype(graph, node):
     others bool (comparisons, `where`'s condition: on GPUs only); None if there is none."""
     dtypes = {graph.meta[v][2] for v in (node.out, *node.ins)}
     floats = dtypes - {"bool"}
-    if len(floats) != 1 or not floats <= set(C_TYPES) or \
-            ("bool" in dtypes and node.dev.name not in GPU_TARGETS):
+    if len(floats) != 1 or ("bool" in dtypes and node.dev.name not in GPU_TARGETS):
         return None
-    return floats.pop()
+    if floats <= set(INT_TYPES):  # integers in, bool out: a comparison
+        return ANY if graph.meta[node.out][2] == "bool" else None
+    return floats.pop() if floats <= set(C_TYPES) else None
 
 
 def fusible(graph, node):
@@ -147,8 +152,13 @@ def fusible(graph, node):
 
 
 def _ctype(graph, v):
-    """The C type of value `v` in a kernel: `bool` or the kernel's `T`."""
-    return "bool" if graph.meta[v][2] == "bool" else "T"
+    """The C type of value `v` in a kernel: `bool`, an integer type or the kernel's `T`."""
+    dtype = graph.meta[v][2]
+    return "bool" if dtype == "bool" else INT_TYPES.get(dtype, "T")
+
+
+_PREFIX = {"bool": ("b", "c"), "int": ("m", "n"), "long long": ("k", "l")}  # (computed, loaded)
+_TYPE_OF = {p: t for t, ps in _PREFIX.items() for p in ps}  # a statement name's first letter
 
 
 class Kernel:
@@ -234,14 +244,14 @@ def _statements(graph, nodes, leaves, outputs, summed=()):
     stmts, loads = [], {}
 
     def name(v):  # bool values are b<v>, the kernel's T ones v<v>
-        return f"{'b' if _ctype(graph, v) == 'bool' else 'v'}{v}"
+        return f"{_PREFIX.get(_ctype(graph, v), 'v')[0]}{v}"
 
     def value(v, consumer_shape):
         if v in computed:
             return name(v)
         at = index(graph.meta[v][1], consumer_shape, "{i}")
         if (v, at) not in loads:
-            loads[v, at] = f"{'c' if _ctype(graph, v) == 'bool' else 'a'}{len(loads)}"
+            loads[v, at] = f"{_PREFIX.get(_ctype(graph, v), 'aa')[1]}{len(loads)}"
             stmts.append(("load", loads[v, at], number[v], at))
         return loads[v, at]
     for node in nodes:
@@ -259,7 +269,7 @@ def _cuda_body(stmts, n):
     """The statements for element `i` of a grid-stride loop."""
     lines = []
     for kind, name, arg, at in stmts:
-        t = "bool" if name[0] in "bc" else "T"
+        t = _TYPE_OF.get(name[0], "T")
         if kind == "load":
             lines.append(f"    const {t} {name} = in{arg}[{at.format(i='i')}];")
         elif kind == "let":
@@ -337,17 +347,25 @@ def groups(graph):
             users.setdefault(i, []).append(n)
     for k in reversed(range(len(nodes))):
         n = nodes[k]
+        any_dtype = fus[k] and key[n.out][2] == ANY  # an integer comparison: never alone
         if not fus[k] or n.out in results or not users.get(n.out) or \
-                n.dev.name not in GPU_TARGETS or n.op.view or alone[key[n.out]] != 1:
+                n.dev.name not in GPU_TARGETS or n.op.view or \
+                (alone[key[n.out]] != 1 and not any_dtype):
             continue
         uses = users[n.out]
         if all(u.out in key and u.kind == "op" and
                graph.meta[u.out][1] == graph.meta[n.out][1] for u in uses):
             targets = {key[u.out] for u in uses}
-            if len(targets) == 1 and next(iter(targets))[1:] == key[n.out][1:]:
+            target = next(iter(targets))
+            if len(targets) == 1 and target[2] != ANY and (target[1:] == key[n.out][1:] or (
+                    any_dtype and (target[1], target[3]) == (key[n.out][1], key[n.out][3]))):
                 alone[key[n.out]] -= 1
                 key[n.out] = targets.pop()
                 alone[key[n.out]] += 1
+    for k, n in enumerate(nodes):  # an integer comparison that joined no group: unfused
+        if fus[k] and key[n.out][2] == ANY:
+            fus[k] = False
+            del key[n.out], producer[n.out]
     # a column sum of a group's value ends the group's kernel (on GPUs; one width per kernel)
     sums, cols = {}, {}  # group key -> [(summed value, sum's output)]; group key -> width
     absorbed = set()

@@ -244,12 +244,17 @@ def _generated_sources():
                           .get_concrete_function(x).graph)
             graphs.append(tg.function(lambda x: tg.where(x > 0.5, x * 2.0, x - 1.0))
                           .get_concrete_function(x).graph)  # a bool value in a kernel
+            labels = tg.constant(np.array([1, 5, 0, 2], np.int64))
+            graphs.append(tg.function(lambda x, y: x - tg.cast(  # integers compared
+                tg.equal(y[:, None], tg.range(6, dtype=tg.int64)), x.dtype))
+                .get_concrete_function(x, labels).graph)
     for g in graphs:
         for k in fusion.groups(g):
             sources[k.name] = k.cuda_source()
     assert not backends.CudaEmuBackend.available() or (
         any("[j] = s0;" in src for src in sources.values()) and
-        any("const bool b" in src for src in sources.values()))
+        any("const bool b" in src for src in sources.values()) and
+        any("const long long *" in src for src in sources.values()))
     return sources
 
 
@@ -421,14 +426,42 @@ def test_comparisons_and_where_fuse_on_gpus_with_the_unfused_bits(tg_device, dty
         assert {"greater", "where", "less_equal", "multiply", "reduce_sum"} <= ops
 
 
+@pytest.mark.parametrize("label_dtype", [np.int32, np.int64])
+def test_integer_comparisons_join_the_group_using_them_on_gpus(tg_device, label_dtype):
+    """A one-hot of labels (labels[:, None] == class ids) is computed inside the kernel that
+    uses it on GPUs; an integer comparison that no single group uses stays unfused."""
+    labels = tg.constant(np.array([2, 0, 3, 3, 1], label_dtype))
+    ids = tg.constant(np.arange(4, dtype=label_dtype))
+    z = tg.constant(np.resize(np.array(SPECIALS + [1.5, -2.5], np.float32), (5, 4)))
+
+    def f(labels, ids, z):
+        hot = tg.cast(tg.equal(labels[:, None], ids), z.dtype)
+        grad = (tg.exp(z) - hot) * 0.5
+        near = labels[:, None] >= ids  # used by the result itself: no kernel to join
+        return grad, tg.reduce_sum(grad, axis=0), near
+    fused, plain, out, ref = _both(f, labels, ids, z)
+    for o, r in zip(out, ref):
+        assert o.dtype == r.dtype and o.numpy().tobytes() == r.numpy().tobytes()
+    kernels = _fused(fused.get_concrete_function(labels, ids, z))
+    ops = [op for k in kernels for op in k.ops]
+    if tg_device == "numpy":
+        assert "equal" not in ops
+    else:
+        (k,) = kernels
+        assert "equal" in k.ops and "greater_equal" not in ops
+        ctype = {np.int32: "const int *", np.int64: "const long long *"}[label_dtype]
+        assert ctype in k.cuda_source()
+
+
 def test_the_traced_mlp_steps_masks_selects_and_bias_sums_are_in_kernels(tg_device):
     if tg_device != "cuda_emu":
         pytest.skip("launch counts are the emulator's")
     traced, _ = traced_step_launches(8, "relu", False)
     fused, _ = traced_step_launches(8, "relu", None)
     # each hidden layer's backward (mask, select, bias-gradient sum) is one kernel, and the
-    # output layer's bias-gradient sum ends the cross-entropy gradient's kernel
-    for name in ("greater", "where", "reduce_sum", "subtract"):
+    # output layer's bias-gradient sum and the labels' one-hot join the cross-entropy
+    # gradient's kernel
+    for name in ("greater", "where", "reduce_sum", "subtract", "equal"):
         assert traced.get(name) and name not in fused, name
     assert sum(fused.values()) <= sum(traced.values()) - 4
 
