@@ -477,6 +477,12 @@ class _LoadedConcreteFunction(ConcreteFunction):
                     return None
                 leaves += [s["value"] for s in specs]
                 continue
+            if len(specs) == 1 and specs[0]["kind"] == "tensor" and not nest.is_nested(part) \
+                    and isinstance(value, (list, tuple)):
+                try:  # a nested list of Python numbers for a tensor, as TensorFlow's
+                    value = convert_to_tensor(value)  # loaded functions take (no cast after)
+                except (TypeError, ValueError):
+                    return None
             try:
                 nest.assert_same_structure(value, part, check_types=False)
             except (ValueError, TypeError):

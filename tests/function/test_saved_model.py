@@ -359,3 +359,29 @@ def test_random_draws_are_refused_with_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="random.normal.*random draw"):
         tg.saved_model.save(holder, tmp_path)
     assert not os.path.exists(os.path.join(tmp_path, "saved_model.npz"))
+
+
+def test_a_loaded_function_takes_nested_lists_for_tensors_as_tensorflow(tmp_path, tg_device):
+    """TF's guide calls a loaded module with `[[2.0, 2.0, 2.0]]`: a list of Python floats is
+    the float32 tensor it would convert to; lists that convert to another dtype or shape do
+    not match (no cast), and neither does a float64 array."""
+    class Net(tg.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tg.Variable([[1.0], [-2.0], [0.5]])
+
+        @tg.function
+        def __call__(self, x):
+            return tg.matmul(x, self.w)
+
+    net = Net()
+    want = net(tg.constant([[2.0, 2.0, 3.0]]))
+    tg.saved_model.save(net, tmp_path)
+    loaded = tg.saved_model.load(tmp_path)
+    got = loaded([[2.0, 2.0, 3.0]])
+    assert got.dtype == tg.float32 and _bits(got) == _bits(want)
+    assert _bits(loaded(np.array([[2.0, 2.0, 3.0]], np.float32))) == _bits(want)
+    for bad in ([[2, 2, 3]], [[2.0, 2.0]], [2.0, 2.0, 3.0], np.array([[2.0, 2.0, 3.0]]),
+                [["a", "b", "c"]]):
+        with pytest.raises(TypeError, match="could not find a matching concrete function"):
+            loaded(bad)

@@ -603,3 +603,35 @@ def test_writer_killed_at_random_times_always_leaves_a_complete_latest(tmp_path,
         for prefix in manager.checkpoints:  # a kill between deleting and recording may list
             if os.path.exists(prefix + ".npz"):  # a deleted one; the others are complete
                 _assert_intact(prefix)
+
+
+# -- reading values by path (tf.train.list_variables, load_variable, load_checkpoint) ---------
+def test_list_and_load_variables_by_path(tmp_path, tg_device):
+    model = _built_model()
+    opt = tg.optimizers.Adam(0.01)
+    _train(model, opt, 2)
+    ckpt = tg.train.Checkpoint(model=model, opt=opt)
+    prefix = ckpt.save(os.fspath(tmp_path / "ckpt"))
+    graph = ckpt_mod._Graph(ckpt)
+    listed = tg.train.list_variables(os.fspath(tmp_path))  # the directory: its latest
+    assert listed == sorted(listed) == tg.train.list_variables(prefix)
+    names = dict(listed)
+    for path, var in graph.variables.items():
+        assert names[path] == list(var.shape)
+        assert _bits(tg.train.load_variable(prefix, path)) == _bits(var._read())
+    slots = [p for p in names if "/.OPTIMIZER_SLOT/" in p]
+    assert len(slots) == 2 * len(model.trainable_variables)  # Adam's m and v
+    reader = tg.train.load_checkpoint(prefix + ".npz")
+    kernel = next(p for p in names if p.endswith("kernel"))
+    assert reader.has_tensor(kernel) and reader.has_tensor(kernel + "/.ATTRIBUTES/VARIABLE_VALUE")
+    assert reader.get_variable_to_dtype_map()[kernel] == tg.float32
+    assert _bits(reader.get_tensor(kernel + "/.ATTRIBUTES/VARIABLE_VALUE")) == \
+        _bits(reader.get_tensor(kernel))
+    with pytest.raises(tg.errors.NotFoundError, match="no value 'model/nope'.*it has: "):
+        tg.train.load_variable(prefix, "model/nope")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="list_variables: couldn't find a 'checkpoint'"):
+        tg.train.list_variables(os.fspath(empty))
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        tg.train.load_checkpoint(os.fspath(tmp_path / "missing"))
