@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ..core.dtypes import as_dtype, np_dtype
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, Variable
 from ._base import InvalidArgumentError, public, tensor
 from .linalg import einsum
 from .reduce import reduce_mean
@@ -341,6 +341,8 @@ def adjust_contrast(images, contrast_factor):
                                    f"{x.dtype.name}")
     flt = x if orig.kind == "f" else convert_image_dtype(x, np.float32)
     factor = contrast_factor
+    if isinstance(factor, Variable):  # a tf.Variable factor is read (and differentiated)
+        factor = tensor(factor)
     if isinstance(factor, Tensor):
         if factor.ndim != 0:
             raise InvalidArgumentError(f"adjust_contrast: contrast_factor must be a scalar, got "

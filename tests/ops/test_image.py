@@ -319,6 +319,19 @@ def test_adjust_contrast_matches_definition_and_is_differentiable(shape):
                                rtol=1e-12, atol=1e-12)
 
 
+def test_adjust_contrast_takes_variables_for_the_image_and_the_factor():
+    """TF's autodiff guide passes tf.Variables for both (TF then has no gradient for the op:
+    LookupError; here it is differentiable)."""
+    image, delta = tg.Variable([[[0.5, 0.0, 0.0]]]), tg.Variable(0.1)
+    with tg.GradientTape() as tape:
+        out = tg.image.adjust_contrast(image, delta)
+        loss = tg.reduce_sum(out * tg.constant([[[1.0, 2.0, 3.0]]]))
+    np.testing.assert_array_equal(out.numpy(), [[[0.5, 0.0, 0.0]]])  # one pixel: its mean
+    d_image, d_delta = tape.gradient(loss, [image, delta])
+    np.testing.assert_allclose(d_image.numpy(), [[[1.0, 2.0, 3.0]]])  # a 1x1 image: identity
+    assert float(d_delta) == 0.0 and d_delta.dtype == tg.float32
+
+
 def test_adjust_contrast_integer_images_saturate():
     img = np.array([[[0], [100]], [[200], [255]]], np.uint8)
     got = tg.image.adjust_contrast(tg.constant(img), 3.0)
