@@ -12,6 +12,7 @@ import types as _types
 from .core import dtypes as _dtypes
 from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
                           float64, int8, int16, int32, int64, uint8)
+double, half = float64, float16  # TensorFlow's aliases
 from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
 from .core.shape import TensorShape  # noqa: F401
 from .ops.registry import InvalidArgumentError  # noqa: F401
@@ -56,6 +57,10 @@ for _name, _fn in _EXPORTS.items():
             globals()[_name] = _fn
 
 
+# tg.dtypes, as tf.dtypes: the dtypes tapegpu has (with TF's aliases), as_dtype, DType, cast
+dtypes = _namespace("dtypes", DType=DType, as_dtype=as_dtype, cast=_EXPORTS["cast"], double=double,
+                    half=half, **{d.name: d for d in _dtypes._BY_NUMPY.values()})
+
 autodiff = _namespace("autodiff")
 # tg.random: its public functions only (not the module's imports)
 random = _namespace("random", **{_n: getattr(_random_ops, _n) for _n in _random_ops.__all__})
@@ -97,6 +102,9 @@ from .autodiff.blackbox import NoGradientError, numpy_function, py_function  # n
 from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
 from .function import saved_model  # noqa: E402,F401  (tg.saved_model: save, load)
+from .function import api as _function_api  # noqa: E402
+config.run_functions_eagerly = _function_api.run_functions_eagerly
+config.functions_run_eagerly = _function_api.functions_run_eagerly
 from .ops.control_flow import TensorArray  # noqa: E402,F401  (tg.TensorArray)
 # -- tg.data: input pipelines (tapegpu/data) -----------------------------------------------------
 from . import data  # noqa: E402,F401

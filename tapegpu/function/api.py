@@ -243,6 +243,35 @@ class _Entry:
         self.variants = {}
 
 
+_run_eagerly = [False]  # run_functions_eagerly's setting, for every tg.function
+
+
+def run_functions_eagerly(run_eagerly):
+    """With True, every `tg.function` runs its Python function as plain eager code (no trace,
+    no replay: breakpoints and prints work at every call), as TensorFlow's
+    `tf.config.run_functions_eagerly`, for debugging; False restores tracing.
+
+    >>> @tg.function
+    ... def f(x):
+    ...     print("running")
+    ...     return x + 1
+    >>> tg.config.run_functions_eagerly(True)
+    >>> f(tg.constant(1.0)).numpy(), f(tg.constant(1.0)).numpy()
+    running
+    running
+    (2.0, 2.0)
+    >>> tg.config.run_functions_eagerly(False)
+    >>> tg.config.functions_run_eagerly()
+    False
+    """
+    _run_eagerly[0] = bool(run_eagerly)
+
+
+def functions_run_eagerly():
+    """Whether `run_functions_eagerly(True)` is in effect."""
+    return _run_eagerly[0]
+
+
 class Function:
     """A Python function compiled by tracing (see `function`)."""
 
@@ -364,6 +393,8 @@ class Function:
         return key
 
     def __call__(self, *args, **kwargs):
+        if _run_eagerly[0]:
+            return self._target(*args, **kwargs)
         structure, leaves, key = self._arguments(args, kwargs)
         skey = self._signature_key(key)
         entry = self._entries.get(skey)

@@ -19,7 +19,9 @@ import contextlib
 import sys
 import threading
 
-from ..core.tensor import Tensor, Variable, _next_uid, _thread
+import numpy as np
+
+from ..core.tensor import Tensor, Variable, _next_uid, _thread, constant
 from ..ops import registry
 from ..ops.control_flow import TensorArray
 from .graph import Graph
@@ -214,6 +216,8 @@ class Tracer:
                 raise TypeError(f"tg.function {self.name}: a tg.TensorArray cannot be returned "
                                 f"(a replay would return the traced elements); return "
                                 f"ta.stack() or ta.concat()")
+            if isinstance(leaf, (bool, int, float, np.number, np.bool_, np.ndarray)):
+                leaf = constant(leaf)  # TF: numbers come back as tensors (int32, float32, ...)
             if isinstance(leaf, Tensor):
                 outs.append(("v", self.value(leaf)))
             else:

@@ -54,3 +54,19 @@ def test_threading_settings():
     finally:
         t.set_intra_op_parallelism_threads(before[0])
         t.set_inter_op_parallelism_threads(before[1])
+
+
+def test_tf_dtypes_namespace_holds_the_dtypes_aliases_and_cast():
+    """tf.dtypes.int32 (TF's graphs guide), tf.dtypes.as_dtype, tf.dtypes.cast; TF's aliases
+    `double` and `half`; a dtype tapegpu lacks is absent, not something else."""
+    import numpy as np
+    for name in ("bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                 "uint8", "complex64", "complex128"):
+        assert getattr(tg.dtypes, name) is getattr(tg, name)
+    assert tg.dtypes.double is tg.double is tg.float64 and tg.dtypes.half is tg.half is tg.float16
+    assert tg.dtypes.as_dtype("int32") is tg.dtypes.int32 and tg.dtypes.DType is tg.DType
+    y = tg.dtypes.cast(tg.constant([1, 2]), tg.dtypes.float32)
+    assert y.dtype == tg.float32 and y.numpy().tolist() == [1.0, 2.0]
+    x = tg.random.uniform(shape=[3, 3], minval=-1, maxval=2, dtype=tg.dtypes.int32)
+    assert x.dtype == tg.int32 and np.all((x.numpy() >= -1) & (x.numpy() < 2))
+    assert not hasattr(tg.dtypes, "bfloat16") and not hasattr(tg.dtypes, "string")

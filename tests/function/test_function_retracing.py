@@ -343,3 +343,62 @@ def test_a_function_without_arguments_retraces_per_device_only():
     assert f.experimental_get_tracing_count() == 2
     with pytest.raises(TypeError, match="f: too many positional arguments"):
         f(1)
+
+
+def test_returned_python_numbers_and_arrays_are_tensors_as_tf():
+    """TF's graphs guide: `simple_relu` returns 0 on one branch and the caller calls .numpy()
+    on it. Numbers and numpy arrays come back as tensors (TF's dtypes for Python numbers),
+    at the tracing call and at every replay; None and other objects as they are."""
+    import numpy as np
+
+    @tg.function
+    def f(x):
+        if x > 0:
+            return x
+        return 0
+
+    assert f(tg.constant(-1)).numpy() == 0 and f(tg.constant(-1)).dtype == tg.int32
+    assert f(tg.constant(3)).numpy() == 3
+
+    @tg.function
+    def g(x):
+        return {"n": 1, "f": 2.5, "b": True, "np": np.float64(0.5), "arr": np.arange(3),
+                "none": None, "s": "label", "x": x}
+
+    for _ in range(2):  # the trace, then a replay
+        out = g(tg.constant(1.0))
+        assert {k: v.dtype for k, v in out.items() if isinstance(v, tg.Tensor)} == {
+            "n": tg.int32, "f": tg.float32, "b": tg.bool, "np": tg.float64,
+            "arr": tg.int64, "x": tg.float32}
+        assert out["n"].numpy() == 1 and out["f"].numpy() == 2.5 and out["b"].numpy()
+        assert out["none"] is None and out["s"] == "label"
+    assert g.experimental_get_tracing_count() == 1
+
+
+def test_run_functions_eagerly_runs_the_python_function_at_every_call(capsys):
+    @tg.function
+    def f(x):
+        print("python ran")
+        return x * 2.0
+
+    class M(tg.Module):
+        @tg.function
+        def __call__(self, x):
+            print("method ran")
+            return x + 1.0
+
+    m = M()
+    try:
+        tg.config.run_functions_eagerly(True)
+        assert tg.config.functions_run_eagerly()
+        assert [float(f(tg.constant(1.0))) for _ in range(3)] == [2.0] * 3
+        assert [float(m(tg.constant(1.0))) for _ in range(2)] == [2.0] * 2
+        assert capsys.readouterr().out == "python ran\n" * 3 + "method ran\n" * 2
+        assert f.experimental_get_tracing_count() == 0
+    finally:
+        tg.config.run_functions_eagerly(False)
+    assert not tg.config.functions_run_eagerly()
+    f(tg.constant(1.0))
+    f(tg.constant(1.0))
+    assert capsys.readouterr().out == "python ran\n"  # traced once, replayed
+    assert f.experimental_get_tracing_count() == 1
