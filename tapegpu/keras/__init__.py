@@ -31,7 +31,10 @@ from . import pooling as _pooling
 from . import datasets as _datasets
 from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
+from . import training as _training
 from .extras import backend, utils  # noqa: F401
+utils.unpack_x_y_sample_weight = _training.unpack_x_y_sample_weight
+utils.pack_x_y_sample_weight = _training.pack_x_y_sample_weight
 from . import applications  # noqa: F401
 from . import recurrent as _recurrent
 from . import more_layers as _more_layers
@@ -60,6 +63,24 @@ for _module in (_conv_layers, _pooling, _recurrent):  # convolution, pooling, sp
 for _k, _v in _public(_more_layers).items():  # wrapper, merge, noise, normalization... layers
     if isinstance(_v, type) and issubclass(_v, _layers.Layer):
         setattr(layers, _k, _v)
+
+
+
+def _merge_function(cls):
+    """Keras' functional form of a merge layer: `concatenate(inputs, axis=-1, **kwargs)` is
+    `Concatenate(axis=axis, **kwargs)(inputs)`."""
+    def merge(inputs, **kwargs):
+        return cls(**kwargs)(inputs)
+    merge.__name__ = merge.__qualname__ = "".join(
+        "_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(cls.__name__))
+    merge.__doc__ = f"`keras.layers.{cls.__name__}(**kwargs)(inputs)`, Keras' functional form."
+    return merge
+
+
+for _cls in ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate",
+             "Dot"):
+    _fn = _merge_function(getattr(layers, _cls))
+    setattr(layers, _fn.__name__, _fn)
 
 optimizers = _namespace(
     "optimizers", "Keras optimizers: the classes of `tg.optimizers`, and `get`.",

@@ -13,6 +13,8 @@ function updates the metric with that call's values.
 >>> float(m.result())
 0.0
 """
+import functools
+
 import numpy as np
 
 from ..core.tensor import Tensor, Variable, _thread, constant
@@ -70,11 +72,33 @@ def _weights(sample_weight, values, who):
                          f"values' shape {values.shape}") from None
 
 
+def _live_result(result):
+    """`result` that, inside `tg.function`, is a graph node computing the result again at
+    every call (the state is on the host: a value made while tracing would be a constant of
+    the trace, and a custom train_step returning `m.result()` would log its first value
+    forever)."""
+    @functools.wraps(result)
+    def live(self):
+        out = result(self)
+        if _thread.tracers and isinstance(out, Tensor):
+            def fresh():
+                return result(self)._data
+            fresh.__name__ = f"metric.{self.name}.result"
+            _thread.tracers[-1].record_random(fresh, out)
+        return out
+    return live
+
+
 class Metric:
     """Base class: subclasses implement `update_state(...)`, `result()` and `reset_state()`.
 
     Calling a metric updates its state with the arguments and returns the result.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "result" in cls.__dict__:
+            cls.result = _live_result(cls.__dict__["result"])
 
     def __init__(self, name=None, dtype=None):
         self.name = name or _snake(type(self).__name__)

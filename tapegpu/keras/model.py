@@ -8,6 +8,8 @@ real tensors.
 """
 import os
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .. import ops
@@ -184,8 +186,10 @@ class Model(training.Trainer, Layer):
                                      "_regularized", "_init_args"})
 
     def __new__(cls, *args, **kwargs):
-        if cls is Model and (len(args) >= 2 or "inputs" in kwargs or "outputs" in kwargs):
-            cls = Functional
+        if not issubclass(cls, Functional) and _functional_arguments(cls, args, kwargs):
+            # Keras 3: a subclass called with (inputs, outputs) is a functional model that
+            # keeps the subclass's methods (a train_step override: "customizing fit")
+            cls = Functional if cls is Model else _functional_subclass(cls)
         return object.__new__(cls)
 
     def __init__(self, *args, name=None, dtype=None, trainable=True, **kwargs):
@@ -213,6 +217,10 @@ class Model(training.Trainer, Layer):
         self.call(ops.zeros(shape, dtype=(self._dtype or np.dtype(np.float32)).name))
 
     def __call__(self, inputs, *args, training=None, **kwargs):
+        with _layers.outermost_call(self):
+            return self._model_call(inputs, *args, training=training, **kwargs)
+
+    def _model_call(self, inputs, *args, training=None, **kwargs):
         symbolic = _layers._symbolic_input(inputs)
         if symbolic is not None:
             if training is not None:
@@ -306,6 +314,36 @@ def _direct_layers(module):
     return found
 
 
+def _functional_arguments(cls, args, kwargs):
+    """Whether a Model constructor call is Keras' functional one, (inputs, outputs): for a
+    subclass, only when the inputs are keras.Input tensors (its own constructor may take two
+    other arguments)."""
+    if len(args) >= 2:
+        inputs = args[0]
+    elif "inputs" in kwargs and (args or "outputs" in kwargs):
+        inputs = kwargs["inputs"]
+    elif len(args) == 1 and "outputs" in kwargs:
+        inputs = args[0]
+    else:
+        return False
+    return cls is Model or (bool(nest.flatten(inputs)) and all(
+        isinstance(t, KerasTensor) for t in nest.flatten(inputs)))
+
+
+_FUNCTIONAL_SUBCLASSES = {}  # a Model subclass -> its functional variant
+
+
+def _functional_subclass(cls):
+    """`cls` with Functional's construction and call: (cls, Functional) in that order, so the
+    subclass's overrides win."""
+    sub = _FUNCTIONAL_SUBCLASSES.get(cls)
+    if sub is None:
+        sub = _FUNCTIONAL_SUBCLASSES[cls] = type(cls.__name__, (cls, Functional), {
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__})
+    return sub
+
+
 class Functional(Model):
     """A model given by its symbolic inputs and outputs (`keras.Model(inputs, outputs)`)."""
 
@@ -377,6 +415,16 @@ class Functional(Model):
 
     def call(self, inputs, training=None):
         expected = nest.flatten(self._inputs)
+        if isinstance(inputs, Mapping) and not isinstance(self._inputs, Mapping):
+            # a dict for inputs given as a list: matched by the keras.Input names (Keras),
+            # never by the dict's order
+            names = [t.name for t in expected]
+            missing = [n for n in names if n not in inputs]
+            if missing:
+                raise ValueError(f"{self.name}: the inputs dict has keys {sorted(inputs)} but "
+                                 f"the model's inputs are named {names} (missing {missing}); "
+                                 f"key the dict by the keras.Input names")
+            inputs = [inputs[n] for n in names]
         if isinstance(inputs, (list, tuple)) and len(expected) == 1 and len(inputs) == 1:
             inputs = inputs[0]
         given = nest.flatten(inputs) if len(expected) > 1 else [inputs]

@@ -134,12 +134,37 @@ class _Compiled:
                 m.name = spec
             else:
                 m = _metrics.get(spec)
+                if isinstance(spec, str):  # logged under the name given, as Keras 3 ('mae')
+                    m.name = spec
             self.metrics.append(m)
 
     def trackers(self):
         """The loss trackers: the total, then each output's."""
         return [self.loss_tracker] + [t for _, _, _, t in self.output_losses or ()
                                       if t is not None]
+
+
+class _CompileMetrics:
+    """The compiled metrics before a batch has built them, as Keras 3's `compile_metrics`
+    container in `model.metrics`: a custom train_step's `update_state(y, y_pred)` builds and
+    updates them (then `model.metrics` lists them one by one), `result()` is a dict."""
+
+    name = "compile_metrics"
+
+    def __init__(self, compiled):
+        self._c = compiled
+
+    def update_state(self, y, y_pred, sample_weight=None):
+        self._c.build_metrics(y, y_pred)
+        for m in self._c.metrics:
+            m.update_state(y, y_pred, sample_weight=sample_weight)
+
+    def result(self):
+        return {m.name: m.result() for m in self._c.metrics or ()}
+
+    def reset_state(self):
+        for m in self._c.metrics or ():
+            m.reset_state()
 
 
 def _one_loss(loss, y, y_pred, sample_weight):
@@ -391,6 +416,37 @@ class _StepLogs(Mapping):
         return repr(self._values())
 
 
+def _model_float(model):
+    """The floating dtype of the model's variables (when they agree), else its own, else
+    float32 (Keras' floatx)."""
+    kinds = {np.dtype(v.dtype.name) for v in model.variables if np.dtype(v.dtype.name).kind == "f"}
+    if len(kinds) == 1:
+        return kinds.pop()
+    own = getattr(model, "_dtype", None)
+    return np.dtype(own) if own is not None and np.dtype(own).kind == "f" else np.dtype("float32")
+
+
+def _floatx(model, data, who):
+    """numpy float arrays among `data` (x, y, sample_weight) in the model's floating dtype, as
+    Keras' data adapters cast numpy floats to floatx (np.random.random gives float64); said
+    once by a warning, since a float64 -> float32 cast rounds. Tensors are left as they are
+    (a float64 tensor into a float32 layer raises)."""
+    target = _model_float(model)
+    cast = []
+
+    def convert(a):
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != target:
+            cast.append(a.dtype.name)
+            return a.astype(target)
+        return a
+    out = tuple(None if part is None else nest.map_structure(convert, part) for part in data)
+    if cast:
+        warnings.warn(f"{who}: numpy arrays of {sorted(set(cast))} were cast to the model's "
+                      f"{target.name}, as Keras casts numpy floats to floatx; pass {target.name} "
+                      f"arrays to skip the cast", UserWarning, stacklevel=3)
+    return out
+
+
 def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who, class_weight=None):
     if isinstance(x, Dataset):
         if y is not None:
@@ -445,6 +501,8 @@ class Trainer:
         c = getattr(self, "_compiled", None)
         if c is None:
             return []
+        if c.metrics is None and c.metric_specs:  # not built yet: Keras 3's container
+            return c.trackers() + [_CompileMetrics(c)]
         return c.trackers() + list(c.metrics or [])
 
     @property
@@ -456,16 +514,26 @@ class Trainer:
             m.reset_state()
 
     # -- steps ----------------------------------------------------------------------------------
+    # A step gets its batch as Keras 3 gives it: `(x,)`, `(x, y)` or `(x, y, sample_weight)`
+    # (`keras.utils.unpack_x_y_sample_weight` splits it). An overridden train_step or test_step
+    # returns the logs fit and evaluate report (a dict of tensors; nested dicts are flattened),
+    # as in Keras' "customizing what happens in fit" guide.
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The compiled loss of `y_pred` against `y` plus the layers' added losses (the
+        weights' regularization, `add_loss`), as Keras 3's `Model.compute_loss`."""
+        loss = self._compiled.loss_value(y, y_pred, sample_weight, _output_names(self))
+        penalties = self.losses
+        if penalties:
+            loss = loss + ops.add_n([ops.cast(p, loss.dtype) for p in penalties])
+        return loss
+
     def train_step(self, data):
         """One optimisation step on a batch `(x, y[, sample_weight])`; returns the logs."""
-        x, y, sw = data
+        x, y, sw = unpack_x_y_sample_weight(data)
         c = self._compiled
         with GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = c.loss_value(y, y_pred, sw, _output_names(self))
-            penalties = self.losses  # the weights' regularization
-            if penalties:
-                loss = loss + ops.add_n([ops.cast(p, loss.dtype) for p in penalties])
+            loss = self.compute_loss(x, y, y_pred, sw)
         variables = self.trainable_variables
         grads = tape.gradient(loss, variables)
         c.optimizer.apply_gradients(zip(grads, variables))
@@ -473,10 +541,19 @@ class Trainer:
 
     def test_step(self, data):
         """The loss and metrics of a batch `(x, y[, sample_weight])`, without updating."""
-        x, y, sw = data
+        x, y, sw = unpack_x_y_sample_weight(data)
         y_pred = self(x, training=False)
         loss = self._compiled.loss_value(y, y_pred, sw, _output_names(self))
         return self._update_metrics(loss, y, y_pred, sw, x)
+
+    def _overrides(self, step):
+        return getattr(type(self), step) is not getattr(Trainer, step)
+
+    def _run_test_step(self, batch):
+        logs = self.test_step(pack_x_y_sample_weight(*batch))
+        if self._overrides("test_step"):
+            self._step_logs = logs
+        return logs
 
     def _update_metrics(self, loss, y, y_pred, sw, x):
         c = self._compiled
@@ -491,7 +568,11 @@ class Trainer:
         return self._logs()
 
     def _logs(self):
-        return {m.name: m._value() for m in self.metrics}
+        step_logs = getattr(self, "_step_logs", None)
+        if step_logs is not None:  # an overridden step's own logs
+            return {k: float(_np(v)) if isinstance(v, (Tensor, Variable, np.ndarray)) else v
+                    for k, v in _flat_logs(step_logs).items()}
+        return {m.name: m._value() for m in self.metrics if not isinstance(m, _CompileMetrics)}
 
     def make_train_function(self):
         """The function `fit` calls per batch: `train_step` through `tg.function`, or
@@ -499,15 +580,23 @@ class Trainer:
         reads the metrics after each call."""
         c = self._compiled
         if c.train_function is None:
-            if c.run_eagerly:
-                c.train_function = self.train_step
-            else:
-                step = _tg_function(lambda x, y, sw: self.train_step((x, y, sw)) and None)
-                c.train_function = lambda data: step(*data)
+            keep = self._overrides("train_step")  # its logs are fit's
+
+            def run(x, y, sw):
+                logs = self.train_step(pack_x_y_sample_weight(x, y, sw))
+                return logs if keep else None
+            step = run if c.run_eagerly else _tg_function(run)
+
+            def train_function(data):
+                logs = step(*data)
+                if keep:
+                    self._step_logs = logs
+            train_function.step = step  # the tg.function (run_eagerly: the plain step)
+            c.train_function = train_function
         return c.train_function
 
     def predict_step(self, data):
-        x, _, _ = data
+        x, _, _ = unpack_x_y_sample_weight(data)
         return self(x, training=False)
 
     # -- loops ----------------------------------------------------------------------------------
@@ -545,6 +634,7 @@ class Trainer:
             head, tail = np.arange(cut), np.arange(cut, n)
             validation_data = (split(x, tail), split(y, tail), split(sample_weight, tail))
             x, y, sample_weight = split(x, head), split(y, head), split(sample_weight, head)
+        x, y, sample_weight = _floatx(self, (x, y, sample_weight), "fit")
         data = _adapter(x, y, sample_weight, batch_size, shuffle, None, "fit", class_weight)
         epochs_data = _Epochs(data, None if steps_per_epoch is None else int(steps_per_epoch))
         val = None
@@ -553,7 +643,7 @@ class Trainer:
                 val = _adapter(validation_data, None, None, None, False, validation_steps,
                                "fit")
             else:
-                vx, vy, vsw = _unpack(tuple(validation_data))
+                vx, vy, vsw = _floatx(self, _unpack(tuple(validation_data)), "fit")
                 val = _adapter(vx, vy, vsw, validation_batch_size or batch_size, False,
                                validation_steps, "fit")
         verbose = 1 if verbose == "auto" else int(verbose)
@@ -574,6 +664,7 @@ class Trainer:
         batch_logs = cbs.wants("on_train_batch_end")
         for epoch in range(int(initial_epoch), int(epochs)):
             self.reset_metrics()
+            self._step_logs = None
             cbs.on_epoch_begin(epoch)
             for step, batch in enumerate(epochs_data.epoch()):
                 batch_begin(step)
@@ -595,11 +686,12 @@ class Trainer:
     def _evaluate_data(self, data, cbs):
         self._require_compiled("evaluate")
         self.reset_metrics()
+        self._step_logs = None
         cbs.on_test_begin()
         logs = {}
         for step, batch in enumerate(data):
             cbs.on_test_batch_begin(step)
-            logs = self.test_step(batch)
+            logs = self._run_test_step(batch)
             cbs.on_test_batch_end(step, logs)
         logs = self._logs()
         cbs.on_test_end(logs)
@@ -610,24 +702,28 @@ class Trainer:
         """The loss and metrics over the data: a scalar (loss only), a list `[loss, *metrics]`,
         or a dict with `return_dict=True`."""
         self._require_compiled("evaluate")
+        x, y, sample_weight = _floatx(self, (x, y, sample_weight), "evaluate")
         data = _adapter(x, y, sample_weight, batch_size, False, steps, "evaluate")
         logs = self._evaluate_data(data, _callbacks.CallbackList(callbacks or [], self, {}))
         if verbose not in (0, "auto") and verbose:
             print(" - ".join(f"{k}: {_callbacks._fmt(v)}" for k, v in logs.items()))
         if return_dict:
             return logs
-        values = [logs[m.name] for m in self.metrics]
+        values = list(logs.values()) if self._overrides("test_step") else \
+            [logs[m.name] for m in self.metrics]
         return values[0] if len(values) == 1 else values
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs over the data, concatenated along the batch axis (numpy)."""
+        x = _floatx(self, (x,), "predict")[0]
         data = _adapter(x, None, None, batch_size, False, steps, "predict")
         cbs = _callbacks.CallbackList(callbacks or [], self, {})
         cbs.on_predict_begin()
         outs = []
         for step, batch in enumerate(data):
             cbs.on_predict_batch_begin(step)
-            outs.append(nest.map_structure(_np, self.predict_step(batch)))
+            outs.append(nest.map_structure(_np, self.predict_step(
+                pack_x_y_sample_weight(*batch))))
             cbs.on_predict_batch_end(step, {"outputs": outs[-1]})
         cbs.on_predict_end()
         if not outs:
@@ -639,17 +735,58 @@ class Trainer:
         """One `train_step` on one batch; the loss (and metrics) of that batch."""
         self._require_compiled("train_on_batch")
         self.reset_metrics()
-        logs = self.train_step((_as_batch(x), _as_batch(y), _as_batch(sample_weight)))
+        logs = self.train_step(pack_x_y_sample_weight(_as_batch(x), _as_batch(y),
+                                                      _as_batch(sample_weight)))
+        logs = _flat_logs(logs) if self._overrides("train_step") else logs
         return logs if return_dict else _as_values(logs)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._require_compiled("test_on_batch")
         self.reset_metrics()
-        logs = self.test_step((_as_batch(x), _as_batch(y), _as_batch(sample_weight)))
+        logs = self.test_step(pack_x_y_sample_weight(_as_batch(x), _as_batch(y),
+                                                     _as_batch(sample_weight)))
+        logs = _flat_logs(logs) if self._overrides("test_step") else logs
         return logs if return_dict else _as_values(logs)
 
     def predict_on_batch(self, x):
         return nest.map_structure(_np, self(_as_batch(x), training=False))
+
+
+def unpack_x_y_sample_weight(data):
+    """(x, y, sample_weight) of a step's batch: `(x,)`, `(x, y)`, `(x, y, sample_weight)` or
+    x alone, missing parts None (Keras' `keras.utils.unpack_x_y_sample_weight`)."""
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return data, None, None
+    if 1 <= len(data) <= 3:
+        return tuple(data) + (None,) * (3 - len(data))
+    raise ValueError(f"keras.utils.unpack_x_y_sample_weight: data must be x, (x,), (x, y) or "
+                     f"(x, y, sample_weight), got a tuple of {len(data)}")
+
+
+def pack_x_y_sample_weight(x, y=None, sample_weight=None):
+    """The batch as a step gets it: `(x,)`, `(x, y)` or `(x, y, sample_weight)` (Keras'
+    `keras.utils.pack_x_y_sample_weight`; x alone when it is a tuple or list itself, so that
+    unpacking gives it back whole)."""
+    if y is None and sample_weight is None:
+        return (x,) if isinstance(x, (tuple, list)) else x
+    return (x, y) if sample_weight is None else (x, y, sample_weight)
+
+
+def _flat_logs(logs, prefix=""):
+    """A step's logs with nested dicts flattened (Keras 3 logs `compile_metrics`' results
+    under their own names)."""
+    if not isinstance(logs, Mapping):
+        raise TypeError(f"fit: an overridden train_step/test_step must return a dict of "
+                        f"logs ({{name: value}}), got {type(logs).__name__}")
+    out = {}
+    for k, v in logs.items():
+        if isinstance(v, Mapping):
+            out.update(_flat_logs(v))
+        else:
+            out[k] = v
+    return out
 
 
 def _as_batch(v):

@@ -18,6 +18,7 @@ would average over padding without notice).
 import functools
 import inspect
 import re
+import threading
 import warnings
 import weakref
 
@@ -57,6 +58,28 @@ def get_activation(identifier):
     if callable(identifier):
         return identifier
     raise TypeError(f"activation must be a name or a callable, got {identifier!r}")
+
+
+_calls = threading.local()  # how deep in layer calls this thread is
+
+
+class outermost_call:
+    """Marks a layer call: the outermost one clears the losses `add_loss` added in the last
+    call, of the layer and its sub-layers (Keras clears them at each top-level call)."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def __enter__(self):
+        depth = getattr(_calls, "depth", 0)
+        if depth == 0:
+            for m in (self.layer,) + tuple(self.layer.submodules):
+                if m.__dict__.get("_added_losses"):
+                    m.__dict__["_added_losses"] = []
+        _calls.depth = depth + 1
+
+    def __exit__(self, *exc):
+        _calls.depth -= 1
 
 
 class Layer(Module):
@@ -232,10 +255,18 @@ class Layer(Module):
             self.__dict__.setdefault("_regularized", []).append((var, regularizer))
         return var
 
+    def add_loss(self, loss):
+        """Adds a loss (a scalar tensor, e.g. an activity penalty computed in `call`) to
+        `layer.losses`, as Keras: the added losses are cleared when the outermost layer is
+        called again, so they are those of the last forward pass (a training step's
+        `compute_loss` adds them to the loss)."""
+        self.__dict__.setdefault("_added_losses", []).append(loss)
+
     @property
     def losses(self):
         """The penalties of the regularized weights of this layer and its sub-layers (Keras'
-        `layer.losses`), computed now: under a tape they are differentiable.
+        `layer.losses`), computed now: under a tape they are differentiable, and the losses
+        `add_loss` added during the last call.
 
         >>> layer = tg.layers.Dense(1, kernel_initializer="ones", kernel_regularizer="l2")
         >>> _ = layer(tg.ones((1, 2)))
@@ -247,9 +278,14 @@ class Layer(Module):
             for var, reg in getattr(m, "_regularized", ()):
                 out.append(reg(var.value()))
             out.extend(getattr(m, "_activity_losses", ()))  # ActivityRegularization's last
+            out.extend(m.__dict__.get("_added_losses", ()))
         return out
 
     def __call__(self, inputs, *args, **kwargs):
+        with outermost_call(self):
+            return self._layer_call(inputs, *args, **kwargs)
+
+    def _layer_call(self, inputs, *args, **kwargs):
         symbolic = _symbolic_input(inputs)
         if symbolic is not None:  # a functional model's graph (keras.Input): record the call
             return symbolic._symbolic_call(self, inputs, args, kwargs)

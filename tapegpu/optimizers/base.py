@@ -177,6 +177,15 @@ class Optimizer:
             tracer.on_update(self._apply_arrays, grads, variables)
         return self._apply_arrays([g._data for g in grads], variables)
 
+    def apply(self, grads, trainable_variables):
+        """`apply_gradients(zip(grads, trainable_variables))`: Keras 3's form (its custom
+        training steps call `self.optimizer.apply(gradients, trainable_vars)`)."""
+        grads, variables = list(grads), list(trainable_variables)
+        if len(grads) != len(variables):
+            raise ValueError(f"{self.name}.apply: {len(grads)} gradients for "
+                             f"{len(variables)} variables; pass one gradient per variable")
+        return self.apply_gradients(zip(grads, variables))
+
     def _apply_arrays(self, arrays, variables):
         """The update from gradient arrays: clipping, the learning rate at the current step,
         one rule per variable, the step count (what a tg.function graph node replays)."""

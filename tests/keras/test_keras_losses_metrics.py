@@ -209,3 +209,22 @@ def test_a_label_vector_against_one_column_predictions_compares_row_by_row(loss)
         fn(y[:5], p)
     with pytest.raises(ValueError, match="same shape"):
         fn(np.stack([y, y], 1), p[:, 0])
+
+
+def test_a_metric_result_returned_from_tg_function_is_read_at_every_call():
+    """The metric state is on the host: inside a trace its result is a node that reads it at
+    each call (before: the trace's first value came back forever)."""
+    mean = keras.metrics.Mean()
+    acc = keras.metrics.SparseCategoricalAccuracy()
+
+    @tg.function
+    def step(v, y, p):
+        mean.update_state(v)
+        acc.update_state(y, p)
+        return mean.result(), acc.result()
+
+    got = [step(tg.constant([float(i)]), tg.constant([i % 2]),
+                tg.constant([[0.9, 0.1]])) for i in range(4)]
+    assert [float(m) for m, _ in got] == [0.0, 0.5, 1.0, 1.5]
+    assert [float(a) for _, a in got] == [1.0, 0.5, float(np.float32(2 / 3)), 0.5]
+    assert step.experimental_get_tracing_count() == 1

@@ -62,7 +62,7 @@ def test_fit_on_a_dataset_with_string_names():
     model.compile(optimizer=keras.optimizers.Adam(0.02), loss="categorical_crossentropy",
                   metrics=["accuracy", "mae"])
     history = model.fit(ds, epochs=6, verbose=0)
-    assert sorted(history.history) == ["accuracy", "loss", "mean_absolute_error"]
+    assert sorted(history.history) == ["accuracy", "loss", "mae"]  # the names given (Keras 3)
     # 'accuracy' with categorical cross-entropy is categorical accuracy
     assert isinstance(model.metrics[1], keras.metrics.CategoricalAccuracy)
     assert history.history["accuracy"][-1] >= 0.9
@@ -244,7 +244,8 @@ def test_fit_through_tg_function_matches_eager_fit():
                       metrics=["accuracy"], run_eagerly=eager)
         histories.append(model.fit(x, y, epochs=3, batch_size=32, shuffle=False,
                                    verbose=0).history)
-        assert (model.make_train_function() == model.train_step) is eager
+        traced = hasattr(model.make_train_function().step, "experimental_get_tracing_count")
+        assert traced is not eager
     assert histories[0]["accuracy"] == histories[1]["accuracy"]
     np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-6)
 

@@ -10,6 +10,7 @@ lowers the loss.
 import re
 
 import numpy as np
+import pytest
 
 import tapegpu as tf
 
@@ -655,3 +656,209 @@ def test_cvae_tutorial():
     assert all(e < 0 for e in elbos)
     assert all(a < b for a, b in zip(elbos, elbos[1:])), elbos
     assert elbos[-1] > elbos[0] + 0.03 * abs(elbos[0]), elbos
+
+
+# -- "Customizing what happens in fit()" (Keras 3 guide, TensorFlow backend) ---------------------
+
+class _CustomModel(tf.keras.Model):
+    """The guide's first model: its own train_step, metrics updated by hand, logs returned."""
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+        trainable_vars = self.trainable_variables
+        gradients = tape.gradient(loss, trainable_vars)
+        self.optimizer.apply(gradients, trainable_vars)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+            else:
+                metric.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+
+def _regression_data():
+    rng = np.random.default_rng(0)
+    return rng.random((256, 8)), rng.random((256, 1))  # float64, as np.random.random gives
+
+
+def _functional(cls):
+    tf.random.set_seed(0)
+    inputs = tf.keras.Input(shape=(8,))
+    outputs = tf.keras.layers.Dense(1)(inputs)
+    return cls(inputs, outputs)
+
+
+def test_customizing_fit_guide_train_step_override_logs_what_it_returns():
+    """A Model subclass called with (inputs, outputs) is functional and keeps its train_step;
+    the logs are those it returns, a new value every epoch (a metric's result inside the
+    traced step is read at each call, not frozen at the trace), equal to the built-in
+    train_step's on the same data; metrics are named as given ('mae')."""
+    x, y = _regression_data()
+    histories = []
+    for cls in (_CustomModel, tf.keras.Model):
+        model = _functional(cls)
+        assert isinstance(model, cls) and isinstance(model, tf.keras.Model)
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+        with pytest.warns(UserWarning, match="float64.*cast to the model's float32"):
+            histories.append(model.fit(x, y, epochs=3, batch_size=32, shuffle=False,
+                                       verbose=0).history)
+    custom, builtin = histories
+    assert sorted(custom) == sorted(builtin) == ["loss", "mae"]
+    assert len(set(custom["loss"])) == 3 and custom["loss"][-1] < custom["loss"][0]
+    for k in custom:
+        np.testing.assert_allclose(custom[k], builtin[k], rtol=1e-5)
+
+
+def test_customizing_fit_guide_evaluate_with_a_test_step_override():
+    class Evaluated(tf.keras.Model):
+        def test_step(self, data):
+            x, y = data
+            y_pred = self(x, training=False)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+            for metric in self.metrics:
+                if metric.name == "loss":
+                    metric.update_state(loss)
+                else:
+                    metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    x, y = _regression_data()
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    model, plain = _functional(Evaluated), _functional(tf.keras.Model)
+    for m in (model, plain):
+        m.compile(loss="mse", metrics=["mae"])
+    got = model.evaluate(x, y, batch_size=64, verbose=0, return_dict=True)
+    want = plain.evaluate(x, y, batch_size=64, verbose=0, return_dict=True)
+    assert sorted(got) == ["loss", "mae"]
+    for k in got:
+        assert got[k] == pytest.approx(want[k], rel=1e-6)
+    pred = np.asarray(model(tf.constant(x)))
+    assert got["mae"] == pytest.approx(float(np.mean(np.abs(pred - y))), rel=1e-5)
+
+
+def test_unpack_and_pack_x_y_sample_weight():
+    u, p = tf.keras.utils.unpack_x_y_sample_weight, tf.keras.utils.pack_x_y_sample_weight
+    assert u((1, 2)) == (1, 2, None) and u((1,)) == (1, None, None) and u(5) == (5, None, None)
+    assert u([1, 2, 3]) == (1, 2, 3)
+    assert p(1) == 1 and p((1, 2)) == ((1, 2),) and p(1, 2) == (1, 2) and p(1, 2, 3) == (1, 2, 3)
+    assert u(p((1, 2))) == ((1, 2), None, None)
+    with pytest.raises(ValueError, match="unpack_x_y_sample_weight"):
+        u((1, 2, 3, 4))
+
+
+# -- "Making new layers and models via subclassing" and "The Functional API" --------------------
+
+def test_add_loss_keeps_the_last_calls_losses_and_trains_them():
+    class ActivityRegularizationLayer(tf.keras.layers.Layer):
+        def __init__(self, rate=1e-2):
+            super().__init__()
+            self.rate = rate
+
+        def call(self, inputs):
+            self.add_loss(self.rate * tf.reduce_sum(inputs))
+            return inputs
+
+    class OuterLayer(tf.keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.activity_reg = ActivityRegularizationLayer(1e-2)
+
+        def call(self, inputs):
+            return self.activity_reg(inputs)
+
+    layer = OuterLayer()
+    assert len(layer.losses) == 0
+    _ = layer(tf.zeros((1, 1)))
+    assert len(layer.losses) == 1
+    _ = layer(tf.fill((1, 3), 2.0))
+    assert len(layer.losses) == 1 and float(layer.losses[0]) == pytest.approx(0.06)
+    # in a model, the added loss is part of compute_loss: it pulls the outputs down
+    inputs = tf.keras.Input(shape=(4,))
+    outputs = ActivityRegularizationLayer(1.0)(tf.keras.layers.Dense(4)(inputs))
+    model = tf.keras.Model(inputs, outputs)
+    x = tf.constant(np.random.default_rng(1).random((8, 4)).astype(np.float32))
+    model(x)
+    added = float(model.losses[0])
+    assert added == pytest.approx(float(tf.reduce_sum(model(x))), rel=1e-6)
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
+    pred = model(x)
+    mse = float(np.mean(np.square(pred.numpy())))
+    total = model.compute_loss(y=tf.zeros((8, 4)), y_pred=pred)  # the compiled loss + added
+    assert float(total) == pytest.approx(mse + float(tf.reduce_sum(pred)), rel=1e-5)
+    model.fit(x, tf.zeros((8, 4)), epochs=5, verbose=0)
+    model(x)
+    assert float(model.losses[0]) < added
+
+
+def test_functional_api_guide_multi_input_dict_is_matched_by_input_names():
+    """The guide's ticket model: a dict of inputs is matched to the keras.Input names, not
+    to the dict's order (a mismatch trained on the wrong inputs); merge helpers in
+    lowercase (`layers.concatenate`)."""
+    layers = tf.keras.layers
+    num_tags, num_words, num_departments = 12, 100, 4
+    tf.random.set_seed(0)
+    title_input = tf.keras.Input(shape=(None,), name="title")
+    body_input = tf.keras.Input(shape=(None,), name="body")
+    tags_input = tf.keras.Input(shape=(num_tags,), name="tags")
+    title_features = layers.LSTM(8)(layers.Embedding(num_words, 6)(title_input))
+    body_features = layers.LSTM(4)(layers.Embedding(num_words, 6)(body_input))
+    x = layers.concatenate([title_features, body_features, tags_input])
+    priority_pred = layers.Dense(1, name="priority")(x)
+    department_pred = layers.Dense(num_departments, name="department")(x)
+    model = tf.keras.Model(inputs=[title_input, body_input, tags_input],
+                           outputs={"priority": priority_pred, "department": department_pred})
+    rng = np.random.default_rng(0)
+    title = rng.integers(num_words, size=(16, 10))
+    body = rng.integers(num_words, size=(16, 10))  # same shape as the titles: order matters
+    tags = rng.integers(2, size=(16, num_tags)).astype("float32")
+    by_list = model([tf.constant(title), tf.constant(body), tf.constant(tags)])
+    by_dict = model({"tags": tf.constant(tags), "body": tf.constant(body),
+                     "title": tf.constant(title)})
+    swapped = model([tf.constant(body), tf.constant(title), tf.constant(tags)])
+    for k in ("priority", "department"):
+        np.testing.assert_array_equal(by_dict[k].numpy(), by_list[k].numpy())
+    assert not np.array_equal(swapped["priority"].numpy(), by_list["priority"].numpy())
+    with pytest.raises(ValueError, match=r"named \['title', 'body', 'tags'\].*missing \['tags'\]"):
+        model({"title": tf.constant(title), "body": tf.constant(body)})
+    model.compile(optimizer=tf.keras.optimizers.RMSprop(1e-3),
+                  loss={"priority": tf.keras.losses.BinaryCrossentropy(from_logits=True),
+                        "department": tf.keras.losses.CategoricalCrossentropy(from_logits=True)},
+                  loss_weights={"priority": 1.0, "department": 0.2})
+    history = model.fit({"title": title, "body": body, "tags": tags},
+                        {"priority": rng.random((16, 1)).astype("float32"),
+                         "department": rng.integers(2, size=(16, num_departments))},
+                        epochs=2, batch_size=8, verbose=0)
+    assert sorted(history.history) == ["department_loss", "loss", "priority_loss"]
+
+
+def test_merge_functions_are_the_layers_applied():
+    a, b = tf.constant([[1.0, 2.0]]), tf.constant([[3.0, 5.0]])
+    L = tf.keras.layers
+    assert L.add([a, b]).numpy().tolist() == [[4.0, 7.0]]
+    assert L.subtract([a, b]).numpy().tolist() == [[-2.0, -3.0]]
+    assert L.multiply([a, b]).numpy().tolist() == [[3.0, 10.0]]
+    assert L.average([a, b]).numpy().tolist() == [[2.0, 3.5]]
+    assert L.maximum([a, b]).numpy().tolist() == [[3.0, 5.0]]
+    assert L.minimum([a, b]).numpy().tolist() == [[1.0, 2.0]]
+    assert L.concatenate([a, b], axis=0).shape == (2, 2)
+    assert L.dot([a, b], axes=1).numpy().tolist() == [[13.0]]
+
+
+def test_fit_leaves_float64_tensors_strict_and_keeps_a_float64_model_float64():
+    x, y = _regression_data()
+    model = _functional(tf.keras.Model)
+    model.compile(loss="mse")
+    with pytest.raises(TypeError, match="float64.*float32"):
+        model.fit(tf.constant(x), tf.constant(y), epochs=1, verbose=0)  # tensors: no cast
+    tf.random.set_seed(0)
+    inputs = tf.keras.Input(shape=(8,), dtype="float64")
+    wide = tf.keras.Model(inputs, tf.keras.layers.Dense(1, dtype="float64")(inputs))
+    wide.compile(loss="mse")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # float64 arrays for a float64 model: no cast
+        wide.fit(x, y, epochs=1, verbose=0)
+    assert wide.predict(x, verbose=0).dtype == np.float64
