@@ -268,7 +268,11 @@ def run_functions_eagerly(run_eagerly):
 
 
 def functions_run_eagerly():
-    """Whether `run_functions_eagerly(True)` is in effect."""
+    """Whether `run_functions_eagerly(True)` is in effect.
+
+    >>> tg.config.functions_run_eagerly()
+    False
+    """
     return _run_eagerly[0]
 
 

@@ -102,6 +102,14 @@ def list_variables(ckpt_dir_or_file):
 
 
 def load_variable(ckpt_dir_or_file, name):
-    """The value at path `name` in the checkpoint, as a numpy array."""
+    """The value at path `name` in the checkpoint, as a numpy array.
+
+    >>> import os, tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = tg.train.Checkpoint(w=tg.Variable([1.0, 2.0])).write(os.path.join(tmp.name, "c"))
+    >>> tg.train.load_variable(path, "w")
+    array([1., 2.], dtype=float32)
+    >>> tmp.cleanup()
+    """
     return CheckpointReader(_resolve(ckpt_dir_or_file, "tg.train.load_variable")) \
         .get_tensor(name)
