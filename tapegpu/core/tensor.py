@@ -54,8 +54,10 @@ def _assigned(var, kind, value):
 
 class TensorBase:
     """A tensor's fields and constructor."""
-    # _res: see registry; _keras_mask: the mask a Keras layer attached (models.layers)
-    __slots__ = ("_data", "_dev", "_uid", "_res", "_keras_mask", "__weakref__")
+    # _res: see registry; _keras_mask: the mask a Keras layer attached (models.layers);
+    # _keras_logits: (kind, logits) of a Keras activation's output (models.layers, losses)
+    __slots__ = ("_data", "_dev", "_uid", "_res", "_keras_mask", "_keras_logits",
+                 "__weakref__")
 
     def __init__(self, data, dev=None):
         self._data = data

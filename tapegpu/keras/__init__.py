@@ -25,6 +25,13 @@ from ..models import losses as _losses
 from ..models import regularizers as _regularizers
 from ..models.layers import get_activation as _get_activation
 from ..ops import EXPORTS as _EXPORTS
+from ..ops import control_flow as _control_flow
+from ..ops import numpy_names as _numpy_names
+from ..ops.reduce import moments as _moments
+from ..ops.shape import top_k as _top_k
+from ..ops.unary import stop_gradient as _stop_gradient
+from ..core.tensor import convert_to_tensor as _convert_to_tensor
+from ..autodiff.vectorize import vectorized_map as _vectorized_map
 from . import callbacks, metrics  # noqa: F401
 from . import conv_layers as _conv_layers
 from . import pooling as _pooling
@@ -103,6 +110,37 @@ activations = _namespace(
     "activations", "Keras activations by name (`get`), as functions of tapegpu.",
     get=_get_activation, linear=lambda x: x,
     **{name: fn for name, fn in _EXPORTS.items() if "activations" in fn.api})
+
+
+
+def _ops_namespace():
+    """Keras 3's `keras.ops`: numpy's names (`tg.experimental.numpy`: mean, sum, argmax,
+    reshape, ...), the activations (with Keras' defaults where they differ from TF's: `gelu`
+    approximates, `leaky_relu` takes `negative_slope`) and Keras' core ops."""
+    members = {k: v for k, v in _numpy_names.TABLE.items() if callable(v) and
+               not isinstance(v, type) and k != "experimental_enable_numpy_behavior"}
+    members.update({k: v for k, v in vars(activations).items()
+                    if not k.startswith("_") and k not in ("get", "linear")})
+    gelu, leaky = activations.gelu, activations.leaky_relu
+    members.update(
+        gelu=lambda x, approximate=True: gelu(x, approximate=approximate),
+        leaky_relu=lambda x, negative_slope=0.2: leaky(x, alpha=negative_slope),
+        cast=_EXPORTS["cast"], convert_to_tensor=_convert_to_tensor,
+        convert_to_numpy=lambda x: _convert_to_tensor(x).numpy(),
+        stop_gradient=_stop_gradient, rsqrt=_EXPORTS["rsqrt"], erf=_EXPORTS["erf"],
+        logsumexp=lambda x, axis=None, keepdims=False: _EXPORTS["reduce_logsumexp"](
+            x, axis=axis, keepdims=keepdims),
+        one_hot=lambda x, num_classes, axis=-1, dtype=None: _EXPORTS["one_hot"](
+            x, num_classes, axis=axis, dtype=dtype or "float32"),
+        moments=lambda x, axes, keepdims=False: _moments(x, axes, keepdims=keepdims),
+        top_k=lambda x, k, sorted=True: _top_k(x, k, sorted=sorted),
+        scatter=lambda indices, values, shape: _EXPORTS["scatter_nd"](indices, values, shape),
+        cond=_control_flow.cond, while_loop=_control_flow.while_loop,
+        vectorized_map=_vectorized_map)
+    return _namespace("ops", "Keras 3's `keras.ops` on tapegpu's ops.", **members)
+
+
+ops = _ops_namespace()
 
 regularizers = _namespace(
     "regularizers", "Keras weight regularizers: `L1`, `L2`, `L1L2` (and `l1`, `l2`, `l1_l2`).",

@@ -35,8 +35,15 @@ class Callback:
     def on_train_end(self, logs=None): pass
     def on_epoch_begin(self, epoch, logs=None): pass
     def on_epoch_end(self, epoch, logs=None): pass
-    def on_train_batch_begin(self, batch, logs=None): pass
-    def on_train_batch_end(self, batch, logs=None): pass
+    def on_batch_begin(self, batch, logs=None): pass  # Keras: called by on_train_batch_begin
+    def on_batch_end(self, batch, logs=None): pass  # Keras: called by on_train_batch_end
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs=logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs=logs)
+
     def on_test_begin(self, logs=None): pass
     def on_test_end(self, logs=None): pass
     def on_test_batch_begin(self, batch, logs=None): pass
@@ -430,6 +437,11 @@ def _fmt(v):
     return f"{v:.4f}" if abs(v) >= 1e-3 or v == 0 else f"{v:.4e}"
 
 
+# a callback overriding Keras' older batch hooks is called through the train-batch ones
+_BATCH_ALIASES = {"on_train_batch_begin": "on_batch_begin",
+                  "on_train_batch_end": "on_batch_end"}
+
+
 class CallbackList:
     """Calls each callback's hook in order. A hook that no callback overrides costs nothing,
     and `wants(hook)` tells `fit` whether any callback will read that hook's logs (so that
@@ -448,9 +460,10 @@ class CallbackList:
     def _bound(self, hook):
         methods = self._hooks.get(hook)
         if methods is None:
-            base = getattr(Callback, hook)
-            methods = tuple(getattr(c, hook) for c in self.callbacks
-                            if getattr(type(c), hook, None) is not base or hook in vars(c))
+            names = (hook,) + ((_BATCH_ALIASES[hook],) if hook in _BATCH_ALIASES else ())
+            methods = tuple(getattr(c, hook) for c in self.callbacks if any(
+                getattr(type(c), h, None) is not getattr(Callback, h) or h in vars(c)
+                for h in names))
             self._hooks[hook] = methods
         return methods
 

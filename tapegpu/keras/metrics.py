@@ -18,7 +18,9 @@ import functools
 import numpy as np
 
 from ..core.tensor import Tensor, Variable, _thread, constant
+from ..models import initializers as _initializers
 from ..models import losses as _losses
+from ..ops import zeros
 
 
 def _host(array):
@@ -77,12 +79,19 @@ def _live_result(result):
     every call (the state is on the host: a value made while tracing would be a constant of
     the trace, and a custom train_step returning `m.result()` would log its first value
     forever)."""
+    def value(self):  # a Variable (or Keras 3's `variable.value`) is read
+        out = result(self)
+        if getattr(out, "__name__", None) == "value" and \
+                isinstance(getattr(out, "__self__", None), Variable):
+            out = out()
+        return out._read() if isinstance(out, Variable) else out
+
     @functools.wraps(result)
     def live(self):
-        out = result(self)
+        out = value(self)
         if _thread.tracers and isinstance(out, Tensor):
             def fresh():
-                return result(self)._data
+                return value(self)._data
             fresh.__name__ = f"metric.{self.name}.result"
             _thread.tracers[-1].record_random(fresh, out)
         return out
@@ -90,9 +99,27 @@ def _live_result(result):
 
 
 class Metric:
-    """Base class: subclasses implement `update_state(...)`, `result()` and `reset_state()`.
+    """Base class: subclasses implement `update_state(...)` and `result()`, as Keras 3's.
 
-    Calling a metric updates its state with the arguments and returns the result.
+    A subclass keeps its state in variables made by `add_variable` (or `add_weight`) in its
+    `__init__`, updated with tapegpu ops (`assign_add`), so `tg.function` records the updates;
+    the default `reset_state()` sets them to zeros. `result()` may return a tensor, a variable
+    or Keras 3's `variable.value`. Calling a metric updates its state with the arguments and
+    returns the result. (tapegpu's own metrics keep a float64 state on the host instead.)
+
+    >>> class Count(tg.keras.metrics.Metric):
+    ...     def __init__(self, name="count"):
+    ...         super().__init__(name=name)
+    ...         self.n = self.add_variable(shape=(), initializer="zeros", name="n")
+    ...     def update_state(self, values):
+    ...         self.n.assign_add(tg.cast(tg.size(values), "float32"))
+    ...     def result(self):
+    ...         return self.n
+    >>> m = Count()
+    >>> m.update_state(tg.ones((2, 3))); float(m.result())
+    6.0
+    >>> m.reset_state(); float(m.result())
+    0.0
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -103,10 +130,31 @@ class Metric:
     def __init__(self, name=None, dtype=None):
         self.name = name or _snake(type(self).__name__)
         self.dtype = dtype or "float32"
-        self.reset_state()
+        self._metric_variables = []
+
+    def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum",
+                     name=None):
+        """A non-trainable state variable of the metric (Keras 3's `Metric.add_variable`)."""
+        dtype = dtype or self.dtype
+        init = _initializers.get(initializer)
+        var = Variable(init(tuple(shape), dtype=dtype), trainable=False,
+                       name=f"{self.name}/{name or 'variable'}", dtype=dtype)
+        self._metric_variables.append(var)
+        return var
+
+    def add_weight(self, name=None, shape=(), initializer="zeros", dtype=None,
+                   aggregation="sum"):
+        """`add_variable` (Keras' older spelling)."""
+        return self.add_variable(shape, initializer, dtype, aggregation, name)
+
+    @property
+    def variables(self):
+        return list(self._metric_variables)
 
     def reset_state(self):
-        raise NotImplementedError
+        """Sets the state variables to zeros (Keras 3's default)."""
+        for v in self._metric_variables:
+            v.assign(zeros(v.shape, dtype=v.dtype))
 
     def update_state(self, *args, **kwargs):
         raise NotImplementedError
@@ -129,6 +177,14 @@ class Metric:
         return f"<{type(self).__name__} name={self.name!r}>"
 
 
+class _HostMetric(Metric):
+    """tapegpu's metrics: their state is float64 numbers on the host, set by reset_state."""
+
+    def __init__(self, name=None, dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.reset_state()
+
+
 def _snake(name):
     out = ""
     for i, c in enumerate(name):
@@ -138,7 +194,7 @@ def _snake(name):
     return out
 
 
-class Mean(Metric):
+class Mean(_HostMetric):
     """The (weighted) mean of every value given: `sum(values * w) / sum(w)`.
 
     >>> m = tg.keras.metrics.Mean()
@@ -174,7 +230,7 @@ class Mean(Metric):
         return float(np.asarray(self._mean(), self.dtype))
 
 
-class Sum(Metric):
+class Sum(_HostMetric):
     """The (weighted) sum of every value given.
 
     >>> m = tg.keras.metrics.Sum()
@@ -318,7 +374,7 @@ class MeanAbsoluteError(MeanMetricWrapper):
                          dtype=dtype)
 
 
-class _Confusion(Metric):
+class _Confusion(_HostMetric):
     """True/false positives and negatives of `y_pred > threshold` against 0/1 labels."""
 
     def __init__(self, thresholds=None, top_k=None, class_id=None, name=None, dtype=None):
@@ -394,7 +450,7 @@ class Recall(_Confusion):
         return self._ratio(self.true_positives, self.true_positives + self.false_negatives)
 
 
-class AUC(Metric):
+class AUC(_HostMetric):
     """Area under the ROC curve, Keras' way: true/false positives at `num_thresholds`
     thresholds evenly spaced in [0, 1] (the first just below 0, the last just above 1), and
     the trapezoidal rule over the (false positive rate, true positive rate) points.

@@ -60,6 +60,25 @@ def get_activation(identifier):
     raise TypeError(f"activation must be a name or a callable, got {identifier!r}")
 
 
+def _keeps_logits(act):
+    return getattr(act, "keras_logits", None) is not None
+
+
+def _activate(act, x):
+    """`act(x)` as a Keras layer applies it: the output of an activation whose description
+    names a kind of logits (`keras_logits`: softmax's "categorical", the logistic's "binary")
+    keeps `x` as its logits, and a cross-entropy of that kind computes from them, exactly, as
+    Keras does on TensorFlow (tapegpu/models/losses.py) instead of from clipped
+    probabilities."""
+    if act is None:
+        return x
+    out = act(x)
+    kind = getattr(act, "keras_logits", None)
+    if kind is not None and isinstance(out, Tensor) and out is not x:
+        out._keras_logits = (kind, x)
+    return out
+
+
 _calls = threading.local()  # how deep in layer calls this thread is
 
 
@@ -401,11 +420,11 @@ class Dense(Layer):
                              f"{self.kernel.shape[0]}, got shape {inputs.shape}")
         y = ops.matmul(inputs, self.kernel)
         fused = _FUSABLE.get(self.activation)
-        if self.use_bias and fused is not None:
+        if self.use_bias and fused is not None and not _keeps_logits(self.activation):
             return bias_act(y, self.bias, fused)  # one op (one kernel on a GPU)
         if self.use_bias:
             y = y + self.bias
-        return self.activation(y) if self.activation is not None else y
+        return _activate(self.activation, y)
 
 
 class Activation(Layer):
@@ -422,7 +441,7 @@ class Activation(Layer):
         self.activation = get_activation(activation)
 
     def call(self, inputs):
-        return self.activation(inputs) if self.activation is not None else inputs
+        return _activate(self.activation, inputs)
 
 
 class BatchNormalization(Layer):
@@ -605,6 +624,8 @@ class Softmax(Layer):
         self.axis = axis
 
     def call(self, inputs):
+        if self.axis in (-1, inputs.ndim - 1):  # over the last axis: its logits are kept
+            return _activate(ops.softmax, inputs)
         return ops.softmax(inputs, axis=self.axis)
 
 

@@ -111,13 +111,26 @@ def huber(y_true, y_pred, delta=1.0):
     return ops.reduce_mean(0.5 * small * small + delta * (err - small), axis=-1)
 
 
+def _keras_logits(y_pred, kind):
+    """The logits of `y_pred` when it is a Keras activation's output of this kind
+    ("categorical" or "binary"; tapegpu/models/layers.py `_activate`), else None.
+    Keras on TensorFlow computes such cross-entropies from the logits: exact, and with a
+    gradient where clipped probabilities have none."""
+    link = getattr(y_pred, "_keras_logits", None)
+    return link[1] if link is not None and link[0] == kind else None
+
+
 def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
     """Per-example mean over the last axis of `-(y log p + (1 - y) log(1 - p))`; probabilities
-    are clipped to [1e-7, 1 - 1e-7] (Keras), logits use the stable form.
+    are clipped to [1e-7, 1 - 1e-7] (Keras), logits use the stable form (also for the
+    output of a Keras layer's logistic activation: from its logits, as Keras on TensorFlow).
 
     >>> tg.losses.binary_crossentropy([[1.0, 0.0]], [[0.0, 0.0]], from_logits=True).numpy()
     array([0.6931472], dtype=float32)
     """
+    logits = None if from_logits else _keras_logits(y_pred, "binary")
+    if logits is not None:
+        y_pred, from_logits = logits, True
     y_true, y_pred = _same_shape(y_true, y_pred, "binary_crossentropy")
     if label_smoothing:
         y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
@@ -156,6 +169,10 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
 
 
 def _sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis, who):
+    logits = None if from_logits or axis not in (-1, getattr(y_pred, "ndim", 0) - 1) else \
+        _keras_logits(y_pred, "categorical")
+    if logits is not None:  # a Keras layer's activation output: from its logits (Keras on TF)
+        y_pred, from_logits = logits, True
     y_pred = _pred(y_pred, who)
     labels = convert_to_tensor(y_true)
     if labels._data.dtype.kind == "f":  # Keras accepts float labels holding integers
@@ -204,6 +221,10 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     array([0.6931472], dtype=float32)
     """
     who = "categorical_crossentropy"
+    logits = None if from_logits or axis not in (-1, getattr(y_pred, "ndim", 0) - 1) else \
+        _keras_logits(y_pred, "categorical")
+    if logits is not None:  # a Keras layer's activation output: from its logits (Keras on TF)
+        y_pred, from_logits = logits, True
     y_pred = _pred(y_pred, who)
     y_true = _true_like(y_true, y_pred)
     if y_true.shape != y_pred.shape:

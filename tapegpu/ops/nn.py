@@ -57,6 +57,11 @@ def softmax(logits, axis=-1, name=None):
     return apply(_softmax, (x,), _axis_params(x, axis, "softmax"))
 
 
+# a Keras activation's output keeps its input as logits of this kind (models/layers.py), so
+# that a categorical cross-entropy of it is computed from the logits (models/losses.py)
+softmax.keras_logits = "categorical"
+
+
 def log_softmax(logits, axis=-1, name=None):
     """x - logsumexp(x) along `axis`.
 

@@ -117,6 +117,7 @@ def _sigmoid(xp, x):
 sigmoid = _unary("sigmoid", _sigmoid, vjp=lambda ops, g, out: g * (out * (1.0 - out)),
                  saves=("out",), doc="The logistic function 1 / (1 + e^-x), elementwise.",
                  **activation_kernels("sigmoid"))
+sigmoid.keras_logits = "binary"  # its Keras logits kind (see tapegpu/models/layers.py)
 
 
 def _softplus(xp, x):

@@ -862,3 +862,117 @@ def test_fit_leaves_float64_tensors_strict_and_keeps_a_float64_model_float64():
         warnings.simplefilter("error")  # float64 arrays for a float64 model: no cast
         wide.fit(x, y, epochs=1, verbose=0)
     assert wide.predict(x, verbose=0).dtype == np.float64
+
+
+# -- "Training & evaluation with the built-in methods" (Keras 3 guide) --------------------------
+
+def _digits_model(activation="softmax"):
+    tf.random.set_seed(0)
+    inputs = tf.keras.Input(shape=(20,), name="digits")
+    x = tf.keras.layers.Dense(16, activation="relu")(inputs)
+    outputs = tf.keras.layers.Dense(10, activation=activation, name="predictions")(x)
+    return tf.keras.Model(inputs=inputs, outputs=outputs)
+
+
+def test_custom_metric_with_state_variables_counts_in_traced_fit():
+    """The guide's CategoricalTruePositives, on Keras 3's Metric API (`add_variable`,
+    `assign_add`, `result()` returning `variable.value`, the default `reset_state`): fit's
+    traced step updates it at every batch and it restarts each epoch."""
+    ops = tf.keras.ops
+
+    class CategoricalTruePositives(tf.keras.metrics.Metric):
+        def __init__(self, name="categorical_true_positives", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.true_positives = self.add_variable(shape=(), name="ctp", initializer="zeros")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            y_pred = ops.reshape(ops.argmax(y_pred, axis=1), (-1, 1))
+            values = ops.cast(ops.cast(y_true, "int32") == ops.cast(y_pred, "int32"), "float32")
+            self.true_positives.assign_add(ops.sum(values))
+
+        def result(self):
+            return self.true_positives.value
+
+    rng = np.random.default_rng(0)
+    x = rng.random((96, 20)).astype("float32")
+    y = rng.integers(0, 10, (96, 1))
+    model = _digits_model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.0),  # fixed weights: a known count
+                  loss="sparse_categorical_crossentropy", metrics=[CategoricalTruePositives()])
+    history = model.fit(x, y, batch_size=32, epochs=2, shuffle=False, verbose=0)
+    hits = float(np.sum(np.argmax(model.predict(x, verbose=0), axis=1)[:, None] == y))
+    assert history.history["categorical_true_positives"] == [hits, hits]
+    metric = model.metrics[1]
+    assert [v.name for v in metric.variables] == ["categorical_true_positives/ctp"]
+    metric.reset_state()
+    assert float(metric.result()) == 0.0
+
+
+def test_a_softmax_or_logistic_output_layers_cross_entropy_is_computed_from_its_logits():
+    """Keras on TensorFlow computes the cross-entropy of a softmax (logistic) activation's
+    output from its logits: the same loss and gradients as the layer without the activation
+    and `from_logits=True`, also where clipped probabilities would saturate at -log(1e-7)."""
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.standard_normal((6, 20)).astype("float32") * 30.0)  # saturating
+    y = tf.constant(rng.integers(0, 10, 6))
+    probs, logits = _digits_model(), _digits_model(None)
+    cases = [(tf.keras.losses.SparseCategoricalCrossentropy(), y),
+             (tf.keras.losses.CategoricalCrossentropy(), tf.one_hot(y, 10))]
+    for loss, target in cases:
+        exact = type(loss)(from_logits=True)
+        with tf.GradientTape(persistent=True) as tape:
+            a, b = loss(target, probs(x)), exact(target, logits(x))
+        assert float(a) == pytest.approx(float(b), rel=1e-6) and float(a) > 16.2
+        for ga, gb in zip(tape.gradient(a, probs.trainable_variables),
+                          tape.gradient(b, logits.trainable_variables)):
+            np.testing.assert_allclose(ga.numpy(), gb.numpy(), rtol=1e-5, atol=1e-6)
+    binary, binary_logits = _digits_model("sigmoid"), _digits_model(None)
+    target = tf.constant(rng.integers(0, 2, (6, 10)).astype("float32"))
+    got = tf.keras.losses.BinaryCrossentropy()(target, binary(x))
+    want = tf.keras.losses.BinaryCrossentropy(from_logits=True)(target, binary_logits(x))
+    assert float(got) == pytest.approx(float(want), rel=1e-6)
+    # a plain tensor of probabilities, or another kind's output, is clipped as before
+    p = probs(x)
+    assert float(tf.keras.losses.BinaryCrossentropy()(tf.ones_like(p), p)) <= 16.2
+    clipped = tf.keras.losses.SparseCategoricalCrossentropy()(y, tf.constant(p.numpy()))
+    assert float(clipped) <= 16.2
+
+
+def test_keras_ops_has_numpy_names_activations_and_core_ops_with_keras_defaults():
+    ops = tf.keras.ops
+    x = tf.constant([[1.0, -2.0], [3.0, 0.5]])
+    np.testing.assert_allclose(ops.mean(ops.square(x), axis=-1).numpy(), [2.5, 4.625])
+    assert ops.one_hot(tf.constant([1, 0]), 3).numpy().tolist() == [[0, 1, 0], [1, 0, 0]]
+    assert ops.one_hot(tf.constant([1]), 2).dtype == tf.float32
+    assert float(ops.gelu(tf.constant(1.0))) == pytest.approx(0.841192, abs=1e-6)  # tanh form
+    assert float(ops.gelu(tf.constant(1.0), approximate=False)) == pytest.approx(0.841345,
+                                                                                abs=1e-6)
+    assert float(ops.leaky_relu(tf.constant(-1.0), negative_slope=0.1)) == pytest.approx(-0.1)
+    assert isinstance(ops.convert_to_numpy(x), np.ndarray)
+    np.testing.assert_allclose(ops.logsumexp(x, axis=1).numpy(),
+                               np.log(np.exp(x.numpy()).sum(axis=1)), rtol=1e-6)
+    values, indices = ops.top_k(tf.constant([1.0, 3.0, 2.0]), 2)
+    assert values.numpy().tolist() == [3.0, 2.0] and indices.numpy().tolist() == [1, 2]
+    assert ops.cast(x, "int32").dtype == tf.int32
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = ops.sum(ops.stop_gradient(x) * x)
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), x.numpy())
+
+
+def test_on_batch_end_is_called_by_the_train_batch_hook_as_keras():
+    class LossHistory(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs):
+            self.per_batch_losses = []
+
+        def on_batch_end(self, batch, logs):
+            self.per_batch_losses.append(logs.get("loss"))
+
+    rng = np.random.default_rng(0)
+    model = _digits_model()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    history = LossHistory()
+    model.fit(rng.random((80, 20)).astype("float32"), rng.integers(0, 10, 80), batch_size=16,
+              epochs=1, callbacks=[history], verbose=0)
+    assert len(history.per_batch_losses) == 5
+    assert all(isinstance(v, float) for v in history.per_batch_losses)
