@@ -19,10 +19,16 @@ class AutoShardPolicy:
     OFF, AUTO, FILE, DATA, HINT = -1, 0, 1, 2, 3
 
 
+def _cardinality(dataset):
+    """`dataset.cardinality()` (`tf.data.experimental.cardinality`, TF's older spelling)."""
+    return dataset.cardinality()
+
+
 experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE,
                                       INFINITE_CARDINALITY=INFINITE_CARDINALITY,
                                       UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY,
-                                      AutoShardPolicy=AutoShardPolicy)
+                                      AutoShardPolicy=AutoShardPolicy,
+                                      cardinality=_cardinality)
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
            "Iterator", "Options"]

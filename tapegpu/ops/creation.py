@@ -27,6 +27,9 @@ def _shape(shape, op):
     except TypeError:
         raise TypeError(f"{op}: shape must be an int or a sequence of ints, got "
                         f"{given!r}") from None
+    # integer scalar tensors among the sizes, as TensorFlow takes them (`fill([n], x)`)
+    dims = [int(d) if isinstance(d, Tensor) and d.ndim == 0 and d._data.dtype.kind in "iu"
+            else d for d in dims]
     bad = [d for d in dims if not _is_int(d)]
     if bad:
         raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {given!r} "

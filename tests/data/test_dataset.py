@@ -545,3 +545,10 @@ def test_get_next_at_the_end_raises_out_of_range_as_tf():
         it.get_next()
     with pytest.raises(StopIteration):
         next(iter(tg.data.Dataset.range(0)))
+
+
+def test_experimental_cardinality_is_the_datasets():
+    ds = tg.data.Dataset.range(7).batch(2)
+    assert int(tg.data.experimental.cardinality(ds)) == int(ds.cardinality()) == 4
+    assert int(tg.data.experimental.cardinality(ds.repeat())) == \
+        tg.data.experimental.INFINITE_CARDINALITY

@@ -128,3 +128,15 @@ def test_op_errors_are_caught_as_tf_errors():
         isinstance(info.value, ValueError)
     back = pickle.loads(pickle.dumps(info.value))
     assert type(back) is tg.InvalidArgumentError and back.message == info.value.message
+
+
+def test_shapes_take_integer_scalar_tensors_as_sizes():
+    """tf.data's guide: `tf.fill([tf.cast(x, tf.int32)], x)`; a float tensor is no size."""
+    import numpy as np
+    n = tg.constant(3)
+    assert tg.fill([n], 7).numpy().tolist() == [7, 7, 7]
+    assert tg.zeros([n, tg.constant(2, dtype=tg.int64)]).shape == (3, 2)
+    with pytest.raises(TypeError, match="fill: shape must be an int or a sequence of ints"):
+        tg.fill([tg.constant(2.0)], 1.0)
+    with pytest.raises(TypeError, match="fill"):
+        tg.fill([tg.constant(np.array([1, 2]))], 1.0)  # a vector inside the list: no size
