@@ -16,6 +16,8 @@ import math
 import os
 import sys
 
+import warnings
+
 import numpy as np
 
 from .. import backends as _backend
@@ -28,7 +30,7 @@ from ..train import checkpoint as _ckpt
 from .api import ConcreteFunction, Function, InputSignatureError, TensorSpec, returns_lines
 from .graph import Graph, GuardMismatch, Node, Plan
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "SaveOptions", "LoadOptions"]
 
 FORMAT = "tapegpu-saved-model"
 VERSION = 1
@@ -304,7 +306,44 @@ def _encode_graph(cf, label, prefix, objects, arrays):
             "traced_nodes": g.traced_nodes, "merged": g.merged, "dropped": g.dropped}
 
 
-def save(obj, export_dir, signatures=None):
+class SaveOptions:
+    """TensorFlow's `tf.saved_model.SaveOptions`, accepted by `save(..., options=)`. Its
+    fields change nothing in tapegpu's format but one: `experimental_custom_gradients` (TF's
+    default True) cannot be honoured, since a custom gradient is Python code; a graph holding
+    one is refused with a ValueError naming it, whatever the option."""
+
+    def __init__(self, namespace_whitelist=None, save_debug_info=False, function_aliases=None,
+                 experimental_debug_stripper=False, experimental_io_device=None,
+                 experimental_variable_policy=None, experimental_custom_gradients=True,
+                 experimental_image_format=False, experimental_skip_saver=False,
+                 experimental_sharding_callback=None, extra_tags=None):
+        self.namespace_whitelist = namespace_whitelist
+        self.save_debug_info = bool(save_debug_info)
+        self.function_aliases = dict(function_aliases or {})
+        self.experimental_custom_gradients = bool(experimental_custom_gradients)
+        self.experimental_io_device = experimental_io_device
+        self.experimental_variable_policy = experimental_variable_policy
+        self.extra_tags = extra_tags
+
+
+class LoadOptions:
+    """TensorFlow's `tf.saved_model.LoadOptions`, accepted by `load(..., options=)`: its
+    fields (I/O device, allowing partial checkpoints, ...) change nothing here."""
+
+    def __init__(self, allow_partial_checkpoint=False, experimental_io_device=None,
+                 experimental_skip_checkpoint=False, experimental_variable_policy=None,
+                 experimental_load_function_aliases=False):
+        self.allow_partial_checkpoint = bool(allow_partial_checkpoint)
+        self.experimental_io_device = experimental_io_device
+
+
+def _check_options(options, cls, caller):
+    if options is not None and not isinstance(options, cls):
+        raise TypeError(f"{caller}: options must be a tg.saved_model.{cls.__name__}, got "
+                        f"{options!r}")
+
+
+def save(obj, export_dir, signatures=None, options=None):
     """Saves `obj`'s variables and the graphs of its `tg.function`s to `export_dir` (TensorFlow's
     `tf.saved_model.save`), as `<export_dir>/saved_model.npz`; `tg.saved_model.load` rebuilds
     them without `obj`'s Python code.
@@ -339,6 +378,7 @@ def save(obj, export_dir, signatures=None):
         raise TypeError(f"tg.saved_model.save: obj must be an object whose attributes hold its "
                         f"variables and functions (a tg.Module, a layer), got "
                         f"{type(obj).__name__}")
+    _check_options(options, SaveOptions, "tg.saved_model.save")
     objects = _Objects(obj)
     if signatures is None:
         signatures = {}
@@ -362,8 +402,17 @@ def save(obj, export_dir, signatures=None):
             ids.append(graph_ids[id(cf)])
         return ids
 
+    untraced = []
     for name, f in objects.functions.items():
+        if isinstance(f, Function) and not f._entries:  # never called: no graph (TF saves it
+            untraced.append(name)                       # without concrete functions too)
+            index_fns[name] = []
+            continue
         index_fns[name] = graph_ids_of(f, f"attribute {name!r}")
+    if untraced:
+        warnings.warn(f"tg.saved_model.save: {untraced} were never traced, so they are saved "
+                      f"without graphs (the loaded ones raise when called); call each once on "
+                      f"arguments of each shape to export", UserWarning, stacklevel=2)
     index_sigs = {name: graph_ids_of(f, f"signature {name!r}") for name, f in signatures.items()}
     values, var_arrays = [], []
     for path, var in objects.variables.items():
@@ -567,6 +616,10 @@ class _LoadedFunction:
         self.concrete_functions = list(concretes)
 
     def __call__(self, *args, **kwargs):
+        if not self.concrete_functions:
+            raise ValueError(f"tg.saved_model: {self._name} was saved without graphs: it had "
+                             f"not been traced when the model was saved (call it before "
+                             f"tg.saved_model.save)")
         matched = False
         for cf in self.concrete_functions:
             leaves = cf._bind(args, kwargs)
@@ -654,7 +707,7 @@ def _unescape(segment):
     return s.replace("%2F", "/").replace("%25", "%")
 
 
-def load(export_dir):
+def load(export_dir, tags=None, options=None):
     """Loads what `tg.saved_model.save` wrote to `export_dir` (TensorFlow's
     `tf.saved_model.load`): an object with the saved variables (at their saved attribute
     paths, and in `variables` / `trainable_variables`), the saved functions as callable
@@ -682,6 +735,7 @@ def load(export_dir):
     (11.0, array([3., 4.], dtype=float32))
     >>> tmp.cleanup()
     """
+    _check_options(options, LoadOptions, "tg.saved_model.load")
     export_dir = os.fspath(export_dir)
     file = os.path.join(export_dir, FILE) if os.path.isdir(export_dir) or \
         not export_dir.endswith(".npz") else export_dir

@@ -283,9 +283,19 @@ def test_untracked_variable_cannot_be_saved(tmp_path):
         tg.saved_model.save(holder, tmp_path)
 
 
-def test_untraced_function_cannot_be_saved(tmp_path):
-    with pytest.raises(ValueError, match="tg.function __call__ .*has not been traced"):
-        tg.saved_model.save(MLP(), tmp_path)
+def test_an_untraced_function_is_saved_without_graphs_with_a_warning(tmp_path):
+    """As TF saves a never-traced tf.function without concrete functions: the save warns, the
+    variables are saved, and the loaded function raises when called; as a signature, an
+    untraced function cannot be saved."""
+    model = MLP()
+    with pytest.warns(UserWarning, match=r"\['__call__'\] were never traced"):
+        tg.saved_model.save(model, tmp_path / "m")
+    loaded = tg.saved_model.load(tmp_path / "m")
+    with pytest.raises(ValueError, match="__call__ was saved without graphs"):
+        loaded(tg.ones((2, 5)))
+    with pytest.warns(UserWarning, match="never traced"), \
+            pytest.raises(ValueError, match="tg.function __call__ .*has not been traced"):
+        tg.saved_model.save(model, tmp_path / "s", signatures=model.__call__)
 
 
 # -- damaged files ---------------------------------------------------------------------------
@@ -385,3 +395,39 @@ def test_a_loaded_function_takes_nested_lists_for_tensors_as_tensorflow(tmp_path
                 [["a", "b", "c"]]):
         with pytest.raises(TypeError, match="could not find a matching concrete function"):
             loaded(bad)
+
+
+def test_save_and_load_take_tensorflows_options(tmp_path):
+    """SaveOptions/LoadOptions are accepted (the advanced-autodiff guide passes
+    experimental_custom_gradients=True); a custom gradient is still refused, by name."""
+    @tg.custom_gradient
+    def clip_gradients(y):
+        def backward(dy):
+            return tg.clip_by_norm(dy, 0.5)
+        return y, backward
+
+    class M(tg.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tg.Variable(2.0)
+
+        @tg.function
+        def plain(self, x):
+            return x * self.w
+
+        @tg.function
+        def clipped(self, x):
+            return clip_gradients(x)
+
+    m = M()
+    m.plain(tg.constant(1.0))
+    m.clipped(tg.constant(1.0))
+    options = tg.saved_model.SaveOptions(experimental_custom_gradients=True)
+    with pytest.raises(ValueError, match="'clip_gradients', a per-call op"):
+        tg.saved_model.save(m, tmp_path / "clipped", options=options)
+    del M.clipped  # the module without it saves
+    tg.saved_model.save(m, tmp_path / "plain", options=options)
+    loaded = tg.saved_model.load(tmp_path / "plain", options=tg.saved_model.LoadOptions())
+    assert float(loaded.plain(tg.constant(3.0))) == 6.0
+    with pytest.raises(TypeError, match="options must be a tg.saved_model.SaveOptions"):
+        tg.saved_model.save(m, tmp_path / "x", options={"experimental_custom_gradients": True})
