@@ -33,6 +33,8 @@ from ..ops.unary import stop_gradient as _stop_gradient
 from ..core.tensor import convert_to_tensor as _convert_to_tensor
 from ..autodiff.vectorize import vectorized_map as _vectorized_map
 from . import callbacks, metrics  # noqa: F401
+from .tensorboard import TensorBoard as _TensorBoard
+callbacks.TensorBoard = _TensorBoard
 from . import conv_layers as _conv_layers
 from . import pooling as _pooling
 from . import datasets as _datasets

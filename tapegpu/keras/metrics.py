@@ -374,6 +374,121 @@ class MeanAbsoluteError(MeanMetricWrapper):
                          dtype=dtype)
 
 
+class BinaryCrossentropy(MeanMetricWrapper):
+    """The mean binary cross-entropy over examples (`keras.losses.binary_crossentropy`).
+
+    >>> m = tg.keras.metrics.BinaryCrossentropy(from_logits=True)
+    >>> round(float(m([[1.0, 0.0]], [[0.0, 0.0]])), 4)
+    0.6931
+    """
+
+    def __init__(self, name="binary_crossentropy", dtype=None, from_logits=False,
+                 label_smoothing=0.0):
+        super().__init__(lambda t, p: _np(_losses.binary_crossentropy(
+            t, p, from_logits=from_logits, label_smoothing=label_smoothing)), name=name,
+            dtype=dtype)
+
+
+class CategoricalCrossentropy(MeanMetricWrapper):
+    """The mean categorical cross-entropy over examples (one-hot labels)."""
+
+    def __init__(self, name="categorical_crossentropy", dtype=None, from_logits=False,
+                 label_smoothing=0.0, axis=-1):
+        super().__init__(lambda t, p: _np(_losses.categorical_crossentropy(
+            t, p, from_logits=from_logits, label_smoothing=label_smoothing, axis=axis)),
+            name=name, dtype=dtype)
+
+
+class SparseCategoricalCrossentropy(MeanMetricWrapper):
+    """The mean sparse categorical cross-entropy over examples (integer labels)."""
+
+    def __init__(self, name="sparse_categorical_crossentropy", dtype=None, from_logits=False,
+                 axis=-1):
+        super().__init__(lambda t, p: _np(_losses.sparse_categorical_crossentropy(
+            t, p, from_logits=from_logits, axis=axis)), name=name, dtype=dtype)
+
+
+class KLDivergence(MeanMetricWrapper):
+    """The mean Kullback-Leibler divergence over examples."""
+
+    def __init__(self, name="kl_divergence", dtype=None):
+        super().__init__(lambda t, p: _np(_losses.kl_divergence(t, p)), name=name, dtype=dtype)
+
+
+class RootMeanSquaredError(Mean):
+    """`sqrt(mean((y_true - y_pred)^2))` over every element seen (Keras: the root of the
+    running mean, not a mean of roots).
+
+    >>> m = tg.keras.metrics.RootMeanSquaredError()
+    >>> float(m([[0.0, 1.0]], [[1.0, 1.0]]))  # sqrt((1 + 0) / 2)
+    0.7071067690849304
+    """
+
+    def __init__(self, name="root_mean_squared_error", dtype=None):
+        super().__init__(name=name, dtype=dtype)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        _effect(self._update_pair, y_true, y_pred, sample_weight)
+
+    def _update_pair(self, y_true, y_pred, sample_weight):
+        t, p = _np(y_true).astype(np.float64), _np(y_pred).astype(np.float64)
+        if t.shape != p.shape and t.shape + (1,) == p.shape:
+            t = t[..., None]
+        self._update(np.square(t - p), sample_weight)
+
+    def _mean(self):
+        return float(np.sqrt(super()._mean()))
+
+
+def _top_k_hits(pred, labels, k):
+    """1.0 where the label is among the k largest predictions of its row (ties: as
+    tf.math.in_top_k, a label whose score equals the k-th largest counts)."""
+    kth = -np.sort(-pred, axis=-1)[..., min(k, pred.shape[-1]) - 1]
+    score = np.take_along_axis(pred, labels[..., None].astype(np.intp), axis=-1)[..., 0]
+    return (score >= kth).astype(np.float64)
+
+
+def sparse_top_k_categorical_accuracy(y_true, y_pred, k=5):
+    """Per example, 1.0 where the integer label is among the top `k` predictions."""
+    t, p = _np(y_true), _np(y_pred)
+    if t.ndim == p.ndim and t.shape[-1] == 1:
+        t = t[..., 0]
+    if t.shape != p.shape[:-1]:
+        raise ValueError(f"sparse_top_k_categorical_accuracy: labels of shape {t.shape} do "
+                         f"not match predictions of shape {p.shape}")
+    return _top_k_hits(p, t, k)
+
+
+def top_k_categorical_accuracy(y_true, y_pred, k=5):
+    """Per example, 1.0 where the one-hot label's class is among the top `k` predictions."""
+    t, p = _np(y_true), _np(y_pred)
+    if t.shape != p.shape:
+        raise ValueError(f"top_k_categorical_accuracy: y_true {t.shape} and y_pred {p.shape} "
+                         "must have the same shape (one-hot labels)")
+    return _top_k_hits(p, np.argmax(t, axis=-1), k)
+
+
+class SparseTopKCategoricalAccuracy(MeanMetricWrapper):
+    """How often the integer label is among the top `k` predictions.
+
+    >>> m = tg.keras.metrics.SparseTopKCategoricalAccuracy(k=1)
+    >>> float(m([2, 1], [[0.1, 0.9, 0.8], [0.05, 0.95, 0]]))
+    0.5
+    """
+
+    def __init__(self, k=5, name="sparse_top_k_categorical_accuracy", dtype=None):
+        super().__init__(sparse_top_k_categorical_accuracy, name=name, dtype=dtype, k=k)
+        self.k = k
+
+
+class TopKCategoricalAccuracy(MeanMetricWrapper):
+    """How often the one-hot label's class is among the top `k` predictions."""
+
+    def __init__(self, k=5, name="top_k_categorical_accuracy", dtype=None):
+        super().__init__(top_k_categorical_accuracy, name=name, dtype=dtype, k=k)
+        self.k = k
+
+
 class _Confusion(_HostMetric):
     """True/false positives and negatives of `y_pred > threshold` against 0/1 labels."""
 
@@ -517,6 +632,12 @@ _BY_NAME = {
     "mae": MeanAbsoluteError, "precision": Precision, "recall": Recall, "auc": AUC,
     "mean": Mean,
     "sum": Sum,
+    "binary_crossentropy": BinaryCrossentropy, "categorical_crossentropy":
+    CategoricalCrossentropy, "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+    "kl_divergence": KLDivergence, "kld": KLDivergence,
+    "root_mean_squared_error": RootMeanSquaredError,
+    "sparse_top_k_categorical_accuracy": SparseTopKCategoricalAccuracy,
+    "top_k_categorical_accuracy": TopKCategoricalAccuracy,
 }
 
 

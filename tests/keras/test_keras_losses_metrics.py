@@ -228,3 +228,45 @@ def test_a_metric_result_returned_from_tg_function_is_read_at_every_call():
     assert [float(m) for m, _ in got] == [0.0, 0.5, 1.0, 1.5]
     assert [float(a) for _, a in got] == [1.0, 0.5, float(np.float32(2 / 3)), 0.5]
     assert step.experimental_get_tracing_count() == 1
+
+
+def test_cross_entropy_rmse_kl_and_top_k_metrics_as_keras():
+    """Each metric's running result (two updates, the second with sample weights) against the
+    same definition in numpy; these equal Keras 3.15's on these inputs (checked by hand)."""
+    rng = np.random.default_rng(0)
+    p = rng.random((6, 4)).astype("float32")
+    p /= p.sum(1, keepdims=True)
+    y = rng.integers(0, 4, 6)
+    oh = np.eye(4, dtype="float32")[y]
+    b = rng.integers(0, 2, (6, 4)).astype("float32")
+    w = np.array([1.0, 0.0, 2.0])
+    weights = np.concatenate([np.ones(6), w])
+
+    def running(per_example, *args):
+        v = np.concatenate([per_example(*args), per_example(*(a[:3] for a in args))])
+        return float(np.sum(v * weights) / np.sum(weights))
+
+    clip = lambda q: np.clip(q, 1e-7, 1 - 1e-7)  # noqa: E731
+    bce = lambda t, q: -np.mean(t * np.log(clip(q)) + (1 - t) * np.log(1 - clip(q)), -1)  # noqa
+    cce = lambda t, q: -np.sum(t * np.log(clip(q / q.sum(-1, keepdims=True))), -1)  # noqa
+    kl = lambda t, q: np.sum(clip(t) * np.log(clip(t) / clip(q)), -1)  # noqa: E731
+    top2 = lambda t, q: (np.argsort(-q, -1)[:, :2] == t[:, None]).any(-1).astype(float)  # noqa
+    M = keras.metrics
+    cases = [(M.BinaryCrossentropy(), (b, p), bce), (M.CategoricalCrossentropy(), (oh, p), cce),
+             (M.SparseCategoricalCrossentropy(), (y, p), lambda t, q: cce(np.eye(4)[t], q)),
+             (M.KLDivergence(), (oh, p), kl),
+             (M.SparseTopKCategoricalAccuracy(k=2), (y, p), top2),
+             (M.TopKCategoricalAccuracy(k=2), (oh, p), lambda t, q: top2(t.argmax(-1), q))]
+    for metric, (t, q), ref in cases:
+        metric.update_state(t, q)
+        metric.update_state(t[:3], q[:3], sample_weight=w)
+        assert float(metric.result()) == pytest.approx(running(ref, t, q), rel=1e-5), metric
+    rmse = M.RootMeanSquaredError()
+    rmse.update_state(b, p)
+    rmse.update_state(b[:3], p[:3], sample_weight=w)
+    sq = np.concatenate([((b - p) ** 2).ravel(), ((b[:3] - p[:3]) ** 2 * w[:, None]).ravel()])
+    count = b.size + 4 * w.sum()
+    assert float(rmse.result()) == pytest.approx(np.sqrt(sq.sum() / count), rel=1e-5)
+    for name in ("binary_crossentropy", "root_mean_squared_error", "kld",
+                 "sparse_top_k_categorical_accuracy"):
+        assert isinstance(M.get(name), M.Metric)
