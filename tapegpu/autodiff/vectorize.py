@@ -247,10 +247,8 @@ def _loop(op, vals, flags, params, trace):
 # op's per-example params and the batch size; it returns the real output (batch axis first), or
 # None where it does not cover the inputs (then the op runs by the loop).
 
-_RESHAPE = registry.REGISTRY["reshape"]
-_BROADCAST_TO = registry.REGISTRY["broadcast_to"]
-_EINSUM = registry.REGISTRY["einsum"]
-_TRANSPOSE = registry.REGISTRY["transpose"]
+_RESHAPE, _BROADCAST_TO, _EINSUM, _TRANSPOSE = (ops.reshape.op, ops.broadcast_to.op,
+                                                 ops.einsum.op, ops.transpose.op)
 
 
 def _reshaped(v, shape):

@@ -14,8 +14,8 @@ and `elementwise` below):
 
 * an elementwise op (`Op.elementwise`) whose other operands do not vary along k (size 1 or
   absent there) and that gives 0 where its diagonal operands are 0: D' = op(D, ...). Which
-  operands must be zero for a zero result is `ZERO_WHEN` (a product is zero when either factor
-  is), all of them for a `linear` op (add, subtract, cast), and for other one-input ops
+  operands must be zero for a zero result is the op entry's `zero_when` (a product is zero
+  when either factor is), all of them for a `linear` op (add, subtract, cast), and for other one-input ops
   whether the op's forward gives 0 at 0 (sin, sinh: yes; exp, cos: no). A constant of zeros
   counts as a diagonal operand (where(mask, g, 0.0) keeps g's form);
 * matmul on the last two axes with an operand that does not vary along k: the diagonal is
@@ -38,25 +38,18 @@ import math
 
 import numpy as np
 
-from ..ops import registry
+from ..ops.binary import multiply
+from ..ops.linalg import matmul
+from ..ops.reduce import reduce_sum
+from ..ops.shape import broadcast_to, getitem, reshape, transpose
 from .graph import EFFECTS, Node
 
-# Elementwise ops whose result is 0 wherever all of one group of their arguments is 0, for any
-# values of the others (by argument name). Linear elementwise ops need all arguments zero and
-# are not listed; one-input ops are probed at 0 (see `_zero_groups`).
-ZERO_WHEN = {
-    "multiply": (("x",), ("y",)),
-    "divide": (("x",),),
-    "where": (("x", "y"),),
-    "xlogy": (("x",),),
-    "xlog1py": (("x",),),
-}
-
-
 def _zero_groups(op, params, dtypes):
-    """The groups of argument positions such that the op gives 0 when all of a group are 0."""
-    if op.name in ZERO_WHEN:
-        return [tuple(op.args.index(a) for a in group) for group in ZERO_WHEN[op.name]]
+    """The groups of argument positions such that the op gives 0 when all of a group are 0:
+    as its entry's `zero_when` states, all of them for a linear op, and for other one-input
+    ops whether its forward gives 0 at 0."""
+    if op.zero_when:
+        return [tuple(op.args.index(a) for a in group) for group in op.zero_when]
     if op.linear:
         return [tuple(range(len(op.args)))]
     if len(op.args) != 1 or op.residuals:
@@ -111,11 +104,12 @@ class _Pass:
         self.defined.add(vid)
         return vid
 
-    def emit(self, name, ins, params, shape, dtype, dev, out=None):
+    def emit(self, op, ins, params, shape, dtype, dev, out=None):
+        """A node of `op` (an entry: `<public function>.op`) appended; its output value."""
         if out is None:
-            self.g.meta.append((name, tuple(shape), dtype, dev))
+            self.g.meta.append((op.name, tuple(shape), dtype, dev))
             out = len(self.g.meta) - 1
-        self.nodes.append(Node("op", registry.REGISTRY[name], tuple(ins), params, out, dev))
+        self.nodes.append(Node("op", op, tuple(ins), params, out, dev))
         return out
 
     def shape(self, v):
@@ -124,11 +118,11 @@ class _Pass:
     def reshape(self, v, shape, dev):
         if tuple(shape) == self.shape(v):
             return v
-        return self.emit("reshape", [v], {"shape": tuple(shape)}, shape, self.g.meta[v][2], dev)
+        return self.emit(reshape.op, [v], {"shape": tuple(shape)}, shape, self.g.meta[v][2], dev)
 
     def transpose2(self, v, dev):
         s = self.shape(v)
-        return self.emit("transpose", [v], {"perm": (1, 0)}, s[::-1], self.g.meta[v][2], dev)
+        return self.emit(transpose.op, [v], {"perm": (1, 0)}, s[::-1], self.g.meta[v][2], dev)
 
     def materialise(self, v):
         """Defines the full value `v` from its diagonal form: identity pattern x D."""
@@ -142,7 +136,7 @@ class _Pass:
             pattern[0] = pattern[p] = n
             self.eyes[key] = self.constant(_eye(pattern, p, dtype), dev)
         dx = self.reshape(d, (1,) + self.shape(d), dev)
-        self.emit("multiply", [self.eyes[key], dx], {}, shape, dtype, dev, out=v)
+        self.emit(multiply.op, [self.eyes[key], dx], {}, shape, dtype, dev, out=v)
         self.defined.add(v)
 
     def varies_k(self, v, rank):
@@ -184,7 +178,7 @@ class _Pass:
         if any(self.varies_k(v, r) for i, v in enumerate(n.ins) if i not in zero):
             return None
         ins = [self.diag[v][0] if v in self.diag else self.k_free(v, r, dev) for v in n.ins]
-        d = self.emit(n.op.name, ins, n.params, out_shape[1:], dtype, dev)
+        d = self.emit(n.op, ins, n.params, out_shape[1:], dtype, dev)
         return "diag", d, p
 
     def reduce_sum(self, n):
@@ -201,7 +195,7 @@ class _Pass:
         rest = tuple(a - 1 for a in axes if a not in (0, p))
         if rest:
             s = [x for i, x in enumerate(self.shape(d)) if keep or i not in rest]
-            d = self.emit("reduce_sum", [d], {"axis": rest, "keepdims": keep}, s, dtype, dev)
+            d = self.emit(reduce_sum.op, [d], {"axis": rest, "keepdims": keep}, s, dtype, dev)
         if 0 not in axes and p not in axes:
             return "diag", d, p - sum(1 for a in rest if a < p - 1 and not keep)
         # summed over k or over b: the diagonal itself, with b where the result has it
@@ -210,7 +204,7 @@ class _Pass:
             s = list(self.shape(d))
             perm = list(range(len(s)))
             perm.insert(0, perm.pop(pd))
-            d = self.emit("transpose", [d], {"perm": tuple(perm)}, [s[i] for i in perm],
+            d = self.emit(transpose.op, [d], {"perm": tuple(perm)}, [s[i] for i in perm],
                           dtype, dev)
         # over k, b stays in its place; with keepdims, the summed axes are 1 in the result
         self.reshape_into(d, n.out, out_shape, dev)
@@ -223,7 +217,7 @@ class _Pass:
         if self.shape(d) == tuple(shape):
             self.alias[out] = d
             return
-        self.emit("reshape", [d], {"shape": tuple(shape)}, shape, self.g.meta[out][2], dev,
+        self.emit(reshape.op, [d], {"shape": tuple(shape)}, shape, self.g.meta[out][2], dev,
                   out=out)
         self.defined.add(out)
 
@@ -249,7 +243,7 @@ class _Pass:
             if o is None:
                 return None
             ins = [d, o] if v == a else [o, d]
-            dd = self.emit("matmul", ins, n.params, out_shape[1:], dtype, dev)
+            dd = self.emit(matmul.op, ins, n.params, out_shape[1:], dtype, dev)
             if p < r - 2:
                 return "diag", dd, p
             return "diag", dd, (r - 2 if v == a else r - 1)
@@ -268,7 +262,7 @@ class _Pass:
         nn = self.shape(w)[1]
         u3 = self.reshape(u, (bs, m, 1), dev)
         w3 = self.reshape(w, (bs, 1, nn), dev)
-        self.emit("multiply", [u3, w3], {}, out_shape, dtype, dev, out=n.out)
+        self.emit(multiply.op, [u3, w3], {}, out_shape, dtype, dev, out=n.out)
         self.defined.add(n.out)
         return ("plain",)
 
@@ -292,7 +286,7 @@ class _Pass:
                 axis += 1
             out_axis += 1
         _, out_shape, dtype, dev = self.g.meta[n.out]
-        dd = self.emit("getitem", [d], {"key": full[1:], "inner": r - 1}, out_shape[1:],
+        dd = self.emit(getitem.op, [d], {"key": full[1:], "inner": r - 1}, out_shape[1:],
                        dtype, dev)
         return "diag", dd, newp
 
@@ -304,7 +298,7 @@ class _Pass:
         if set(n.params) != {"shape"} or len(s) != len(out_shape) or \
                 (s[0], s[p]) != (out_shape[0], out_shape[p]):
             return None
-        dd = self.emit("broadcast_to", [d], {"shape": tuple(out_shape[1:])}, out_shape[1:],
+        dd = self.emit(broadcast_to.op, [d], {"shape": tuple(out_shape[1:])}, out_shape[1:],
                        dtype, dev)
         return "diag", dd, p
 
@@ -328,7 +322,7 @@ class _Pass:
             n.ins = tuple(self.alias.get(v, v) for v in n.ins)
             result = None
             if n.kind == "op" and any(v in self.diag for v in n.ins):
-                rule = RULES.get(n.op.name) or (_Pass.elementwise if n.op.elementwise else None)
+                rule = RULES.get(n.op) or (_Pass.elementwise if n.op.elementwise else None)
                 result = rule(self, n) if rule is not None else None
                 if result is not None and result[0] == "diag":
                     self.diag[n.out] = result[1:] + (self.diag[next(
@@ -355,8 +349,9 @@ class _Pass:
         return g
 
 
-RULES = {"reduce_sum": _Pass.reduce_sum, "matmul": _Pass.matmul, "getitem": _Pass.getitem,
-         "broadcast_to": _Pass.broadcast_to, "reshape": _Pass.reshape_rule}
+# the structural rules, by op entry (as JAX keys its rules by primitive)
+RULES = {reduce_sum.op: _Pass.reduce_sum, matmul.op: _Pass.matmul, getitem.op: _Pass.getitem,
+         broadcast_to.op: _Pass.broadcast_to, reshape.op: _Pass.reshape_rule}
 
 
 ENABLED = True  # tests and benchmarks turn the pass off to compare

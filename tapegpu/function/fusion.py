@@ -428,7 +428,7 @@ def _column_sum(graph, node, producer):
     """The width (elements per row) of `node` if it is a sum over leading axes of a fusible
     value on a GPU (`reduce_sum(v, axis=(0, ..., k-1))`, k below v's rank) that can end the
     kernel computing v; else None."""
-    if node.kind != "op" or node.op.name != "reduce_sum" or node.dev is None or \
+    if node.kind != "op" or node.op.replay != "sum" or node.dev is None or \
             node.dev.name not in GPU_TARGETS or len(node.ins) != 1 or \
             node.ins[0] not in producer or set(node.params) - {"axis", "keepdims"}:
         return None

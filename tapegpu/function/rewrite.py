@@ -32,6 +32,9 @@ import math
 import numpy as np
 
 from ..ops import registry
+from ..ops.binary import add as add_, greater, minimum, multiply, where
+from ..ops.linalg import matmul
+from ..ops.shape import broadcast_to, gather, transpose
 from .graph import Node, optimize
 
 ENABLED = True
@@ -51,12 +54,12 @@ def rewrite(graph):
     changed = False
     for n in graph.nodes:
         new = None
-        if n.kind == "op" and n.op is registry.REGISTRY.get(n.op.name):
+        if n.kind == "op" and n.op is registry.REGISTRY.get(n.op.name):  # not a per-call op
             if n.op.elementwise and len(n.ins) > 1:
                 changed |= _skip_broadcasts(graph, n, producer)
-            if n.op.name == "matmul":
+            if n.op is matmul.op:
                 new = _constant_product(graph, n)
-            elif n.op.name == "where":
+            elif n.op is where.op:
                 new = _scaled_select(graph, n, producer, uses)
                 if new is not None:  # the small select it makes may be a clipped shift
                     new[:1] = _clipped_shift(graph, new[0], producer) or new[:1]
@@ -88,10 +91,11 @@ def _constant(graph, dev, array):
     return vid
 
 
-def _node(graph, dev, name, ins, params, shape, dtype, out=None):
+def _node(graph, dev, op, ins, params, shape, dtype, out=None):
+    """A node of `op` (an entry: `<public function>.op`)."""
     if out is None:
         out = _value(graph, dev, shape, dtype)
-    return Node("op", registry.REGISTRY[name], tuple(ins), params, out, dev)
+    return Node("op", op, tuple(ins), params, out, dev)
 
 
 # -- matmul by a repeated or one-hot constant -----------------------------------------------------
@@ -139,16 +143,16 @@ def _constant_product(graph, n):
     if idx is not None:
         src = b
         if tb:
-            t = _node(graph, dev, "transpose", (b,), {"perm": (1, 0)}, rows, dtype)
+            t = _node(graph, dev, transpose.op, (b,), {"perm": (1, 0)}, rows, dtype)
             nodes.append(t)
             src = t.out
-        nodes.append(_node(graph, dev, "gather", (src, _constant(graph, dev, idx)),
+        nodes.append(_node(graph, dev, gather.op, (src, _constant(graph, dev, idx)),
                            {"axis": -2}, small_shape, dtype, target))
     else:
-        nodes.append(_node(graph, dev, "matmul", (_constant(graph, dev, small), b), n.params,
+        nodes.append(_node(graph, dev, matmul.op, (_constant(graph, dev, small), b), n.params,
                            small_shape, dtype, target))
     if axes:
-        nodes.append(_node(graph, dev, "broadcast_to", (nodes[-1].out,),
+        nodes.append(_node(graph, dev, broadcast_to.op, (nodes[-1].out,),
                            {"shape": tuple(shape)}, shape, dtype, n.out))
     return nodes
 
@@ -160,7 +164,7 @@ def _skip_broadcasts(graph, n, producer):
     shape = graph.meta[n.out][1]
     for k, v in enumerate(ins):
         b = producer.get(v)
-        if b is None or b.kind != "op" or b.op is not registry.REGISTRY["broadcast_to"]:
+        if b is None or b.kind != "op" or b.op is not broadcast_to.op:
             continue
         trial = ins[:k] + [b.ins[0]] + ins[k + 1:]
         if np.broadcast_shapes(*(graph.meta[i][1] for i in trial)) == shape:
@@ -186,8 +190,8 @@ def _scaled_select(graph, n, producer, uses):
         return None
     for g, p, scaled_second in ((x, y, True), (y, x, False)):
         prod = producer.get(p)
-        if prod is None or prod.op.name != "multiply" or uses.get(p) != 1 or \
-                prod.op is not registry.REGISTRY["multiply"] or g not in prod.ins:
+        if prod is None or prod.op is not multiply.op or uses.get(p) != 1 or \
+                g not in prod.ins:
             continue
         s = prod.ins[1] if prod.ins[0] == g else prod.ins[0]
         if graph.meta[p][1:3] != (shape, dtype) or graph.meta[g][2] != dtype or \
@@ -199,9 +203,9 @@ def _scaled_select(graph, n, producer, uses):
             continue
         dev = n.dev
         one = _constant(graph, dev, np.ones((), dtype))
-        factor = _node(graph, dev, "where", (m, one, s) if scaled_second else (m, s, one), {},
+        factor = _node(graph, dev, where.op, (m, one, s) if scaled_second else (m, s, one), {},
                        small, dtype)
-        return [factor, _node(graph, dev, "multiply", (g, factor.out), {}, shape, dtype, n.out)]
+        return [factor, _node(graph, dev, multiply.op, (g, factor.out), {}, shape, dtype, n.out)]
     return None
 
 
@@ -225,8 +229,8 @@ def _clipped_shift(graph, n, producer):
     m, c, s = n.ins
     cmp, add = producer.get(m), producer.get(s)
     _, shape, dtype, _ = graph.meta[n.out]
-    if cmp is None or add is None or cmp.op is not registry.REGISTRY["greater"] or \
-            add.op is not registry.REGISTRY["add"] or cmp.params or add.params:
+    if cmp is None or add is None or cmp.op is not greater.op or add.op is not add_.op or \
+            cmp.params or add.params:
         return None
     y, zero = cmp.ins
     if add.ins[0] != y and add.ins[1] != y:
@@ -236,4 +240,4 @@ def _clipped_shift(graph, n, producer):
     if z is None or z != 0 or cv is None or not cv >= 0 or not _same_scalar(graph, c, shift) or \
             graph.meta[s][1:3] != (shape, dtype) or graph.meta[y][1:3] != (shape, dtype):
         return None
-    return [_node(graph, n.dev, "minimum", (s, c), {}, shape, dtype, n.out)]
+    return [_node(graph, n.dev, minimum.op, (s, c), {}, shape, dtype, n.out)]

@@ -3,7 +3,7 @@
 Rules return cotangents in the broadcast output shape; the sweep sums them down to each input's
 shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 """
-from .registry import InvalidArgumentError, def_op, passthrough, quiet
+from .registry import InvalidArgumentError, def_op, exact_ufunc, passthrough, quiet
 from ..core.tensor import Tensor, as_tensor_pair, scalar_like
 from ._base import EMPTY, apply, apply2, call2, public, tensor
 from .unary import square
@@ -27,9 +27,10 @@ def _public(op, doc):
     return fn
 
 
-def _binary(name, forward, vjp=None, saves=(), doc="", linear=False, api="tg", c=None):
+def _binary(name, forward, vjp=None, saves=(), doc="", linear=False, api="tg", c=None,
+            zero_when=()):
     op = def_op(name, forward, args=("x", "y"), vjp=vjp, saves=saves, elementwise=True,
-                linear=linear, c=c)
+                linear=linear, c=c, zero_when=zero_when)
     return _public(op, f"""{doc}
 
     >>> {api}.{name}(tg.constant([1.0, 2.0]), 3.0).shape
@@ -37,15 +38,15 @@ def _binary(name, forward, vjp=None, saves=(), doc="", linear=False, api="tg", c
     """)
 
 
-add = _binary("add", lambda xp, x, y: x + y, c="x + y", vjp=(passthrough, passthrough),
+add = _binary("add", exact_ufunc("add", lambda xp, x, y: x + y), c="x + y", vjp=(passthrough, passthrough),
               linear=True, doc="x + y, elementwise with broadcasting.")
-subtract = _binary("subtract", lambda xp, x, y: x - y, c="x - y",
+subtract = _binary("subtract", exact_ufunc("subtract", lambda xp, x, y: x - y), c="x - y",
                    vjp=(passthrough, lambda ops, g: -g), linear=True,
                    doc="x - y, elementwise with broadcasting.")
 # d(xy) = y dx + x dy
-multiply = _binary("multiply", lambda xp, x, y: x * y, c="x * y",
+multiply = _binary("multiply", exact_ufunc("multiply", lambda xp, x, y: x * y), c="x * y",
                    vjp=(lambda ops, g, x, y: g * y, lambda ops, g, x, y: g * x), saves=("x", "y"),
-                   doc="x * y, elementwise with broadcasting.")
+                   zero_when=(("x",), ("y",)), doc="x * y, elementwise with broadcasting.")
 
 
 def _divide_forward(xp, x, y):
@@ -57,6 +58,7 @@ def _divide_forward(xp, x, y):
 # d(x/y) = dx / y - x dy / y^2
 divide = _binary("divide", quiet(_divide_forward), saves=("x", "y"), c="x / y",
                  vjp=(lambda ops, g, x, y: g / y, lambda ops, g, x, y: -g * (x / (y * y))),
+                 zero_when=(("x",),),
                  doc="x / y, elementwise (true division: integers give floats, as TF).")
 truediv = divide
 
@@ -117,11 +119,11 @@ def _xlog_vjp_y(shift):
 
 
 xlogy = _binary("xlogy", _xlog_forward("log"), saves=("x", "y"),
-                vjp=(_xlog_vjp_x("log"), _xlog_vjp_y(0.0)),
+                vjp=(_xlog_vjp_x("log"), _xlog_vjp_y(0.0)), zero_when=(("x",),),
                 doc="x * log(y), elementwise, and 0 where x is 0 (as tf.math.xlogy).",
                 api="tg.math")
 xlog1py = _binary("xlog1py", _xlog_forward("log1p"), saves=("x", "y"),
-                  vjp=(_xlog_vjp_x("log1p"), _xlog_vjp_y(1.0)),
+                  vjp=(_xlog_vjp_x("log1p"), _xlog_vjp_y(1.0)), zero_when=(("x",),),
                   doc="x * log(1 + y), elementwise, and 0 where x is 0 (as tf.math.xlog1py).",
                   api="tg.math")
 floordiv = _binary("floordiv", quiet(lambda xp, x, y: xp.floor_divide(x, y)),
@@ -144,7 +146,7 @@ def squared_difference(x, y, name=None):
 
 _where_op = def_op("where", lambda xp, c, x, y: xp.where(c, x, y), args=("c", "x", "y"),
                    saves=("c",), elementwise=True, same_dtype=False, replay="select",
-                   c="c ? x : y",
+                   c="c ? x : y", zero_when=(("x", "y"),),
                    vjp=(None, lambda ops, g, c: ops.keep(c, g),
                         lambda ops, g, c: ops.keep(ops.logical_not(c), g)))
 
@@ -182,16 +184,16 @@ def _predicate(name, forward, doc, replay=None, c=None):
     """)
 
 
-equal = _predicate("equal", lambda xp, x, y: xp.equal(x, y), "x == y, elementwise",
+equal = _predicate("equal", exact_ufunc("equal", lambda xp, x, y: xp.equal(x, y)), "x == y, elementwise",
                    c="x == y")
-not_equal = _predicate("not_equal", lambda xp, x, y: xp.not_equal(x, y),
+not_equal = _predicate("not_equal", exact_ufunc("not_equal", lambda xp, x, y: xp.not_equal(x, y)),
                        "x != y, elementwise", c="x != y")
-less = _predicate("less", lambda xp, x, y: xp.less(x, y), "x < y, elementwise", c="x < y")
-less_equal = _predicate("less_equal", lambda xp, x, y: xp.less_equal(x, y),
+less = _predicate("less", exact_ufunc("less", lambda xp, x, y: xp.less(x, y)), "x < y, elementwise", c="x < y")
+less_equal = _predicate("less_equal", exact_ufunc("less_equal", lambda xp, x, y: xp.less_equal(x, y)),
                         "x <= y, elementwise", c="x <= y")
-greater = _predicate("greater", lambda xp, x, y: xp.greater(x, y), "x > y, elementwise",
+greater = _predicate("greater", exact_ufunc("greater", lambda xp, x, y: xp.greater(x, y)), "x > y, elementwise",
                      replay="greater", c="x > y")
-greater_equal = _predicate("greater_equal", lambda xp, x, y: xp.greater_equal(x, y),
+greater_equal = _predicate("greater_equal", exact_ufunc("greater_equal", lambda xp, x, y: xp.greater_equal(x, y)),
                            "x >= y, elementwise", c="x >= y")
 
 

@@ -242,6 +242,9 @@ def einsum(equation, *inputs, name=None):
     return apply(_einsum, tuple(xs), {"terms": terms, "out": out})
 
 
+einsum.op = _einsum  # its entry, for passes keyed on entries (function/, autodiff/)
+
+
 # -- solve, inverse, determinants, Cholesky ------------------------------------------------------
 
 def _check_square(x, op):

@@ -51,6 +51,11 @@ Contract (what every rule may rely on, and must honour)
   is never fused. Views that only relabel elements (reshape, broadcasting a single element)
   have `c="x"`. Comparisons give a C `bool` and `where`'s condition is one (`c="c ? x : y"`;
   kernels with bool values are generated for GPUs only).
+* `zero_when=(("x",), ("y",))`: groups of argument names such that the result is 0 wherever
+  every argument of one group is 0, whatever the others hold (a product: either factor; a
+  quotient: its numerator; `where`: both branches). tg.function's diagonal pass
+  (function/diagonal.py) keeps a per-example value in its compact form through such ops. (An
+  Inf or NaN in the other arguments is not considered: the pass never forms those products.)
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
 * `batch` names how the op runs on values with a batch axis (`tg.vectorized_map`, see
@@ -103,12 +108,14 @@ class Op:
     """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
-                 "residuals", "view", "view_when", "tensor_rule", "steps", "c", "batch", "replay")
+                 "residuals", "view", "view_when", "tensor_rule", "steps", "c", "batch", "replay",
+                 "zero_when")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None, c=None, batch=None, replay=None, view_when=None):
+                 vjp_kernels=None, c=None, batch=None, replay=None, view_when=None,
+                 zero_when=()):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.forward = forward
@@ -137,6 +144,11 @@ class Op:
             raise ValueError(f"op {name!r}: batch={batch!r} is not one of {BATCH_KINDS}")
         self.batch = batch  # how it runs under tg.vectorized_map (BATCH_KINDS); None: a loop
         self.replay = replay  # what tg.function's replay may assume of it (module docstring)
+        self.zero_when = tuple(tuple(group) for group in zero_when)  # (module docstring)
+        unknown = {a for group in self.zero_when for a in group} - set(self.args)
+        if unknown:
+            raise ValueError(f"op {name!r}: zero_when names {sorted(unknown)}, not among its "
+                             f"args {self.args}")
 
     @property
     def differentiable(self):
@@ -205,6 +217,14 @@ def ufunc(name):
     generator knows it."""
     def forward(xp, x):
         return getattr(xp, name)(x)
+    forward.ufunc = name
+    return forward
+
+
+def exact_ufunc(name, forward):
+    """`forward` (kept as it is: the eager path calls it) tagged as computing exactly the
+    array module's ufunc `name` of its arrays (`x + y` is `xp.add(x, y)`), so that
+    tg.function's replay calls the ufunc itself."""
     forward.ufunc = name
     return forward
 

@@ -54,6 +54,9 @@ def reshape(tensor_, shape, name=None):
     return apply(_reshape, (x,), {"shape": shape})
 
 
+reshape.op = _reshape  # its entry, for passes keyed on entries (function/)
+
+
 def _inverse(perm):
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -90,6 +93,9 @@ def transpose(a, perm=None, conjugate=False, name=None):
         raise InvalidArgumentError(f"transpose: perm {perm} is not a permutation of the "
                                    f"{nd} axes of a tensor of shape {x.shape}")
     return apply(_transpose, (x,), {"perm": perm})
+
+
+transpose.op = _transpose  # its entry, for passes keyed on entries (function/)
 
 
 def matrix_transpose(a, name=None):
@@ -130,6 +136,9 @@ def broadcast_to(input, shape, name=None):  # noqa: A002
     if x.shape == shape:
         return x
     return apply(_broadcast, (x,), {"shape": shape})
+
+
+broadcast_to.op = _broadcast  # its entry, for passes keyed on entries (function/)
 
 
 def expand_dims(input, axis, name=None):  # noqa: A002
@@ -537,6 +546,9 @@ def getitem(x, key):
         raise InvalidArgumentError(f"getitem: {e} (shape {x.shape})") from None
 
 
+getitem.op = _getitem  # its entry, for passes keyed on entries (function/)
+
+
 # -- gather ---------------------------------------------------------------------------------------
 
 def _gather_vjp(ops, g, p_shape, indices, axis):
@@ -588,6 +600,9 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
         raise InvalidArgumentError("gather: batch_dims other than 0 are not supported")
     ax = norm_axis(0 if axis is None else axis, p.ndim, "gather")
     return apply(_gather, (p, idx), {"axis": ax})
+
+
+gather.op = _gather  # its entry, for passes keyed on entries (function/)
 
 
 def one_hot(indices, depth, on_value=None, off_value=None, axis=-1, dtype=None, name=None):

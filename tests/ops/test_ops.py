@@ -201,3 +201,31 @@ def test_reduce_prod_gradient_is_a_fixed_number_of_ops():
             inner.gradient(y, x)
         return len(outer._entries)
     assert recorded(5) == recorded(50)
+
+
+def test_every_zero_when_description_holds_on_finite_inputs():
+    """An entry's `zero_when` (what tg.function's diagonal pass relies on): zeroing every
+    argument of a group gives 0 wherever the others are finite (and nonzero for a divisor)."""
+    rng = np.random.default_rng(0)
+    described = [op for op in REGISTRY.values() if op.zero_when]
+    assert {op.name for op in described} >= {"multiply", "divide", "where", "xlogy", "xlog1py"}
+    for op in described:
+        for group in op.zero_when:
+            arrays = []
+            for name in op.args:
+                if name == "c":  # where's condition
+                    arrays.append(rng.random(8) < 0.5)
+                elif name in group:
+                    arrays.append(np.zeros(8))
+                else:
+                    arrays.append(rng.uniform(0.5, 2.0, 8) * rng.choice([-1.0, 1.0], 8))
+            if op.name == "xlog1py" or op.name == "xlogy":
+                arrays[1] = np.abs(arrays[1])  # inside the logarithm's domain
+            out = op.forward(np, *arrays)
+            np.testing.assert_array_equal(out, 0.0, err_msg=f"{op.name} {group}")
+
+
+def test_zero_when_must_name_the_ops_arguments():
+    from tapegpu.ops.registry import Op
+    with pytest.raises(ValueError, match=r"zero_when names \['z'\], not among its args"):
+        Op("bad", lambda xp, x, y: x * y, args=("x", "y"), zero_when=(("z",),))
