@@ -152,7 +152,24 @@ regularizers = _namespace(
 
 datasets = _datasets.namespace()
 
-models = _namespace("models", "`Model`, `Sequential`.", Model=Model, Sequential=Sequential)
+
+
+def _load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # noqa: A002
+    """Keras' `keras.models.load_model`: not available (tapegpu has no whole-model format);
+    it raises, naming what to use instead.
+
+    >>> tg.keras.models.load_model("model.keras")
+    Traceback (most recent call last):
+    NotImplementedError: keras.models.load_model('model.keras'): tapegpu has no whole-model file format; build the model in code and call model.load_weights(...), or load a tg.saved_model export with tg.saved_model.load
+    """
+    raise NotImplementedError(
+        f"keras.models.load_model({filepath!r}): tapegpu has no whole-model file format; build "
+        f"the model in code and call model.load_weights(...), or load a tg.saved_model export "
+        f"with tg.saved_model.load")
+
+
+models = _namespace("models", "`Model`, `Sequential`, `load_model` (which raises: no .keras "
+                    "format).", Model=Model, Sequential=Sequential, load_model=_load_model)
 
 # `from tapegpu.keras.layers import Dense` (as `from tensorflow.keras.layers import Dense`)
 for _ns in (layers, optimizers, losses, initializers, activations, regularizers, models, utils,

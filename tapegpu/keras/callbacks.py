@@ -159,22 +159,51 @@ class EarlyStopping(Callback):
 
 
 class ModelCheckpoint(Callback):
-    """Saves the weights (`model.save_weights`) after each epoch, or only when `monitor`
-    improves with `save_best_only=True`. `filepath` may hold `{epoch}` and log keys."""
+    """Saves the weights (`model.save_weights`) at each epoch's end, or every `save_freq`
+    batches (an integer), or only when `monitor` improves with `save_best_only=True`, as
+    Keras'. `filepath` may hold `{epoch}` and log keys; its directory is created.
+    `verbose=1` prints each save. tapegpu has no whole-model format (`.keras` files):
+    `save_weights_only=False`, Keras' default, raises instead of silently saving weights only.
+    """
 
     def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
-                 save_weights_only=True, mode="auto", save_freq="epoch"):
+                 save_weights_only=False, mode="auto", save_freq="epoch",
+                 initial_value_threshold=None):
         super().__init__()
-        if save_freq != "epoch":
-            raise ValueError(f"ModelCheckpoint: only save_freq='epoch' is supported, got "
-                             f"{save_freq!r}")
-        self.filepath, self.monitor, self.verbose = str(filepath), monitor, verbose
+        if not save_weights_only:
+            raise NotImplementedError(
+                "ModelCheckpoint: tapegpu saves weights only (there is no .keras whole-model "
+                "format); pass save_weights_only=True (the file is written by "
+                "model.save_weights and read by model.load_weights), or use "
+                "tg.train.CheckpointManager / tg.saved_model")
+        if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0):
+            raise ValueError(f"ModelCheckpoint: save_freq must be 'epoch' or a positive number "
+                             f"of batches, got {save_freq!r}")
+        self.filepath, self.monitor, self.verbose = os.fspath(filepath), monitor, verbose
         self.save_best_only = bool(save_best_only)
+        self.save_freq = save_freq
         self._stop = EarlyStopping(monitor=monitor, mode=mode)
         self._stop.on_train_begin()
+        if initial_value_threshold is not None:
+            self._stop.best = float(initial_value_threshold)
+        self._epoch = 0
+        self._batches = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch":
+            return
+        self._batches += 1
+        if self._batches % self.save_freq == 0:
+            self._save(self._epoch, dict(logs or {}))
 
     def on_epoch_end(self, epoch, logs=None):
-        logs = logs or {}
+        if self.save_freq == "epoch":
+            self._save(epoch, dict(logs or {}))
+
+    def _save(self, epoch, logs):
         path = self.filepath.format(epoch=epoch + 1, **logs)
         if self.save_best_only:
             value = logs.get(self.monitor)
@@ -183,9 +212,23 @@ class ModelCheckpoint(Callback):
                               f"available; available are {sorted(logs)}", UserWarning,
                               stacklevel=2)
                 return
+            best = self._stop.best
+            if best is None:  # printed as Keras starts: from inf (or -inf when maximising)
+                best = np.inf if self._stop.mode == "min" else -np.inf
             if not self._stop._better(value, self._stop.best):
+                if self.verbose > 0:
+                    print(f"\nEpoch {epoch + 1}: {self.monitor} did not improve from "
+                          f"{best:.5f}")
                 return
+            if self.verbose > 0:
+                print(f"\nEpoch {epoch + 1}: {self.monitor} improved from {best:.5f} to "
+                      f"{value:.5f}, saving model to {path}")
             self._stop.best = value
+        elif self.verbose > 0:
+            print(f"\nEpoch {epoch + 1}: saving model to {path}")
+        directory = os.path.dirname(path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
         self.model.save_weights(path)
 
 

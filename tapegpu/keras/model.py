@@ -240,7 +240,40 @@ class Model(training.Trainer, Layer):
         raise NotImplementedError(f"{type(self).__name__}: a keras.Model subclass must "
                                   "implement call(inputs, training=None)")
 
+    def get_layer(self, name=None, index=None):
+        """A layer of `layers` by its name or its index (Keras' `Model.get_layer`).
+
+        >>> model = tg.keras.Sequential([tg.keras.Input((2,)),
+        ...                              tg.keras.layers.Dense(3, name="hidden")])
+        >>> model.get_layer("hidden") is model.get_layer(index=0)
+        True
+        """
+        if (name is None) == (index is None):
+            raise ValueError(f"get_layer: provide either a layer name or a layer index, got "
+                             f"name={name!r}, index={index!r}")
+        layers = self.layers
+        if index is not None:
+            if not -len(layers) <= index < len(layers):
+                raise ValueError(f"get_layer: was asked to retrieve layer at index {index} but "
+                                 f"model {self.name!r} only has {len(layers)} layers")
+            return layers[index]
+        for layer in layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"No such layer: {name}. Existing layers are: "
+                         f"{[layer.name for layer in layers]}.")
+
     # -- weights --------------------------------------------------------------------------------
+    def save(self, filepath, overwrite=True, **kwargs):
+        """Keras' whole-model save (`.keras` files) is not available: it raises, naming what to
+        use instead (tapegpu does not write Keras' format, and reads no file that would run
+        code)."""
+        raise NotImplementedError(
+            f"Model.save({os.fspath(filepath)!r}): tapegpu has no whole-model file format (.keras, "
+            f".h5); save the weights with model.save_weights(...) and rebuild the model in "
+            f"code, use tg.train.Checkpoint(model=model) for weights and optimizer state, or "
+            f"export traced functions with tg.saved_model.save")
+
     def save_weights(self, filepath, overwrite=True):
         """Saves the variables' values, in the order of `variables`, to an `.npz` file."""
         if not overwrite and os.path.exists(filepath):

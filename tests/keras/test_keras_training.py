@@ -150,11 +150,41 @@ def test_model_checkpoint_saves_best(tmp_path):
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     path = str(tmp_path / "ckpt-{epoch}.npz")
     model.fit(x, y, epochs=2, verbose=0,
-              callbacks=[keras.callbacks.ModelCheckpoint(path, monitor="loss")])
+              callbacks=[keras.callbacks.ModelCheckpoint(path, monitor="loss",
+                                                         save_weights_only=True)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-1.npz", "ckpt-2.npz"]
     other = _model()
     other.load_weights(str(tmp_path / "ckpt-2.npz"))
     np.testing.assert_array_equal(other.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_model_checkpoint_as_the_save_and_load_tutorial_uses_it(tmp_path, capsys):
+    """Its directory is made, `save_freq` counts batches, verbose=1 says what it saves, the
+    best-only mode prints Keras' lines; a whole-model checkpoint (Keras' default) raises
+    rather than saving weights under a model's name."""
+    x, y = _blobs(n=64)
+    model = _model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    every = keras.callbacks.ModelCheckpoint(str(tmp_path / "run" / "cp-{epoch:04d}.weights.h5"),
+                                            save_weights_only=True, save_freq=3, verbose=1)
+    best = keras.callbacks.ModelCheckpoint(str(tmp_path / "best" / "b.weights.h5"),
+                                           monitor="loss", save_best_only=True,
+                                           save_weights_only=True, verbose=1)
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[every, best])
+    # 4 batches per epoch: saves after batches 3 (epoch 1), 6 (epoch 2)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == \
+        ["cp-0001.weights.h5", "cp-0002.weights.h5"]
+    out = capsys.readouterr().out
+    assert out.count("saving model to") == 4  # two periodic saves, two improvements
+    assert "Epoch 1: loss improved from inf to " in out
+    restored = _model()
+    restored.load_weights(str(tmp_path / "best" / "b.weights.h5"))
+    np.testing.assert_array_equal(restored.predict(x, verbose=0), model.predict(x, verbose=0))
+    with pytest.raises(NotImplementedError, match="save_weights_only=True"):
+        keras.callbacks.ModelCheckpoint(str(tmp_path / "model.keras"))
+    with pytest.raises(ValueError, match="save_freq must be 'epoch' or a positive number"):
+        keras.callbacks.ModelCheckpoint("x", save_weights_only=True, save_freq=0)
 
 
 def test_progress_lines_when_not_a_tty(capsys):
@@ -521,3 +551,20 @@ def test_fit_on_tensors_of_another_device_and_step_logs_for_callbacks():
     assert model.trainable_variables[0].device == tg.zeros(1).device
     np.testing.assert_allclose(model.predict(xt, verbose=0), model(x).numpy(), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_get_layer_and_the_missing_whole_model_format(tmp_path):
+    model = _model()
+    first = model.layers[0]
+    assert model.get_layer(first.name) is first and model.get_layer(index=-1) is model.layers[-1]
+    with pytest.raises(ValueError, match="No such layer: nope. Existing layers are"):
+        model.get_layer("nope")
+    with pytest.raises(ValueError, match="either a layer name or a layer index"):
+        model.get_layer()
+    with pytest.raises(ValueError, match="only has 2 layers"):
+        model.get_layer(index=5)
+    with pytest.raises(NotImplementedError, match="model.save_weights"):
+        model.save(tmp_path / "m.keras")
+    with pytest.raises(NotImplementedError, match="load_weights"):
+        keras.models.load_model(str(tmp_path / "m.keras"))
+    assert not (tmp_path / "m.keras").exists()
