@@ -48,6 +48,29 @@ def unseen():
             a[:0] = s
 
 
+def _record_pull(iterator, element, tracer):
+    """`next(iterator)` in a trace: an effect that takes the iterator's next element at each
+    call of the function, and a node per tensor of the element reading it (the element the
+    trace took is the first call's)."""
+    current = []
+
+    def pull(_arrays, _variables):
+        with iterator._ctx.scope, unseen():
+            try:
+                nxt = next(iterator._it)
+            except StopIteration:
+                raise OutOfRangeError("End of sequence") from None
+        current[:] = [t._data for t in structure.flatten(nxt)]
+
+    pull.__name__ = "data.next"
+    tracer.on_pull(pull)
+    for k, t in enumerate(structure.flatten(element)):
+        def read(k=k):
+            return current[k]
+        read.__name__ = "data.next"
+        tracer.record_random(read, t)
+
+
 class Iterator:
     """An iterator over a `tg.data.Dataset` (as `tf.data.Iterator`): `next(it)` or
     `it.get_next()` gives the next element, on the device that was current at `iter(dataset)`.
@@ -58,6 +81,13 @@ class Iterator:
     """
 
     def __init__(self, dataset):
+        if _thread.tracers:
+            raise NotImplementedError(
+                "tg.data: iterating a dataset inside a tg.function (a Python `for` over it, "
+                "iter(), reduce) would bake the elements of the traced call into the graph, "
+                "and later calls would see them again; iterate outside and pass each batch as "
+                "an argument, or make the iterator outside (it = iter(dataset)) and call "
+                "next(it) inside: that takes a new element at every call")
         self._dataset = dataset
         self._ctx = Context()
         self._it = None
@@ -73,8 +103,12 @@ class Iterator:
         return self
 
     def __next__(self):
+        tracers = _thread.tracers
         with self._ctx.scope, unseen():
-            return next(self._it)
+            element = next(self._it)
+        if tracers:  # inside a tg.function: every call takes the next element
+            _record_pull(self, element, tracers[-1])
+        return element
 
     def get_next(self):
         """The next element; at the end raises `tg.errors.OutOfRangeError` ("End of sequence"),

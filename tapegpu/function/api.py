@@ -201,6 +201,10 @@ class ConcreteFunction:
                     vals[n.out] = registry.apply(n.op, ins, n.params)
                 elif n.kind == "read":
                     vals[n.out] = n.op._read()
+                elif n.kind == "random":  # a draw (or a host value) made again at each call
+                    vals[n.out] = Tensor(n.op(), g.meta[n.out][3])
+                    for tracer in _thread.tracers:  # an outer trace draws at its calls too
+                        tracer.record_random(n.op, vals[n.out])
                 elif n.kind == "assign":
                     getattr(n.op, n.params)(ins[0])
                 elif n.kind == "update":

@@ -171,6 +171,11 @@ class Tracer:
                 f"int, float, numpy; a Python `if`/`while` on a tensor) is not allowed under an "
                 f"input_signature: the function cannot retrace for a new value. Use tg.where or "
                 f"compute the condition outside the function")
+        if "pull" in self.effects:
+            raise NotImplementedError(
+                f"tg.function {self.name}: a tensor's value is used as a Python value after "
+                f"next(iterator); a guard there could not give the element back when it "
+                f"fails. Take the element after the condition, or use tg.where/tg.cond")
         if "update" in self.effects:
             raise NotImplementedError(
                 f"tg.function {self.name}: a tensor's value is used as a Python value after "
@@ -189,6 +194,12 @@ class Tracer:
             self._check_variable(v)
         self.graph.add("update", fn, [self.value(g) for g in grads], list(variables))
         self.effects.append("update")
+
+    def on_pull(self, pull):
+        """`next(iterator)` of a tg.data iterator: `pull([], [])` takes the next element at
+        every call (tapegpu/data/iterators.py); its values are `random`-kind reads."""
+        self.graph.add("update", pull, [], [])
+        self.effects.append("pull")
 
     def on_print(self, template, tensors):
         self.graph.add("print", template, [self.value(t) for t in tensors], None)

@@ -486,3 +486,26 @@ def test_a_relu_backward_on_constants_alone_is_folded_and_its_sum_still_computed
     assert picked in plan.constants
     want = np.sum(np.where(y > 0, g, np.float32(0)), axis=0)
     assert graph_mod.replay(plan, [])[0].tobytes() == want.tobytes()
+
+
+def test_a_traced_random_draw_replays_under_a_tape_and_inside_another_function():
+    """Under a GradientTape the replay runs op by op: a random node draws there too (it
+    raised), and an outer tg.function records it as its own draw."""
+    tg.random.set_seed(1)
+
+    @tg.function
+    def f(x):
+        return x * tg.random.normal(())
+
+    x = tg.Variable(2.0)
+    f(x)
+    with tg.GradientTape() as tape:
+        y = f(x)
+    assert float(tape.gradient(y, x)) == pytest.approx(float(y) / 2.0)
+
+    @tg.function
+    def outer(x):
+        return f(x) + 0.0
+
+    draws = {float(outer(x)) for _ in range(3)}
+    assert len(draws) == 3
