@@ -22,10 +22,14 @@ import numpy as np
 from ..core.dtypes import as_dtype, np_dtype
 from ..core.tensor import Tensor, Variable
 from ._base import InvalidArgumentError, public, tensor
-from .linalg import einsum
-from .reduce import reduce_mean
-from .shape import expand_dims, gather, pad, squeeze
-from .unary import cast
+from .binary import clip_by_value, less, maximum, where
+from .creation import range as arange
+from .linalg import einsum, tensordot
+from .random import uniform
+from .reduce import reduce_mean, reduce_std, reduce_sum
+from .shape import expand_dims, gather, pad, reshape, squeeze, tile
+from .shape import transpose as permute
+from .unary import abs as absolute, cast, floor, log, rsqrt
 from ..errors import UnimplementedError
 
 
@@ -357,6 +361,444 @@ def adjust_contrast(images, contrast_factor):
     mean = reduce_mean(flt, axis=(-3, -2), keepdims=True)
     out = (flt - mean) * factor + mean
     return out if orig.kind == "f" else convert_image_dtype(out, orig, saturate=True)
+
+
+# -- flips, rotations, crops and pads ---------------------------------------------------------------
+
+def _image(image, op, arg="image"):
+    """`image` as a tensor of rank 3 ([height, width, channels]) or 4 (a batch), else TF's
+    ValueError (InvalidArgumentError is one)."""
+    x = tensor(image)
+    if x.ndim not in (3, 4):
+        raise InvalidArgumentError(f"{op}: '{arg}' (shape {x.shape}) must have either 3 or 4 "
+                                   f"dimensions")
+    return x
+
+
+def _reverse(x, axis):
+    n = x.shape[axis]
+    return gather(x, np.arange(n - 1, -1, -1, dtype=np.int64), axis=axis)
+
+
+def flip_left_right(image):
+    """Reverses the width axis of an image or a batch of images (tf.image.flip_left_right).
+    Differentiable (a gather).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0]), (2, 2, 1))
+    >>> tg.image.flip_left_right(img)[..., 0].numpy()
+    array([[2., 1.],
+           [4., 3.]], dtype=float32)
+    """
+    return _reverse(_image(image, "flip_left_right"), -2)
+
+
+def flip_up_down(image):
+    """Reverses the height axis of an image or a batch of images (tf.image.flip_up_down).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0]), (2, 2, 1))
+    >>> tg.image.flip_up_down(img)[..., 0].numpy()
+    array([[3., 4.],
+           [1., 2.]], dtype=float32)
+    """
+    return _reverse(_image(image, "flip_up_down"), -3)
+
+
+def _random_flip(image, axis, seed, op):
+    """Each image flipped along `axis` with probability 1/2 (one draw per image of a batch)."""
+    x = _image(image, op)
+    batch = x.shape[:1] if x.ndim == 4 else ()
+    coin = uniform(batch + (1, 1, 1) if batch else (), seed=seed, dtype=np.float32)
+    return where(less(coin, 0.5), _reverse(x, axis), x)
+
+
+def random_flip_left_right(image, seed=None):
+    """Flips an image left to right with probability 1/2; in a batch each image has its own
+    draw (tf.image.random_flip_left_right). The draw comes from tapegpu's random streams:
+    `tg.random.set_seed` and `seed` make it repeatable, and every call (also of a
+    `tg.function`) draws anew.
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0]), (1, 2, 1))
+    >>> sorted(tg.image.random_flip_left_right(img, seed=1)[0, :, 0].numpy().tolist())
+    [1.0, 2.0]
+    """
+    return _random_flip(image, -2, seed, "random_flip_left_right")
+
+
+def random_flip_up_down(image, seed=None):
+    """Flips an image upside down with probability 1/2, per image of a batch
+    (tf.image.random_flip_up_down; draws as `random_flip_left_right`).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0]), (2, 1, 1))
+    >>> sorted(tg.image.random_flip_up_down(img, seed=1)[:, 0, 0].numpy().tolist())
+    [1.0, 2.0]
+    """
+    return _random_flip(image, -3, seed, "random_flip_up_down")
+
+
+def _swap_hw(x):
+    return permute(x, (1, 0, 2) if x.ndim == 3 else (0, 2, 1, 3))
+
+
+def transpose(image, name=None):
+    """Swaps the height and width axes of an image or a batch (tf.image.transpose).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), (2, 3, 1))
+    >>> tg.image.transpose(img)[..., 0].numpy()
+    array([[1., 4.],
+           [2., 5.],
+           [3., 6.]], dtype=float32)
+    """
+    return _swap_hw(_image(image, "transpose"))
+
+
+def rot90(image, k=1, name=None):
+    """Rotates an image or a batch by `k` quarter turns counter-clockwise (tf.image.rot90;
+    `k` may be negative). Differentiable.
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0]), (2, 2, 1))
+    >>> tg.image.rot90(img)[..., 0].numpy()
+    array([[2., 4.],
+           [1., 3.]], dtype=float32)
+    """
+    x = _image(image, "rot90")
+    if isinstance(k, Tensor):
+        k = k.numpy().tolist()
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise InvalidArgumentError(f"rot90: k must be an integer number of quarter turns, got "
+                                   f"{k!r}")
+    k = int(k) % 4
+    if k == 1:
+        return _swap_hw(_reverse(x, -2))
+    if k == 2:
+        return _reverse(_reverse(x, -2), -3)
+    if k == 3:
+        return _reverse(_swap_hw(x), -2)
+    return x
+
+
+def _offsets(op, **values):
+    out = []
+    for key, v in values.items():
+        if isinstance(v, Tensor):
+            v = v.numpy().tolist()
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InvalidArgumentError(f"{op}: {key} must be an integer, got {v!r}")
+        out.append(int(v))
+    return out
+
+
+def crop_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
+    """The `[target_height, target_width]` window of an image (or of each image of a batch)
+    whose top-left corner is at `(offset_height, offset_width)`
+    (tf.image.crop_to_bounding_box). Differentiable.
+
+    >>> img = tg.reshape(tg.range(16.0), (4, 4, 1))
+    >>> tg.image.crop_to_bounding_box(img, 1, 2, 2, 2)[..., 0].numpy()
+    array([[ 6.,  7.],
+           [10., 11.]], dtype=float32)
+    """
+    op = "crop_to_bounding_box"
+    x = _image(image, op)
+    oh, ow, th, tw = _offsets(op, offset_height=offset_height, offset_width=offset_width,
+                              target_height=target_height, target_width=target_width)
+    h, w = x.shape[-3], x.shape[-2]
+    for what, v in (("offset_width", ow), ("offset_height", oh)):
+        if v < 0:
+            raise InvalidArgumentError(f"{op}: {what} must be >= 0, got {v}")
+    for what, v in (("target_width", tw), ("target_height", th)):
+        if v <= 0:
+            raise InvalidArgumentError(f"{op}: {what} must be > 0, got {v}")
+    if w < ow + tw:
+        raise InvalidArgumentError(f"{op}: width must be >= target + offset: image width {w} < "
+                                   f"offset_width {ow} + target_width {tw}")
+    if h < oh + th:
+        raise InvalidArgumentError(f"{op}: height must be >= target + offset: image height {h} "
+                                   f"< offset_height {oh} + target_height {th}")
+    return x[..., oh:oh + th, ow:ow + tw, :]
+
+
+def pad_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
+    """Pads an image (or each image of a batch) with zeros to `[target_height, target_width]`,
+    the image's top-left corner at `(offset_height, offset_width)`
+    (tf.image.pad_to_bounding_box). Differentiable.
+
+    >>> img = tg.ones((1, 2, 1))
+    >>> tg.image.pad_to_bounding_box(img, 1, 1, 3, 4)[..., 0].numpy()
+    array([[0., 0., 0., 0.],
+           [0., 1., 1., 0.],
+           [0., 0., 0., 0.]], dtype=float32)
+    """
+    op = "pad_to_bounding_box"
+    x = _image(image, op)
+    oh, ow, th, tw = _offsets(op, offset_height=offset_height, offset_width=offset_width,
+                              target_height=target_height, target_width=target_width)
+    h, w = x.shape[-3], x.shape[-2]
+    for what, v in (("offset_height", oh), ("offset_width", ow)):
+        if v < 0:
+            raise InvalidArgumentError(f"{op}: {what} must be >= 0, got {v}")
+    if th - oh - h < 0:
+        raise InvalidArgumentError(f"{op}: height must be <= target - offset: image height {h}, "
+                                   f"target_height {th}, offset_height {oh}")
+    if tw - ow - w < 0:
+        raise InvalidArgumentError(f"{op}: width must be <= target - offset: image width {w}, "
+                                   f"target_width {tw}, offset_width {ow}")
+    pads = [[oh, th - oh - h], [ow, tw - ow - w], [0, 0]]
+    return pad(x, ([[0, 0]] if x.ndim == 4 else []) + pads)
+
+
+def resize_with_crop_or_pad(image, target_height, target_width):
+    """Crops (centrally) or pads (with zeros, evenly) an image or a batch to
+    `[target_height, target_width]` (tf.image.resize_with_crop_or_pad). Differentiable.
+
+    >>> img = tg.reshape(tg.range(9.0), (3, 3, 1))
+    >>> tg.image.resize_with_crop_or_pad(img, 1, 5)[..., 0].numpy()
+    array([[0., 3., 4., 5., 0.]], dtype=float32)
+    """
+    op = "resize_with_crop_or_pad"
+    x = _image(image, op)
+    th, tw = _offsets(op, target_height=target_height, target_width=target_width)
+    if th <= 0 or tw <= 0:
+        raise InvalidArgumentError(f"{op}: target_height and target_width must be > 0, got "
+                                   f"{th} and {tw}")
+    h, w = x.shape[-3], x.shape[-2]
+    crop = crop_to_bounding_box(x, max((h - th) // 2, 0), max((w - tw) // 2, 0), min(th, h),
+                                min(tw, w))
+    return pad_to_bounding_box(crop, max((th - h) // 2, 0), max((tw - w) // 2, 0), th, tw)
+
+
+def central_crop(image, central_fraction):
+    """The central `central_fraction` (in (0, 1]) of an image or a batch along height and width
+    (tf.image.central_crop: the window starts at `int((size - size * fraction) / 2)` and is
+    symmetric). Differentiable.
+
+    >>> img = tg.reshape(tg.range(16.0), (4, 4, 1))
+    >>> tg.image.central_crop(img, 0.5)[..., 0].numpy()
+    array([[ 5.,  6.],
+           [ 9., 10.]], dtype=float32)
+    """
+    x = _image(image, "central_crop")
+    f = float(central_fraction.numpy()) if isinstance(central_fraction, Tensor) else \
+        float(central_fraction)
+    if not 0.0 < f <= 1.0:
+        raise InvalidArgumentError(f"central_crop: central_fraction must be within (0, 1], got "
+                                   f"{central_fraction!r}")
+    if f == 1.0:
+        return x
+    h, w = x.shape[-3], x.shape[-2]
+    top, left = int((h - h * f) / 2), int((w - w * f) / 2)
+    return x[..., top:h - top, left:w - left, :]
+
+
+def random_crop(value, size, seed=None, name=None):
+    """A window of shape `size` at a uniformly random offset of `value` (any rank; `size` has
+    one entry per axis), as tf.random_crop / tf.image.random_crop. The offset is a random
+    node (new at every call, also of a `tg.function`) and the window a gather along each
+    axis, so the crop is differentiable.
+
+    >>> tg.image.random_crop(tg.ones((5, 6, 3)), [2, 3, 3], seed=1).shape
+    (2, 3, 3)
+    """
+    x = tensor(value)
+    if isinstance(size, Tensor):
+        size = size.numpy().tolist()
+    size = list(size) if isinstance(size, (list, tuple, np.ndarray)) else None
+    if size is None or len(size) != x.ndim or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in size):
+        raise InvalidArgumentError(f"random_crop: size must be a list of {x.ndim} integers (one "
+                                   f"per axis of value, shape {x.shape}), got {size!r}")
+    if any(s < 0 or s > n for s, n in zip(size, x.shape)):
+        raise InvalidArgumentError(f"random_crop: need value.shape >= size, got shape "
+                                   f"{x.shape} and size {list(size)}")
+    limits = np.array([n - s + 1 for n, s in zip(x.shape, size)], np.float64)
+    offsets = cast(floor(uniform((x.ndim,), seed=seed, dtype=np.float64) * limits), np.int64)
+    for axis, s in enumerate(size):
+        if s != x.shape[axis]:
+            x = gather(x, offsets[axis] + np.arange(s, dtype=np.int64), axis=axis)
+    return x
+
+
+# -- color ------------------------------------------------------------------------------------------
+
+def _to_float(x, op):
+    """An image as floats and how to return: floats as they are, integers as float32 in [0, 1]
+    (convert_image_dtype), converted back saturating."""
+    orig = x._data.dtype
+    if orig.kind not in "fiu":
+        raise InvalidArgumentError(f"{op}: images must be floating or integer, got "
+                                   f"{x.dtype.name}")
+    flt = x if orig.kind == "f" else convert_image_dtype(x, np.float32)
+
+    def back(out):
+        return out if orig.kind == "f" else convert_image_dtype(out, orig, saturate=True)
+    return flt, back
+
+
+def _scalar(value, dtype, op, what):
+    """A Python number or a scalar tensor (differentiable) as `dtype`."""
+    if isinstance(value, Variable):
+        value = tensor(value)
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise InvalidArgumentError(f"{op}: {what} must be a scalar, got shape {value.shape}")
+        return cast(value, dtype)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)):
+        raise InvalidArgumentError(f"{op}: {what} must be a finite number or a scalar tensor, "
+                                   f"got {value!r}")
+    return float(value)
+
+
+def adjust_brightness(image, delta):
+    """Adds `delta` to every pixel (tf.image.adjust_brightness); integer images are converted
+    to float32 in [0, 1], shifted and converted back (saturating). Differentiable in the image
+    and `delta`.
+
+    >>> tg.image.adjust_brightness(tg.constant([[[0.25, 0.5]]]), 0.25).numpy()
+    array([[[0.5 , 0.75]]], dtype=float32)
+    """
+    x = tensor(image)
+    flt, back = _to_float(x, "adjust_brightness")
+    return back(flt + _scalar(delta, flt._data.dtype, "adjust_brightness", "delta"))
+
+
+def random_brightness(image, max_delta, seed=None):
+    """`adjust_brightness` by a delta drawn uniformly from [-max_delta, max_delta)
+    (tf.image.random_brightness; one delta for the whole tensor, as TF).
+
+    >>> out = tg.image.random_brightness(tg.zeros((2, 2, 1)), 0.1, seed=3)
+    >>> bool(tg.reduce_max(tg.abs(out)) <= 0.1)
+    True
+    """
+    if max_delta < 0:
+        raise InvalidArgumentError(f"random_brightness: max_delta must be non-negative, got "
+                                   f"{max_delta}")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    delta = uniform((), -max_delta, max_delta, seed=seed, dtype=dt)
+    return adjust_brightness(x, delta)
+
+
+def random_contrast(image, lower, upper, seed=None):
+    """`adjust_contrast` by a factor drawn uniformly from [lower, upper)
+    (tf.image.random_contrast; one factor for the whole tensor, as TF).
+
+    >>> out = tg.image.random_contrast(tg.ones((2, 2, 1)), 0.5, 1.5, seed=3)
+    >>> out.numpy().ravel().tolist()
+    [1.0, 1.0, 1.0, 1.0]
+    """
+    if upper <= lower:
+        raise InvalidArgumentError(f"random_contrast: upper must be > lower, got lower={lower}, "
+                                   f"upper={upper}")
+    if lower < 0:
+        raise InvalidArgumentError(f"random_contrast: lower must be non-negative, got {lower}")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    return adjust_contrast(x, uniform((), lower, upper, seed=seed, dtype=dt))
+
+
+_GRAY = (0.2989, 0.5870, 0.1140)
+
+
+def rgb_to_grayscale(images, name=None):
+    """The luma `0.2989 R + 0.5870 G + 0.1140 B` of RGB images (last axis 3), keeping a last
+    axis of size 1 (tf.image.rgb_to_grayscale). Integer images go through float32 in [0, 1];
+    float images are computed in their dtype (TF computes float64 in float32). Differentiable.
+
+    >>> tg.image.rgb_to_grayscale(tg.constant([[[1.0, 1.0, 1.0]]])).numpy()
+    array([[[0.9999]]], dtype=float32)
+    """
+    x = tensor(images)
+    if x.ndim < 1 or x.shape[-1] != 3:
+        raise InvalidArgumentError(f"rgb_to_grayscale: the last dimension of images must be of "
+                                   f"size 3 (RGB), got shape {x.shape}")
+    flt, _ = _to_float(x, "rgb_to_grayscale")
+    dt = flt._data.dtype
+    gray = expand_dims(tensordot(flt, _on_device(flt, np.array(_GRAY, dt)), [[-1], [-1]]), -1)
+    orig = x._data.dtype
+    return gray if orig.kind == "f" else convert_image_dtype(gray, orig)
+
+
+def grayscale_to_rgb(images, name=None):
+    """Repeats the single channel of grayscale images three times (tf.image.grayscale_to_rgb).
+
+    >>> tg.image.grayscale_to_rgb(tg.constant([[[0.5]]])).numpy()
+    array([[[0.5, 0.5, 0.5]]], dtype=float32)
+    """
+    x = tensor(images)
+    if x.ndim < 2 or x.shape[-1] != 1:
+        raise InvalidArgumentError(f"grayscale_to_rgb: images must have rank >= 2 and a last "
+                                   f"dimension of size 1, got shape {x.shape}")
+    return tile(x, [1] * (x.ndim - 1) + [3])
+
+
+def per_image_standardization(image):
+    """Scales each image to mean 0 and variance 1: `(x - mean) / max(stddev, 1 / sqrt(N))`
+    over the last three axes, N their number of elements (tf.image.per_image_standardization).
+    Integer images are cast to float32 (no rescaling, as TF); float64 stays float64 (TF
+    gives float32). Differentiable.
+
+    >>> out = tg.image.per_image_standardization(tg.constant([[[1.0], [3.0]]]))
+    >>> out[..., 0].numpy()
+    array([[-1.,  1.]], dtype=float32)
+    """
+    x = tensor(image)
+    if x.ndim < 3:
+        raise InvalidArgumentError(f"per_image_standardization: image must be at least 3-D "
+                                   f"[..., height, width, channels], got shape {x.shape}")
+    if x._data.dtype.kind not in "fiu":
+        raise InvalidArgumentError(f"per_image_standardization: image must be floating or "
+                                   f"integer, got {x.dtype.name}")
+    flt = x if x._data.dtype in (np.float32, np.float64) else cast(x, np.float32)
+    n = int(np.prod(x.shape[-3:]))
+    mean = reduce_mean(flt, axis=(-3, -2, -1), keepdims=True)
+    std = reduce_std(flt, axis=(-3, -2, -1), keepdims=True)
+    return (flt - mean) / maximum(std, float(1.0 / np.sqrt(max(n, 1))))
+
+
+# -- image quality -------------------------------------------------------------------------------
+
+def total_variation(images, name=None):
+    """The sum of absolute differences between neighbouring pixels along height and width
+    (tf.image.total_variation): a scalar for one image, one value per image for a batch.
+    Differentiable (almost everywhere).
+
+    >>> tg.image.total_variation(tg.constant([[[0.0], [1.0]], [[3.0], [1.0]]])).numpy()
+    np.float32(6.0)
+    """
+    x = tensor(images)
+    if x.ndim not in (3, 4):
+        raise InvalidArgumentError(f"total_variation: 'images' must be either 3 or "
+                                   f"4-dimensional, got shape {x.shape}")
+    axes = None if x.ndim == 3 else (1, 2, 3)
+    dh = x[..., 1:, :, :] - x[..., :-1, :, :]
+    dw = x[..., :, 1:, :] - x[..., :, :-1, :]
+    return reduce_sum(absolute(dh), axis=axes) + reduce_sum(absolute(dw), axis=axes)
+
+
+def psnr(a, b, max_val, name=None):
+    """The peak signal-to-noise ratio between images `a` and `b`, per image:
+    `20 log10(max_val) - 10 log10(mean((a - b)^2))` over the last three axes (tf.image.psnr).
+    Integer images are converted to float32 in [0, 1] (and `max_val` with them); float64
+    stays float64. Differentiable.
+
+    >>> float(tg.image.psnr(tg.zeros((2, 2, 1)), tg.fill((2, 2, 1), 0.1), max_val=1.0))
+    20.0
+    """
+    x, y = tensor(a), tensor(b)
+    if x.shape != y.shape or x.ndim < 3:
+        raise InvalidArgumentError(f"psnr: a and b must have the same shape of rank >= 3, got "
+                                   f"{x.shape} and {y.shape}")
+    if x._data.dtype != y._data.dtype:
+        raise InvalidArgumentError(f"psnr: a and b must have the same dtype, got "
+                                   f"{x.dtype.name} and {y.dtype.name}")
+    src = x._data.dtype
+    fx, _ = _to_float(x, "psnr")
+    fy, _ = _to_float(y, "psnr")
+    dt = fx._data.dtype
+    peak = float(max_val) / (float(np.iinfo(src).max) if src.kind in "iu" else 1.0)
+    diff = fx - fy
+    mse = reduce_mean(diff * diff, axis=(-3, -2, -1))
+    return cast(20.0 * math.log10(peak), dt) - (10.0 / math.log(10.0)) * log(mse)
 
 
 __all__ = public(globals(), ("image",)) + ["ResizeMethod"]
