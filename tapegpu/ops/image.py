@@ -704,8 +704,8 @@ def rgb_to_grayscale(images, name=None):
     axis of size 1 (tf.image.rgb_to_grayscale). Integer images go through float32 in [0, 1];
     float images are computed in their dtype (TF computes float64 in float32). Differentiable.
 
-    >>> tg.image.rgb_to_grayscale(tg.constant([[[1.0, 1.0, 1.0]]])).numpy()
-    array([[[0.9999]]], dtype=float32)
+    >>> tg.image.rgb_to_grayscale(tg.constant([[[1.0, 0.0, 0.0]]])).numpy()
+    array([[[0.2989]]], dtype=float32)
     """
     x = tensor(images)
     if x.ndim < 1 or x.shape[-1] != 3:
@@ -762,8 +762,8 @@ def total_variation(images, name=None):
     (tf.image.total_variation): a scalar for one image, one value per image for a batch.
     Differentiable (almost everywhere).
 
-    >>> tg.image.total_variation(tg.constant([[[0.0], [1.0]], [[3.0], [1.0]]])).numpy()
-    np.float32(6.0)
+    >>> float(tg.image.total_variation(tg.constant([[[0.0], [1.0]], [[3.0], [1.0]]])))
+    6.0
     """
     x = tensor(images)
     if x.ndim not in (3, 4):
@@ -794,11 +794,10 @@ def psnr(a, b, max_val, name=None):
     src = x._data.dtype
     fx, _ = _to_float(x, "psnr")
     fy, _ = _to_float(y, "psnr")
-    dt = fx._data.dtype
     peak = float(max_val) / (float(np.iinfo(src).max) if src.kind in "iu" else 1.0)
     diff = fx - fy
     mse = reduce_mean(diff * diff, axis=(-3, -2, -1))
-    return cast(20.0 * math.log10(peak), dt) - (10.0 / math.log(10.0)) * log(mse)
+    return 20.0 * math.log10(peak) - (10.0 / math.log(10.0)) * log(mse)
 
 
 __all__ = public(globals(), ("image",)) + ["ResizeMethod"]
