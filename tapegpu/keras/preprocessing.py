@@ -12,9 +12,11 @@ at every call, also of a `tg.function`), from the layer's own generator when it 
 `affine_transform` follows TensorFlow's `ImageProjectiveTransformV3` (Keras' TensorFlow
 backend): output pixel (x, y) reads the input at `((a0 x + a1 y + a2) / k, (b0 x + b1 y + b2)
 / k)`, `k = c0 x + c1 y + 1`; coordinates outside the image are first mapped by the fill mode
-(reflect `dcba|abcd|dcba`, wrap `abcd|abcd|abcd`, nearest `aaaa|abcd|dddd`, constant: kept),
-then sampled bilinearly or at the nearest pixel, samples outside the image reading
-`fill_value`. It is gathers and arithmetic on tapegpu tensors, so it runs on every device and
+(reflect `dcba|abcd|dcba`, wrap `abcd|abcd|abcd`, nearest `aaaa|abcd|dddd`, constant: kept)
+and clamped to the image, then sampled bilinearly or at the nearest pixel, samples outside
+the image reading `fill_value`. One difference, an improvement: wrap is `c mod size`, where TF's kernel maps
+coordinates at `size - 1` or more pixels outside the image to the wrong pixel (it divides by
+`size - 1`). It is gathers and arithmetic on tapegpu tensors, so it runs on every device and
 is differentiable in the images.
 """
 import math
@@ -44,11 +46,9 @@ def _reflect(c, n):
 
 
 def _wrap(c, n):
-    """TF's wrap mapping of coordinates `c` into [0, n - 1] (abcd|abcd|abcd)."""
-    size = n - 1.0
-    below = c + n * (ops.floor(-c / size) + 1.0)
-    above = c - n * ops.floor(c / size)
-    return ops.where(c < 0.0, below, ops.where(c > n - 1.0, above, c))
+    """The wrap mapping of coordinates `c` into [0, n) (abcd|abcd|abcd): c mod n. (TF's kernel
+    divides by n - 1 instead, which wraps shifts of n - 1 pixels or more to the wrong place.)"""
+    return c - n * ops.floor(c / n)
 
 
 def _map_coordinates(c, n, fill_mode):
@@ -105,13 +105,14 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
     single = x.ndim == 3
     if single:
         x = ops.expand_dims(x, 0)
-    t = convert_to_tensor(transform)
+    dt = np.float64 if x.dtype == np.float64 else np.float32
+    t = transform if isinstance(transform, Tensor) else np.asarray(transform, dt)
+    t = convert_to_tensor(t)
     if t.ndim not in (1, 2) or t.shape[-1] != 8 or (t.ndim == 2 and t.shape[0] not in
                                                      (1, x.shape[0])):
         raise ValueError(f"affine_transform: transform must have shape (8,) or (batch, 8) with "
                          f"batch {x.shape[0]}, received transform.shape={t.shape}")
     b, h, w, c = x.shape
-    dt = np.float64 if x.dtype == np.float64 else np.float32
     t = ops.reshape(ops.cast(t, dt), (-1, 8, 1, 1))
     ys = np.arange(h, dtype=dt).reshape(1, h, 1)
     xs = np.arange(w, dtype=dt).reshape(1, 1, w)
