@@ -22,12 +22,12 @@ import numpy as np
 from ..core.dtypes import as_dtype, np_dtype
 from ..core.tensor import Tensor, Variable
 from ._base import InvalidArgumentError, public, tensor
-from .binary import clip_by_value, less, maximum, where
+from .binary import clip_by_value, equal, greater, less, maximum, where
 from .creation import range as arange
 from .linalg import einsum, tensordot
 from .random import uniform
-from .reduce import reduce_mean, reduce_std, reduce_sum
-from .shape import expand_dims, gather, pad, reshape, squeeze, tile
+from .reduce import reduce_max, reduce_mean, reduce_min, reduce_std, reduce_sum
+from .shape import expand_dims, gather, pad, reshape, squeeze, stack, tile
 from .shape import transpose as permute
 from .unary import abs as absolute, cast, floor, log, rsqrt
 from ..errors import UnimplementedError
@@ -798,6 +798,94 @@ def psnr(a, b, max_val, name=None):
     diff = fx - fy
     mse = reduce_mean(diff * diff, axis=(-3, -2, -1))
     return 20.0 * math.log10(peak) - (10.0 / math.log(10.0)) * log(mse)
+
+
+# -- HSV -----------------------------------------------------------------------------------------
+
+def _rgb_channels(images, op):
+    x = tensor(images)
+    if x.ndim < 1 or x.shape[-1] != 3:
+        raise InvalidArgumentError(f"{op}: the last dimension of images must be of size 3, got "
+                                   f"shape {x.shape}")
+    if x._data.dtype.kind != "f":
+        raise InvalidArgumentError(f"{op}: images must be floating (use convert_image_dtype "
+                                   f"first), got {x.dtype.name}")
+    return x, x[..., 0], x[..., 1], x[..., 2]
+
+
+def rgb_to_hsv(images, name=None):
+    """Converts RGB images (floats in [0, 1], last axis 3) to HSV (tf.image.rgb_to_hsv): value
+    = max(r, g, b), saturation = (max - min) / max (0 for black), hue in [0, 1) from the
+    channel holding the maximum (0 for greys). Differentiable away from the channel ties.
+
+    >>> tg.image.rgb_to_hsv(tg.constant([[[1.0, 0.5, 0.0]]])).numpy()
+    array([[[0.08333334, 1.        , 1.        ]]], dtype=float32)
+    """
+    x, r, g, b = _rgb_channels(images, "rgb_to_hsv")
+    value = reduce_max(x, axis=-1)
+    spread = value - reduce_min(x, axis=-1)
+    positive = greater(spread, 0.0)
+    safe = where(positive, spread, 1.0)  # no 0/0 in the branch `where` drops (nor its gradient)
+    saturation = where(greater(value, 0.0), spread / where(greater(value, 0.0), value, 1.0), 0.0)
+    hue = where(equal(r, value), (g - b) / (6.0 * safe),
+                where(equal(g, value), (b - r) / (6.0 * safe) + 1.0 / 3.0,
+                      (r - g) / (6.0 * safe) + 2.0 / 3.0))
+    hue = where(positive, hue, 0.0)
+    hue = where(less(hue, 0.0), hue + 1.0, hue)
+    return stack([hue, saturation, value], axis=-1)
+
+
+def hsv_to_rgb(images, name=None):
+    """Converts HSV images (last axis 3, hue in [0, 1)) to RGB (tf.image.hsv_to_rgb, TF's
+    piecewise-linear form: channel c is `v * (1 - s + s * clip(...))` of the hue).
+    Differentiable.
+
+    >>> tg.image.hsv_to_rgb(tg.constant([[[0.0, 1.0, 0.5]]])).numpy()
+    array([[[0.5, 0. , 0. ]]], dtype=float32)
+    """
+    _, h, s, v = _rgb_channels(images, "hsv_to_rgb")
+    dh = h * 6.0
+    red = clip_by_value(absolute(dh - 3.0) - 1.0, 0.0, 1.0)
+    green = clip_by_value(2.0 - absolute(dh - 2.0), 0.0, 1.0)
+    blue = clip_by_value(2.0 - absolute(dh - 4.0), 0.0, 1.0)
+    return stack([v * (1.0 - s + s * c) for c in (red, green, blue)], axis=-1)
+
+
+def adjust_saturation(image, saturation_factor, name=None):
+    """Scales the saturation of RGB images by `saturation_factor` in HSV space, clipped to
+    [0, 1] (tf.image.adjust_saturation). Integer images go through float32 in [0, 1] and
+    back (saturating); float64 stays float64. Differentiable in the image and the factor.
+
+    >>> tg.image.adjust_saturation(tg.constant([[[1.0, 0.5, 0.0]]]), 0.0).numpy()
+    array([[[1., 1., 1.]]], dtype=float32)
+    """
+    x = tensor(image)
+    flt, back = _to_float(x, "adjust_saturation")
+    factor = _scalar(saturation_factor, flt._data.dtype, "adjust_saturation",
+                     "saturation_factor")
+    hsv = rgb_to_hsv(flt)
+    s = clip_by_value(hsv[..., 1] * factor, 0.0, 1.0)
+    return back(hsv_to_rgb(stack([hsv[..., 0], s, hsv[..., 2]], axis=-1)))
+
+
+def adjust_hue(image, delta, name=None):
+    """Rotates the hue of RGB images by `delta` (in [-1, 1], a fraction of the colour wheel)
+    in HSV space (tf.image.adjust_hue). Integer images go through float32 in [0, 1] and back;
+    float64 stays float64. Differentiable in the image and `delta`.
+
+    >>> tg.image.adjust_hue(tg.constant([[[1.0, 0.0, 0.0]]]), 1 / 3).numpy().round(6)
+    array([[[0., 1., 0.]]], dtype=float32)
+    """
+    x = tensor(image)
+    flt, back = _to_float(x, "adjust_hue")
+    d = _scalar(delta, flt._data.dtype, "adjust_hue", "delta")
+    if not isinstance(d, Tensor) and not -1.0 <= d <= 1.0:
+        raise InvalidArgumentError(f"adjust_hue: delta must be in the interval [-1, 1], got "
+                                   f"{delta}")
+    hsv = rgb_to_hsv(flt)
+    h = hsv[..., 0] + d
+    h = h - floor(h)  # mod 1, with the gradient of h (floor's is zero)
+    return back(hsv_to_rgb(stack([h, hsv[..., 1], hsv[..., 2]], axis=-1)))
 
 
 __all__ = public(globals(), ("image",)) + ["ResizeMethod"]

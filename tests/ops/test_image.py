@@ -622,3 +622,69 @@ def test_total_variation_and_psnr_match_definitions():
         tg.image.psnr(a, b[0], 1.0)
     with pytest.raises(ValueError, match="either 3 or"):
         tg.image.total_variation(a[0, 0])
+
+
+# -- HSV (colorsys is the definition) ------------------------------------------------------------
+
+def _per_pixel(fn, img):
+    return np.apply_along_axis(lambda p: np.array(fn(*p)), -1, img)
+
+
+def _hsv_images(seed=11, ties=True):
+    """Random RGB images; with `ties`, also a grey, a two-channel maximum and black."""
+    img = np.random.default_rng(seed).uniform(0.05, 0.95, (2, 3, 4, 3))
+    if ties:
+        img[0, 0, 0], img[0, 0, 1], img[0, 0, 2] = [0.5] * 3, [0.2, 0.7, 0.7], [0.0] * 3
+    return img
+
+
+def test_rgb_to_hsv_and_back_match_colorsys():
+    import colorsys
+    img = _hsv_images()
+    hsv = tg.image.rgb_to_hsv(img)
+    assert hsv.dtype == tg.float64
+    np.testing.assert_allclose(hsv.numpy(), _per_pixel(colorsys.rgb_to_hsv, img), atol=1e-12)
+    np.testing.assert_allclose(tg.image.hsv_to_rgb(hsv).numpy(), img, atol=1e-12)
+    np.testing.assert_allclose(tg.image.hsv_to_rgb(img).numpy(),
+                               _per_pixel(colorsys.hsv_to_rgb, img), atol=1e-12)
+    smooth = tg.constant(_hsv_images(12, ties=False))  # no ties between channels: differentiable
+    tg.test.check_gradients(tg.image.rgb_to_hsv, [smooth])
+    tg.test.check_gradients(tg.image.hsv_to_rgb, [smooth])
+    # greys and black: hue 0, saturation 0, and finite gradients
+    x = tg.constant(img)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        loss = tg.reduce_sum(tg.image.rgb_to_hsv(x))
+    assert np.isfinite(tape.gradient(loss, x).numpy()).all()
+
+
+def test_adjust_saturation_and_hue_match_colorsys_definitions():
+    import colorsys
+    img = _hsv_images()
+    hsv = _per_pixel(colorsys.rgb_to_hsv, img)
+    sat = hsv.copy()
+    sat[..., 1] = np.clip(sat[..., 1] * 1.7, 0, 1)
+    np.testing.assert_allclose(tg.image.adjust_saturation(img, 1.7).numpy(),
+                               _per_pixel(colorsys.hsv_to_rgb, sat), atol=1e-12)
+    for delta in (0.3, -0.45, 1.0):
+        hue = hsv.copy()
+        hue[..., 0] = (hue[..., 0] + delta) % 1.0
+        np.testing.assert_allclose(tg.image.adjust_hue(img, delta).numpy(),
+                                   _per_pixel(colorsys.hsv_to_rgb, hue), atol=1e-12)
+    smooth = _hsv_images(12, ties=False)
+    tg.test.check_gradients(lambda x, f: tg.image.adjust_saturation(x, f),
+                            [tg.constant(smooth), tg.constant(0.6, tg.float64)])
+    tg.test.check_gradients(lambda x, d: tg.image.adjust_hue(x, d),
+                            [tg.constant(smooth), tg.constant(0.1, tg.float64)])
+    u8 = (img * 255).astype(np.uint8)
+    flt = tg.image.convert_image_dtype(u8, tg.float32)
+    want = tg.image.convert_image_dtype(tg.image.adjust_hue(flt, 0.2), tg.uint8, saturate=True)
+    got = tg.image.adjust_hue(u8, 0.2)
+    assert got.dtype == tg.uint8
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ValueError, match="in the interval \\[-1, 1\\]"):
+        tg.image.adjust_hue(img, 1.5)
+    with pytest.raises(ValueError, match="size 3"):
+        tg.image.rgb_to_hsv(img[..., :2])
+    with pytest.raises(ValueError, match="floating"):
+        tg.image.rgb_to_hsv(u8)
