@@ -23,6 +23,7 @@ from ..core.dtypes import as_dtype, np_dtype
 from ..core.tensor import Tensor, Variable
 from ._base import InvalidArgumentError, public, tensor
 from .binary import clip_by_value, equal, greater, less, maximum, where
+from .conv import depthwise_conv2d
 from .creation import range as arange
 from .linalg import einsum, tensordot
 from .random import uniform
@@ -798,6 +799,68 @@ def psnr(a, b, max_val, name=None):
     diff = fx - fy
     mse = reduce_mean(diff * diff, axis=(-3, -2, -1))
     return 20.0 * math.log10(peak) - (10.0 / math.log(10.0)) * log(mse)
+
+
+def _gaussian_window(size, sigma):
+    """TF's `_fspecial_gauss`: the normalised 2-D Gaussian exp(-(x^2 + y^2) / (2 sigma^2)) on
+    `size` points centred on 0 (float64 on the host)."""
+    coords = np.arange(size, dtype=np.float64) - (size - 1) / 2.0
+    g = -0.5 * coords ** 2 / sigma ** 2
+    w = np.exp(g[:, None] + g[None, :])
+    return w / w.sum()
+
+
+def ssim(img1, img2, max_val, filter_size=11, filter_sigma=1.5, k1=0.01, k2=0.03,
+         return_index_map=False):
+    """The structural similarity of two images or batches (tf.image.ssim): per channel, local
+    means, variances and covariance under a `filter_size` x `filter_size` Gaussian window of
+    `filter_sigma` (VALID positions only), combined as
+    `(2 mu_x mu_y + C1) / (mu_x^2 + mu_y^2 + C1) * (2 s_xy + C2) / (s_x^2 + s_y^2 + C2)`,
+    `C1 = (k1 max_val)^2`, `C2 = (k2 max_val)^2`, averaged over the positions and then the
+    channels (`return_index_map=True`: the channel mean at each position). Integer images
+    are converted to float32 in [0, 1] (and `max_val` with them); float64 stays float64.
+    Differentiable.
+
+    >>> img = tg.random.stateless_uniform((16, 16, 3), seed=[1, 2])
+    >>> float(tg.image.ssim(img, img, max_val=1.0))
+    1.0
+    """
+    x, y = tensor(img1), tensor(img2)
+    if x.shape != y.shape or x.ndim < 3:
+        raise InvalidArgumentError(f"ssim: img1 and img2 must have the same shape of rank >= 3 "
+                                   f"[..., height, width, channels], got {x.shape} and "
+                                   f"{y.shape}")
+    if x._data.dtype != y._data.dtype:
+        raise InvalidArgumentError(f"ssim: img1 and img2 must have the same dtype, got "
+                                   f"{x.dtype.name} and {y.dtype.name}")
+    size = int(filter_size)
+    h, w, c = x.shape[-3:]
+    if size < 1 or size > h or size > w:
+        raise InvalidArgumentError(f"ssim: can't use a filter size greater than the image size "
+                                   f"(or < 1): filter_size {size}, image {h}x{w}")
+    src = x._data.dtype
+    fx, _ = _to_float(x, "ssim")
+    fy, _ = _to_float(y, "ssim")
+    dt = fx._data.dtype
+    peak = float(max_val) / (float(np.iinfo(src).max) if src.kind in "iu" else 1.0)
+    window = np.tile(_gaussian_window(size, float(filter_sigma))[:, :, None, None], (1, 1, c, 1))
+    kernel = _on_device(fx, window.astype(dt))
+    batch = x.shape[:-3]
+
+    def local_mean(z):
+        out = depthwise_conv2d(reshape(z, (-1, h, w, c)), kernel, [1, 1, 1, 1], "VALID")
+        return reshape(out, batch + tuple(out.shape[1:]))
+    c1, c2 = (k1 * peak) ** 2, (k2 * peak) ** 2
+    mean_x, mean_y = local_mean(fx), local_mean(fy)
+    num0 = mean_x * mean_y * 2.0
+    den0 = mean_x * mean_x + mean_y * mean_y
+    luminance = (num0 + c1) / (den0 + c1)
+    cs = (local_mean(fx * fy) * 2.0 - num0 + c2) / (local_mean(fx * fx + fy * fy) - den0 + c2)
+    index_map = luminance * cs
+    if return_index_map:
+        return reduce_mean(index_map, axis=-1)
+    return reduce_mean(reduce_mean(index_map, axis=(-3, -2)), axis=-1)
+
 
 
 # -- HSV -----------------------------------------------------------------------------------------

@@ -688,3 +688,51 @@ def test_adjust_saturation_and_hue_match_colorsys_definitions():
         tg.image.rgb_to_hsv(img[..., :2])
     with pytest.raises(ValueError, match="floating"):
         tg.image.rgb_to_hsv(u8)
+
+
+# -- SSIM (a loop over the Gaussian windows is the definition) ----------------------------------
+
+def loop_ssim_map(x, y, max_val, size, sigma, k1, k2):
+    """[h, w, c] images: SSIM at each VALID window position and channel."""
+    coords = np.arange(size) - (size - 1) / 2
+    g = np.exp(-(coords[:, None] ** 2 + coords[None, :] ** 2) / (2 * sigma ** 2))
+    g /= g.sum()
+    c1, c2 = (k1 * max_val) ** 2, (k2 * max_val) ** 2
+    h, w, c = x.shape
+    out = np.zeros((h - size + 1, w - size + 1, c))
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            for k in range(c):
+                px, py = x[i:i + size, j:j + size, k], y[i:i + size, j:j + size, k]
+                mx, my = (g * px).sum(), (g * py).sum()
+                vx, vy = (g * px * px).sum() - mx * mx, (g * py * py).sum() - my * my
+                cov = (g * px * py).sum() - mx * my
+                out[i, j, k] = (2 * mx * my + c1) / (mx * mx + my * my + c1) * \
+                    (2 * cov + c2) / (vx + vy + c2)
+    return out
+
+
+def test_ssim_matches_the_windowed_definition():
+    rng = np.random.default_rng(13)
+    a = rng.uniform(0, 1, (2, 13, 14, 2))
+    b = np.clip(a + rng.normal(0, 0.1, a.shape), 0, 1)
+    maps = np.stack([loop_ssim_map(x, y, 1.0, 11, 1.5, 0.01, 0.03) for x, y in zip(a, b)])
+    got = tg.image.ssim(a, b, 1.0)
+    assert got.dtype == tg.float64 and got.shape == (2,)
+    np.testing.assert_allclose(got.numpy(), maps.mean(axis=(1, 2, 3)), rtol=1e-12)
+    np.testing.assert_allclose(tg.image.ssim(a, b, 1.0, return_index_map=True).numpy(),
+                               maps.mean(axis=-1), rtol=1e-12)
+    other = loop_ssim_map(a[0], b[0], 2.0, 5, 0.8, 0.02, 0.05).mean()
+    assert float(tg.image.ssim(a[0], b[0], 2.0, filter_size=5, filter_sigma=0.8, k1=0.02,
+                               k2=0.05)) == pytest.approx(other, rel=1e-12)
+    assert float(tg.image.ssim(a[0], a[0], 1.0)) == pytest.approx(1.0, rel=1e-12)
+    small_a, small_b = tg.constant(a[0, :5, :5]), tg.constant(b[0, :5, :5])
+    tg.test.check_gradients(lambda x: tg.image.ssim(x, small_b, 1.0, filter_size=3), [small_a])
+    ua, ub = (a * 255).astype(np.uint8), (b * 255).astype(np.uint8)
+    fa, fb = (u.astype(np.float64) / 255 for u in (ua, ub))
+    want = [loop_ssim_map(x, y, 1.0, 11, 1.5, 0.01, 0.03).mean() for x, y in zip(fa, fb)]
+    np.testing.assert_allclose(tg.image.ssim(ua, ub, 255).numpy(), want, rtol=1e-5)
+    with pytest.raises(ValueError, match="filter size greater than the image size"):
+        tg.image.ssim(a[:, :8], b[:, :8], 1.0)
+    with pytest.raises(ValueError, match="same shape"):
+        tg.image.ssim(a, b[0], 1.0)
