@@ -14,10 +14,10 @@ backend): output pixel (x, y) reads the input at `((a0 x + a1 y + a2) / k, (b0 x
 / k)`, `k = c0 x + c1 y + 1`; coordinates outside the image are first mapped by the fill mode
 (reflect `dcba|abcd|dcba`, wrap `abcd|abcd|abcd`, nearest `aaaa|abcd|dddd`, constant: kept)
 and clamped to the image, then sampled bilinearly or at the nearest pixel, samples outside
-the image reading `fill_value`. One difference, an improvement: wrap is `c mod size`, where TF's kernel maps
-coordinates at `size - 1` or more pixels outside the image to the wrong pixel (it divides by
-`size - 1`). It is gathers and arithmetic on tapegpu tensors, so it runs on every device and
-is differentiable in the images.
+the image reading `fill_value`. One difference, an improvement: wrap is `c mod size`, where
+TF's kernel divides by `size - 1` and so misplaces coordinates `size - 1` or more pixels
+outside the image. The transform is gathers and arithmetic on tapegpu tensors, so it runs on
+every device and is differentiable in the images.
 """
 import math
 
@@ -249,7 +249,7 @@ class Resizing(Layer):
         x = x if isinstance(x, Tensor) else convert_to_tensor(x)
         return x if x._data.dtype.kind in "iu" else super()._convert(x)
 
-    def call(self, inputs):
+    def call(self, inputs, training=False):  # the same in training and inference
         src = convert_to_tensor(inputs)
         x = _images(self, src)
         if self.crop_to_aspect_ratio:
@@ -278,7 +278,7 @@ class CenterCrop(Layer):
         super().__init__(name=name, **kwargs)
         self.height, self.width = _size_arg(self, height=height, width=width)
 
-    def call(self, inputs):
+    def call(self, inputs, training=False):  # the same in training and inference
         x = _images(self, inputs)
         h, w = x.shape[-3], x.shape[-2]
         if h < self.height or w < self.width:

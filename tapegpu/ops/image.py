@@ -1,6 +1,12 @@
-"""`tg.image`: resizing, dtype conversion and contrast, with TensorFlow 2's semantics.
+"""`tg.image`: resizing, dtype conversion, flips and rotations, crops and pads, colour
+adjustments (brightness, contrast, saturation, hue, grayscale, HSV), their random versions, and
+image quality measures (total variation, PSNR, SSIM), with TensorFlow 2's semantics.
 
-Images are `[height, width, channels]` or batches `[batch, height, width, channels]`.
+Images are `[height, width, channels]` or batches `[batch, height, width, channels]`. Every
+function is composed from tapegpu's ops, so it runs on every device and is differentiable
+where TensorFlow's is. The random functions draw from tapegpu's random streams
+(`tg.random.set_seed`, op seeds): each call draws anew, also inside a `tg.function`, where the
+draw is a random node of the graph.
 
 `resize` samples at TF2's half-pixel centers (`half_pixel_centers=True`, `align_corners=False`):
 output pixel i along an axis of input size n and output size m reads the input at
@@ -24,13 +30,12 @@ from ..core.tensor import Tensor, Variable
 from ._base import InvalidArgumentError, public, tensor
 from .binary import clip_by_value, equal, greater, less, maximum, where
 from .conv import depthwise_conv2d
-from .creation import range as arange
 from .linalg import einsum, tensordot
 from .random import uniform
 from .reduce import reduce_max, reduce_mean, reduce_min, reduce_std, reduce_sum
 from .shape import expand_dims, gather, pad, reshape, squeeze, stack, tile
 from .shape import transpose as permute
-from .unary import abs as absolute, cast, floor, log, rsqrt
+from .unary import abs as absolute, cast, floor, log
 from ..errors import UnimplementedError
 
 
@@ -364,7 +369,7 @@ def adjust_contrast(images, contrast_factor):
     return out if orig.kind == "f" else convert_image_dtype(out, orig, saturate=True)
 
 
-# -- flips, rotations, crops and pads ---------------------------------------------------------------
+# -- flips, rotations, crops and pads -------------------------------------------------------------
 
 def _image(image, op, arg="image"):
     """`image` as a tensor of rank 3 ([height, width, channels]) or 4 (a batch), else TF's
@@ -618,7 +623,7 @@ def random_crop(value, size, seed=None, name=None):
     return x
 
 
-# -- color ------------------------------------------------------------------------------------------
+# -- color ----------------------------------------------------------------------------------------
 
 def _to_float(x, op):
     """An image as floats and how to return: floats as they are, integers as float32 in [0, 1]

@@ -266,3 +266,16 @@ def test_layer_argument_errors():
         L.CenterCrop(0, 2)
     with pytest.raises(ValueError, match="rank 3 or 4"):
         L.RandomFlip()(tg.zeros((2, 2)), training=True)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: L.RandomRotation(0.2, seed=0), lambda: L.RandomZoom(0.3, seed=0),
+    lambda: L.RandomTranslation(0.3, 0.3, seed=0), lambda: L.RandomFlip(seed=0),
+    lambda: L.RandomContrast(0.5, seed=0), lambda: L.RandomBrightness(0.3, seed=0),
+    lambda: L.RandomCrop(3, 4, seed=0), lambda: L.CenterCrop(3, 4), lambda: L.Resizing(3, 4)])
+def test_layers_keep_float64_and_compute_integers_in_float32(make):
+    img = np.random.default_rng(11).uniform(0, 255, (2, 5, 6, 3))
+    assert make()(img, training=True).dtype == tg.float64
+    layer = make()
+    want = tg.uint8 if isinstance(layer, L.Resizing) else tg.float32
+    assert layer(img.astype(np.uint8), training=True).dtype == want
