@@ -413,7 +413,8 @@ def _random_flip(image, axis, seed, op):
     """Each image flipped along `axis` with probability 1/2 (one draw per image of a batch)."""
     x = _image(image, op)
     batch = x.shape[:1] if x.ndim == 4 else ()
-    coin = uniform(batch + (1, 1, 1) if batch else (), seed=seed, dtype=np.float32)
+    coin = uniform(batch + (1, 1, 1) if batch else (), seed=seed, dtype=np.float32,
+                   device=x._dev)
     return where(less(coin, 0.5), _reverse(x, axis), x)
 
 
@@ -616,7 +617,8 @@ def random_crop(value, size, seed=None, name=None):
         raise InvalidArgumentError(f"random_crop: need value.shape >= size, got shape "
                                    f"{x.shape} and size {list(size)}")
     limits = np.array([n - s + 1 for n, s in zip(x.shape, size)], np.float64)
-    offsets = cast(floor(uniform((x.ndim,), seed=seed, dtype=np.float64) * limits), np.int64)
+    draw = uniform((x.ndim,), seed=seed, dtype=np.float64, device=x._dev)
+    offsets = cast(floor(draw * limits), np.int64)
     for axis, s in enumerate(size):
         if s != x.shape[axis]:
             x = gather(x, offsets[axis] + np.arange(s, dtype=np.int64), axis=axis)
@@ -680,7 +682,7 @@ def random_brightness(image, max_delta, seed=None):
                                    f"{max_delta}")
     x = tensor(image)
     dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
-    delta = uniform((), -max_delta, max_delta, seed=seed, dtype=dt)
+    delta = uniform((), -max_delta, max_delta, seed=seed, dtype=dt, device=x._dev)
     return adjust_brightness(x, delta)
 
 
@@ -699,7 +701,8 @@ def random_contrast(image, lower, upper, seed=None):
         raise InvalidArgumentError(f"random_contrast: lower must be non-negative, got {lower}")
     x = tensor(image)
     dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
-    return adjust_contrast(x, uniform((), lower, upper, seed=seed, dtype=dt))
+    return adjust_contrast(x, uniform((), lower, upper, seed=seed, dtype=dt,
+                                       device=x._dev))
 
 
 _GRAY = (0.2989, 0.5870, 0.1140)

@@ -279,3 +279,24 @@ def test_layers_keep_float64_and_compute_integers_in_float32(make):
     layer = make()
     want = tg.uint8 if isinstance(layer, L.Resizing) else tg.float32
     assert layer(img.astype(np.uint8), training=True).dtype == want
+
+
+def test_augmentation_in_a_model_acts_in_fit_only():
+    """The image tutorials' pattern: augmentation layers at the front of a Sequential model."""
+    keras = tg.keras
+    tg.random.set_seed(0)
+    augment = keras.Sequential([L.RandomFlip("horizontal"), L.RandomRotation(0.1),
+                                L.RandomZoom(0.1), L.RandomContrast(0.2)])
+    model = keras.Sequential([keras.Input(shape=(10, 10, 3)), L.Resizing(8, 8), augment,
+                              L.Rescaling(1 / 255), L.Flatten(), L.Dense(2)])
+    model.compile(optimizer="sgd",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.random.default_rng(12).uniform(0, 255, (8, 10, 10, 3)).astype(np.float32)
+    y = np.arange(8) % 2
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    assert any(not np.array_equal(a, v.numpy()) for a, v in zip(before, model.trainable_variables))
+    np.testing.assert_array_equal(model.predict(x, verbose=0), model.predict(x, verbose=0))
+    inputs = tg.constant(x)
+    assert not np.array_equal(augment(inputs, training=True).numpy(),
+                              augment(inputs, training=True).numpy())
