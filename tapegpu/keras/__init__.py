@@ -47,6 +47,7 @@ utils.pack_x_y_sample_weight = _training.pack_x_y_sample_weight
 from . import applications  # noqa: F401
 from . import recurrent as _recurrent
 from . import more_layers as _more_layers
+from . import preprocessing as _preprocessing
 
 
 def _namespace(name, doc, **members):
@@ -70,6 +71,9 @@ for _module in (_conv_layers, _pooling, _recurrent):  # convolution, pooling, sp
         if isinstance(_v, type) and issubclass(_v, _layers.Layer):
             setattr(layers, _k, _v)
 for _k, _v in _public(_more_layers).items():  # wrapper, merge, noise, normalization... layers
+    if isinstance(_v, type) and issubclass(_v, _layers.Layer):
+        setattr(layers, _k, _v)
+for _k, _v in _public(_preprocessing).items():  # image preprocessing and augmentation layers
     if isinstance(_v, type) and issubclass(_v, _layers.Layer):
         setattr(layers, _k, _v)
 

@@ -1,6 +1,12 @@
-"""`tg.image`: resizing, dtype conversion and contrast, with TensorFlow 2's semantics.
+"""`tg.image`: resizing, dtype conversion, flips and rotations, crops and pads, colour
+adjustments (brightness, contrast, saturation, hue, grayscale, HSV), their random versions, and
+image quality measures (total variation, PSNR, SSIM), with TensorFlow 2's semantics.
 
-Images are `[height, width, channels]` or batches `[batch, height, width, channels]`.
+Images are `[height, width, channels]` or batches `[batch, height, width, channels]`. Every
+function is composed from tapegpu's ops, so it runs on every device and is differentiable
+where TensorFlow's is. The random functions draw from tapegpu's random streams
+(`tg.random.set_seed`, op seeds): each call draws anew, also inside a `tg.function`, where the
+draw is a random node of the graph.
 
 `resize` samples at TF2's half-pixel centers (`half_pixel_centers=True`, `align_corners=False`):
 output pixel i along an axis of input size n and output size m reads the input at
@@ -22,10 +28,14 @@ import numpy as np
 from ..core.dtypes import as_dtype, np_dtype
 from ..core.tensor import Tensor, Variable
 from ._base import InvalidArgumentError, public, tensor
-from .linalg import einsum
-from .reduce import reduce_mean
-from .shape import expand_dims, gather, pad, squeeze
-from .unary import cast
+from .binary import clip_by_value, equal, greater, less, maximum, where
+from .conv import depthwise_conv2d
+from .linalg import einsum, tensordot
+from .random import uniform
+from .reduce import reduce_max, reduce_mean, reduce_min, reduce_std, reduce_sum
+from .shape import expand_dims, gather, pad, reshape, squeeze, stack, tile
+from .shape import transpose as permute
+from .unary import abs as absolute, cast, floor, log
 from ..errors import UnimplementedError
 
 
@@ -357,6 +367,596 @@ def adjust_contrast(images, contrast_factor):
     mean = reduce_mean(flt, axis=(-3, -2), keepdims=True)
     out = (flt - mean) * factor + mean
     return out if orig.kind == "f" else convert_image_dtype(out, orig, saturate=True)
+
+
+# -- flips, rotations, crops and pads -------------------------------------------------------------
+
+def _image(image, op, arg="image"):
+    """`image` as a tensor of rank 3 ([height, width, channels]) or 4 (a batch), else TF's
+    ValueError (InvalidArgumentError is one)."""
+    x = tensor(image)
+    if x.ndim not in (3, 4):
+        raise InvalidArgumentError(f"{op}: '{arg}' (shape {x.shape}) must have either 3 or 4 "
+                                   f"dimensions")
+    return x
+
+
+def _reverse(x, axis):
+    n = x.shape[axis]
+    return gather(x, np.arange(n - 1, -1, -1, dtype=np.int64), axis=axis)
+
+
+def flip_left_right(image):
+    """Reverses the width axis of an image or a batch of images (tf.image.flip_left_right).
+    Differentiable (a gather).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0]), (2, 2, 1))
+    >>> tg.image.flip_left_right(img)[..., 0].numpy()
+    array([[2., 1.],
+           [4., 3.]], dtype=float32)
+    """
+    return _reverse(_image(image, "flip_left_right"), -2)
+
+
+def flip_up_down(image):
+    """Reverses the height axis of an image or a batch of images (tf.image.flip_up_down).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0]), (2, 2, 1))
+    >>> tg.image.flip_up_down(img)[..., 0].numpy()
+    array([[3., 4.],
+           [1., 2.]], dtype=float32)
+    """
+    return _reverse(_image(image, "flip_up_down"), -3)
+
+
+def _random_flip(image, axis, seed, op):
+    """Each image flipped along `axis` with probability 1/2 (one draw per image of a batch)."""
+    x = _image(image, op)
+    batch = x.shape[:1] if x.ndim == 4 else ()
+    coin = uniform(batch + (1, 1, 1) if batch else (), seed=seed, dtype=np.float32,
+                   device=x._dev)
+    return where(less(coin, 0.5), _reverse(x, axis), x)
+
+
+def random_flip_left_right(image, seed=None):
+    """Flips an image left to right with probability 1/2; in a batch each image has its own
+    draw (tf.image.random_flip_left_right). The draw comes from tapegpu's random streams:
+    `tg.random.set_seed` and `seed` make it repeatable, and every call (also of a
+    `tg.function`) draws anew.
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0]), (1, 2, 1))
+    >>> sorted(tg.image.random_flip_left_right(img, seed=1)[0, :, 0].numpy().tolist())
+    [1.0, 2.0]
+    """
+    return _random_flip(image, -2, seed, "random_flip_left_right")
+
+
+def random_flip_up_down(image, seed=None):
+    """Flips an image upside down with probability 1/2, per image of a batch
+    (tf.image.random_flip_up_down; draws as `random_flip_left_right`).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0]), (2, 1, 1))
+    >>> sorted(tg.image.random_flip_up_down(img, seed=1)[:, 0, 0].numpy().tolist())
+    [1.0, 2.0]
+    """
+    return _random_flip(image, -3, seed, "random_flip_up_down")
+
+
+def _swap_hw(x):
+    return permute(x, (1, 0, 2) if x.ndim == 3 else (0, 2, 1, 3))
+
+
+def transpose(image, name=None):
+    """Swaps the height and width axes of an image or a batch (tf.image.transpose).
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), (2, 3, 1))
+    >>> tg.image.transpose(img)[..., 0].numpy()
+    array([[1., 4.],
+           [2., 5.],
+           [3., 6.]], dtype=float32)
+    """
+    return _swap_hw(_image(image, "transpose"))
+
+
+def rot90(image, k=1, name=None):
+    """Rotates an image or a batch by `k` quarter turns counter-clockwise (tf.image.rot90;
+    `k` may be negative). Differentiable.
+
+    >>> img = tg.reshape(tg.constant([1.0, 2.0, 3.0, 4.0]), (2, 2, 1))
+    >>> tg.image.rot90(img)[..., 0].numpy()
+    array([[2., 4.],
+           [1., 3.]], dtype=float32)
+    """
+    x = _image(image, "rot90")
+    if isinstance(k, Tensor):
+        k = k.numpy().tolist()
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise InvalidArgumentError(f"rot90: k must be an integer number of quarter turns, got "
+                                   f"{k!r}")
+    k = int(k) % 4
+    if k == 1:
+        return _swap_hw(_reverse(x, -2))
+    if k == 2:
+        return _reverse(_reverse(x, -2), -3)
+    if k == 3:
+        return _reverse(_swap_hw(x), -2)
+    return x
+
+
+def _offsets(op, **values):
+    out = []
+    for key, v in values.items():
+        if isinstance(v, Tensor):
+            v = v.numpy().tolist()
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InvalidArgumentError(f"{op}: {key} must be an integer, got {v!r}")
+        out.append(int(v))
+    return out
+
+
+def crop_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
+    """The `[target_height, target_width]` window of an image (or of each image of a batch)
+    whose top-left corner is at `(offset_height, offset_width)`
+    (tf.image.crop_to_bounding_box). Differentiable.
+
+    >>> img = tg.reshape(tg.range(16.0), (4, 4, 1))
+    >>> tg.image.crop_to_bounding_box(img, 1, 2, 2, 2)[..., 0].numpy()
+    array([[ 6.,  7.],
+           [10., 11.]], dtype=float32)
+    """
+    op = "crop_to_bounding_box"
+    x = _image(image, op)
+    oh, ow, th, tw = _offsets(op, offset_height=offset_height, offset_width=offset_width,
+                              target_height=target_height, target_width=target_width)
+    h, w = x.shape[-3], x.shape[-2]
+    for what, v in (("offset_width", ow), ("offset_height", oh)):
+        if v < 0:
+            raise InvalidArgumentError(f"{op}: {what} must be >= 0, got {v}")
+    for what, v in (("target_width", tw), ("target_height", th)):
+        if v <= 0:
+            raise InvalidArgumentError(f"{op}: {what} must be > 0, got {v}")
+    if w < ow + tw:
+        raise InvalidArgumentError(f"{op}: width must be >= target + offset: image width {w} < "
+                                   f"offset_width {ow} + target_width {tw}")
+    if h < oh + th:
+        raise InvalidArgumentError(f"{op}: height must be >= target + offset: image height {h} "
+                                   f"< offset_height {oh} + target_height {th}")
+    return x[..., oh:oh + th, ow:ow + tw, :]
+
+
+def pad_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
+    """Pads an image (or each image of a batch) with zeros to `[target_height, target_width]`,
+    the image's top-left corner at `(offset_height, offset_width)`
+    (tf.image.pad_to_bounding_box). Differentiable.
+
+    >>> img = tg.ones((1, 2, 1))
+    >>> tg.image.pad_to_bounding_box(img, 1, 1, 3, 4)[..., 0].numpy()
+    array([[0., 0., 0., 0.],
+           [0., 1., 1., 0.],
+           [0., 0., 0., 0.]], dtype=float32)
+    """
+    op = "pad_to_bounding_box"
+    x = _image(image, op)
+    oh, ow, th, tw = _offsets(op, offset_height=offset_height, offset_width=offset_width,
+                              target_height=target_height, target_width=target_width)
+    h, w = x.shape[-3], x.shape[-2]
+    for what, v in (("offset_height", oh), ("offset_width", ow)):
+        if v < 0:
+            raise InvalidArgumentError(f"{op}: {what} must be >= 0, got {v}")
+    if th - oh - h < 0:
+        raise InvalidArgumentError(f"{op}: height must be <= target - offset: image height {h}, "
+                                   f"target_height {th}, offset_height {oh}")
+    if tw - ow - w < 0:
+        raise InvalidArgumentError(f"{op}: width must be <= target - offset: image width {w}, "
+                                   f"target_width {tw}, offset_width {ow}")
+    pads = [[oh, th - oh - h], [ow, tw - ow - w], [0, 0]]
+    return pad(x, ([[0, 0]] if x.ndim == 4 else []) + pads)
+
+
+def resize_with_crop_or_pad(image, target_height, target_width):
+    """Crops (centrally) or pads (with zeros, evenly) an image or a batch to
+    `[target_height, target_width]` (tf.image.resize_with_crop_or_pad). Differentiable.
+
+    >>> img = tg.reshape(tg.range(9.0), (3, 3, 1))
+    >>> tg.image.resize_with_crop_or_pad(img, 1, 5)[..., 0].numpy()
+    array([[0., 3., 4., 5., 0.]], dtype=float32)
+    """
+    op = "resize_with_crop_or_pad"
+    x = _image(image, op)
+    th, tw = _offsets(op, target_height=target_height, target_width=target_width)
+    if th <= 0 or tw <= 0:
+        raise InvalidArgumentError(f"{op}: target_height and target_width must be > 0, got "
+                                   f"{th} and {tw}")
+    h, w = x.shape[-3], x.shape[-2]
+    crop = crop_to_bounding_box(x, max((h - th) // 2, 0), max((w - tw) // 2, 0), min(th, h),
+                                min(tw, w))
+    return pad_to_bounding_box(crop, max((th - h) // 2, 0), max((tw - w) // 2, 0), th, tw)
+
+
+def central_crop(image, central_fraction):
+    """The central `central_fraction` (in (0, 1]) of an image or a batch along height and width
+    (tf.image.central_crop: the window starts at `int((size - size * fraction) / 2)` and is
+    symmetric). Differentiable.
+
+    >>> img = tg.reshape(tg.range(16.0), (4, 4, 1))
+    >>> tg.image.central_crop(img, 0.5)[..., 0].numpy()
+    array([[ 5.,  6.],
+           [ 9., 10.]], dtype=float32)
+    """
+    x = _image(image, "central_crop")
+    f = float(central_fraction.numpy()) if isinstance(central_fraction, Tensor) else \
+        float(central_fraction)
+    if not 0.0 < f <= 1.0:
+        raise InvalidArgumentError(f"central_crop: central_fraction must be within (0, 1], got "
+                                   f"{central_fraction!r}")
+    if f == 1.0:
+        return x
+    h, w = x.shape[-3], x.shape[-2]
+    top, left = int((h - h * f) / 2), int((w - w * f) / 2)
+    return x[..., top:h - top, left:w - left, :]
+
+
+def random_crop(value, size, seed=None, name=None):
+    """A window of shape `size` at a uniformly random offset of `value` (any rank; `size` has
+    one entry per axis), as tf.random_crop / tf.image.random_crop. The offset is a random
+    node (new at every call, also of a `tg.function`) and the window a gather along each
+    axis, so the crop is differentiable.
+
+    >>> tg.image.random_crop(tg.ones((5, 6, 3)), [2, 3, 3], seed=1).shape
+    (2, 3, 3)
+    """
+    x = tensor(value)
+    if isinstance(size, Tensor):
+        size = size.numpy().tolist()
+    size = list(size) if isinstance(size, (list, tuple, np.ndarray)) else None
+    if size is None or len(size) != x.ndim or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in size):
+        raise InvalidArgumentError(f"random_crop: size must be a list of {x.ndim} integers (one "
+                                   f"per axis of value, shape {x.shape}), got {size!r}")
+    if any(s < 0 or s > n for s, n in zip(size, x.shape)):
+        raise InvalidArgumentError(f"random_crop: need value.shape >= size, got shape "
+                                   f"{x.shape} and size {list(size)}")
+    limits = np.array([n - s + 1 for n, s in zip(x.shape, size)], np.float64)
+    draw = uniform((x.ndim,), seed=seed, dtype=np.float64, device=x._dev)
+    offsets = cast(floor(draw * limits), np.int64)
+    for axis, s in enumerate(size):
+        if s != x.shape[axis]:
+            x = gather(x, offsets[axis] + np.arange(s, dtype=np.int64), axis=axis)
+    return x
+
+
+# -- color ----------------------------------------------------------------------------------------
+
+def _to_float(x, op):
+    """An image as floats and how to return: floats as they are, integers as float32 in [0, 1]
+    (convert_image_dtype), converted back saturating."""
+    orig = x._data.dtype
+    if orig.kind not in "fiu":
+        raise InvalidArgumentError(f"{op}: images must be floating or integer, got "
+                                   f"{x.dtype.name}")
+    flt = x if orig.kind == "f" else convert_image_dtype(x, np.float32)
+
+    def back(out):
+        return out if orig.kind == "f" else convert_image_dtype(out, orig, saturate=True)
+    return flt, back
+
+
+def _scalar(value, dtype, op, what):
+    """A Python number or a scalar tensor (differentiable) as `dtype`."""
+    if isinstance(value, Variable):
+        value = tensor(value)
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise InvalidArgumentError(f"{op}: {what} must be a scalar, got shape {value.shape}")
+        return cast(value, dtype)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)):
+        raise InvalidArgumentError(f"{op}: {what} must be a finite number or a scalar tensor, "
+                                   f"got {value!r}")
+    return float(value)
+
+
+def adjust_brightness(image, delta):
+    """Adds `delta` to every pixel (tf.image.adjust_brightness); integer images are converted
+    to float32 in [0, 1], shifted and converted back (saturating). Differentiable in the image
+    and `delta`.
+
+    >>> tg.image.adjust_brightness(tg.constant([[[0.25, 0.5]]]), 0.25).numpy()
+    array([[[0.5 , 0.75]]], dtype=float32)
+    """
+    x = tensor(image)
+    flt, back = _to_float(x, "adjust_brightness")
+    return back(flt + _scalar(delta, flt._data.dtype, "adjust_brightness", "delta"))
+
+
+def random_brightness(image, max_delta, seed=None):
+    """`adjust_brightness` by a delta drawn uniformly from [-max_delta, max_delta)
+    (tf.image.random_brightness; one delta for the whole tensor, as TF).
+
+    >>> out = tg.image.random_brightness(tg.zeros((2, 2, 1)), 0.1, seed=3)
+    >>> bool(tg.reduce_max(tg.abs(out)) <= 0.1)
+    True
+    """
+    if max_delta < 0:
+        raise InvalidArgumentError(f"random_brightness: max_delta must be non-negative, got "
+                                   f"{max_delta}")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    delta = uniform((), -max_delta, max_delta, seed=seed, dtype=dt, device=x._dev)
+    return adjust_brightness(x, delta)
+
+
+def random_contrast(image, lower, upper, seed=None):
+    """`adjust_contrast` by a factor drawn uniformly from [lower, upper)
+    (tf.image.random_contrast; one factor for the whole tensor, as TF).
+
+    >>> out = tg.image.random_contrast(tg.ones((2, 2, 1)), 0.5, 1.5, seed=3)
+    >>> out.numpy().ravel().tolist()
+    [1.0, 1.0, 1.0, 1.0]
+    """
+    if upper <= lower:
+        raise InvalidArgumentError(f"random_contrast: upper must be > lower, got lower={lower}, "
+                                   f"upper={upper}")
+    if lower < 0:
+        raise InvalidArgumentError(f"random_contrast: lower must be non-negative, got {lower}")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    return adjust_contrast(x, uniform((), lower, upper, seed=seed, dtype=dt,
+                                       device=x._dev))
+
+
+_GRAY = (0.2989, 0.5870, 0.1140)
+
+
+def rgb_to_grayscale(images, name=None):
+    """The luma `0.2989 R + 0.5870 G + 0.1140 B` of RGB images (last axis 3), keeping a last
+    axis of size 1 (tf.image.rgb_to_grayscale). Integer images go through float32 in [0, 1];
+    float images are computed in their dtype (TF computes float64 in float32). Differentiable.
+
+    >>> tg.image.rgb_to_grayscale(tg.constant([[[1.0, 0.0, 0.0]]])).numpy()
+    array([[[0.2989]]], dtype=float32)
+    """
+    x = tensor(images)
+    if x.ndim < 1 or x.shape[-1] != 3:
+        raise InvalidArgumentError(f"rgb_to_grayscale: the last dimension of images must be of "
+                                   f"size 3 (RGB), got shape {x.shape}")
+    flt, _ = _to_float(x, "rgb_to_grayscale")
+    dt = flt._data.dtype
+    gray = expand_dims(tensordot(flt, _on_device(flt, np.array(_GRAY, dt)), [[-1], [-1]]), -1)
+    orig = x._data.dtype
+    return gray if orig.kind == "f" else convert_image_dtype(gray, orig)
+
+
+def grayscale_to_rgb(images, name=None):
+    """Repeats the single channel of grayscale images three times (tf.image.grayscale_to_rgb).
+
+    >>> tg.image.grayscale_to_rgb(tg.constant([[[0.5]]])).numpy()
+    array([[[0.5, 0.5, 0.5]]], dtype=float32)
+    """
+    x = tensor(images)
+    if x.ndim < 2 or x.shape[-1] != 1:
+        raise InvalidArgumentError(f"grayscale_to_rgb: images must have rank >= 2 and a last "
+                                   f"dimension of size 1, got shape {x.shape}")
+    return tile(x, [1] * (x.ndim - 1) + [3])
+
+
+def per_image_standardization(image):
+    """Scales each image to mean 0 and variance 1: `(x - mean) / max(stddev, 1 / sqrt(N))`
+    over the last three axes, N their number of elements (tf.image.per_image_standardization).
+    Integer images are cast to float32 (no rescaling, as TF); float64 stays float64 (TF
+    gives float32). Differentiable.
+
+    >>> out = tg.image.per_image_standardization(tg.constant([[[1.0], [3.0]]]))
+    >>> out[..., 0].numpy()
+    array([[-1.,  1.]], dtype=float32)
+    """
+    x = tensor(image)
+    if x.ndim < 3:
+        raise InvalidArgumentError(f"per_image_standardization: image must be at least 3-D "
+                                   f"[..., height, width, channels], got shape {x.shape}")
+    if x._data.dtype.kind not in "fiu":
+        raise InvalidArgumentError(f"per_image_standardization: image must be floating or "
+                                   f"integer, got {x.dtype.name}")
+    flt = x if x._data.dtype in (np.float32, np.float64) else cast(x, np.float32)
+    n = int(np.prod(x.shape[-3:]))
+    mean = reduce_mean(flt, axis=(-3, -2, -1), keepdims=True)
+    std = reduce_std(flt, axis=(-3, -2, -1), keepdims=True)
+    return (flt - mean) / maximum(std, float(1.0 / np.sqrt(max(n, 1))))
+
+
+# -- image quality -------------------------------------------------------------------------------
+
+def total_variation(images, name=None):
+    """The sum of absolute differences between neighbouring pixels along height and width
+    (tf.image.total_variation): a scalar for one image, one value per image for a batch.
+    Differentiable (almost everywhere).
+
+    >>> float(tg.image.total_variation(tg.constant([[[0.0], [1.0]], [[3.0], [1.0]]])))
+    6.0
+    """
+    x = tensor(images)
+    if x.ndim not in (3, 4):
+        raise InvalidArgumentError(f"total_variation: 'images' must be either 3 or "
+                                   f"4-dimensional, got shape {x.shape}")
+    axes = None if x.ndim == 3 else (1, 2, 3)
+    dh = x[..., 1:, :, :] - x[..., :-1, :, :]
+    dw = x[..., :, 1:, :] - x[..., :, :-1, :]
+    return reduce_sum(absolute(dh), axis=axes) + reduce_sum(absolute(dw), axis=axes)
+
+
+def psnr(a, b, max_val, name=None):
+    """The peak signal-to-noise ratio between images `a` and `b`, per image:
+    `20 log10(max_val) - 10 log10(mean((a - b)^2))` over the last three axes (tf.image.psnr).
+    Integer images are converted to float32 in [0, 1] (and `max_val` with them); float64
+    stays float64. Differentiable.
+
+    >>> float(tg.image.psnr(tg.zeros((2, 2, 1)), tg.fill((2, 2, 1), 0.1), max_val=1.0))
+    20.0
+    """
+    x, y = tensor(a), tensor(b)
+    if x.shape != y.shape or x.ndim < 3:
+        raise InvalidArgumentError(f"psnr: a and b must have the same shape of rank >= 3, got "
+                                   f"{x.shape} and {y.shape}")
+    if x._data.dtype != y._data.dtype:
+        raise InvalidArgumentError(f"psnr: a and b must have the same dtype, got "
+                                   f"{x.dtype.name} and {y.dtype.name}")
+    src = x._data.dtype
+    fx, _ = _to_float(x, "psnr")
+    fy, _ = _to_float(y, "psnr")
+    peak = float(max_val) / (float(np.iinfo(src).max) if src.kind in "iu" else 1.0)
+    diff = fx - fy
+    mse = reduce_mean(diff * diff, axis=(-3, -2, -1))
+    return 20.0 * math.log10(peak) - (10.0 / math.log(10.0)) * log(mse)
+
+
+def _gaussian_window(size, sigma):
+    """TF's `_fspecial_gauss`: the normalised 2-D Gaussian exp(-(x^2 + y^2) / (2 sigma^2)) on
+    `size` points centred on 0 (float64 on the host)."""
+    coords = np.arange(size, dtype=np.float64) - (size - 1) / 2.0
+    g = -0.5 * coords ** 2 / sigma ** 2
+    w = np.exp(g[:, None] + g[None, :])
+    return w / w.sum()
+
+
+def ssim(img1, img2, max_val, filter_size=11, filter_sigma=1.5, k1=0.01, k2=0.03,
+         return_index_map=False):
+    """The structural similarity of two images or batches (tf.image.ssim): per channel, local
+    means, variances and covariance under a `filter_size` x `filter_size` Gaussian window of
+    `filter_sigma` (VALID positions only), combined as
+    `(2 mu_x mu_y + C1) / (mu_x^2 + mu_y^2 + C1) * (2 s_xy + C2) / (s_x^2 + s_y^2 + C2)`,
+    `C1 = (k1 max_val)^2`, `C2 = (k2 max_val)^2`, averaged over the positions and then the
+    channels (`return_index_map=True`: the channel mean at each position). Integer images
+    are converted to float32 in [0, 1] (and `max_val` with them); float64 stays float64.
+    Differentiable.
+
+    >>> img = tg.random.stateless_uniform((16, 16, 3), seed=[1, 2])
+    >>> float(tg.image.ssim(img, img, max_val=1.0))
+    1.0
+    """
+    x, y = tensor(img1), tensor(img2)
+    if x.shape != y.shape or x.ndim < 3:
+        raise InvalidArgumentError(f"ssim: img1 and img2 must have the same shape of rank >= 3 "
+                                   f"[..., height, width, channels], got {x.shape} and "
+                                   f"{y.shape}")
+    if x._data.dtype != y._data.dtype:
+        raise InvalidArgumentError(f"ssim: img1 and img2 must have the same dtype, got "
+                                   f"{x.dtype.name} and {y.dtype.name}")
+    size = int(filter_size)
+    h, w, c = x.shape[-3:]
+    if size < 1 or size > h or size > w:
+        raise InvalidArgumentError(f"ssim: can't use a filter size greater than the image size "
+                                   f"(or < 1): filter_size {size}, image {h}x{w}")
+    src = x._data.dtype
+    fx, _ = _to_float(x, "ssim")
+    fy, _ = _to_float(y, "ssim")
+    dt = fx._data.dtype
+    peak = float(max_val) / (float(np.iinfo(src).max) if src.kind in "iu" else 1.0)
+    window = np.tile(_gaussian_window(size, float(filter_sigma))[:, :, None, None], (1, 1, c, 1))
+    kernel = _on_device(fx, window.astype(dt))
+    batch = x.shape[:-3]
+
+    def local_mean(z):
+        out = depthwise_conv2d(reshape(z, (-1, h, w, c)), kernel, [1, 1, 1, 1], "VALID")
+        return reshape(out, batch + tuple(out.shape[1:]))
+    c1, c2 = (k1 * peak) ** 2, (k2 * peak) ** 2
+    mean_x, mean_y = local_mean(fx), local_mean(fy)
+    num0 = mean_x * mean_y * 2.0
+    den0 = mean_x * mean_x + mean_y * mean_y
+    luminance = (num0 + c1) / (den0 + c1)
+    cs = (local_mean(fx * fy) * 2.0 - num0 + c2) / (local_mean(fx * fx + fy * fy) - den0 + c2)
+    index_map = luminance * cs
+    if return_index_map:
+        return reduce_mean(index_map, axis=-1)
+    return reduce_mean(reduce_mean(index_map, axis=(-3, -2)), axis=-1)
+
+
+
+# -- HSV -----------------------------------------------------------------------------------------
+
+def _rgb_channels(images, op):
+    x = tensor(images)
+    if x.ndim < 1 or x.shape[-1] != 3:
+        raise InvalidArgumentError(f"{op}: the last dimension of images must be of size 3, got "
+                                   f"shape {x.shape}")
+    if x._data.dtype.kind != "f":
+        raise InvalidArgumentError(f"{op}: images must be floating (use convert_image_dtype "
+                                   f"first), got {x.dtype.name}")
+    return x, x[..., 0], x[..., 1], x[..., 2]
+
+
+def rgb_to_hsv(images, name=None):
+    """Converts RGB images (floats in [0, 1], last axis 3) to HSV (tf.image.rgb_to_hsv): value
+    = max(r, g, b), saturation = (max - min) / max (0 for black), hue in [0, 1) from the
+    channel holding the maximum (0 for greys). Differentiable away from the channel ties.
+
+    >>> tg.image.rgb_to_hsv(tg.constant([[[1.0, 0.5, 0.0]]])).numpy()
+    array([[[0.08333334, 1.        , 1.        ]]], dtype=float32)
+    """
+    x, r, g, b = _rgb_channels(images, "rgb_to_hsv")
+    value = reduce_max(x, axis=-1)
+    spread = value - reduce_min(x, axis=-1)
+    positive = greater(spread, 0.0)
+    safe = where(positive, spread, 1.0)  # no 0/0 in the branch `where` drops (nor its gradient)
+    saturation = where(greater(value, 0.0), spread / where(greater(value, 0.0), value, 1.0), 0.0)
+    hue = where(equal(r, value), (g - b) / (6.0 * safe),
+                where(equal(g, value), (b - r) / (6.0 * safe) + 1.0 / 3.0,
+                      (r - g) / (6.0 * safe) + 2.0 / 3.0))
+    hue = where(positive, hue, 0.0)
+    hue = where(less(hue, 0.0), hue + 1.0, hue)
+    return stack([hue, saturation, value], axis=-1)
+
+
+def hsv_to_rgb(images, name=None):
+    """Converts HSV images (last axis 3, hue in [0, 1)) to RGB (tf.image.hsv_to_rgb, TF's
+    piecewise-linear form: channel c is `v * (1 - s + s * clip(...))` of the hue).
+    Differentiable.
+
+    >>> tg.image.hsv_to_rgb(tg.constant([[[0.0, 1.0, 0.5]]])).numpy()
+    array([[[0.5, 0. , 0. ]]], dtype=float32)
+    """
+    _, h, s, v = _rgb_channels(images, "hsv_to_rgb")
+    dh = h * 6.0
+    red = clip_by_value(absolute(dh - 3.0) - 1.0, 0.0, 1.0)
+    green = clip_by_value(2.0 - absolute(dh - 2.0), 0.0, 1.0)
+    blue = clip_by_value(2.0 - absolute(dh - 4.0), 0.0, 1.0)
+    return stack([v * (1.0 - s + s * c) for c in (red, green, blue)], axis=-1)
+
+
+def adjust_saturation(image, saturation_factor, name=None):
+    """Scales the saturation of RGB images by `saturation_factor` in HSV space, clipped to
+    [0, 1] (tf.image.adjust_saturation). Integer images go through float32 in [0, 1] and
+    back (saturating); float64 stays float64. Differentiable in the image and the factor.
+
+    >>> tg.image.adjust_saturation(tg.constant([[[1.0, 0.5, 0.0]]]), 0.0).numpy()
+    array([[[1., 1., 1.]]], dtype=float32)
+    """
+    x = tensor(image)
+    flt, back = _to_float(x, "adjust_saturation")
+    factor = _scalar(saturation_factor, flt._data.dtype, "adjust_saturation",
+                     "saturation_factor")
+    hsv = rgb_to_hsv(flt)
+    s = clip_by_value(hsv[..., 1] * factor, 0.0, 1.0)
+    return back(hsv_to_rgb(stack([hsv[..., 0], s, hsv[..., 2]], axis=-1)))
+
+
+def adjust_hue(image, delta, name=None):
+    """Rotates the hue of RGB images by `delta` (in [-1, 1], a fraction of the colour wheel)
+    in HSV space (tf.image.adjust_hue). Integer images go through float32 in [0, 1] and back;
+    float64 stays float64. Differentiable in the image and `delta`.
+
+    >>> tg.image.adjust_hue(tg.constant([[[1.0, 0.0, 0.0]]]), 1 / 3).numpy().round(6)
+    array([[[0., 1., 0.]]], dtype=float32)
+    """
+    x = tensor(image)
+    flt, back = _to_float(x, "adjust_hue")
+    d = _scalar(delta, flt._data.dtype, "adjust_hue", "delta")
+    if not isinstance(d, Tensor) and not -1.0 <= d <= 1.0:
+        raise InvalidArgumentError(f"adjust_hue: delta must be in the interval [-1, 1], got "
+                                   f"{delta}")
+    hsv = rgb_to_hsv(flt)
+    h = hsv[..., 0] + d
+    h = h - floor(h)  # mod 1, with the gradient of h (floor's is zero)
+    return back(hsv_to_rgb(stack([h, hsv[..., 1], hsv[..., 2]], axis=-1)))
 
 
 __all__ = public(globals(), ("image",)) + ["ResizeMethod"]

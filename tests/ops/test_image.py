@@ -347,3 +347,392 @@ def test_adjust_contrast_errors():
         tg.image.adjust_contrast(tg.zeros((2, 2)), 2.0)
     with pytest.raises(tg.errors.InvalidArgumentError, match="scalar"):
         tg.image.adjust_contrast(tg.zeros((2, 2, 1)), tg.constant([1.0, 2.0]))
+
+
+# -- flips, rotations, crops, pads, colour and quality (numpy definitions) -------------------------
+
+def _img(shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).uniform(0, 1, shape).astype(dtype)
+
+
+def _grad(fn, x, w):
+    """d sum(fn(x) * w) / dx by the tape."""
+    x = tg.constant(x)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        loss = tg.reduce_sum(fn(x) * w)
+    return tape.gradient(loss, x).numpy()
+
+
+PERMUTATIONS = [  # (tg function, numpy definition, numpy inverse) on [..., h, w, c]
+    (tg.image.flip_left_right, lambda a: a[..., :, ::-1, :], lambda a: a[..., :, ::-1, :]),
+    (tg.image.flip_up_down, lambda a: a[..., ::-1, :, :], lambda a: a[..., ::-1, :, :]),
+    (tg.image.transpose, lambda a: np.swapaxes(a, -3, -2), lambda a: np.swapaxes(a, -3, -2)),
+] + [(lambda x, k=k: tg.image.rot90(x, k), lambda a, k=k: np.rot90(a, k, axes=(-3, -2)),
+      lambda a, k=k: np.rot90(a, -k, axes=(-3, -2))) for k in (-1, 1, 2, 3, 4, 5)]
+
+
+@pytest.mark.parametrize("fn, ref, inverse", PERMUTATIONS)
+@pytest.mark.parametrize("shape", [(3, 4, 2), (2, 3, 5, 1)])
+def test_flips_and_rotations_match_numpy_and_route_gradients_back(fn, ref, inverse, shape):
+    img = _img(shape, dtype=np.float64)
+    np.testing.assert_array_equal(fn(tg.constant(img)).numpy(), ref(img))
+    u8 = (img * 255).astype(np.uint8)
+    out = fn(tg.constant(u8))
+    assert out.dtype == tg.uint8
+    np.testing.assert_array_equal(out.numpy(), ref(u8))
+    w = np.random.default_rng(1).standard_normal(ref(img).shape)
+    np.testing.assert_array_equal(_grad(fn, img, w), inverse(w))
+
+
+def _loop_crop(img, top, left, height, width):
+    out = np.zeros(img.shape[:-3] + (height, width, img.shape[-1]), img.dtype)
+    for i in range(height):
+        for j in range(width):
+            out[..., i, j, :] = img[..., top + i, left + j, :]
+    return out
+
+
+def _loop_pad(img, top, left, height, width):
+    out = np.zeros(img.shape[:-3] + (height, width, img.shape[-1]), img.dtype)
+    for i in range(img.shape[-3]):
+        for j in range(img.shape[-2]):
+            out[..., top + i, left + j, :] = img[..., i, j, :]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 6, 2), (2, 5, 6, 1)])
+def test_crop_and_pad_to_bounding_box_match_their_definitions(shape):
+    img = _img(shape, dtype=np.float64)
+    np.testing.assert_array_equal(tg.image.crop_to_bounding_box(img, 1, 2, 3, 4).numpy(),
+                                  _loop_crop(img, 1, 2, 3, 4))
+    np.testing.assert_array_equal(tg.image.pad_to_bounding_box(img, 2, 1, 8, 9).numpy(),
+                                  _loop_pad(img, 2, 1, 8, 9))
+    w = np.random.default_rng(2).standard_normal(shape[:-3] + (3, 4, shape[-1]))
+    # the crop's gradient is the cotangent padded back into place
+    np.testing.assert_array_equal(
+        _grad(lambda x: tg.image.crop_to_bounding_box(x, 1, 2, 3, 4), img, w),
+        _loop_pad(w, 1, 2, shape[-3], shape[-2]))
+
+
+@pytest.mark.parametrize("src, dst", [((5, 7), (3, 9)), ((4, 4), (8, 2)), ((6, 3), (1, 1)),
+                                      ((5, 5), (5, 5))])
+def test_resize_with_crop_or_pad_centres_the_image(src, dst):
+    img = _img(src + (2,))
+    (h, w), (th, tw) = src, dst
+    crop = _loop_crop(img, max((h - th) // 2, 0), max((w - tw) // 2, 0), min(h, th), min(w, tw))
+    want = _loop_pad(crop, max((th - h) // 2, 0), max((tw - w) // 2, 0), th, tw)
+    np.testing.assert_array_equal(tg.image.resize_with_crop_or_pad(img, th, tw).numpy(), want)
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.77, 1.0])
+@pytest.mark.parametrize("size", [(5, 7), (4, 4), (6, 3)])
+def test_central_crop_matches_tf_definition(fraction, size):
+    img = _img((2,) + size + (3,))
+    h, w = size
+    top, left = int((h - h * fraction) / 2), int((w - w * fraction) / 2)
+    np.testing.assert_array_equal(tg.image.central_crop(img, fraction).numpy(),
+                                  img[:, top:h - top, left:w - left])
+
+
+def test_crop_and_pad_errors():
+    img = tg.zeros((4, 4, 1))
+    with pytest.raises(ValueError, match="either 3 or 4 dimensions"):
+        tg.image.flip_left_right(tg.zeros((4, 4)))
+    with pytest.raises(ValueError, match="offset_height must be >= 0"):
+        tg.image.crop_to_bounding_box(img, -1, 0, 2, 2)
+    with pytest.raises(ValueError, match="target_width must be > 0"):
+        tg.image.crop_to_bounding_box(img, 0, 0, 2, 0)
+    with pytest.raises(ValueError, match="width must be >= target \\+ offset"):
+        tg.image.crop_to_bounding_box(img, 0, 3, 2, 2)
+    with pytest.raises(ValueError, match="height must be <= target - offset"):
+        tg.image.pad_to_bounding_box(img, 2, 0, 5, 5)
+    with pytest.raises(ValueError, match="within \\(0, 1\\]"):
+        tg.image.central_crop(img, 0.0)
+    with pytest.raises(ValueError, match="integer"):
+        tg.image.rot90(img, 1.5)
+    with pytest.raises(ValueError, match="size must be a list of 3"):
+        tg.image.random_crop(img, [2, 2])
+    with pytest.raises(ValueError, match="value.shape >= size"):
+        tg.image.random_crop(img, [5, 2, 1])
+
+
+def _flipped_or_not(out, img, flip):
+    """For each image of the batch: True if flipped, False if unchanged (else the test fails)."""
+    which = []
+    for o, i in zip(out, img):
+        same, flipped = np.array_equal(o, i), np.array_equal(o, flip(i))
+        assert same or flipped
+        which.append(flipped)
+    return np.array(which)
+
+
+@pytest.mark.parametrize("fn, flip", [(tg.image.random_flip_left_right, lambda a: a[:, ::-1]),
+                                      (tg.image.random_flip_up_down, lambda a: a[::-1])])
+def test_random_flips_draw_per_image_repeatably_and_anew_in_functions(fn, flip):
+    img = _img((64, 3, 3, 1))
+    tg.random.set_seed(5)
+    first = _flipped_or_not(fn(tg.constant(img)).numpy(), img, flip)
+    second = _flipped_or_not(fn(tg.constant(img)).numpy(), img, flip)
+    assert 0 < first.sum() < 64  # one draw per image, not one per batch
+    assert not np.array_equal(first, second)  # every call draws anew
+    tg.random.set_seed(5)
+    np.testing.assert_array_equal(_flipped_or_not(fn(tg.constant(img)).numpy(), img, flip), first)
+    a = _flipped_or_not(fn(tg.constant(img), seed=3).numpy(), img, flip)
+    b = _flipped_or_not(fn(tg.constant(img), seed=3).numpy(), img, flip)
+    assert not np.array_equal(a, b)  # an op seed's stream advances too
+    traced = tg.function(lambda x: fn(x))
+    c = _flipped_or_not(traced(tg.constant(img)).numpy(), img, flip)
+    d = _flipped_or_not(traced(tg.constant(img)).numpy(), img, flip)
+    assert not np.array_equal(c, d)  # a random node, not a constant captured at tracing
+    single = fn(tg.constant(img[0])).numpy()
+    _flipped_or_not(single[None], img[:1], flip)
+
+
+def _window_offset(out, img):
+    """The offsets at which `out` is a window of `img` (exactly one must match)."""
+    hits = [off for off in np.ndindex(*(np.array(img.shape) - out.shape + 1))
+            if np.array_equal(img[tuple(slice(o, o + s) for o, s in zip(off, out.shape))], out)]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def test_random_crop_is_a_window_at_a_random_offset_and_differentiable():
+    img = np.random.default_rng(3).standard_normal((6, 7, 2))
+    tg.random.set_seed(1)
+    offsets = {_window_offset(tg.image.random_crop(img, [3, 4, 2]).numpy(), img)
+               for _ in range(30)}
+    assert len(offsets) > 4 and all(o[2] == 0 for o in offsets)
+    tg.random.set_seed(1)
+    again = _window_offset(tg.image.random_crop(img, [3, 4, 2]).numpy(), img)
+    tg.random.set_seed(1)
+    assert _window_offset(tg.image.random_crop(img, [3, 4, 2]).numpy(), img) == again
+    traced = tg.function(lambda x: tg.image.random_crop(x, [3, 4, 2], seed=2))
+    assert len({_window_offset(traced(tg.constant(img)).numpy(), img) for _ in range(10)}) > 1
+    x = tg.constant(img)
+    w = np.random.default_rng(4).standard_normal((3, 4, 2))
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        out = tg.image.random_crop(x, [3, 4, 2])
+        loss = tg.reduce_sum(out * w)
+    top, left, _ = _window_offset(out.numpy(), img)
+    want = np.zeros_like(img)
+    want[top:top + 3, left:left + 4] = w
+    np.testing.assert_array_equal(tape.gradient(loss, x).numpy(), want)
+
+
+def test_adjust_brightness_adds_delta_and_saturates_integers():
+    img = _img((3, 4, 3), dtype=np.float64)
+    x, d = tg.constant(img), tg.constant(0.2, tg.float64)
+    w = np.random.default_rng(5).standard_normal(img.shape)
+    with tg.GradientTape() as tape:
+        tape.watch([x, d])
+        out = tg.image.adjust_brightness(x, d)
+        loss = tg.reduce_sum(out * w)
+    np.testing.assert_allclose(out.numpy(), img + 0.2, rtol=1e-15)
+    gx, gd = tape.gradient(loss, [x, d])
+    np.testing.assert_allclose(gx.numpy(), w)
+    assert float(gd) == pytest.approx(w.sum())
+    u8 = np.array([[[0, 100, 250]]], np.uint8)
+    got = tg.image.adjust_brightness(tg.constant(u8), 0.1)
+    flt = u8.astype(np.float32) * np.float32(1 / 255) + np.float32(0.1)
+    want = np.clip(flt.astype(np.float64) * np.float32(255.5), 0, 255).astype(np.uint8)
+    assert got.dtype == tg.uint8
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(ValueError, match="delta must be a finite number"):
+        tg.image.adjust_brightness(x, "0.1")
+
+
+def test_random_brightness_and_contrast_draw_one_value_per_call():
+    img = _img((2, 4, 5, 3), seed=6)
+    tg.random.set_seed(2)
+    out = tg.image.random_brightness(tg.constant(img), 0.3).numpy()
+    delta = out - img
+    assert np.ptp(delta) < 1e-6 and abs(delta.flat[0]) <= 0.3 and out.dtype == np.float32
+    tg.random.set_seed(2)
+    np.testing.assert_array_equal(tg.image.random_brightness(tg.constant(img), 0.3).numpy(), out)
+    mean = img.mean(axis=(-3, -2), keepdims=True)
+    out = tg.image.random_contrast(tg.constant(img), 0.4, 0.9).numpy()
+    factor = (out - mean) / (img - mean)
+    assert np.ptp(factor) < 1e-3 and 0.4 <= factor.flat[0] < 0.9
+    traced = tg.function(lambda x: tg.image.random_contrast(x, 0.4, 0.9, seed=1))
+    assert not np.array_equal(traced(tg.constant(img)).numpy(), traced(tg.constant(img)).numpy())
+    with pytest.raises(ValueError, match="max_delta must be non-negative"):
+        tg.image.random_brightness(img, -0.1)
+    with pytest.raises(ValueError, match="upper must be > lower"):
+        tg.image.random_contrast(img, 0.5, 0.5)
+    with pytest.raises(ValueError, match="lower must be non-negative"):
+        tg.image.random_contrast(img, -0.5, 0.5)
+
+
+GRAY = np.array([0.2989, 0.5870, 0.1140])
+
+
+def test_rgb_to_grayscale_and_back():
+    img = _img((2, 3, 4, 3), dtype=np.float64)
+    out = tg.image.rgb_to_grayscale(img)
+    assert out.dtype == tg.float64
+    np.testing.assert_allclose(out.numpy(), (img @ GRAY)[..., None], rtol=1e-15)
+    w = np.random.default_rng(7).standard_normal((2, 3, 4, 1))
+    np.testing.assert_allclose(_grad(tg.image.rgb_to_grayscale, img, w), w * GRAY, rtol=1e-15)
+    u8 = (img * 255).astype(np.uint8)
+    flt = u8.astype(np.float32) * np.float32(1 / 255)
+    want = ((flt @ GRAY.astype(np.float32))[..., None] * np.float32(255.5)).astype(np.uint8)
+    np.testing.assert_array_equal(tg.image.rgb_to_grayscale(u8).numpy(), want)
+    rgb = tg.image.grayscale_to_rgb(out)
+    np.testing.assert_array_equal(rgb.numpy(), np.repeat(out.numpy(), 3, axis=-1))
+    with pytest.raises(ValueError, match="size 3"):
+        tg.image.rgb_to_grayscale(tg.zeros((2, 2, 4)))
+    with pytest.raises(ValueError, match="size 1"):
+        tg.image.grayscale_to_rgb(tg.zeros((2, 2, 3)))
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 2), (2, 3, 3, 1)])
+def test_per_image_standardization_matches_definition_and_gradients(shape):
+    img = np.random.default_rng(8).standard_normal(shape)
+    n = np.prod(shape[-3:])
+    mean = img.mean(axis=(-3, -2, -1), keepdims=True)
+    std = np.maximum(img.std(axis=(-3, -2, -1), keepdims=True), 1 / np.sqrt(n))
+    out = tg.image.per_image_standardization(img)
+    assert out.dtype == tg.float64
+    np.testing.assert_allclose(out.numpy(), (img - mean) / std, rtol=1e-12, atol=1e-12)
+    tg.test.check_gradients(tg.image.per_image_standardization, [tg.constant(img)])
+    flat = tg.image.per_image_standardization(tg.fill((2, 2, 1), 3))  # stddev 0: 1/sqrt(N)
+    assert flat.dtype == tg.float32
+    np.testing.assert_array_equal(flat.numpy(), np.zeros((2, 2, 1)))
+
+
+def test_total_variation_and_psnr_match_definitions():
+    rng = np.random.default_rng(9)
+    a, b = rng.uniform(0, 1, (2, 4, 5, 3)), rng.uniform(0, 1, (2, 4, 5, 3))
+    tv = np.abs(np.diff(a, axis=1)).sum(axis=(1, 2, 3)) + np.abs(np.diff(a, axis=2)).sum(
+        axis=(1, 2, 3))
+    np.testing.assert_allclose(tg.image.total_variation(a).numpy(), tv, rtol=1e-13)
+    assert float(tg.image.total_variation(a[0])) == pytest.approx(tv[0], rel=1e-13)
+    tg.test.check_gradients(tg.image.total_variation, [tg.constant(a)])
+    mse = ((a - b) ** 2).mean(axis=(1, 2, 3))
+    np.testing.assert_allclose(tg.image.psnr(a, b, 2.0).numpy(),
+                               20 * np.log10(2.0) - 10 * np.log10(mse), rtol=1e-12)
+    tg.test.check_gradients(lambda x: tg.image.psnr(x, b, 1.0), [tg.constant(a)])
+    ua, ub = (a * 255).astype(np.uint8), (b * 255).astype(np.uint8)
+    fa, fb = (u.astype(np.float64) / 255 for u in (ua, ub))
+    np.testing.assert_allclose(tg.image.psnr(ua, ub, 255).numpy(),
+                               -10 * np.log10(((fa - fb) ** 2).mean(axis=(1, 2, 3))), rtol=1e-5)
+    with pytest.raises(ValueError, match="same shape"):
+        tg.image.psnr(a, b[0], 1.0)
+    with pytest.raises(ValueError, match="either 3 or"):
+        tg.image.total_variation(a[0, 0])
+
+
+# -- HSV (colorsys is the definition) ------------------------------------------------------------
+
+def _per_pixel(fn, img):
+    return np.apply_along_axis(lambda p: np.array(fn(*p)), -1, img)
+
+
+def _hsv_images(seed=11, ties=True):
+    """Random RGB images; with `ties`, also a grey, a two-channel maximum and black."""
+    img = np.random.default_rng(seed).uniform(0.05, 0.95, (2, 3, 4, 3))
+    if ties:
+        img[0, 0, 0], img[0, 0, 1], img[0, 0, 2] = [0.5] * 3, [0.2, 0.7, 0.7], [0.0] * 3
+    return img
+
+
+def test_rgb_to_hsv_and_back_match_colorsys():
+    import colorsys
+    img = _hsv_images()
+    hsv = tg.image.rgb_to_hsv(img)
+    assert hsv.dtype == tg.float64
+    np.testing.assert_allclose(hsv.numpy(), _per_pixel(colorsys.rgb_to_hsv, img), atol=1e-12)
+    np.testing.assert_allclose(tg.image.hsv_to_rgb(hsv).numpy(), img, atol=1e-12)
+    np.testing.assert_allclose(tg.image.hsv_to_rgb(img).numpy(),
+                               _per_pixel(colorsys.hsv_to_rgb, img), atol=1e-12)
+    smooth = tg.constant(_hsv_images(12, ties=False))  # no ties between channels: differentiable
+    tg.test.check_gradients(tg.image.rgb_to_hsv, [smooth])
+    tg.test.check_gradients(tg.image.hsv_to_rgb, [smooth])
+    # greys and black: hue 0, saturation 0, and finite gradients
+    x = tg.constant(img)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        loss = tg.reduce_sum(tg.image.rgb_to_hsv(x))
+    assert np.isfinite(tape.gradient(loss, x).numpy()).all()
+
+
+def test_adjust_saturation_and_hue_match_colorsys_definitions():
+    import colorsys
+    img = _hsv_images()
+    hsv = _per_pixel(colorsys.rgb_to_hsv, img)
+    sat = hsv.copy()
+    sat[..., 1] = np.clip(sat[..., 1] * 1.7, 0, 1)
+    np.testing.assert_allclose(tg.image.adjust_saturation(img, 1.7).numpy(),
+                               _per_pixel(colorsys.hsv_to_rgb, sat), atol=1e-12)
+    for delta in (0.3, -0.45, 1.0):
+        hue = hsv.copy()
+        hue[..., 0] = (hue[..., 0] + delta) % 1.0
+        np.testing.assert_allclose(tg.image.adjust_hue(img, delta).numpy(),
+                                   _per_pixel(colorsys.hsv_to_rgb, hue), atol=1e-12)
+    smooth = _hsv_images(12, ties=False)
+    tg.test.check_gradients(lambda x, f: tg.image.adjust_saturation(x, f),
+                            [tg.constant(smooth), tg.constant(0.6, tg.float64)])
+    tg.test.check_gradients(lambda x, d: tg.image.adjust_hue(x, d),
+                            [tg.constant(smooth), tg.constant(0.1, tg.float64)])
+    u8 = (img * 255).astype(np.uint8)
+    flt = tg.image.convert_image_dtype(u8, tg.float32)
+    want = tg.image.convert_image_dtype(tg.image.adjust_hue(flt, 0.2), tg.uint8, saturate=True)
+    got = tg.image.adjust_hue(u8, 0.2)
+    assert got.dtype == tg.uint8
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ValueError, match="in the interval \\[-1, 1\\]"):
+        tg.image.adjust_hue(img, 1.5)
+    with pytest.raises(ValueError, match="size 3"):
+        tg.image.rgb_to_hsv(img[..., :2])
+    with pytest.raises(ValueError, match="floating"):
+        tg.image.rgb_to_hsv(u8)
+
+
+# -- SSIM (a loop over the Gaussian windows is the definition) ----------------------------------
+
+def loop_ssim_map(x, y, max_val, size, sigma, k1, k2):
+    """[h, w, c] images: SSIM at each VALID window position and channel."""
+    coords = np.arange(size) - (size - 1) / 2
+    g = np.exp(-(coords[:, None] ** 2 + coords[None, :] ** 2) / (2 * sigma ** 2))
+    g /= g.sum()
+    c1, c2 = (k1 * max_val) ** 2, (k2 * max_val) ** 2
+    h, w, c = x.shape
+    out = np.zeros((h - size + 1, w - size + 1, c))
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            for k in range(c):
+                px, py = x[i:i + size, j:j + size, k], y[i:i + size, j:j + size, k]
+                mx, my = (g * px).sum(), (g * py).sum()
+                vx, vy = (g * px * px).sum() - mx * mx, (g * py * py).sum() - my * my
+                cov = (g * px * py).sum() - mx * my
+                out[i, j, k] = (2 * mx * my + c1) / (mx * mx + my * my + c1) * \
+                    (2 * cov + c2) / (vx + vy + c2)
+    return out
+
+
+def test_ssim_matches_the_windowed_definition():
+    rng = np.random.default_rng(13)
+    a = rng.uniform(0, 1, (2, 13, 14, 2))
+    b = np.clip(a + rng.normal(0, 0.1, a.shape), 0, 1)
+    maps = np.stack([loop_ssim_map(x, y, 1.0, 11, 1.5, 0.01, 0.03) for x, y in zip(a, b)])
+    got = tg.image.ssim(a, b, 1.0)
+    assert got.dtype == tg.float64 and got.shape == (2,)
+    np.testing.assert_allclose(got.numpy(), maps.mean(axis=(1, 2, 3)), rtol=1e-12)
+    np.testing.assert_allclose(tg.image.ssim(a, b, 1.0, return_index_map=True).numpy(),
+                               maps.mean(axis=-1), rtol=1e-12)
+    other = loop_ssim_map(a[0], b[0], 2.0, 5, 0.8, 0.02, 0.05).mean()
+    assert float(tg.image.ssim(a[0], b[0], 2.0, filter_size=5, filter_sigma=0.8, k1=0.02,
+                               k2=0.05)) == pytest.approx(other, rel=1e-12)
+    assert float(tg.image.ssim(a[0], a[0], 1.0)) == pytest.approx(1.0, rel=1e-12)
+    small_a, small_b = tg.constant(a[0, :5, :5]), tg.constant(b[0, :5, :5])
+    tg.test.check_gradients(lambda x: tg.image.ssim(x, small_b, 1.0, filter_size=3), [small_a])
+    ua, ub = (a * 255).astype(np.uint8), (b * 255).astype(np.uint8)
+    fa, fb = (u.astype(np.float64) / 255 for u in (ua, ub))
+    want = [loop_ssim_map(x, y, 1.0, 11, 1.5, 0.01, 0.03).mean() for x, y in zip(fa, fb)]
+    np.testing.assert_allclose(tg.image.ssim(ua, ub, 255).numpy(), want, rtol=1e-5)
+    with pytest.raises(ValueError, match="filter size greater than the image size"):
+        tg.image.ssim(a[:, :8], b[:, :8], 1.0)
+    with pytest.raises(ValueError, match="same shape"):
+        tg.image.ssim(a, b[0], 1.0)
