@@ -566,8 +566,8 @@ class Sequential(Model, _layers.Sequential):
     def call(self, inputs, training=None):
         x = inputs
         for layer in self.layers_:
-            if _takes_training(layer):
-                x = layer(x, training=bool(training))
+            if _takes_training(layer):  # None passes on: each layer's default (Keras 3)
+                x = layer(x, training=training)
             else:
                 x = layer(x)
         return x

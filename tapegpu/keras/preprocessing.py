@@ -4,8 +4,9 @@
 
 Images are channels-last, `(height, width, channels)` or a batch `(batch, height, width,
 channels)`. Integer and float16 inputs are computed in float32 (Keras' compute dtype); float32
-and float64 inputs keep their dtype. The random layers act only when called with
-`training=True` and are the identity otherwise, as Keras'; their draws are random nodes (new
+and float64 inputs keep their dtype. The random layers act unless called with
+`training=False` (Keras 3's default: a direct call, or a model called without `training`,
+augments; `predict` and `evaluate` pass False, `fit` True); their draws are random nodes (new
 at every call, also of a `tg.function`), from the layer's own generator when it has a `seed`
 (as `Dropout`'s) and from tapegpu's global stream otherwise (`tg.random.set_seed`).
 
@@ -305,10 +306,10 @@ class RandomCrop(Layer):
         self.seed = seed
         self._generator = seeded_uniform(seed)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=True):
         x = _images(self, inputs)
         h, w = x.shape[-3], x.shape[-2]
-        if not (training and h > self.height and w > self.width):
+        if (training is not None and not training) or not (h > self.height and w > self.width):
             return _smart_resize(x, self.height, self.width, "bilinear")
         limits = np.array([h - self.height + 1, w - self.width + 1], np.float64)
         start = ops.cast(ops.floor(_draw(self, (2,), 0.0, 1.0, np.float64, x._dev) * limits),
@@ -346,9 +347,9 @@ class RandomFlip(Layer):
         self.mode, self.seed = mode, seed
         self._generator = seeded_uniform(seed)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if not training:
+        if training is not None and not training:
             return x
         coin = _draw(self, _per_image(x) + (1, 1, 1), 0.0, 1.0, np.float32, x._dev)
         flips = coin <= 0.5
@@ -371,9 +372,9 @@ class _RandomAffine(Layer):
         self.fill_value, self.seed = float(fill_value), seed
         self._generator = seeded_uniform(seed)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if not training:
+        if training is not None and not training:
             return x
         return affine_transform(x, self._transforms(x), self.interpolation, self.fill_mode,
                                 self.fill_value)
@@ -512,9 +513,9 @@ class RandomContrast(Layer):
         self.seed = seed
         self._generator = seeded_uniform(seed)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if not training:
+        if training is not None and not training:
             return x
         f = _draw(self, _per_image(x) + (1, 1, 1), 1.0 - self.factor[0], 1.0 + self.factor[1],
                   x.dtype, x._dev)
@@ -542,9 +543,9 @@ class RandomBrightness(Layer):
         self.seed = seed
         self._generator = seeded_uniform(seed)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if not training:
+        if training is not None and not training:
             return x
         lo, hi = self.value_range
         delta = _draw(self, _per_image(x) + (1, 1, 1), self.factor[0], self.factor[1], x.dtype,

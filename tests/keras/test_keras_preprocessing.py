@@ -164,8 +164,9 @@ def test_random_zoom_fixed_factor_is_keras_zoom_matrix():
 def test_random_layers_identity_at_inference_seeded_and_fresh_in_functions(make):
     img = np.random.default_rng(7).uniform(0, 255, (8, 5, 6, 3)).astype(np.float32)
     layer = make(1)
+    direct = make(2)(img).numpy()  # Keras 3: a call without `training` augments
     if not isinstance(layer, L.RandomCrop):
-        np.testing.assert_array_equal(layer(img).numpy(), img)
+        assert not np.array_equal(direct, img)
         np.testing.assert_array_equal(layer(img, training=False).numpy(), img)
     a, b = layer(img, training=True).numpy(), layer(img, training=True).numpy()
     assert not np.array_equal(a, b)  # each call draws anew
@@ -235,7 +236,8 @@ def test_resizing_center_crop_and_random_crop():
     np.testing.assert_array_equal(out.numpy(), want.astype(np.uint8))
     np.testing.assert_array_equal(L.CenterCrop(3, 4)(img).numpy(), img[:, 1:4, 2:6])
     np.testing.assert_array_equal(L.CenterCrop(8, 4)(img).numpy(), _smart_resize(img, 8, 4))
-    np.testing.assert_array_equal(L.RandomCrop(3, 4)(img).numpy(), _smart_resize(img, 3, 4))
+    np.testing.assert_array_equal(L.RandomCrop(3, 4)(img, training=False).numpy(),
+                                  _smart_resize(img, 3, 4))
     crops = L.RandomCrop(3, 4, seed=0)
     starts = set()
     for _ in range(10):
@@ -300,3 +302,23 @@ def test_augmentation_in_a_model_acts_in_fit_only():
     inputs = tg.constant(x)
     assert not np.array_equal(augment(inputs, training=True).numpy(),
                               augment(inputs, training=True).numpy())
+
+
+def test_augmentation_follows_keras_3_training_defaults():
+    """As Keras 3: a direct call augments (the image classification tutorial shows
+    `data_augmentation(images)`), so does a model called without `training`; `training=False`,
+    `predict` and `evaluate` do not; a Dropout in the same model stays off unless training."""
+    img = np.random.default_rng(0).random((4, 6, 6, 1)).astype(np.float32)
+    flip = L.RandomFlip("horizontal", seed=3)
+    assert not np.array_equal(flip(img).numpy(), img)
+    np.testing.assert_array_equal(flip(img, training=False).numpy(), img)
+    augment = tg.keras.Sequential([L.RandomFlip("horizontal", seed=3),
+                                   L.RandomRotation(0.2, seed=4)])
+    assert not np.array_equal(augment(img).numpy(), img)
+    np.testing.assert_array_equal(augment(img, training=False).numpy(), img)
+    model = tg.keras.Sequential([tg.keras.Input((6, 6, 1)), L.RandomFlip("horizontal", seed=5),
+                                 tg.keras.layers.Flatten(), tg.keras.layers.Dropout(0.9),
+                                 tg.keras.layers.Dense(2)])
+    first = model.predict(img, verbose=0)
+    np.testing.assert_array_equal(model.predict(img, verbose=0), first)
+    np.testing.assert_array_equal(model(img, training=False).numpy(), first)
