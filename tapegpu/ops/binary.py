@@ -128,8 +128,11 @@ xlog1py = _binary("xlog1py", _xlog_forward("log1p"), saves=("x", "y"),
                   api="tg.math")
 floordiv = _binary("floordiv", quiet(lambda xp, x, y: xp.floor_divide(x, y)),
                    doc="floor(x / y), elementwise; no gradient.")
-floormod = _binary("floormod", quiet(lambda xp, x, y: xp.mod(x, y)),
-                   doc="x - floor(x / y) * y, elementwise; no gradient.")
+# d(x - floor(x / y) y) = dx - floor(x / y) dy, away from the jumps (TensorFlow's gradient)
+floormod = _binary("floormod", quiet(lambda xp, x, y: xp.mod(x, y)), saves=("x", "y"),
+                   vjp=(passthrough, lambda ops, g, x, y: -g * ops.floor(x / y)),
+                   doc="x - floor(x / y) * y, elementwise (the gradient is TensorFlow's: 1 for "
+                       "x, -floor(x / y) for y).")
 mod = floormod
 
 

@@ -50,6 +50,14 @@ def _spd(rng, dtype, n=3, batch=()):
     return [(a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(dtype)]
 
 
+def _away_from_jumps(rng, dtype, shapes):
+    """floormod's samples: x = q y with q's fraction in [0.2, 0.8] (finite differences never
+    cross a jump of x mod y)."""
+    y = rng.uniform(0.5, 3.0, shapes[1])
+    q = rng.integers(-3, 4, shapes[0]) + rng.uniform(0.2, 0.8, shapes[0])
+    return [(q * y).astype(dtype), y.astype(dtype)]
+
+
 def _away_from(points, eps=0.15):
     """A sample maker that keeps inputs away from kinks (relu at 0, floor at integers...)."""
     def make(rng, dtype, shapes):
@@ -496,7 +504,7 @@ SPECS = [
          covers=("maximum", "minimum")),
     Spec("floordiv", tg.math.floordiv, ((3, 4), (4,)), np.floor_divide, domain=(0.5, 3.0),
          grad=False),
-    Spec("floormod", tg.math.floormod, ((3, 4), (4,)), np.mod, domain=(0.5, 3.0), grad=False),
+    Spec("floormod", tg.math.floormod, ((3, 4), (4,)), np.mod, make=_away_from_jumps),
     Spec("equal", tg.equal, ((3, 4), (4,)), np.equal, grad=False),
     Spec("not_equal", tg.math.not_equal, ((3, 4), (4,)), np.not_equal, grad=False),
     Spec("less", tg.math.less, ((3, 4), (4,)), np.less, grad=False),
