@@ -334,8 +334,8 @@ def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size
     replica), an empty batch averages to 0, and a `sample_weight` of lower rank gains
     trailing axes (a weight per example).
 
-    >>> tg.nn.compute_average_loss(tg.constant([1.0, 2.0, 3.0, 4.0]), global_batch_size=8).numpy()
-    np.float32(1.25)
+    >>> float(tg.nn.compute_average_loss(tg.constant([1.0, 2.0, 3.0, 4.0]), global_batch_size=8))
+    1.25
     """
     loss = floating(per_example_loss, "compute_average_loss")
     if loss.ndim == 0:
