@@ -574,6 +574,9 @@ class Dataset:
         who = "Dataset.sample_from_datasets"
         datasets = _dataset_list(datasets, who)
         n = len(datasets)
+        if isinstance(weights, Dataset):
+            raise NotImplementedError(f"{who}: weights given as a dataset (changing over time) "
+                                      f"are not supported; pass a list or tensor of weights")
         if weights is None:
             w = np.full(n, 1.0 / n)
         else:

@@ -111,6 +111,10 @@ def test_sample_from_datasets_draws_by_weight():
         D.sample_from_datasets([D.range(3), D.range(3)], weights=[1.0])
     with pytest.raises(ValueError, match="should not be empty"):
         D.sample_from_datasets([])
+    with pytest.raises(NotImplementedError, match="weights given as a dataset"):
+        D.sample_from_datasets([D.range(3)], weights=D.from_tensors([1.0]).repeat())
+    with pytest.raises(tg.errors.InvalidArgumentError, match="non-negative"):
+        D.sample_from_datasets([D.range(3), D.range(3)], weights=[1.0, -1.0])
     with pytest.raises(TypeError, match="compatible element specs"):
         D.sample_from_datasets([D.range(3), D.range(3).map(lambda x: tg.cast(x, tg.float32))])
 
