@@ -122,3 +122,5 @@ from . import errors  # noqa: E402,F401
 from .ops import image as _image_ops  # noqa: E402
 image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__})
 from .autodiff.vectorize import vectorized_map  # noqa: E402,F401
+from . import summary  # noqa: E402,F401  (tg.summary: scalars for TensorBoard)
+from . import debugging  # noqa: E402,F401  (tg.debugging: check_numerics, asserts)

@@ -502,6 +502,238 @@ class Dataset:
         return state
 
 
+    def concatenate(self, dataset, name=None):
+        """The elements of this dataset followed by those of `dataset` (whose elements must
+        have the same structure and dtypes; dimensions that differ become None).
+
+        >>> ds = tg.data.Dataset.range(3).concatenate(tg.data.Dataset.range(5, 7))
+        >>> [int(x) for x in ds]
+        [0, 1, 2, 5, 6]
+        """
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"Dataset.concatenate: expected a tg.data.Dataset, got {dataset!r}")
+        return _Concatenate((self, dataset), _common_spec(
+            (self, dataset), "Dataset.concatenate", "Incompatible dataset elements"))
+
+    def scan(self, initial_state, scan_func, name=None):
+        """A running computation: `state, output = scan_func(state, element)` for each
+        element, starting from `initial_state`, yielding each `output`; the state keeps its
+        structure and dtypes.
+
+        >>> ds = tg.data.Dataset.range(5).scan(np.int64(0), lambda s, x: (s + x, s + x))
+        >>> [int(x) for x in ds]
+        [0, 1, 3, 6, 10]
+        """
+        _check_callable(scan_func, "Dataset.scan", "scan_func")
+        return _Scan(self, structure.normalize(initial_state, "Dataset.scan"), scan_func)
+
+    def take_while(self, predicate, name=None):
+        """The elements up to (not including) the first for which `predicate` is False.
+
+        >>> [int(x) for x in tg.data.Dataset.range(10).take_while(lambda x: x < 4)]
+        [0, 1, 2, 3]
+        """
+        _check_callable(predicate, "Dataset.take_while", "predicate")
+        return _TakeWhile(self, predicate)
+
+    @staticmethod
+    def counter(start=0, step=1, dtype=dtypes.int64, name=None):
+        """The infinite count start, start + step, ... as scalars of `dtype`.
+
+        >>> [int(x) for x in tg.data.Dataset.counter(2, 3).take(3)]
+        [2, 5, 8]
+        """
+        start = _count(start, "Dataset.counter", "start", -2 ** 63)
+        step = _count(step, "Dataset.counter", "step", -2 ** 63)
+        return _Counter(start, step, dtypes.as_dtype(dtype))
+
+    @staticmethod
+    def random(seed=None, rerandomize_each_iteration=None, name=None):
+        """An infinite dataset of random int64 scalars in [0, 2**32). With a `seed` (or after
+        `tg.random.set_seed`) the sequence repeats from run to run; each iteration repeats it
+        unless `rerandomize_each_iteration`.
+
+        >>> ds = tg.data.Dataset.random(seed=4).take(3)
+        >>> [int(x) for x in ds] == [int(x) for x in ds]
+        True
+        """
+        return _RandomInts(_seed(seed, "Dataset.random"), bool(rerandomize_each_iteration))
+
+    @staticmethod
+    def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False,
+                             rerandomize_each_iteration=None):
+        """Elements drawn from `datasets` at random, dataset i with probability `weights[i]`
+        (normalised; default uniform). An exhausted dataset drops out (the others' weights are
+        renormalised), unless `stop_on_empty_dataset`: then the result ends there.
+
+        >>> ds = tg.data.Dataset.sample_from_datasets(
+        ...     [tg.data.Dataset.range(3), tg.data.Dataset.range(10, 12)], seed=1)
+        >>> sorted(int(x) for x in ds)
+        [0, 1, 2, 10, 11]
+        """
+        who = "Dataset.sample_from_datasets"
+        datasets = _dataset_list(datasets, who)
+        n = len(datasets)
+        if isinstance(weights, Dataset):
+            raise NotImplementedError(f"{who}: weights given as a dataset (changing over time) "
+                                      f"are not supported; pass a list or tensor of weights")
+        if weights is None:
+            w = np.full(n, 1.0 / n)
+        else:
+            w = np.asarray(weights.numpy() if isinstance(weights, Tensor) else weights,
+                           dtype=np.float64).reshape(-1)
+            if len(w) != n:
+                raise ValueError(f"{who}: Invalid `weights`. `weights` should have the same "
+                                 f"length as `datasets` but got `len(weights)={len(w)}` vs. "
+                                 f"`len(datasets)={n}`.")
+            if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
+                raise InvalidArgumentError(f"{who}: weights must be finite, non-negative and not "
+                                           f"all zero, got {w.tolist()}")
+        spec = _common_spec(datasets, who, "Invalid `datasets`. `datasets` must have "
+                                            "compatible element specs.")
+        return _Sample(datasets, spec, w / w.sum(), _seed(seed, who),
+                       bool(stop_on_empty_dataset), bool(rerandomize_each_iteration))
+
+    @staticmethod
+    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
+        """Elements taken from `datasets` in the order `choice_dataset` (int64 scalars) names
+        them. When a chosen dataset is exhausted the result ends
+        (`stop_on_empty_dataset`) or that choice is skipped.
+
+        >>> ds = tg.data.Dataset.choose_from_datasets(
+        ...     [tg.data.Dataset.range(3), tg.data.Dataset.range(10, 13)],
+        ...     tg.data.Dataset.from_tensor_slices(np.array([0, 1, 1, 0], np.int64)))
+        >>> [int(x) for x in ds]
+        [0, 10, 11, 1]
+        """
+        who = "Dataset.choose_from_datasets"
+        datasets = _dataset_list(datasets, who)
+        if not isinstance(choice_dataset, Dataset) or \
+                choice_dataset.element_spec != TensorSpec((), dtypes.int64):
+            got = choice_dataset.element_spec if isinstance(choice_dataset, Dataset) else \
+                repr(choice_dataset)
+            raise TypeError(f"{who}: Invalid `choice_dataset`. Elements of `choice_dataset` "
+                            f"must be scalar `tg.int64` tensors but are {got}.")
+        spec = _common_spec(datasets, who, "Invalid `datasets`. `datasets` must have "
+                                            "compatible element specs.")
+        return _Choose(datasets, spec, choice_dataset, bool(stop_on_empty_dataset))
+
+    def get_single_element(self, name=None):
+        """The one element of this dataset (InvalidArgumentError if it has none or more).
+
+        >>> int(tg.data.Dataset.range(5, 6).get_single_element())
+        5
+        """
+        it = iter(self)
+        try:
+            first = next(it, None)
+            if first is None:
+                raise InvalidArgumentError("Dataset.get_single_element: Dataset was empty.")
+            if next(it, None) is not None:
+                raise InvalidArgumentError("Dataset.get_single_element: Dataset had more than "
+                                           "one element.")
+        finally:
+            it.close()
+        return first
+
+    def unique(self, name=None):
+        """The elements (int32 / int64 scalars) without repetitions, in first-seen order.
+
+        >>> [int(x) for x in tg.data.Dataset.from_tensor_slices([1, 3, 1, 2, 3]).unique()]
+        [1, 3, 2]
+        """
+        spec = self.element_spec
+        if not isinstance(spec, TensorSpec):
+            raise InvalidArgumentError(f"Dataset.unique: only supports inputs with a single "
+                                       f"component, got element_spec {spec}")
+        if spec.dtype not in (dtypes.int32, dtypes.int64):
+            raise TypeError(f"Dataset.unique: does not support type {spec.dtype.name} -- only "
+                            f"tg.int32 and tg.int64 are supported.")
+        if spec.shape is None or len(spec.shape) != 0:
+            raise InvalidArgumentError(f"Dataset.unique: elements must be scalars, got "
+                                       f"element_spec {spec}")
+        return _Unique(self)
+
+    def group_by_window(self, key_func, reduce_func, window_size=None, window_size_func=None,
+                        name=None):
+        """Groups the elements by `key_func(element)` (an int64 scalar): each group fills a
+        window of `window_size` elements (or `window_size_func(key)`); a full window, as a
+        dataset, goes to `reduce_func(key, window)`, whose dataset's elements are the output.
+        Windows still partly full at the end follow in the order their keys first appeared.
+
+        >>> ds = tg.data.Dataset.range(10).group_by_window(
+        ...     key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(3), window_size=3)
+        >>> [b.numpy().tolist() for b in ds]
+        [[0, 2, 4], [1, 3, 5], [6, 8], [7, 9]]
+        """
+        who = "Dataset.group_by_window"
+        _check_callable(key_func, who, "key_func")
+        _check_callable(reduce_func, who, "reduce_func")
+        if (window_size is None) == (window_size_func is None):
+            raise ValueError(f"{who}: Either the `window_size` argument or the "
+                             f"`window_size_func` argument must be specified.")
+        if window_size is not None:
+            size = _count(window_size, who, "window_size", 1)
+            window_size_func = lambda key: size  # noqa: E731
+        _check_callable(window_size_func, who, "window_size_func")
+        return _GroupByWindow(self, key_func, reduce_func, window_size_func)
+
+    def bucket_by_sequence_length(self, element_length_func, bucket_boundaries,
+                                  bucket_batch_sizes, padded_shapes=None, padding_values=None,
+                                  pad_to_bucket_boundary=False, no_padding=False,
+                                  drop_remainder=False, name=None):
+        """Batches elements of similar length together, as tf.data: an element of length L
+        (`element_length_func(element)`) goes to bucket i where
+        bucket_boundaries[i-1] <= L < bucket_boundaries[i] (the first bucket below the first
+        boundary, the last from the last boundary up); bucket i emits `padded_batch`es of
+        `bucket_batch_sizes[i]` elements, padded to the longest in the batch or, with
+        `pad_to_bucket_boundary`, to bucket_boundaries[i] - 1 (then every length must be below
+        the last boundary); `no_padding` uses `batch`.
+
+        >>> ds = tg.data.Dataset.range(1, 6).map(lambda x: tg.fill([int(x)], x))
+        >>> ds = ds.bucket_by_sequence_length(lambda e: tg.shape(e)[0], [3], [2, 2])
+        >>> [b.numpy().tolist() for b in ds]
+        [[[1, 0], [2, 2]], [[3, 3, 3, 0], [4, 4, 4, 4]], [[5, 5, 5, 5, 5]]]
+        """
+        who = "Dataset.bucket_by_sequence_length"
+        _check_callable(element_length_func, who, "element_length_func")
+        bounds = [_count(b, who, "each bucket boundary", 0) for b in bucket_boundaries]
+        sizes = [_count(b, who, "each bucket batch size", 1) for b in bucket_batch_sizes]
+        if len(sizes) != len(bounds) + 1:
+            raise ValueError(f"{who}: `len(bucket_batch_sizes)` must equal "
+                             f"`len(bucket_boundaries) + 1` but `len(bucket_batch_sizes)="
+                             f"{len(sizes)}` and `len(bucket_boundaries)={len(bounds)}`.")
+        if sorted(bounds) != bounds:
+            raise ValueError(f"{who}: bucket_boundaries must be sorted, got {bounds}")
+        if pad_to_bucket_boundary and not bounds:
+            raise ValueError(f"{who}: pad_to_bucket_boundary needs at least one boundary")
+        edges = np.asarray(bounds, dtype=np.int64)
+
+        def key(*element):
+            length = int(_call(element_length_func, element[0] if len(element) == 1
+                               else element))
+            if pad_to_bucket_boundary and length >= bounds[-1]:
+                raise InvalidArgumentError(f"{who}: When pad_to_bucket_boundary=True, elements "
+                                           f"must have length < max(bucket_boundaries) = "
+                                           f"{bounds[-1]}, got {length}")
+            return np.int64(np.searchsorted(edges, length, side="right"))
+
+        def batching(bucket, window):
+            size = sizes[int(bucket)]
+            if no_padding:
+                return window.batch(size, drop_remainder=drop_remainder)
+            shapes = padded_shapes
+            if pad_to_bucket_boundary:
+                top = bounds[min(int(bucket), len(bounds) - 1)] - 1
+                shapes = nest.map_structure(
+                    lambda s: (top,) + (None,) * (len(s.shape) - 1), window.element_spec)
+            return window.padded_batch(size, shapes, padding_values,
+                                       drop_remainder=drop_remainder)
+
+        return _GroupByWindow(self, key, batching, lambda bucket: sizes[int(bucket)],
+                              trace_keys=range(len(sizes)), batch_unknown=True)
+
+
 # -- sources -------------------------------------------------------------------------------------
 
 class _TensorSlices(Dataset):
@@ -1268,6 +1500,292 @@ class _Window(_Unary):
         return -(-n // self._shift)
 
 
+# -- several inputs: concatenate, sample, choose; scan, take_while, unique, group_by_window -------
+
+def _dataset_list(datasets, who):
+    datasets = list(datasets) if isinstance(datasets, (list, tuple)) else datasets
+    if not isinstance(datasets, list) or not datasets:
+        raise ValueError(f"{who}: Invalid `datasets`. `datasets` should not be empty.")
+    for d in datasets:
+        if not isinstance(d, Dataset):
+            raise TypeError(f"{who}: expected a list of tg.data.Dataset, got {d!r}")
+    return datasets
+
+
+def _common_spec(datasets, who, message):
+    """The element_spec all `datasets` share (dimensions that differ become None)."""
+    specs = [d.element_spec for d in datasets]
+    out = specs[0]
+    for i, spec in enumerate(specs[1:], 1):
+        try:
+            if not structure.same_structure(out, spec):
+                raise TypeError("structures differ")
+            out = _map_pair(structure.most_specific_common, out, spec)
+        except TypeError:
+            raise TypeError(f"{who}: {message}\n  {specs[0]} vs. {spec} (dataset {i})") from None
+    return out
+
+
+def _seed(seed, who):
+    if seed is None:
+        return int(_random._gen(None).integers(2 ** 63))  # tg.random.set_seed repeats it
+    return _count(seed, who, "seed", 0)
+
+
+class _Several(Dataset):
+    """A dataset built from several input datasets (`_inputs`; their options merge)."""
+
+    def __init__(self, inputs, spec):
+        self._inputs = list(inputs)
+        self._spec_value = spec
+
+    def _spec(self):
+        return self._spec_value
+
+    def _card(self):
+        return UNKNOWN_CARDINALITY
+
+
+class _Concatenate(_Several):
+    def _iterate(self, ctx):
+        for d in self._inputs:
+            with contextlib.closing(d._iterate(ctx)) as elements:
+                yield from elements
+
+    def _card(self):
+        ns = [d._card() for d in self._inputs]
+        if INFINITE_CARDINALITY in ns:
+            return INFINITE_CARDINALITY
+        return UNKNOWN_CARDINALITY if UNKNOWN_CARDINALITY in ns else sum(ns)
+
+
+class _Sample(_Several):
+    def __init__(self, inputs, spec, weights, seed, stop_on_empty, rerandomize):
+        super().__init__(inputs, spec)
+        self._weights, self._seed, self._stop = weights, seed, stop_on_empty
+        self._rerandomize, self._epoch = rerandomize, 0
+
+    def _iterate(self, ctx):
+        epoch = self._epoch
+        self._epoch += self._rerandomize
+        rng = np.random.default_rng([self._seed, epoch])
+        its = [d._iterate(ctx) for d in self._inputs]
+        w = self._weights.copy()
+        try:
+            while w.sum() > 0:
+                i = int(rng.choice(len(w), p=w / w.sum()))
+                element = next(its[i], None)
+                if element is None:
+                    if self._stop:
+                        return
+                    w[i] = 0.0
+                    continue
+                yield element
+        finally:
+            for it in its:
+                it.close()
+
+    def _card(self):
+        ns = [d._card() for d, w in zip(self._inputs, self._weights) if w > 0]
+        return INFINITE_CARDINALITY if all(n == INFINITE_CARDINALITY for n in ns) \
+            else UNKNOWN_CARDINALITY
+
+
+class _Choose(_Several):
+    def __init__(self, inputs, spec, choices, stop_on_empty):
+        super().__init__(list(inputs) + [choices], spec)
+        self._stop = stop_on_empty
+
+    def _iterate(self, ctx):
+        *datasets, choices = self._inputs
+        its = [d._iterate(ctx) for d in datasets]
+        try:
+            with contextlib.closing(choices._iterate(ctx)) as picks:
+                for pick in picks:
+                    i = int(pick)
+                    if not 0 <= i < len(its):
+                        raise InvalidArgumentError(f"Dataset.choose_from_datasets: Selector "
+                                                   f"index out of range: {i} >= {len(its)}")
+                    element = next(its[i], None)
+                    if element is None:
+                        if self._stop:
+                            return
+                        continue
+                    yield element
+        finally:
+            for it in its:
+                it.close()
+
+
+class _Counter(Dataset):
+    def __init__(self, start, step, dtype):
+        self._start, self._step, self._dtype = start, step, dtype
+
+    def _iterate(self, ctx):
+        for i in itertools.count(self._start, self._step):
+            yield iterators.scalar(i, self._dtype._np, ctx.dev)
+
+    def _spec(self):
+        return TensorSpec((), self._dtype)
+
+    def _card(self):
+        return INFINITE_CARDINALITY
+
+
+class _RandomInts(Dataset):
+    def __init__(self, seed, rerandomize):
+        self._seed, self._rerandomize, self._epoch = seed, rerandomize, 0
+
+    def _iterate(self, ctx):
+        epoch = self._epoch
+        self._epoch += self._rerandomize
+        rng = np.random.default_rng([self._seed, epoch])
+        while True:
+            yield iterators.scalar(rng.integers(2 ** 32), np.int64, ctx.dev)
+
+    def _spec(self):
+        return TensorSpec((), dtypes.int64)
+
+    def _card(self):
+        return INFINITE_CARDINALITY
+
+
+def _scan_step(fn, state, element):
+    with iterators.unseen():
+        out = fn(state, element)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise TypeError(f"Dataset.scan: Invalid `scan_func`. `scan_func` should return a pair "
+                        f"consisting of new state and the output value but it returned {out!r}")
+    new = structure.normalize(out[0], "Dataset.scan")
+    old_spec, new_spec = structure.spec_of(state), structure.spec_of(new)
+    if not structure.same_structure(old_spec, new_spec) or [s.dtype for s in nest.flatten(
+            old_spec)] != [s.dtype for s in nest.flatten(new_spec)]:
+        raise TypeError(f"Dataset.scan: Invalid `scan_func`. The new state must match the "
+                        f"structure and dtypes of the initial state {old_spec}, got {new_spec}")
+    return new, structure.normalize(out[1], "Dataset.scan")
+
+
+class _Scan(_Unary):
+    def __init__(self, input_dataset, initial_state, fn):
+        super().__init__(input_dataset)
+        self._state, self._fn = initial_state, fn
+
+    def _iterate(self, ctx):
+        state = nest.map_structure(lambda t: structure.to_device(t, ctx.dev), self._state)
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
+            for element in elements:
+                state, out = _scan_step(self._fn, state, element)
+                yield out
+
+    def _spec(self):
+        # traced as `map` is: on placeholder elements of two sizes; the state as given
+        spec = self._input.element_spec
+        dev = _backend.lookup("cpu")
+        outs = []
+        with np.errstate(all="ignore"), iterators.Context(dev).scope:
+            state = nest.map_structure(lambda t: structure.to_device(t, dev), self._state)
+            for size in (1, 2):
+                element = nest.map_structure(lambda s: _placeholder(s, size, dev), spec)
+                outs.append(structure.spec_of(_scan_step(self._fn, state, element)[1]))
+        return _map_pair(structure.most_specific_common, outs[0], outs[1])
+
+
+class _TakeWhile(_Filter):
+    def _iterate(self, ctx):
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
+            for element in elements:
+                if not self._keep(element):
+                    return
+                yield element
+
+
+class _Unique(_Unary):
+    def _iterate(self, ctx):
+        seen = set()
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
+            for element in elements:
+                value = int(element)
+                if value not in seen:
+                    seen.add(value)
+                    yield element
+
+    def _card(self):
+        return UNKNOWN_CARDINALITY
+
+
+def _key_of(fn, element, who):
+    out = _call(fn, element)
+    if isinstance(out, Tensor) and (out.ndim != 0 or out.dtype != dtypes.int64):
+        raise ValueError(f"{who}: `key_func` must return a single tg.int64 scalar tensor, got "
+                         f"{out.dtype.name} of shape {out.shape}")
+    if not isinstance(out, (Tensor, int, np.integer)) or isinstance(out, bool):
+        raise ValueError(f"{who}: `key_func` must return a single tg.int64 scalar tensor, got "
+                         f"{out!r}")
+    return int(out)
+
+
+class _GroupByWindow(_Unary):
+    _WHO = "Dataset.group_by_window"
+
+    def __init__(self, input_dataset, key_func, reduce_func, size_func, trace_keys=(0, 1),
+                 batch_unknown=False):
+        super().__init__(input_dataset)
+        self._key, self._reduce, self._size = key_func, reduce_func, size_func
+        self._trace_keys, self._batch_unknown = tuple(trace_keys), batch_unknown
+
+    def _window_size(self, key):
+        with iterators.unseen():
+            size = self._size(iterators.scalar(key, np.int64, _backend.current()))
+        return _count(size, self._WHO, "the window size", 1)
+
+    def _emit(self, key, window, ctx):
+        ds = self._reduce(iterators.scalar(key, np.int64, ctx.dev),
+                          _Elements(window, self._input.element_spec))
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"{self._WHO}: reduce_func must return a tg.data.Dataset, got "
+                            f"{type(ds).__name__}: {ds!r}")
+        with contextlib.closing(ds._iterate(ctx)) as elements:
+            yield from elements
+
+    def _iterate(self, ctx):
+        windows, sizes = {}, {}
+        with contextlib.closing(self._input._iterate(ctx)) as elements:
+            for element in elements:
+                key = _key_of(self._key, element, self._WHO)
+                if key not in sizes:
+                    sizes[key] = self._window_size(key)
+                window = windows.setdefault(key, [])
+                window.append(element)
+                if len(window) == sizes[key]:
+                    del windows[key]
+                    yield from self._emit(key, window, ctx)
+        for key, window in windows.items():
+            yield from self._emit(key, window, ctx)
+
+    def _spec(self):
+        # traced for keys 0 and 1 (TF traces a symbolic key); dimensions that differ are None
+        dev = _backend.lookup("cpu")
+        specs = []
+        for key in self._trace_keys:
+            with np.errstate(all="ignore"), iterators.Context(dev).scope:
+                ds = self._reduce(iterators.scalar(key, np.int64, dev),
+                                  _Elements([], self._input.element_spec))
+            if not isinstance(ds, Dataset):
+                raise TypeError(f"{self._WHO}: reduce_func must return a tg.data.Dataset, got "
+                                f"{type(ds).__name__}: {ds!r}")
+            specs.append(ds.element_spec)
+        out = specs[0]
+        for spec in specs[1:]:
+            out = _map_pair(structure.most_specific_common, out, spec)
+        if self._batch_unknown:  # the batch size depends on the key
+            out = nest.map_structure(lambda s: structure.batched_spec(
+                TensorSpec(None if s.shape is None else s.shape[1:], s.dtype), None), out)
+        return out
+
+    def _card(self):
+        return UNKNOWN_CARDINALITY
+
+
 # -- options ---------------------------------------------------------------------------------------
 
 class _OptionGroup:
@@ -1355,6 +1873,8 @@ def _options_of(dataset):
         inputs = [dataset._input]
     elif isinstance(dataset, _Zip):
         inputs = nest.flatten(dataset._datasets)
+    elif isinstance(dataset, _Several):
+        inputs = dataset._inputs
     for d in inputs:
         out = out.merge(_options_of(d))
     if isinstance(dataset, _WithOptions):

@@ -642,6 +642,8 @@ def format_print(template, values):
     """tg.print's text: `template` is (parts, sep, end, stream) where a part is ("t", None) for
     the next tensor value (a host array) or ("py", text)."""
     parts, sep, end, stream = template
+    if getattr(stream, "takes_values", False):  # a sink of the host values (tg.summary.scalar)
+        return stream, list(values)
     it = iter(values)
     out = []
     for kind, text in parts:

@@ -6,7 +6,7 @@ shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 from .registry import InvalidArgumentError, def_op, exact_ufunc, passthrough, quiet
 from ..core.tensor import Tensor, as_tensor_pair, scalar_like
 from ._base import EMPTY, apply, apply2, call2, public, tensor
-from .unary import square
+from .unary import is_finite as _is_finite, square
 
 
 def _public(op, doc):
@@ -271,6 +271,34 @@ def add_n(inputs, name=None):
     return total
 
 
+def divide_no_nan(x, y, name=None):
+    """x / y, and 0 where y is 0 (even where x is 0, inf or nan), as tf.math.divide_no_nan;
+    the gradient is 0 there too.
+
+    >>> tg.math.divide_no_nan(tg.constant([1.0, 3.0]), tg.constant([0.0, 2.0])).numpy()
+    array([0. , 1.5], dtype=float32)
+    """
+    x, y = as_tensor_pair(x, y, "divide_no_nan")
+    zero = equal(y, scalar_like(0, y))
+    safe_y = where(zero, scalar_like(1, y), y)  # keeps x / 0 (and its gradient) out of the sum
+    return where(zero, scalar_like(0, x), divide(x, safe_y))
+
+
+def multiply_no_nan(x, y, name=None):
+    """x * y, and 0 where y is 0 (even where x is inf or nan), as tf.math.multiply_no_nan.
+    Its gradient in x is g * y (0 where y is 0); in y it is g * x, except where y is 0 and x is
+    not finite: there it is 0 (TF's is x, inf or nan).
+
+    >>> tg.math.multiply_no_nan(tg.constant([float("inf"), 2.0]), tg.constant([0.0, 3.0])).numpy()
+    array([0., 6.], dtype=float32)
+    """
+    x, y = as_tensor_pair(x, y, "multiply_no_nan")
+    # where y is 0 a non-finite x is replaced by 0, so x * y (and both derivatives) stay finite
+    dropped = logical_and(equal(y, scalar_like(0, y)), logical_not(_is_finite(x)))
+    return multiply(where(dropped, scalar_like(0, x), x), y)
+
+
 __all__ = public(globals(), ("", "math"), special=((("",), (where, clip_by_value)),
                                                  (("math",), (xlogy, xlog1py)),
+                                                 (("math",), (divide_no_nan, multiply_no_nan)),
                                                  ((), (scalar,))))

@@ -157,4 +157,4 @@ def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001
     return Tensor(dev.xp.arange(start, limit, delta, dtype=np_dtype(dtype)), dev)
 
 
-__all__ = public(globals(), ("",))
+__all__ = public(globals(), ("",), special=((("", "linalg"), (eye,)),))

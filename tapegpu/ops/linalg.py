@@ -18,7 +18,7 @@ from . import binary as _b, unary as _u
 from .kernels import cpu_einsum_outer
 from .reduce import reduce_max, reduce_sum
 from .shape import (_scatter_op, broadcast_to, expand_dims, getitem, matrix_transpose,
-                    reshape, transpose)
+                    reshape, stack, transpose)
 
 
 def _mT(x):
@@ -1501,6 +1501,23 @@ def lu_matrix_inverse(lower_upper, perm, validate_args=False, name=None):
     n = lu_.shape[-1]
     eye = Tensor(lu_._dev.xp.eye(n, dtype=lu_._data.dtype), lu_._dev)
     return lu_solve(lu_, perm, broadcast_to(eye, lu_.shape))
+
+
+def cross(a, b, name=None):
+    """The cross product a x b of 3-vectors along the last axis (the inputs have one shape),
+    as tf.linalg.cross.
+
+    >>> tg.linalg.cross(tg.constant([1.0, 0.0, 0.0]), tg.constant([0.0, 1.0, 0.0])).numpy()
+    array([0., 0., 1.], dtype=float32)
+    """
+    a, b = tensor(a), tensor(b)
+    if a.shape != b.shape or a.ndim == 0 or a.shape[-1] != 3 or a.dtype != b.dtype:
+        raise InvalidArgumentError(f"cross: a and b must have one dtype and one shape whose "
+                                   f"last axis is 3, got {a.dtype.name} {a.shape} and "
+                                   f"{b.dtype.name} {b.shape}")
+    ax, ay, az = (getitem(a, (Ellipsis, i)) for i in range(3))
+    bx, by, bz = (getitem(b, (Ellipsis, i)) for i in range(3))
+    return stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
 
 
 __all__ = public(globals(), ("linalg",), special=(

@@ -3,10 +3,12 @@
 from ..backends import checks
 from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
-from .binary import as_tensor_pair, greater_equal, maximum, where
+from ..core.tensor import Tensor, scalar_like
+from .binary import as_tensor_pair, divide_no_nan, greater_equal, maximum, where
 from .kernels import bias_act_kernels, softmax_kernels, sparse_xent_kernels
 from .random import uniform
 from .reduce import reduce_sum
+from .shape import expand_dims
 from .unary import cast, exp, log1p, rsqrt, square
 
 
@@ -326,6 +328,41 @@ def bias_act(x, bias, activation):
 bias_act.op = _bias_act
 
 
+def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size=None):
+    """sum(per_example_loss * sample_weight) / global_batch_size, as
+    tf.nn.compute_average_loss: `global_batch_size` defaults to the first axis' length (one
+    replica), an empty batch averages to 0, and a `sample_weight` of lower rank gains
+    trailing axes (a weight per example).
+
+    >>> float(tg.nn.compute_average_loss(tg.constant([1.0, 2.0, 3.0, 4.0]), global_batch_size=8))
+    1.25
+    """
+    loss = floating(per_example_loss, "compute_average_loss")
+    if loss.ndim == 0:
+        raise ValueError(f"compute_average_loss: Invalid value passed for `per_example_loss`. "
+                         f"Expected a tensor with at least rank 1. Received "
+                         f"per_example_loss={float(loss)} with rank 0")
+    if sample_weight is not None:
+        w = cast(tensor(sample_weight), loss.dtype)
+        while 0 < w.ndim < loss.ndim:
+            w = expand_dims(w, -1)
+        loss = loss * w
+    n = loss.shape[0] if global_batch_size is None else global_batch_size
+    if isinstance(n, Tensor):
+        if n.ndim != 0 or n._data.dtype.kind not in "iu":
+            raise TypeError(f"compute_average_loss: global_batch_size must be an integer "
+                            f"scalar, got {n.dtype.name} of shape {n.shape}")
+        n = int(n)
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"compute_average_loss: global_batch_size must be an integer, got "
+                        f"{n!r}")
+    if n < 0:
+        raise InvalidArgumentError(f"compute_average_loss: global_batch_size must be "
+                                   f"non-negative, got {n}")
+    total = reduce_sum(loss)
+    return divide_no_nan(total, scalar_like(n, total))
+
+
 __all__ = public(globals(), ("", "nn"), special=(
     ((), (bias_activations, dropout_drawn)), (("", "nn", "activations"), (softmax, log_softmax)),
-    (("", "math", "nn"), (l2_normalize,))))
+    (("", "math", "nn", "linalg"), (l2_normalize,)), (("nn",), (compute_average_loss,))))

@@ -653,7 +653,120 @@ def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
                                                "reverse": bool(reverse)})
 
 
+# -- counting: in_top_k, bincount, confusion_matrix ---------------------------------------------
+
+def in_top_k(targets, predictions, k, name=None):
+    """Whether predictions[i, targets[i]] is among the k largest of row i (ties at the boundary
+    count as in), as tf.math.in_top_k; false where that prediction is not finite or the
+    target is out of range.
+
+    >>> tg.math.in_top_k([2, 0], tg.constant([[0.1, 0.3, 0.6], [0.2, 0.5, 0.3]]), 1).numpy()
+    array([ True, False])
+    """
+    p = tensor(predictions)
+    t = tensor(targets)
+    if p.ndim != 2 or t.ndim != 1 or t.shape[0] != p.shape[0] or t._data.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"in_top_k: predictions must be a matrix (batch, classes) and "
+                                   f"targets an integer vector (batch,), got {p.shape} and "
+                                   f"{t.dtype.name} of shape {t.shape}")
+    if p._data.dtype.kind != "f":
+        raise InvalidArgumentError(f"in_top_k: predictions must be floating, got "
+                                   f"{p.dtype.name}")
+    n = p.shape[1]
+    valid = _b.logical_and(_b.greater_equal(t, 0), _b.less(t, n))
+    safe = _b.where(valid, t, _b.scalar(0, t))
+    picked = reshape(apply(_shape._take_along, (p, _shape.expand_dims(safe, -1)), {"axis": -1}),
+                     (-1,))
+    count = reduce_sum(_u.cast(_b.greater(p, _shape.expand_dims(picked, -1)), np.int32), -1)
+    return _b.logical_and(_b.logical_and(valid, _u.is_finite(picked)),
+                          _b.less(count, _b.scalar(int(k), count)))
+
+
+
+
+def _counts_dtype(weights, dtype):
+    return weights._data.dtype if weights is not None else np_dtype(dtype)
+
+
+def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=np.int32, name=None,
+             axis=None, binary_output=False):
+    """How often each value 0, 1, ... occurs in the non-negative integers `arr` (all axes), or
+    the sum of `weights` at those positions, as tf.math.bincount: the length is
+    max(arr) + 1, at least `minlength`, at most `maxlength` (larger values are dropped); the
+    dtype is the weights' (else `dtype`). Unlike TF, floating `arr` is an error (TF truncates
+    it) and the result is differentiable in `weights`. Only axis=None is supported.
+
+    >>> tg.math.bincount([1, 1, 3]).numpy()
+    array([0, 2, 0, 1], dtype=int32)
+    """
+    x = tensor(arr)
+    if x._data.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"bincount: arr must be integers, got {x.dtype.name}; use "
+                                   f"tg.cast(arr, tg.int32) first")
+    if axis not in (None, 0) or binary_output:
+        raise InvalidArgumentError("bincount: only axis=None (count over all axes) and "
+                                   "binary_output=False are supported")
+    w = None if weights is None else tensor(weights)
+    if w is not None and w.size and w.shape != x.shape:
+        raise InvalidArgumentError(f"bincount: `weights` must be the same shape as `arr` or a "
+                                   f"length-0 `Tensor`, got {w.shape} and {x.shape}")
+    w = w if w is not None and w.size else None
+    host = x.numpy().reshape(-1)
+    if host.size and host.min() < 0:
+        raise InvalidArgumentError("bincount: Input arr must be non-negative!")
+    n = max(int(host.max()) + 1 if host.size else 0, 0 if minlength is None else int(minlength))
+    n = n if maxlength is None else min(n, int(maxlength))
+    keep = host < n
+    idx = Tensor(x._dev.xp.asarray(host[keep].reshape(-1, 1)), x._dev)
+    dt = _counts_dtype(w, dtype)
+    if w is None:
+        ones = Tensor(x._dev.xp.ones(idx.shape[0], dtype=dt), x._dev)
+        return _shape.scatter_nd(idx, ones, [n])
+    kept = _shape.boolean_mask(reshape(w, (-1,)), keep) if not keep.all() else reshape(w, (-1,))
+    return _shape.scatter_nd(idx, kept, [n])
+
+
+def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=np.int32,
+                     name=None):
+    """The (num_classes, num_classes) matrix whose [i, j] counts (or sums `weights` over) the
+    examples with label i predicted as j, as tf.math.confusion_matrix (`num_classes` defaults
+    to the largest label or prediction + 1; weights are cast to `dtype`).
+
+    >>> tg.math.confusion_matrix([1, 2, 2], [2, 2, 0]).numpy()
+    array([[0, 0, 0],
+           [0, 0, 1],
+           [1, 0, 1]], dtype=int32)
+    """
+    lab, pred = tensor(labels), tensor(predictions)
+    for what, v in (("labels", lab), ("predictions", pred)):
+        if v._data.dtype.kind not in "iu" or v.ndim != 1:
+            raise InvalidArgumentError(f"confusion_matrix: `{what}` must be an integer vector, "
+                                       f"got {v.dtype.name} of shape {v.shape}")
+    if lab.shape != pred.shape:
+        raise InvalidArgumentError(f"confusion_matrix: labels and predictions must have one "
+                                   f"shape, got {lab.shape} and {pred.shape}")
+    hl, hp = lab.numpy(), pred.numpy()
+    n = int(max(hl.max(initial=-1), hp.max(initial=-1))) + 1 if num_classes is None \
+        else int(num_classes)
+    for what, h in (("labels", hl), ("predictions", hp)):
+        if h.size and h.min() < 0:
+            raise InvalidArgumentError(f"confusion_matrix: `{what}` contains negative values")
+        if h.size and h.max() >= n:
+            raise InvalidArgumentError(f"confusion_matrix: `{what}` out of bound: the largest "
+                                       f"is {int(h.max())}, num_classes is {n}")
+    dt = np_dtype(dtype)
+    if weights is None:
+        values = Tensor(lab._dev.xp.ones(lab.shape, dtype=dt), lab._dev)
+    else:
+        values = _u.cast(tensor(weights), dt)
+        if values.shape != lab.shape:
+            raise InvalidArgumentError(f"confusion_matrix: weights must have the labels' shape "
+                                       f"{lab.shape}, got {values.shape}")
+    return _shape.scatter_nd(_shape.stack([lab, pred], axis=1), values, [n, n])
+
+
 __all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)), (("math",), (
     unsorted_segment_sum, unsorted_segment_mean, unsorted_segment_max, unsorted_segment_min,
     segment_sum, segment_mean, segment_max, segment_min)), (("math",), (cumulative_logsumexp,)),
-    (("",), (tensor_scatter_nd_max, tensor_scatter_nd_min)), (("nn",), (embedding_lookup,))))
+    (("",), (tensor_scatter_nd_max, tensor_scatter_nd_min)), (("nn",), (embedding_lookup,)),
+    (("math", "nn"), (in_top_k,)), (("math",), (bincount, confusion_matrix))))

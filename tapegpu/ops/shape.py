@@ -4,6 +4,7 @@ All are linear; their VJPs move `g` back into the input's layout with leading ba
 (the number of batch axes of `g` is `g.ndim - out.ndim`). Their JVPs are the op itself applied
 to the tangent, with its axis parameters shifted past the tangent's batch axes.
 """
+import builtins
 import math
 from collections import namedtuple
 
@@ -14,8 +15,10 @@ from .registry import InvalidArgumentError, def_op, passthrough
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, convert_to_tensor
 from ._base import apply, norm_axes, norm_axis, public, tensor
-from . import binary as _b
+from . import binary as _b, unary as _u
 from .binary import equal, where
+
+_py_slice = builtins.slice  # (the module defines tf.slice)
 
 
 def _nb(g, out_ndim):
@@ -179,9 +182,9 @@ def squeeze(input, axis=None, name=None):  # noqa: A002
 
 def _concat_vjp(ops, g, axis, sizes):
     out, start = [], 0
-    lead = (slice(None),) * (g.ndim + axis)
+    lead = (_py_slice(None),) * (g.ndim + axis)
     for n in sizes:
-        out.append(g[lead + (slice(start, start + n),)])
+        out.append(g[lead + (_py_slice(start, start + n),)])
         start += n
     return tuple(out)
 
@@ -254,7 +257,7 @@ def unstack(value, num=None, axis=0, name=None):
     """
     x = tensor(value)
     a = norm_axes(axis, x.ndim, "unstack")[0]
-    pre = (slice(None),) * a
+    pre = (_py_slice(None),) * a
     return [getitem(x, pre + (i,)) for i in range(x.shape[a])]
 
 
@@ -285,9 +288,9 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
             raise InvalidArgumentError(f"split: sizes {list(num_or_size_splits)} do not add up "
                                        f"to axis {a} of size {n}")
     out, start = [], 0
-    pre = (slice(None),) * a
+    pre = (_py_slice(None),) * a
     for s in sizes:
-        out.append(getitem(x, pre + (slice(start, start + s),)))
+        out.append(getitem(x, pre + (_py_slice(start, start + s),)))
         start += s
     return out
 
@@ -325,7 +328,7 @@ def tile(input, multiples, name=None):  # noqa: A002
 
 def _pad_vjp(ops, g, paddings, constant_values):
     nb = g.ndim - len(paddings)
-    key = (slice(None),) * nb + tuple(slice(lo, g.shape[nb + i] - hi)
+    key = (_py_slice(None),) * nb + tuple(_py_slice(lo, g.shape[nb + i] - hi)
                                       for i, (lo, hi) in enumerate(paddings))
     return g[key]
 
@@ -422,7 +425,7 @@ def roll(input, shift, axis, name=None):  # noqa: A002
 
 def _getitem_forward(xp, x, key, inner):
     lead = x.ndim - inner
-    out = x[(slice(None),) * lead + key]
+    out = x[(_py_slice(None),) * lead + key]
     if lead and _separated_advanced(key):
         k = _advanced_ndim(key)
         out = xp.moveaxis(out, tuple(range(k, k + lead)), tuple(range(lead)))
@@ -432,7 +435,7 @@ def _getitem_forward(xp, x, key, inner):
 def _scatter_forward(xp, g, key, inner_shape, r, advanced):
     lead = g.ndim - r
     out = xp.zeros(g.shape[:lead] + inner_shape, dtype=g.dtype)
-    full = (slice(None),) * lead + key
+    full = (_py_slice(None),) * lead + key
     if lead and _separated_advanced(key):
         k = _advanced_ndim(key)
         g = xp.moveaxis(g, tuple(range(lead)), tuple(range(k, k + lead)))
@@ -517,7 +520,7 @@ def _normalize_key(key, shape, xp):
     expanded = []
     for k in out:
         if k is Ellipsis:
-            expanded.extend([slice(None)] * (len(shape) - n_real))
+            expanded.extend([_py_slice(None)] * (len(shape) - n_real))
         elif isinstance(k, np.ndarray) and k.dtype == np.bool_:
             expanded.extend(np.nonzero(k))
         elif isinstance(k, np.ndarray):
@@ -553,7 +556,7 @@ getitem.op = _getitem  # its entry, for passes keyed on entries (function/)
 
 def _gather_vjp(ops, g, p_shape, indices, axis):
     # the transpose of a gather is a scatter-add into zeros of the params' shape
-    key = (slice(None),) * (len(p_shape) + axis) + (ops.array(indices),)
+    key = (_py_slice(None),) * (len(p_shape) + axis) + (ops.array(indices),)
     return _scatter(ops, g, key, p_shape, len(p_shape) - 1 + indices.ndim)
 
 
@@ -741,7 +744,7 @@ def boolean_mask(tensor_, mask, axis=None, name=None):
         raise InvalidArgumentError(f"boolean_mask: mask must be bool with the shape of the "
                                    f"tensor's axes {a}..{a + m.ndim - 1}, {x.shape[a:a + m.ndim]}; "
                                    f"got {m.dtype.name} of shape {m.shape}")
-    return getitem(x, (slice(None),) * a + (m.numpy(),))
+    return getitem(x, (_py_slice(None),) * a + (m.numpy(),))
 
 
 # -- scatter_nd, tensor_scatter_nd_* -------------------------------------------------------------
@@ -1037,6 +1040,176 @@ def top_k(input, k=1, sorted=True, name=None):  # noqa: A002
                                    f"for an input of shape {x.shape}")
     idx = argsort(x, axis=-1, direction="DESCENDING")[..., :k]
     return TopK(apply(_take_along, (x, idx), {"axis": -1}), idx)
+
+
+
+# -- reverse, slice, strided_slice, sequence_mask, meshgrid (compositions) ----------------------
+
+def _int_list(value, what, op):
+    """A host list of ints from a list, array or integer tensor of rank <= 1."""
+    host = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+    if host.ndim > 1 or (host.size and host.dtype.kind not in "iu"):
+        raise InvalidArgumentError(f"{op}: {what} must be a vector of integers, got "
+                                   f"{host.dtype} of shape {host.shape}")
+    return [int(v) for v in host.reshape(-1)]
+
+
+def reverse(tensor, axis, name=None):  # noqa: F811 (the argument shadows the helper, as TF)
+    """`tensor` with the order of its elements reversed along each axis in `axis` (a vector of
+    distinct axes), as tf.reverse; the gradient is reversed back.
+
+    >>> tg.reverse(tg.constant([[1, 2, 3], [4, 5, 6]]), [1]).numpy()
+    array([[3, 2, 1],
+           [6, 5, 4]], dtype=int32)
+    """
+    x = convert_to_tensor(tensor)
+    axes = _int_list(axis, "axis", "reverse")
+    seen = set()
+    for a in axes:
+        a = norm_axis(a, x.ndim, "reverse") % x.ndim
+        if a in seen:
+            raise InvalidArgumentError(f"reverse: axis {a} specified more than once")
+        seen.add(a)
+    if not seen:
+        return x
+    return getitem(x, tuple(_py_slice(None, None, -1) if a in seen else _py_slice(None)
+                            for a in range(x.ndim)))
+
+
+def slice(input_, begin, size, name=None):  # noqa: A001 (TF's name)
+    """The block of `input_` starting at index `begin` with extent `size` per axis (-1: to
+    the end of that axis), as tf.slice.
+
+    >>> tg.slice(tg.reshape(tg.range(12), (3, 4)), [1, 1], [-1, 2]).numpy()
+    array([[ 5,  6],
+           [ 9, 10]], dtype=int32)
+    """
+    x = convert_to_tensor(input_)
+    b = _int_list(begin, "begin", "slice")
+    n = _int_list(size, "size", "slice")
+    if len(b) != x.ndim or len(n) != x.ndim:
+        raise InvalidArgumentError(f"slice: begin and size must each have one entry per axis "
+                                   f"of the input of shape {x.shape}, got {len(b)} and "
+                                   f"{len(n)}")
+    key = []
+    for i, (start, extent, dim) in enumerate(zip(b, n, x.shape)):
+        if not 0 <= start <= dim:
+            raise InvalidArgumentError(f"slice: expected begin[{i}] in [0, {dim}], but got "
+                                       f"{start}")
+        extent = dim - start if extent == -1 else extent
+        if not 0 <= extent <= dim - start:
+            raise InvalidArgumentError(f"slice: expected size[{i}] in [0, {dim - start}], but "
+                                       f"got {extent}")
+        key.append(_py_slice(start, start + extent))
+    return getitem(x, tuple(key))
+
+
+def _bits(mask, n):
+    return [bool(int(mask) >> i & 1) for i in range(n)]
+
+
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                  new_axis_mask=0, shrink_axis_mask=0, var=None, name=None):
+    """`input_[begin:end:strides]` spelled as tf.strided_slice: bit i of `begin_mask` /
+    `end_mask` ignores begin[i] / end[i], of `ellipsis_mask` makes entry i an `...`, of
+    `new_axis_mask` a new axis of size 1, of `shrink_axis_mask` the single index begin[i]
+    (removing that axis). Negative indices count from the end; the gradient scatters back.
+
+    >>> x = tg.reshape(tg.range(12), (3, 4))
+    >>> tg.strided_slice(x, [0, 1], [3, 4], [2, 2]).numpy()
+    array([[ 1,  3],
+           [ 9, 11]], dtype=int32)
+    """
+    x = convert_to_tensor(input_)
+    b = _int_list(begin, "begin", "strided_slice")
+    e = _int_list(end, "end", "strided_slice")
+    s = [1] * len(b) if strides is None else _int_list(strides, "strides", "strided_slice")
+    if not len(b) == len(e) == len(s):
+        raise InvalidArgumentError(f"strided_slice: begin, end and strides must have one "
+                                   f"length, got {len(b)}, {len(e)} and {len(s)}")
+    if 0 in s:
+        raise InvalidArgumentError(f"strided_slice: strides must be non-zero, got {s}")
+    masks = [_bits(m, len(b)) for m in (begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                                         shrink_axis_mask)]
+    if sum(masks[2]) > 1:
+        raise InvalidArgumentError("strided_slice: multiple ellipses in slice spec not allowed")
+    key = []
+    for i, (skip_b, skip_e, ellipsis, new, shrink) in enumerate(zip(*masks)):
+        if ellipsis:
+            key.append(Ellipsis)
+        elif new:
+            key.append(None)
+        elif shrink:
+            key.append(b[i])
+        else:
+            key.append(_py_slice(None if skip_b else b[i], None if skip_e else e[i], s[i]))
+    axis = 0  # check the shrunk indices against the axes they name (as TF does)
+    for k in key:
+        if k is Ellipsis:
+            axis += x.ndim - sum(1 for k2 in key if k2 is not None and k2 is not Ellipsis)
+            continue
+        if isinstance(k, int) and axis < x.ndim and not -x.shape[axis] <= k < x.shape[axis]:
+            raise InvalidArgumentError(f"strided_slice: slice index {k} of dimension {axis} out "
+                                       f"of bounds (size {x.shape[axis]})")
+        axis += k is not None
+    return getitem(x, tuple(key))
+
+
+def sequence_mask(lengths, maxlen=None, dtype=np.bool_, name=None):
+    """A mask of shape lengths.shape + (maxlen,) that is true at [..., j] where
+    j < lengths[...], as tf.sequence_mask (`maxlen` defaults to the largest length).
+
+    >>> tg.sequence_mask([1, 3, 2], 4).numpy()
+    array([[ True, False, False, False],
+           [ True,  True,  True, False],
+           [ True,  True, False, False]])
+    """
+    n = convert_to_tensor(lengths)
+    if n._data.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"sequence_mask: lengths must be integers, got "
+                                   f"{n.dtype.name}")
+    if maxlen is None:
+        maxlen = int(n.numpy().max()) if n.size else 0
+    else:
+        m = convert_to_tensor(maxlen)
+        if m.ndim != 0 or m._data.dtype.kind not in "iu":
+            raise InvalidArgumentError(f"sequence_mask: maxlen must be an integer scalar, got "
+                                       f"{m.dtype.name} of shape {m.shape}")
+        maxlen = int(m)
+    positions = Tensor(n._dev.xp.arange(max(maxlen, 0), dtype=n._data.dtype), n._dev)
+    mask = _b.less(positions, expand_dims(n, -1))
+    target = np_dtype(dtype)
+    return mask if target == np.bool_ else _u.cast(mask, target)
+
+
+def meshgrid(*args, **kwargs):
+    """Coordinate grids of the 1-D tensors in `args`, as tf.meshgrid: with indexing="xy"
+    (default) the first two output axes are swapped (Cartesian), with "ij" they follow the
+    arguments (matrix indexing). Gradients sum back over the broadcast axes.
+
+    >>> xs, ys = tg.meshgrid([1, 2, 3], [4, 5])
+    >>> xs.numpy()
+    array([[1, 2, 3],
+           [1, 2, 3]], dtype=int32)
+    """
+    indexing = kwargs.pop("indexing", "xy")
+    kwargs.pop("name", None)
+    if kwargs:
+        raise TypeError(f"meshgrid: unexpected keyword arguments {sorted(kwargs)}")
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: Argument `indexing` parameter must be either 'xy' or "
+                         f"'ij', got '{indexing}'")
+    xs = [reshape(a, (-1,)) for a in (convert_to_tensor(a) for a in args)]
+    shape = [x.shape[0] for x in xs]
+    if indexing == "xy" and len(xs) > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, x in enumerate(xs):
+        at = (1 - i if i < 2 else i) if indexing == "xy" and len(xs) > 1 else i
+        view = [1] * len(xs)
+        view[at] = x.shape[0]
+        out.append(broadcast_to(reshape(x, view), shape))
+    return out
 
 
 __all__ = public(globals(), ("",), special=((("linalg",), (matrix_transpose,)),

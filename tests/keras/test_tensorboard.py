@@ -3,13 +3,13 @@ CRC-32C, Event/Summary protocol buffers), decoded here field by field; the files
 writer were also read back with TensorFlow 2.21's `summary_iterator` when it was written."""
 import glob
 import os
-import struct
 
 import numpy as np
 import pytest
 
 import tapegpu as tg
 from tapegpu.keras import tensorboard
+from tapegpu.testing import event_files
 
 SINGLE_DEVICE = True
 
@@ -19,64 +19,7 @@ def test_crc32c_check_value_and_masking():
     assert tensorboard.crc32c(b"") == 0
 
 
-def _varint(buf, i):
-    shift = n = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
-
-
-def _fields(buf):
-    """{field number: [values]} of a protobuf message (varint, 64-bit, bytes, 32-bit)."""
-    out, i = {}, 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = _varint(buf, i)
-        elif wire == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wire == 2:
-            n, i = _varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wire == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise AssertionError(f"wire type {wire}")
-        out.setdefault(number, []).append(v)
-    return out
-
-
-def _events(path):
-    data = open(path, "rb").read()
-    i, events = 0, []
-    while i < len(data):
-        header = data[i:i + 8]
-        (n,) = struct.unpack("<Q", header)
-        assert struct.unpack("<I", data[i + 8:i + 12])[0] == \
-            tensorboard._masked(tensorboard.crc32c(header))
-        body = data[i + 12:i + 12 + n]
-        assert struct.unpack("<I", data[i + 12 + n:i + 16 + n])[0] == \
-            tensorboard._masked(tensorboard.crc32c(body))
-        events.append(_fields(body))
-        i += 16 + n
-    return events
-
-
-def _scalars(events):
-    out = []
-    for e in events[1:]:
-        summary = _fields(e[5][0])
-        values = {}
-        for v in summary[1]:
-            f = _fields(v)
-            values[f[1][0].decode()] = struct.unpack("<f", f[2][0])[0]
-        out.append((e.get(2, [0])[0], values))
-    return out
+_fields, _events, _scalars = event_files.fields, event_files.events, event_files.scalars
 
 
 def test_fit_writes_epoch_scalars_for_train_and_validation(tmp_path):
