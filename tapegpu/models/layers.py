@@ -79,26 +79,27 @@ def _activate(act, x):
     return out
 
 
-_calls = threading.local()  # how deep in layer calls this thread is
+class _Calls(threading.local):
+    depth = 0  # how deep in layer calls this thread is
 
 
-class outermost_call:
-    """Marks a layer call: the outermost one clears the losses `add_loss` added in the last
-    call, of the layer and its sub-layers (Keras clears them at each top-level call)."""
+_calls = _Calls()
+_with_added_losses = weakref.WeakSet()  # layers holding losses from `add_loss`
 
-    def __init__(self, layer):
-        self.layer = layer
 
-    def __enter__(self):
-        depth = getattr(_calls, "depth", 0)
-        if depth == 0:
-            for m in (self.layer,) + tuple(self.layer.submodules):
-                if m.__dict__.get("_added_losses"):
-                    m.__dict__["_added_losses"] = []
-        _calls.depth = depth + 1
-
-    def __exit__(self, *exc):
-        _calls.depth -= 1
+def enter_call(layer):
+    """Marks the start of a layer call; returns the depth to restore when it ends. The
+    outermost call clears the losses `add_loss` added in the last call, of the layer and its
+    sub-layers (Keras clears them at each top-level call); without such losses (the common
+    case) nothing is walked."""
+    depth = _calls.depth
+    if depth == 0 and _with_added_losses:
+        for m in (layer,) + tuple(layer.submodules):
+            if m in _with_added_losses:
+                m.__dict__["_added_losses"] = []
+                _with_added_losses.discard(m)
+    _calls.depth = depth + 1
+    return depth
 
 
 class Layer(Module):
@@ -280,6 +281,7 @@ class Layer(Module):
         called again, so they are those of the last forward pass (a training step's
         `compute_loss` adds them to the loss)."""
         self.__dict__.setdefault("_added_losses", []).append(loss)
+        _with_added_losses.add(self)
 
     @property
     def losses(self):
@@ -301,8 +303,11 @@ class Layer(Module):
         return out
 
     def __call__(self, inputs, *args, **kwargs):
-        with outermost_call(self):
+        depth = enter_call(self)
+        try:
             return self._layer_call(inputs, *args, **kwargs)
+        finally:
+            _calls.depth = depth
 
     def _layer_call(self, inputs, *args, **kwargs):
         symbolic = _symbolic_input(inputs)
