@@ -171,8 +171,11 @@ class Metric:
         return constant(np.asarray(value, dtype=self.dtype))
 
     def _value(self):
-        """`result()` as a Python float (what fit's logs hold), without making a tensor."""
-        return float(_np(self.result()))
+        """`result()` as a Python float (what fit's logs hold), without making a tensor; a
+        metric of several values (F1Score per class, counts at several thresholds) gives a
+        numpy array, as Keras' logs do."""
+        value = _np(self.result())
+        return float(value) if value.ndim == 0 else value
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
