@@ -970,6 +970,66 @@ class R2Score(_HostMetric):
         return self._scalar(self._score())
 
 
+class MeanIoU(_HostMetric):
+    """The mean intersection-over-union of `num_classes` classes, as Keras 3: a weighted
+    confusion matrix of (label, prediction) pairs is accumulated, and the result is the mean
+    of `tp / (tp + fp + fn)` over the classes that appear (as a label or a prediction).
+
+    Labels and predictions are class ids (truncated toward 0, as Keras' int64 state does),
+    or with `sparse_y_true=False` / `sparse_y_pred=False` scores whose argmax along `axis` is
+    taken. Pairs with an id outside [0, num_classes), or a label equal to `ignore_class`, are
+    not counted. Sample weights stay floats (Keras' int64 state truncates them, with a
+    warning), and one weight per example is broadcast over the example's positions.
+
+    >>> m = tg.keras.metrics.MeanIoU(num_classes=2)
+    >>> float(m([0, 0, 1, 1], [0, 1, 0, 1]))  # (1/3 + 1/3) / 2
+    0.3333333432674408
+    """
+
+    def __init__(self, num_classes, name=None, dtype=None, ignore_class=None,
+                 sparse_y_true=True, sparse_y_pred=True, axis=-1):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) \
+                or num_classes < 1:
+            raise ValueError(f"MeanIoU: num_classes must be an integer >= 1, got "
+                             f"{num_classes!r}")
+        self.num_classes, self.ignore_class = int(num_classes), ignore_class
+        self.sparse_y_true, self.sparse_y_pred = bool(sparse_y_true), bool(sparse_y_pred)
+        self.axis = axis
+        super().__init__(name=name or "mean_io_u", dtype=dtype)
+
+    def reset_state(self):
+        self.total_cm = np.zeros((self.num_classes, self.num_classes))
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        _effect(self._update, y_true, y_pred, sample_weight)
+
+    def _update(self, y_true, y_pred, sample_weight):
+        t = y_true if self.sparse_y_true else np.argmax(y_true, axis=self.axis)
+        p = y_pred if self.sparse_y_pred else np.argmax(y_pred, axis=self.axis)
+        # ids truncate toward 0 before the range test (Keras' default int64 state)
+        t, p = np.trunc(t.astype(np.float64)), np.trunc(p.astype(np.float64))
+        if t.size != p.size:
+            raise ValueError(f"MeanIoU.update_state: {t.size} labels (shape {t.shape}) and "
+                             f"{p.size} predictions (shape {p.shape}); give one prediction "
+                             "per label")
+        w = _weights(sample_weight, t, "MeanIoU.update_state").ravel()
+        t, p = t.ravel(), p.ravel()
+        n = self.num_classes
+        keep = (t >= 0) & (t < n) & (p >= 0) & (p < n)
+        if self.ignore_class is not None:
+            keep &= t != self.ignore_class
+        np.add.at(self.total_cm, (t[keep].astype(np.int64), p[keep].astype(np.int64)),
+                  w[keep])
+
+    def result(self):
+        cm = self.total_cm
+        tp = np.diag(cm)
+        denominator = cm.sum(axis=0) + cm.sum(axis=1) - tp
+        valid = denominator > 1e-9
+        iou = np.where(valid, tp / (denominator + 1e-7), 0.0)
+        return self._scalar(iou.sum() / (valid.sum() + 1e-7))
+
+
 _BY_NAME = {
     "accuracy": Accuracy, "acc": Accuracy, "sparse_categorical_accuracy":
     SparseCategoricalAccuracy, "categorical_accuracy": CategoricalAccuracy,

@@ -294,3 +294,46 @@ def test_vector_metrics_in_fit_logs():
         history = model.fit(Y_POS, Y_BIN, epochs=1, verbose=1).history
     assert np.shape(history["f1_score"][0]) == (3,)
     assert np.shape(history["true_positives"][0]) == (2,)
+
+
+def _mean_iou(pairs, n):
+    """IoU per class from (label, prediction, weight) triples, averaged over present classes."""
+    cm = np.zeros((n, n))
+    for t, p, w in pairs:
+        if 0 <= t < n and 0 <= p < n:
+            cm[int(t), int(p)] += w
+    ious = [cm[c, c] / (cm[c].sum() + cm[:, c].sum() - cm[c, c])
+            for c in range(n) if cm[c].sum() + cm[:, c].sum() > 0]
+    return np.mean(ious) if ious else 0.0
+
+
+def test_mean_iou():
+    t = RNG.integers(0, 4, (6, 5))
+    p = RNG.integers(0, 5, (6, 5))  # 4 is out of range: not counted
+    w = RNG.uniform(0.0, 2.0, 6)
+    m = keras.metrics.MeanIoU(num_classes=4)
+    assert m.name == "mean_io_u"
+    m.update_state(t[:3], p[:3], sample_weight=w[:3])  # one weight per example
+    m.update_state(t[3:], p[3:], sample_weight=w[3:])
+    pairs = [(a, b, ww) for row_t, row_p, ww in zip(t, p, w) for a, b in zip(row_t, row_p)]
+    np.testing.assert_allclose(float(m.result()), _mean_iou(pairs, 4), rtol=1e-5)
+    ignoring = keras.metrics.MeanIoU(num_classes=4, ignore_class=2)
+    ignoring.update_state(t, p)
+    np.testing.assert_allclose(float(ignoring.result()),
+                               _mean_iou([(a, b, 1.0) for a, b, _ in pairs if a != 2], 4),
+                               rtol=1e-5)
+    scores = RNG.uniform(size=(6, 5, 4))
+    dense = keras.metrics.MeanIoU(num_classes=4, sparse_y_pred=False)
+    dense.update_state(t, scores)
+    np.testing.assert_allclose(float(dense.result()),
+                               _mean_iou(zip(t.ravel(), scores.argmax(-1).ravel(),
+                                             np.ones(30)), 4), rtol=1e-5)
+    # fractional ids truncate toward 0 (Keras' int64 state): -0.5 is class 0, 1.7 class 1
+    frac = keras.metrics.MeanIoU(num_classes=2)
+    np.testing.assert_allclose(float(frac([0, 1, 1], [-0.5, 1.7, 0.2])),
+                               _mean_iou([(0, 0, 1), (1, 1, 1), (1, 0, 1)], 2), rtol=1e-5)
+    assert float(keras.metrics.MeanIoU(3).result()) == 0.0
+    with pytest.raises(ValueError, match="num_classes must be an integer >= 1"):
+        keras.metrics.MeanIoU(0)
+    with pytest.raises(ValueError, match="give one prediction per label"):
+        keras.metrics.MeanIoU(2)([0, 1], [0, 1, 1])

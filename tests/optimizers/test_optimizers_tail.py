@@ -187,7 +187,7 @@ def restarts_reference(step, initial, first, t_mul=2.0, m_mul=1.0, alpha=0.0):
                                     dict(t_mul=10.0)])
 def test_cosine_decay_restarts(kwargs):
     s = tg.optimizers.schedules.CosineDecayRestarts(0.1, 3, **kwargs)
-    for step in range(200):
+    for step in list(range(200)) + [333, 3333, 3332]:  # 333: log(1000) / log(10) < 3
         assert s(step) == pytest.approx(restarts_reference(step, 0.1, 3, **kwargs), rel=1e-9,
                                         abs=1e-12), step
     with pytest.raises(ValueError, match="`first_decay_steps` must be > 0"):
