@@ -18,7 +18,7 @@ class Ftrl(Optimizer):
     >>> opt = tg.optimizers.Ftrl(learning_rate=0.1)
     >>> _ = opt.apply_gradients([(tg.constant([0.5]), w)])
     >>> w.numpy().round(4)
-    array([0.9233], dtype=float32)
+    array([0.381], dtype=float32)
     """
 
     _kind = "ftrl"
