@@ -179,3 +179,7 @@ models = _namespace("models", "`Model`, `Sequential`, `load_model` (which raises
 for _ns in (layers, optimizers, losses, initializers, activations, regularizers, models, utils,
             backend, datasets):
     _sys.modules.setdefault(_ns.__name__, _ns)
+
+for _name in ("Adamax", "Nadam", "Adadelta", "Lion", "Ftrl"):  # also by name in compile()
+    setattr(optimizers, _name, getattr(_optimizers, _name))
+    _training._OPTIMIZERS.setdefault(_name.lower(), getattr(_optimizers, _name))

@@ -476,7 +476,10 @@ def _per_step(seconds):
 
 
 def _fmt(v):
-    v = float(np.asarray(v))
+    v = np.asarray(v)
+    if v.ndim:  # a metric of several values (F1Score per class): printed as Keras does
+        return "[" + " ".join(_fmt(x) for x in v.ravel()) + "]"
+    v = float(v)
     return f"{v:.4f}" if abs(v) >= 1e-3 or v == 0 else f"{v:.4e}"
 
 

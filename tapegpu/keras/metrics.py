@@ -14,6 +14,7 @@ function updates the metric with that call's values.
 0.0
 """
 import functools
+import warnings
 
 import numpy as np
 
@@ -170,8 +171,11 @@ class Metric:
         return constant(np.asarray(value, dtype=self.dtype))
 
     def _value(self):
-        """`result()` as a Python float (what fit's logs hold), without making a tensor."""
-        return float(_np(self.result()))
+        """`result()` as a Python float (what fit's logs hold), without making a tensor; a
+        metric of several values (F1Score per class, counts at several thresholds) gives a
+        numpy array, as Keras' logs do."""
+        value = _np(self.result())
+        return float(value) if value.ndim == 0 else value
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
@@ -510,6 +514,7 @@ class _Confusion(_HostMetric):
         self.true_positives = np.zeros(n)
         self.false_positives = np.zeros(n)
         self.false_negatives = np.zeros(n)
+        self.true_negatives = np.zeros(n)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         _effect(self._update, y_true, y_pred, sample_weight)
@@ -528,6 +533,7 @@ class _Confusion(_HostMetric):
             self.true_positives[i] += float((w * (pred & positive)).sum())
             self.false_positives[i] += float((w * (pred & ~positive)).sum())
             self.false_negatives[i] += float((w * (~pred & positive)).sum())
+            self.true_negatives[i] += float((w * (~pred & ~positive)).sum())
 
     def _ratio(self, num, den):
         r = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
@@ -624,6 +630,406 @@ class AUC(_HostMetric):
         return self._scalar(np.sum((fpr[:-1] - fpr[1:]) * (tpr[:-1] + tpr[1:]) / 2.0))
 
 
+def _wrap_loss(fn, sign=1.0):
+    """A metric function from a per-example loss of tg.losses (values on the host)."""
+    def metric(y_true, y_pred):
+        return sign * _np(fn(y_true, y_pred))
+    metric.__name__ = fn.__name__
+    return metric
+
+
+class MeanAbsolutePercentageError(MeanMetricWrapper):
+    """The mean of `100 * mean(|y_true - y_pred| / max(|y_true|, 1e-7), axis=-1)` over
+    examples.
+
+    >>> m = tg.keras.metrics.MeanAbsolutePercentageError()
+    >>> float(m([[2.0, 4.0]], [[1.0, 5.0]]))
+    37.5
+    """
+
+    def __init__(self, name="mean_absolute_percentage_error", dtype=None):
+        super().__init__(_wrap_loss(_losses.mean_absolute_percentage_error), name=name,
+                         dtype=dtype)
+
+
+class MeanSquaredLogarithmicError(MeanMetricWrapper):
+    """The mean of `mean((log(1 + y_pred) - log(1 + y_true))^2, axis=-1)` over examples.
+
+    >>> m = tg.keras.metrics.MeanSquaredLogarithmicError()
+    >>> round(float(m([[0.0]], [[1.718281828]])), 4)
+    1.0
+    """
+
+    def __init__(self, name="mean_squared_logarithmic_error", dtype=None):
+        super().__init__(_wrap_loss(_losses.mean_squared_logarithmic_error), name=name,
+                         dtype=dtype)
+
+
+class LogCoshError(MeanMetricWrapper):
+    """The mean of `mean(log(cosh(y_pred - y_true)), axis=-1)` over examples.
+
+    >>> m = tg.keras.metrics.LogCoshError()
+    >>> round(float(m([[0.0, 0.0]], [[1.0, -1.0]])), 4)
+    0.4338
+    """
+
+    def __init__(self, name="logcosh", dtype=None):
+        super().__init__(_wrap_loss(_losses.log_cosh), name=name, dtype=dtype)
+
+
+class CosineSimilarity(MeanMetricWrapper):
+    """The mean cosine similarity along `axis` over examples (POSITIVE, unlike the loss:
+    1 for the same direction).
+
+    >>> m = tg.keras.metrics.CosineSimilarity()
+    >>> float(m([[0.0, 1.0], [1.0, 1.0]], [[0.0, 3.0], [1.0, -1.0]]))
+    0.5
+    """
+
+    def __init__(self, name="cosine_similarity", dtype=None, axis=-1):
+        super().__init__(lambda t, p: -_np(_losses.cosine_similarity(t, p, axis=axis)),
+                         name=name, dtype=dtype)
+        self.axis = axis
+
+
+class Hinge(MeanMetricWrapper):
+    """The mean hinge loss `mean(max(1 - y_true * y_pred, 0), axis=-1)` over examples (0/1
+    labels become -1/1).
+
+    >>> m = tg.keras.metrics.Hinge()
+    >>> round(float(m([[0.0, 1.0]], [[0.6, 0.4]])), 4)
+    1.1
+    """
+
+    def __init__(self, name="hinge", dtype=None):
+        super().__init__(_wrap_loss(_losses.hinge), name=name, dtype=dtype)
+
+
+class SquaredHinge(MeanMetricWrapper):
+    """The mean squared hinge loss over examples.
+
+    >>> m = tg.keras.metrics.SquaredHinge()
+    >>> round(float(m([[0.0, 1.0]], [[0.6, 0.4]])), 4)
+    1.46
+    """
+
+    def __init__(self, name="squared_hinge", dtype=None):
+        super().__init__(_wrap_loss(_losses.squared_hinge), name=name, dtype=dtype)
+
+
+class CategoricalHinge(MeanMetricWrapper):
+    """The mean categorical hinge loss over examples (one-hot labels).
+
+    >>> m = tg.keras.metrics.CategoricalHinge()
+    >>> round(float(m([[0.0, 1.0]], [[0.6, 0.4]])), 4)
+    1.2
+    """
+
+    def __init__(self, name="categorical_hinge", dtype=None):
+        super().__init__(_wrap_loss(_losses.categorical_hinge), name=name, dtype=dtype)
+
+
+class Poisson(MeanMetricWrapper):
+    """The mean of `mean(y_pred - y_true * log(y_pred + 1e-7), axis=-1)` over examples.
+
+    >>> m = tg.keras.metrics.Poisson()
+    >>> float(m([[1.0, 0.0]], [[1.0, 2.0]]))
+    1.5
+    """
+
+    def __init__(self, name="poisson", dtype=None):
+        super().__init__(_wrap_loss(_losses.poisson), name=name, dtype=dtype)
+
+
+class _Count(_Confusion):
+    """The (weighted) count of one cell of the confusion matrix at `thresholds`: a scalar for
+    one threshold (default 0.5), a vector for a list."""
+
+    _cell = None
+
+    def __init__(self, thresholds=None, name=None, dtype=None):
+        super().__init__(thresholds, None, None, name or self._cell, dtype)
+
+    def result(self):
+        counts = getattr(self, self._cell)
+        return self._scalar(counts[0] if self._single else counts)
+
+
+class TruePositives(_Count):
+    """The weighted number of positive labels predicted above the threshold.
+
+    >>> m = tg.keras.metrics.TruePositives()
+    >>> float(m([0, 1, 1, 1], [1, 0, 1, 1]))
+    2.0
+    """
+
+    _cell = "true_positives"
+
+
+class FalsePositives(_Count):
+    """The weighted number of negative labels predicted above the threshold.
+
+    >>> m = tg.keras.metrics.FalsePositives(thresholds=[0.2, 0.7])
+    >>> m([0, 0, 1, 0], [0.1, 0.5, 0.9, 0.8]).numpy()
+    array([2., 1.], dtype=float32)
+    """
+
+    _cell = "false_positives"
+
+
+class TrueNegatives(_Count):
+    """The weighted number of negative labels predicted at or below the threshold.
+
+    >>> m = tg.keras.metrics.TrueNegatives()
+    >>> float(m([0, 1, 0, 0], [0.1, 0.3, 0.9, 0.2]))
+    2.0
+    """
+
+    _cell = "true_negatives"
+
+
+class FalseNegatives(_Count):
+    """The weighted number of positive labels predicted at or below the threshold.
+
+    >>> m = tg.keras.metrics.FalseNegatives()
+    >>> float(m([0, 1, 1, 1], [0, 0.4, 0.6, 1]))
+    1.0
+    """
+
+    _cell = "false_negatives"
+
+
+class FBetaScore(_HostMetric):
+    """The F-beta score `(1 + beta^2) * precision * recall / (beta^2 * precision + recall)`
+    of 2-D multi-label (or one-hot) predictions, per class, as Keras 3:
+
+    - a prediction counts as positive where it exceeds `threshold`, or (threshold=None) where
+      it is its row's maximum (and not 0);
+    - `average=None` gives one score per class; 'micro' pools the counts of every class;
+      'macro' averages the per-class scores; 'weighted' averages them weighted by each
+      class's (weighted) number of positive labels;
+    - the ratios add 1e-7 to their denominators (Keras), so a class never seen scores 0.
+
+    >>> m = tg.keras.metrics.FBetaScore(beta=2.0, threshold=0.5)
+    >>> m([[1, 0], [1, 1], [0, 1]], [[0.9, 0.2], [0.1, 0.7], [0.6, 0.8]]).numpy().round(4)
+    array([0.5, 1. ], dtype=float32)
+    """
+
+    def __init__(self, average=None, beta=1.0, threshold=None, name="fbeta_score",
+                 dtype=None):
+        who = type(self).__name__
+        if average not in (None, "micro", "macro", "weighted"):
+            raise ValueError(f"{who}: invalid `average` argument value. Expected one of: "
+                             f"{{None, 'micro', 'macro', 'weighted'}}. Received: "
+                             f"average={average!r}")
+        if not isinstance(beta, float) or not beta > 0.0:
+            raise ValueError(f"{who}: `beta` must be a Python float > 0, got {beta!r}")
+        if threshold is not None and (not isinstance(threshold, float) or
+                                      not 0.0 < threshold <= 1.0):
+            raise ValueError(f"{who}: `threshold` must be None or a Python float with "
+                             f"0 < threshold <= 1, got {threshold!r}")
+        self.average, self.beta, self.threshold = average, beta, threshold
+        super().__init__(name=name, dtype=dtype)
+
+    def reset_state(self):
+        self._counts = None  # (tp, fp, fn, positives) per class, made by the first update
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        _effect(self._update, y_true, y_pred, sample_weight)
+
+    def _update(self, y_true, y_pred, sample_weight):
+        t, p = y_true.astype(np.float64), y_pred.astype(np.float64)
+        if t.ndim != 2 or p.ndim != 2 or t.shape != p.shape:
+            raise ValueError(f"{type(self).__name__}: expects 2D inputs of one shape "
+                             f"(batch_size, output_dim); received y_true.shape={t.shape} "
+                             f"and y_pred.shape={p.shape}")
+        if self._counts is not None and self._counts.shape[1] != p.shape[1]:
+            raise ValueError(f"{type(self).__name__}: got {p.shape[1]} classes after "
+                             f"{self._counts.shape[1]}")
+        if self.threshold is None:
+            hit = (p >= p.max(axis=-1, keepdims=True)) & (np.abs(p) > 1e-9)
+        else:
+            hit = p > self.threshold
+        hit = hit.astype(np.float64)
+        w = np.ones((len(p), 1)) if sample_weight is None else \
+            np.broadcast_to(np.asarray(sample_weight, np.float64).reshape(-1, 1),
+                            (len(p), 1))
+        cells = np.stack([hit * t, hit * (1 - t), (1 - hit) * t, t])  # tp, fp, fn, positives
+        counts = (cells * w).sum(axis=1)
+        self._counts = counts if self._counts is None else self._counts + counts
+
+    def _score(self):
+        if self._counts is None:
+            return np.float64(0.0) if self.average is not None else np.zeros(0)
+        tp, fp, fn, positives = self._counts
+        if self.average == "micro":
+            tp, fp, fn = tp.sum(), fp.sum(), fn.sum()
+        eps, b2 = 1e-7, self.beta ** 2
+        precision, recall = tp / (tp + fp + eps), tp / (tp + fn + eps)
+        score = (1 + b2) * precision * recall / (b2 * precision + recall + eps)
+        if self.average == "weighted":
+            return np.sum(score * positives / (positives.sum() + eps))
+        return np.mean(score) if self.average is not None else score
+
+    def result(self):
+        return self._scalar(self._score())
+
+
+class F1Score(FBetaScore):
+    """The F1 score `2 * precision * recall / (precision + recall)`: `FBetaScore` with
+    beta=1.0 (Keras 3's arguments and averages).
+
+    >>> m = tg.keras.metrics.F1Score(average="micro", threshold=0.5)
+    >>> round(float(m([[1, 0], [1, 1], [0, 1]], [[0.9, 0.2], [0.1, 0.7], [0.6, 0.8]])), 4)
+    0.75
+    """
+
+    def __init__(self, average=None, threshold=None, name="f1_score", dtype=None):
+        super().__init__(average=average, beta=1.0, threshold=threshold, name=name,
+                         dtype=dtype)
+
+
+class R2Score(_HostMetric):
+    """The coefficient of determination `1 - sum(w (y - y_pred)^2) / sum(w (y - mean(y))^2)`
+    per output column of 2-D inputs, as Keras 3: `class_aggregation` is 'uniform_average'
+    (the mean over columns), 'variance_weighted_average' (weighted by each column's
+    variance) or None (one score per column); a column of constant labels scores 0.
+    `num_regressors` > 0 gives the adjusted score `1 - (1 - r2) (n - 1) / (n - p - 1)`, where
+    n counts every label value seen (Keras' count; it falls back to the plain score with a
+    warning when n - 1 <= p).
+
+    >>> m = tg.keras.metrics.R2Score()
+    >>> round(float(m([[1.0], [2.0], [3.0]], [[1.0], [2.0], [4.0]])), 4)  # 1 - 1 / 2
+    0.5
+    """
+
+    def __init__(self, class_aggregation="uniform_average", num_regressors=0,
+                 name="r2_score", dtype=None):
+        valid = ("uniform_average", "variance_weighted_average", None)
+        if class_aggregation not in valid:
+            raise ValueError(f"R2Score: invalid value for argument `class_aggregation`. "
+                             f"Expected one of {valid}. Received: "
+                             f"class_aggregation={class_aggregation!r}")
+        if isinstance(num_regressors, bool) or not isinstance(num_regressors, int) or \
+                num_regressors < 0:
+            raise ValueError(f"R2Score: invalid value for argument `num_regressors`. Expected "
+                             f"an integer >= 0. Received: num_regressors={num_regressors!r}")
+        self.class_aggregation, self.num_regressors = class_aggregation, num_regressors
+        super().__init__(name=name, dtype=dtype)
+
+    def reset_state(self):
+        self._sums = None  # (sum w y, sum w y^2, sum w (y - y_pred)^2, sum w) per column
+        self.num_samples = 0
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        _effect(self._update, y_true, y_pred, sample_weight)
+
+    def _update(self, y_true, y_pred, sample_weight):
+        t, p = y_true.astype(np.float64), y_pred.astype(np.float64)
+        if t.ndim == p.ndim - 1 and p.shape[-1] == 1:
+            t = t[..., None]
+        elif p.ndim == t.ndim - 1 and t.shape[-1] == 1:
+            p = p[..., None]
+        if t.ndim != 2 or t.shape != p.shape:
+            raise ValueError(f"R2Score: expects 2D inputs with shape (batch_size, "
+                             f"output_dim); received y_true.shape={y_true.shape} and "
+                             f"y_pred.shape={y_pred.shape}")
+        if self._sums is not None and self._sums.shape[1] != t.shape[1]:
+            raise ValueError(f"R2Score: got {t.shape[1]} output columns after "
+                             f"{self._sums.shape[1]}")
+        w = _weights(sample_weight, t, "R2Score.update_state")
+        sums = np.stack([(w * t).sum(0), (w * t * t).sum(0), (w * (t - p) ** 2).sum(0),
+                         w.sum(0)])
+        self._sums = sums if self._sums is None else self._sums + sums
+        self.num_samples += t.size
+
+    def _score(self):
+        if self._sums is None:
+            return np.float64(0.0)
+        total, squares, residual, count = self._sums
+        with np.errstate(divide="ignore", invalid="ignore"):
+            variance = squares - total * (total / count)
+            raw = 1.0 - residual / variance
+        raw = np.where(np.isinf(raw), 0.0, raw)
+        if self.class_aggregation == "uniform_average":
+            score = np.mean(raw)
+        elif self.class_aggregation == "variance_weighted_average":
+            score = np.sum(variance * raw) / np.sum(variance)
+        else:
+            score = raw
+        n, k = self.num_samples, self.num_regressors
+        if k and k >= n - 1:
+            warnings.warn("R2Score: more independent predictors than data points (or as "
+                          "many as n - 1) in the adjusted R2 score; falling back to the "
+                          "standard R2 score", stacklevel=3)
+        elif k:
+            score = 1.0 - (1.0 - score) * (n - 1) / (n - k - 1)
+        return score
+
+    def result(self):
+        return self._scalar(self._score())
+
+
+class MeanIoU(_HostMetric):
+    """The mean intersection-over-union of `num_classes` classes, as Keras 3: a weighted
+    confusion matrix of (label, prediction) pairs is accumulated, and the result is the mean
+    of `tp / (tp + fp + fn)` over the classes that appear (as a label or a prediction).
+
+    Labels and predictions are class ids (truncated toward 0, as Keras' int64 state does),
+    or with `sparse_y_true=False` / `sparse_y_pred=False` scores whose argmax along `axis` is
+    taken. Pairs with an id outside [0, num_classes), or a label equal to `ignore_class`, are
+    not counted. Sample weights stay floats (Keras' int64 state truncates them, with a
+    warning), and one weight per example is broadcast over the example's positions.
+
+    >>> m = tg.keras.metrics.MeanIoU(num_classes=2)
+    >>> round(float(m([0, 0, 1, 1], [0, 1, 0, 1])), 4)  # (1/3 + 1/3) / 2
+    0.3333
+    """
+
+    def __init__(self, num_classes, name=None, dtype=None, ignore_class=None,
+                 sparse_y_true=True, sparse_y_pred=True, axis=-1):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) \
+                or num_classes < 1:
+            raise ValueError(f"MeanIoU: num_classes must be an integer >= 1, got "
+                             f"{num_classes!r}")
+        self.num_classes, self.ignore_class = int(num_classes), ignore_class
+        self.sparse_y_true, self.sparse_y_pred = bool(sparse_y_true), bool(sparse_y_pred)
+        self.axis = axis
+        super().__init__(name=name or "mean_io_u", dtype=dtype)
+
+    def reset_state(self):
+        self.total_cm = np.zeros((self.num_classes, self.num_classes))
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        _effect(self._update, y_true, y_pred, sample_weight)
+
+    def _update(self, y_true, y_pred, sample_weight):
+        t = y_true if self.sparse_y_true else np.argmax(y_true, axis=self.axis)
+        p = y_pred if self.sparse_y_pred else np.argmax(y_pred, axis=self.axis)
+        # ids truncate toward 0 before the range test (Keras' default int64 state)
+        t, p = np.trunc(t.astype(np.float64)), np.trunc(p.astype(np.float64))
+        if t.size != p.size:
+            raise ValueError(f"MeanIoU.update_state: {t.size} labels (shape {t.shape}) and "
+                             f"{p.size} predictions (shape {p.shape}); give one prediction "
+                             "per label")
+        w = _weights(sample_weight, t, "MeanIoU.update_state").ravel()
+        t, p = t.ravel(), p.ravel()
+        n = self.num_classes
+        keep = (t >= 0) & (t < n) & (p >= 0) & (p < n)
+        if self.ignore_class is not None:
+            keep &= t != self.ignore_class
+        np.add.at(self.total_cm, (t[keep].astype(np.int64), p[keep].astype(np.int64)),
+                  w[keep])
+
+    def result(self):
+        cm = self.total_cm
+        tp = np.diag(cm)
+        denominator = cm.sum(axis=0) + cm.sum(axis=1) - tp
+        valid = denominator > 1e-9
+        iou = np.where(valid, tp / (denominator + 1e-7), 0.0)
+        return self._scalar(iou.sum() / (valid.sum() + 1e-7))
+
+
 _BY_NAME = {
     "accuracy": Accuracy, "acc": Accuracy, "sparse_categorical_accuracy":
     SparseCategoricalAccuracy, "categorical_accuracy": CategoricalAccuracy,
@@ -638,6 +1044,15 @@ _BY_NAME = {
     "root_mean_squared_error": RootMeanSquaredError,
     "sparse_top_k_categorical_accuracy": SparseTopKCategoricalAccuracy,
     "top_k_categorical_accuracy": TopKCategoricalAccuracy,
+    "mean_absolute_percentage_error": MeanAbsolutePercentageError,
+    "mape": MeanAbsolutePercentageError,
+    "mean_squared_logarithmic_error": MeanSquaredLogarithmicError,
+    "msle": MeanSquaredLogarithmicError, "logcosh": LogCoshError, "log_cosh": LogCoshError,
+    "cosine_similarity": CosineSimilarity, "hinge": Hinge, "squared_hinge": SquaredHinge,
+    "categorical_hinge": CategoricalHinge, "poisson": Poisson,
+    "true_positives": TruePositives, "false_positives": FalsePositives,
+    "true_negatives": TrueNegatives, "false_negatives": FalseNegatives,
+    "f1_score": F1Score, "fbeta_score": FBetaScore, "r2_score": R2Score,
 }
 
 

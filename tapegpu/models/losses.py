@@ -1,5 +1,7 @@
 """Keras losses: `MeanSquaredError`, `MeanAbsoluteError`, `Huber`, `BinaryCrossentropy`,
-`SparseCategoricalCrossentropy`, `CategoricalCrossentropy`, `KLDivergence`.
+`SparseCategoricalCrossentropy`, `CategoricalCrossentropy`, `KLDivergence`, `Hinge`,
+`SquaredHinge`, `CategoricalHinge`, `LogCosh`, `CosineSimilarity`,
+`MeanAbsolutePercentageError`, `MeanSquaredLogarithmicError`, `Poisson`.
 
 A loss object is called as `loss(y_true, y_pred, sample_weight=None)`. It computes one value per
 example (`mean_squared_error` averages the last axis; the cross-entropies reduce the class
@@ -26,6 +28,8 @@ not a loop over examples (see `examples/per_example_gradients.py` and
 >>> [g.shape for g in grads]
 [(5, 4, 3), (5, 3), (5, 3, 2), (5, 2)]
 """
+import math
+
 import numpy as np
 
 from .. import ops
@@ -153,6 +157,115 @@ def kl_divergence(y_true, y_pred):
     t = ops.clip_by_value(y_true, EPSILON, 1.0)
     p = ops.clip_by_value(y_pred, EPSILON, 1.0)
     return ops.reduce_sum(t * ops.log(t / p), axis=-1)
+
+
+def _hinge_labels(y_true):
+    """Keras' hinge labels: 0/1 labels become -1/1 when every label is 0 or 1; other labels
+    (already -1/1) are kept. Decided on the device (no host read)."""
+    binary = ops.reduce_all(ops.logical_or(ops.equal(y_true, 0.0), ops.equal(y_true, 1.0)))
+    return ops.where(binary, 2.0 * y_true - 1.0, y_true)
+
+
+def hinge(y_true, y_pred):
+    """Per-example mean over the last axis of `max(1 - y_true * y_pred, 0)`; labels of 0/1
+    are first mapped to -1/1 (Keras).
+
+    >>> tg.losses.hinge([[0.0, 1.0]], [[0.6, 0.4]]).numpy()  # mean(1 + 0.6, 1 - 0.4)
+    array([1.1], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "hinge")
+    margin = 1.0 - _hinge_labels(y_true) * y_pred
+    return ops.reduce_mean(ops.maximum(margin, ops.zeros((), dtype=margin.dtype)), axis=-1)
+
+
+def squared_hinge(y_true, y_pred):
+    """Per-example mean over the last axis of `max(1 - y_true * y_pred, 0)^2`; labels of 0/1
+    are first mapped to -1/1 (Keras).
+
+    >>> tg.losses.squared_hinge([[0.0, 1.0]], [[0.6, 0.4]]).numpy()  # mean(1.6^2, 0.6^2)
+    array([1.46], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "squared_hinge")
+    margin = ops.maximum(1.0 - _hinge_labels(y_true) * y_pred, ops.zeros((), y_pred.dtype))
+    return ops.reduce_mean(ops.square(margin), axis=-1)
+
+
+def categorical_hinge(y_true, y_pred):
+    """Per-example `max(neg - pos + 1, 0)` with `pos = sum(y_true * y_pred)` and
+    `neg = max((1 - y_true) * y_pred)` over the last axis (one-hot labels).
+
+    >>> tg.losses.categorical_hinge([[0.0, 1.0]], [[0.6, 0.4]]).numpy()  # 0.6 - 0.4 + 1
+    array([1.2], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "categorical_hinge")
+    pos = ops.reduce_sum(y_true * y_pred, axis=-1)
+    neg = ops.reduce_max((1.0 - y_true) * y_pred, axis=-1)
+    return ops.maximum(neg - pos + 1.0, ops.zeros((), dtype=pos.dtype))
+
+
+def log_cosh(y_true, y_pred):
+    """Per-example mean over the last axis of `log(cosh(y_pred - y_true))`, computed as
+    `x + softplus(-2x) - log(2)` so large errors do not overflow (Keras).
+
+    >>> tg.losses.log_cosh([[0.0, 0.0]], [[1.0, -1.0]]).numpy()
+    array([0.43378085], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "log_cosh")
+    x = y_pred - y_true
+    return ops.reduce_mean(x + ops.softplus(-2.0 * x) - math.log(2.0), axis=-1)
+
+
+def _unit(x, axis):
+    """x / max(||x||, 1e-7) along `axis` (Keras' `ops.normalize`: the inverse norm is capped
+    at 1 / epsilon, so a zero vector stays zero, with a finite gradient)."""
+    square_sum = ops.reduce_sum(ops.square(x), axis=axis, keepdims=True)
+    return x * ops.rsqrt(ops.maximum(square_sum, EPSILON * EPSILON))
+
+
+def cosine_similarity(y_true, y_pred, axis=-1):
+    """Per-example NEGATIVE cosine similarity `-sum(unit(y_true) * unit(y_pred))` along `axis`
+    (Keras' loss: -1 for the same direction, 0 for orthogonal vectors or a zero vector).
+
+    >>> tg.losses.cosine_similarity([[0.0, 1.0], [1.0, 0.0]], [[0.0, 3.0], [-2.0, 0.0]]).numpy()
+    array([-1.,  1.], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "cosine_similarity")
+    return -ops.reduce_sum(_unit(y_true, axis) * _unit(y_pred, axis), axis=axis)
+
+
+def mean_absolute_percentage_error(y_true, y_pred):
+    """Per-example `100 * mean(|y_true - y_pred| / max(|y_true|, 1e-7))` over the last axis.
+
+    >>> tg.losses.mean_absolute_percentage_error([[2.0, 4.0]], [[1.0, 5.0]]).numpy()
+    array([37.5], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "mean_absolute_percentage_error")
+    scale = ops.maximum(ops.abs(y_true), ops.cast(EPSILON, y_true.dtype))
+    return 100.0 * ops.reduce_mean(ops.abs((y_true - y_pred) / scale), axis=-1)
+
+
+def mean_squared_logarithmic_error(y_true, y_pred):
+    """Per-example mean over the last axis of `(log(1 + p) - log(1 + t))^2`, with `p` and `t`
+    first raised to at least 1e-7 (Keras).
+
+    >>> tg.losses.mean_squared_logarithmic_error([[0.0]], [[1.718281828]]).numpy().round(4)
+    array([1.], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "mean_squared_logarithmic_error")
+    eps = ops.cast(EPSILON, y_pred.dtype)
+    first = ops.log(ops.maximum(y_pred, eps) + 1.0)
+    second = ops.log(ops.maximum(y_true, eps) + 1.0)
+    return ops.reduce_mean(ops.square(first - second), axis=-1)
+
+
+def poisson(y_true, y_pred):
+    """Per-example mean over the last axis of `y_pred - y_true * log(y_pred + 1e-7)`.
+
+    >>> tg.losses.poisson([[1.0, 0.0]], [[1.0, 2.0]]).numpy()  # (1 - log(1) + 2) / 2
+    array([1.5], dtype=float32)
+    """
+    y_true, y_pred = _same_shape(y_true, y_pred, "poisson")
+    return ops.reduce_mean(y_pred - y_true * ops.log(y_pred + EPSILON), axis=-1)
 
 
 def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
@@ -425,9 +538,129 @@ class KLDivergence(Loss):
         return kl_divergence(y_true, y_pred)
 
 
+class _Elementwise(Loss):
+    """A loss whose `call` is one per-example function of (y_true, y_pred)."""
+
+    _fn = None
+
+    def __init__(self, reduction, name):
+        super().__init__(reduction, name)
+
+    def call(self, y_true, y_pred):
+        return type(self)._fn(y_true, y_pred)
+
+
+class Hinge(_Elementwise):
+    """`mean(max(1 - y_true * y_pred, 0))` over the last axis (0/1 labels become -1/1).
+
+    >>> round(float(tg.losses.Hinge()([[0.0, 1.0], [0.0, 0.0]], [[0.6, 0.4], [0.4, 0.6]])), 4)
+    1.3
+    """
+
+    _fn = staticmethod(hinge)
+
+    def __init__(self, reduction="sum_over_batch_size", name="hinge"):
+        super().__init__(reduction, name)
+
+
+class SquaredHinge(_Elementwise):
+    """`mean(max(1 - y_true * y_pred, 0)^2)` over the last axis (0/1 labels become -1/1).
+
+    >>> round(float(tg.losses.SquaredHinge()([[0.0, 1.0]], [[0.6, 0.4]])), 4)
+    1.46
+    """
+
+    _fn = staticmethod(squared_hinge)
+
+    def __init__(self, reduction="sum_over_batch_size", name="squared_hinge"):
+        super().__init__(reduction, name)
+
+
+class CategoricalHinge(_Elementwise):
+    """`max(max((1 - y_true) * y_pred) - sum(y_true * y_pred) + 1, 0)` per example.
+
+    >>> round(float(tg.losses.CategoricalHinge()([[0.0, 1.0]], [[0.6, 0.4]])), 4)
+    1.2
+    """
+
+    _fn = staticmethod(categorical_hinge)
+
+    def __init__(self, reduction="sum_over_batch_size", name="categorical_hinge"):
+        super().__init__(reduction, name)
+
+
+class LogCosh(_Elementwise):
+    """`mean(log(cosh(y_pred - y_true)))` over the last axis.
+
+    >>> round(float(tg.losses.LogCosh()([[0.0, 0.0]], [[1.0, -1.0]])), 4)
+    0.4338
+    """
+
+    _fn = staticmethod(log_cosh)
+
+    def __init__(self, reduction="sum_over_batch_size", name="log_cosh"):
+        super().__init__(reduction, name)
+
+
+class CosineSimilarity(Loss):
+    """The NEGATIVE cosine similarity along `axis` (Keras: minimising it aligns the vectors).
+
+    >>> float(tg.losses.CosineSimilarity()([[0.0, 1.0], [1.0, 1.0]], [[0.0, 3.0], [1.0, -1.0]]))
+    -0.5
+    """
+
+    def __init__(self, axis=-1, reduction="sum_over_batch_size", name="cosine_similarity"):
+        super().__init__(reduction, name)
+        self.axis = axis
+
+    def call(self, y_true, y_pred):
+        return cosine_similarity(y_true, y_pred, self.axis)
+
+
+class MeanAbsolutePercentageError(_Elementwise):
+    """`100 * mean(|y_true - y_pred| / max(|y_true|, 1e-7))` over the last axis.
+
+    >>> float(tg.losses.MeanAbsolutePercentageError()([[2.0, 4.0]], [[1.0, 5.0]]))
+    37.5
+    """
+
+    _fn = staticmethod(mean_absolute_percentage_error)
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_percentage_error"):
+        super().__init__(reduction, name)
+
+
+class MeanSquaredLogarithmicError(_Elementwise):
+    """`mean((log(1 + y_pred) - log(1 + y_true))^2)` over the last axis.
+
+    >>> round(float(tg.losses.MeanSquaredLogarithmicError()([[0.0]], [[1.718281828]])), 4)
+    1.0
+    """
+
+    _fn = staticmethod(mean_squared_logarithmic_error)
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_squared_logarithmic_error"):
+        super().__init__(reduction, name)
+
+
+class Poisson(_Elementwise):
+    """`mean(y_pred - y_true * log(y_pred + 1e-7))` over the last axis.
+
+    >>> float(tg.losses.Poisson()([[1.0, 0.0]], [[1.0, 2.0]]))
+    1.5
+    """
+
+    _fn = staticmethod(poisson)
+
+    def __init__(self, reduction="sum_over_batch_size", name="poisson"):
+        super().__init__(reduction, name)
+
+
 MSE = mse = mean_squared_error
 MAE = mae = mean_absolute_error
 KLD = kld = kl_divergence
+MAPE = mape = mean_absolute_percentage_error
+MSLE = msle = mean_squared_logarithmic_error
 
 _BY_NAME = {
     "mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
@@ -436,6 +669,12 @@ _BY_NAME = {
     "categorical_crossentropy": CategoricalCrossentropy,
     "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
     "kl_divergence": KLDivergence, "kld": KLDivergence,
+    "hinge": Hinge, "squared_hinge": SquaredHinge, "categorical_hinge": CategoricalHinge,
+    "log_cosh": LogCosh, "cosine_similarity": CosineSimilarity,
+    "mean_absolute_percentage_error": MeanAbsolutePercentageError,
+    "mape": MeanAbsolutePercentageError,
+    "mean_squared_logarithmic_error": MeanSquaredLogarithmicError,
+    "msle": MeanSquaredLogarithmicError, "poisson": Poisson,
 }
 
 

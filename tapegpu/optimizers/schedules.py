@@ -92,3 +92,78 @@ class CosineDecay(LearningRateSchedule):
         p = min(float(step), self.decay_steps) / self.decay_steps
         cosine = 0.5 * (1.0 + math.cos(math.pi * p))
         return self.initial_learning_rate * ((1 - self.alpha) * cosine + self.alpha)
+
+
+class PolynomialDecay(LearningRateSchedule):
+    """A polynomial decay from `initial_learning_rate` to `end_learning_rate` over
+    `decay_steps` (Keras):
+
+        p = min(step, decay_steps) / decay_steps
+        lr = (initial_learning_rate - end_learning_rate) * (1 - p) ** power + end_learning_rate
+
+    With `cycle=True` the decay restarts: `decay_steps` is multiplied by
+    `ceil(step / decay_steps)` (1 at step 0) instead of capping the step.
+
+    >>> s = tg.optimizers.schedules.PolynomialDecay(1.0, 10, end_learning_rate=0.0, power=2.0)
+    >>> s(0), s(5), s(20)
+    (1.0, 0.25, 0.0)
+    """
+
+    def __init__(self, initial_learning_rate, decay_steps, end_learning_rate=0.0001,
+                 power=1.0, cycle=False, name="PolynomialDecay"):
+        if decay_steps <= 0:
+            raise ValueError(f"PolynomialDecay: argument `decay_steps` must be > 0, got "
+                             f"decay_steps={decay_steps}")
+        self.initial_learning_rate = float(initial_learning_rate)
+        self.decay_steps = float(decay_steps)
+        self.end_learning_rate, self.power = float(end_learning_rate), float(power)
+        self.cycle, self.name = bool(cycle), name
+
+    def __call__(self, step):
+        step, decay_steps = float(step), self.decay_steps
+        if self.cycle:
+            decay_steps *= 1.0 if step == 0 else math.ceil(step / decay_steps)
+        else:
+            step = min(step, decay_steps)
+        span = self.initial_learning_rate - self.end_learning_rate
+        return span * (1.0 - step / decay_steps) ** self.power + self.end_learning_rate
+
+
+class CosineDecayRestarts(LearningRateSchedule):
+    """Cosine decay with warm restarts (SGDR, Loshchilov & Hutter), as Keras: the first
+    period lasts `first_decay_steps`, each next one `t_mul` times longer, and each restart
+    begins at `m_mul` times the previous peak; within a period i the rate is
+
+        initial_learning_rate * ((1 - alpha) * m_mul**i * 0.5 * (1 + cos(pi * f)) + alpha)
+
+    with f the fraction of the period completed.
+
+    >>> s = tg.optimizers.schedules.CosineDecayRestarts(1.0, 10, t_mul=2.0, m_mul=0.5)
+    >>> s(0), round(s(5), 4), s(10), round(s(20), 4)
+    (1.0, 0.5, 0.5, 0.25)
+    """
+
+    def __init__(self, initial_learning_rate, first_decay_steps, t_mul=2.0, m_mul=1.0,
+                 alpha=0.0, name="SGDRDecay"):
+        if first_decay_steps <= 0:
+            raise ValueError(f"CosineDecayRestarts: argument `first_decay_steps` must be > 0, "
+                             f"got first_decay_steps={first_decay_steps}")
+        self.initial_learning_rate = float(initial_learning_rate)
+        self.first_decay_steps = float(first_decay_steps)
+        self.t_mul, self.m_mul = float(t_mul), float(m_mul)
+        self.alpha, self.name = float(alpha), name
+
+    def __call__(self, step):
+        fraction = float(step) / self.first_decay_steps
+        if self.t_mul == 1.0:
+            restart = math.floor(fraction)
+            fraction -= restart
+        else:  # periods 1, t, t^2, ...: period i starts at (1 - t^i) / (1 - t)
+            restart = math.floor(math.log(1.0 - fraction * (1.0 - self.t_mul)) /
+                                 math.log(self.t_mul))
+            while (1.0 - self.t_mul ** (restart + 1)) / (1.0 - self.t_mul) <= fraction:
+                restart += 1  # a boundary the rounded logarithm put one period early
+            start = (1.0 - self.t_mul ** restart) / (1.0 - self.t_mul)
+            fraction = (fraction - start) / self.t_mul ** restart
+        cosine = 0.5 * self.m_mul ** restart * (1.0 + math.cos(math.pi * fraction))
+        return self.initial_learning_rate * ((1.0 - self.alpha) * cosine + self.alpha)
