@@ -217,11 +217,7 @@ class Model(training.Trainer, Layer):
         self.call(ops.zeros(shape, dtype=(self._dtype or np.dtype(np.float32)).name))
 
     def __call__(self, inputs, *args, training=None, **kwargs):
-        depth = _layers.enter_call(self)
-        try:
-            return self._model_call(inputs, *args, training=training, **kwargs)
-        finally:
-            _layers._calls.depth = depth
+        return self._tracked(self._model_call, inputs, *args, training=training, **kwargs)
 
     def _model_call(self, inputs, *args, training=None, **kwargs):
         symbolic = _layers._symbolic_input(inputs)

@@ -87,7 +87,7 @@ _calls = _Calls()
 _with_added_losses = weakref.WeakSet()  # layers holding losses from `add_loss`
 
 
-def enter_call(layer):
+def _enter_call(layer):
     """Marks the start of a layer call; returns the depth to restore when it ends. The
     outermost call clears the losses `add_loss` added in the last call, of the layer and its
     sub-layers (Keras clears them at each top-level call); without such losses (the common
@@ -303,9 +303,13 @@ class Layer(Module):
         return out
 
     def __call__(self, inputs, *args, **kwargs):
-        depth = enter_call(self)
+        return self._tracked(self._layer_call, inputs, *args, **kwargs)
+
+    def _tracked(self, body, *args, **kwargs):
+        """`body(*args, **kwargs)` as a call of this layer (see `_enter_call`)."""
+        depth = _enter_call(self)
         try:
-            return self._layer_call(inputs, *args, **kwargs)
+            return body(*args, **kwargs)
         finally:
             _calls.depth = depth
 
