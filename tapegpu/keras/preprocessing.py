@@ -288,6 +288,12 @@ class CenterCrop(Layer):
         return x[..., top:top + self.height, left:left + self.width, :]
 
 
+def _inference(training):
+    """Whether a random layer is the identity: only when called with `training=False` (None,
+    a model called without `training`, augments as Keras 3's layers do)."""
+    return training is not None and not training
+
+
 class RandomCrop(Layer):
     """In training, a `(height, width)` window at a random offset (one offset for the whole
     batch, as Keras); at inference, and for inputs not larger than the target, the central
@@ -309,7 +315,7 @@ class RandomCrop(Layer):
     def call(self, inputs, training=True):
         x = _images(self, inputs)
         h, w = x.shape[-3], x.shape[-2]
-        if (training is not None and not training) or not (h > self.height and w > self.width):
+        if _inference(training) or not (h > self.height and w > self.width):
             return _smart_resize(x, self.height, self.width, "bilinear")
         limits = np.array([h - self.height + 1, w - self.width + 1], np.float64)
         start = ops.cast(ops.floor(_draw(self, (2,), 0.0, 1.0, np.float64, x._dev) * limits),
@@ -349,7 +355,7 @@ class RandomFlip(Layer):
 
     def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if training is not None and not training:
+        if _inference(training):
             return x
         coin = _draw(self, _per_image(x) + (1, 1, 1), 0.0, 1.0, np.float32, x._dev)
         flips = coin <= 0.5
@@ -374,7 +380,7 @@ class _RandomAffine(Layer):
 
     def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if training is not None and not training:
+        if _inference(training):
             return x
         return affine_transform(x, self._transforms(x), self.interpolation, self.fill_mode,
                                 self.fill_value)
@@ -515,7 +521,7 @@ class RandomContrast(Layer):
 
     def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if training is not None and not training:
+        if _inference(training):
             return x
         f = _draw(self, _per_image(x) + (1, 1, 1), 1.0 - self.factor[0], 1.0 + self.factor[1],
                   x.dtype, x._dev)
@@ -545,7 +551,7 @@ class RandomBrightness(Layer):
 
     def call(self, inputs, training=True):
         x = _images(self, inputs)
-        if training is not None and not training:
+        if _inference(training):
             return x
         lo, hi = self.value_range
         delta = _draw(self, _per_image(x) + (1, 1, 1), self.factor[0], self.factor[1], x.dtype,

@@ -484,12 +484,16 @@ def rot90(image, k=1, name=None):
 
 
 def _offsets(op, **values):
+    """The integer values of a crop's or pad's arguments (tensors read); offsets must be
+    >= 0 (TF's message)."""
     out = []
     for key, v in values.items():
         if isinstance(v, Tensor):
             v = v.numpy().tolist()
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise InvalidArgumentError(f"{op}: {key} must be an integer, got {v!r}")
+        if key.startswith("offset") and v < 0:
+            raise InvalidArgumentError(f"{op}: {key} must be >= 0, got {v}")
         out.append(int(v))
     return out
 
@@ -509,9 +513,6 @@ def crop_to_bounding_box(image, offset_height, offset_width, target_height, targ
     oh, ow, th, tw = _offsets(op, offset_height=offset_height, offset_width=offset_width,
                               target_height=target_height, target_width=target_width)
     h, w = x.shape[-3], x.shape[-2]
-    for what, v in (("offset_width", ow), ("offset_height", oh)):
-        if v < 0:
-            raise InvalidArgumentError(f"{op}: {what} must be >= 0, got {v}")
     for what, v in (("target_width", tw), ("target_height", th)):
         if v <= 0:
             raise InvalidArgumentError(f"{op}: {what} must be > 0, got {v}")
@@ -540,9 +541,6 @@ def pad_to_bounding_box(image, offset_height, offset_width, target_height, targe
     oh, ow, th, tw = _offsets(op, offset_height=offset_height, offset_width=offset_width,
                               target_height=target_height, target_width=target_width)
     h, w = x.shape[-3], x.shape[-2]
-    for what, v in (("offset_height", oh), ("offset_width", ow)):
-        if v < 0:
-            raise InvalidArgumentError(f"{op}: {what} must be >= 0, got {v}")
     if th - oh - h < 0:
         raise InvalidArgumentError(f"{op}: height must be <= target - offset: image height {h}, "
                                    f"target_height {th}, offset_height {oh}")

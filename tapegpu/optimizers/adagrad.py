@@ -2,7 +2,19 @@
 from .base import Optimizer
 
 
-class Adagrad(Optimizer):
+class InitialAccumulator:
+    """For optimizers whose first slot starts at `initial_accumulator_value` (Adagrad, Ftrl):
+    the slot made for a new variable is raised to it."""
+
+    def _slots_for(self, var):
+        fresh = var._uid not in self._slots
+        slots = super()._slots_for(var)
+        if fresh:
+            slots[0] += self.initial_accumulator_value
+        return slots
+
+
+class Adagrad(InitialAccumulator, Optimizer):
     """Adagrad, as Keras computes it (the accumulator starts at `initial_accumulator_value`):
 
         acc = acc + g^2
@@ -26,13 +38,6 @@ class Adagrad(Optimizer):
                              f"{initial_accumulator_value}")
         self.initial_accumulator_value = float(initial_accumulator_value)
         self.epsilon = float(epsilon)
-
-    def _slots_for(self, var):
-        fresh = var._uid not in self._slots
-        slots = super()._slots_for(var)
-        if fresh:
-            slots[0] += self.initial_accumulator_value
-        return slots
 
     def _hyper(self, t, lr, dtype):
         return {"lr": lr, "eps": self.epsilon}

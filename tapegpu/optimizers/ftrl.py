@@ -1,8 +1,9 @@
 """FTRL-Proximal (McMahan et al.), with Keras' update."""
+from .adagrad import InitialAccumulator
 from .base import Optimizer
 
 
-class Ftrl(Optimizer):
+class Ftrl(InitialAccumulator, Optimizer):
     """Follow The Regularized Leader, as Keras computes it (k = -learning_rate_power,
     l2 = l2_regularization_strength + beta / (2 lr)):
 
@@ -45,13 +46,6 @@ class Ftrl(Optimizer):
         self.l2_regularization_strength = float(l2_regularization_strength)
         self.l2_shrinkage_regularization_strength = float(l2_shrinkage_regularization_strength)
         self.beta = float(beta)
-
-    def _slots_for(self, var):
-        fresh = var._uid not in self._slots
-        slots = super()._slots_for(var)
-        if fresh:
-            slots[0] += self.initial_accumulator_value
-        return slots
 
     def _hyper(self, t, lr, dtype):
         return {"lr": lr, "k": -self.learning_rate_power,
