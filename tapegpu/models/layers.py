@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import ops
 from ..core.dtypes import np_dtype
-from ..core.tensor import Tensor, Variable, convert_to_tensor
+from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from . import initializers, regularizers
 from ..ops import EXPORTS
 from ..ops.nn import bias_act, bias_activations, dropout_drawn
@@ -529,9 +529,15 @@ class BatchNormalization(Layer):
         return ops.batch_normalization(inputs, mean, var, beta, gamma, self.epsilon)
 
     def _update_moving(self, mean, var):
-        """moving = moving * m + stat * (1 - m), on raw arrays (no tape records it)."""
+        """moving = moving * m + stat * (1 - m): eagerly on raw arrays (no tape records it);
+        inside tg.function as ops and an assign, so that every call of the function updates
+        the statistics (a raw update would happen at the trace only)."""
         m = self.momentum
         for moving, stat in ((self.moving_mean, mean), (self.moving_variance, var)):
+            if _thread.tracers:
+                batch = ops.reshape(ops.stop_gradient(stat), moving.shape)
+                moving.assign(moving.value() * m + batch * (1.0 - m))
+                continue
             batch = stat._data.reshape(moving.shape)
             moving._assign_array(moving._value._data * m + batch * (1.0 - m))
 

@@ -568,3 +568,34 @@ def test_get_layer_and_the_missing_whole_model_format(tmp_path):
     with pytest.raises(NotImplementedError, match="load_weights"):
         keras.models.load_model(str(tmp_path / "m.keras"))
     assert not (tmp_path / "m.keras").exists()
+
+
+def test_batch_normalization_moving_statistics_update_at_every_traced_step():
+    """fit traces its step: BatchNormalization's moving mean and variance must move at every
+    step (they moved at the trace only, so inference used almost the initial statistics),
+    by Keras' rule over the batches in order; eager and traced updates agree."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((96, 4)) * 3.0 + 2.0).astype(np.float32)
+    y = rng.integers(0, 3, 96)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(momentum=0.9),
+                              keras.layers.Dense(3)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    mean, var = np.zeros(4), np.ones(4)
+    for _ in range(2):
+        for b in range(0, 96, 16):
+            batch = x[b:b + 16].astype(np.float64)
+            mean = mean * 0.9 + batch.mean(0) * 0.1
+            var = var * 0.9 + batch.var(0) * 0.1
+    bn = model.layers[0]
+    np.testing.assert_allclose(bn.moving_mean.numpy(), mean, rtol=1e-5)
+    np.testing.assert_allclose(bn.moving_variance.numpy(), var, rtol=1e-5)
+    eager, traced = keras.layers.BatchNormalization(), keras.layers.BatchNormalization()
+    step = tg.function(lambda t: traced(t, training=True))
+    for _ in range(4):
+        eager(tg.constant(x[:16]), training=True)
+        step(tg.constant(x[:16]))
+    np.testing.assert_allclose(traced.moving_mean.numpy(), eager.moving_mean.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(traced.moving_variance.numpy(), eager.moving_variance.numpy(),
+                               rtol=1e-6)
