@@ -301,6 +301,35 @@ def _fold_constants(graph, constants, outputs):
     return folded
 
 
+def _residual_groups(graph, folded):
+    """{index of the first: indices} of the nodes of an op with residuals and of its residual
+    ops (registry `residual_ops`) on the same inputs and params: one step of the plan runs them
+    (the op's forward computes its residuals anyway)."""
+    groups = {}
+    for i, n in enumerate(graph.nodes):
+        if n.kind != "op" or i in folded:
+            continue
+        op = n.op.residual_of[0] if n.op.residual_of is not None else n.op
+        pk = _params_key(n.params)
+        if op.residuals and pk is not None:
+            groups.setdefault((op, n.ins, pk), []).append(i)
+    return {g[0]: g for g in groups.values() if len(g) > 1}
+
+
+def _with_residuals_fn(graph, indices):
+    """One call of the op of a residual group returning the group's values in its order."""
+    nodes = [graph.nodes[i] for i in indices]
+    first = nodes[0]
+    op = first.op.residual_of[0] if first.op.residual_of is not None else first.op
+    picks = [-1 if n.op is op else n.op.residual_of[1] for n in nodes]
+    dev, params = first.dev, first.params
+
+    def run(*arrays):
+        out, res = registry.forward_on(op, dev, arrays, params)
+        return tuple(out if k < 0 else res[k] for k in picks)
+    return run
+
+
 def _relu_backward_fusions(graph, uses):
     """{where node index: greater node index} for `m = greater(y, 0.0); where(m, g, 0.0)` on
     numpy arrays of one float shape where `m` has no other use: a ReLU's backward."""
@@ -396,7 +425,8 @@ class Plan:
     """The flat schedule of an optimized graph: each step (kind, callable or object, input
     slots, output slot, slots to free after it, params, buffer or None).
 
-    Steps are the graph's nodes, but for two rewrites on `numpy`: a ReLU's backward
+    Steps are the graph's nodes, but an op with residuals and the nodes of its residuals run as
+    one step, and for two rewrites on `numpy`: a ReLU's backward
     (`greater(y, 0)` then `where(mask, g, 0)`) runs as one pass, and `where(mask, x, 0)` as a
     bitwise select (both bit for bit numpy's results); a ReLU's backward whose result is also
     summed over axis 0 (a Dense layer's bias gradient) gives both in one pass, and small values
@@ -421,14 +451,19 @@ class Plan:
         fused = {i: j for i, j in _relu_backward_fusions(graph, uses).items()
                  if i not in folded}
         summed = _column_sums(graph, fused)
-        skip = set(fused.values()) | set(summed.values()) | folded
+        grouped = _residual_groups(graph, folded)
+        skip = set(fused.values()) | set(summed.values()) | folded | \
+            {j for g in grouped.values() for j in g[1:]}
         plain = []  # (node, kind, fn, ins, out)
         for i, n in enumerate(nodes):
             if i in skip:
                 continue
             kind = _KINDS[n.kind]
             ins, out = n.ins, n.out
-            if i in summed:
+            if i in grouped:
+                kind, fn = FUSED, _with_residuals_fn(graph, grouped[i])
+                out = tuple(nodes[j].out for j in grouped[i])
+            elif i in summed:
                 kind, fn, out = FUSED, _relu_backward_sum, (n.out, nodes[summed[i]].out)
                 ins = (nodes[fused[i]].ins[0], n.ins[1], n.ins[2])
             elif i in fused:

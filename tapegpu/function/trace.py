@@ -32,6 +32,12 @@ class OperatorNotAllowedInGraphError(TypeError):
     with an `input_signature`, where it cannot retrace for a new value (TensorFlow's error)."""
 
 
+class TracedValueAsConstantError(RuntimeError):
+    """Tapegpu's own guard against stale values: a value computed from a traced tensor's
+    array outside an op would become a constant of the graph (every later call would reuse the
+    traced call's values), so the trace refuses it."""
+
+
 FOLD_SIZE = 64  # results of ops on constants only, up to this many elements, become constants
 _lock = threading.Lock()
 _active = [0]  # traces running, in all threads
@@ -98,6 +104,14 @@ class Tracer:
             t = t._read()
         vid = self.known(t)
         if vid is None:
+            if t._uid >= self.start_uid:
+                source = self._traced_array(t._data)
+                if source is not None:
+                    raise TracedValueAsConstantError(
+                        f"tg.function {self.name}: a tensor made in the trace holds a view of "
+                        f"the array of a traced value ({self.graph._type(source)}) without an "
+                        f"op; the graph would keep this call's values as a constant. This is a "
+                        f"bug in the function that made it: compute it with tapegpu's ops")
             vid = self.graph.new_value("constant", t)
             self.graph.constants[vid] = t._data
             if t._uid < self.start_uid and t._data.ndim:
@@ -114,7 +128,11 @@ class Tracer:
 
     # -- what the trace sees ---------------------------------------------------------------------
     def observe(self, op, inputs, out, params):
-        ins = [self.value(t) for t in inputs]
+        self._check_params(op, params)
+        self._node(op, [self.value(t) for t in inputs], out, params)
+
+    def _node(self, op, ins, out, params):
+        """`out` as the value of a node applying `op` to values `ins`."""
         dynamic = not self.dynamic.isdisjoint(ins)
         captured = not self.captured.isdisjoint(ins)
         if not dynamic and not captured and out._data.size <= FOLD_SIZE:
@@ -134,11 +152,42 @@ class Tracer:
 
     def record(self, op, inputs, out, params):
         """A recorder's call: registry ops come through `observe`; a per-call op's output
-        (custom_gradient, recompute_grad) re-wraps its function's result, found by array."""
+        (custom_gradient, recompute_grad) re-wraps its function's result, found by array. The
+        residuals an op hands its rule (`out._res`) become nodes of their own ops
+        (`op.residual_ops`), so that a rule run in the trace computes with graph values."""
         if registry.REGISTRY.get(op.name) is not op:
             self.known(out)
             if op.name not in self.graph.opaque:
                 self.graph.opaque.append(op.name)
+        elif op.residuals:
+            ins = [self.value(t) for t in inputs]
+            for res_op, r in zip(op.residual_ops, out._res):
+                self._node(res_op, ins, r, params)
+
+    def _check_params(self, op, params):
+        """Refuses a traced value's array (or a view of one) among an op's params: a param is
+        fixed when the graph is made, so the op would use the traced call's values at every
+        later call. What depends on a traced value must be an input of the op."""
+        for value in params.values():
+            for item in (value if isinstance(value, (tuple, list)) else (value,)):
+                vid = self._traced_array(item)
+                if vid is not None:
+                    raise TracedValueAsConstantError(
+                        f"tg.function {self.name}: op {op.name!r} was given the array of a "
+                        f"traced value ({self.graph._type(vid)}) as a parameter; the graph "
+                        f"would keep this call's values for every later call. This is a bug "
+                        f"in the function that applies {op.name!r}: the value must be an "
+                        f"input of the op")
+
+    def _traced_array(self, a):
+        """The value whose array `a` is, or is a view of, if it depends on an argument, a
+        variable or a random draw; else None."""
+        while hasattr(a, "ndim") and not isinstance(a, (np.generic, np.dtype)):
+            vid = self.by_data.get(id(a))
+            if vid is not None and vid in self.dynamic:
+                return vid
+            a = getattr(a, "base", None)
+        return None
 
     def record_random(self, draw, out):
         """A random tensor made while tracing: a node calling `draw()` again at every replay

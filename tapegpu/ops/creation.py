@@ -3,9 +3,11 @@ import numpy as np
 
 from .. import backends as _backend
 from ..core.dtypes import np_dtype
-from .registry import InvalidArgumentError
-from ._base import public
+from .registry import InvalidArgumentError, def_op
+from ._base import apply, public
 from ..core.tensor import Tensor, convert_to_tensor
+from .shape import broadcast_to
+from .unary import cast
 
 
 def _is_int(v):
@@ -96,13 +98,16 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
 
 
 def fill(dims, value, name=None):
-    """A tensor of shape `dims` filled with `value` (its dtype inferred as for tg.constant).
+    """A tensor of shape `dims` filled with the scalar `value` (its dtype inferred as for
+    tg.constant). The value is broadcast, so its gradient is the sum of the output's (as TF).
 
     >>> tg.fill((2,), 7).numpy()
     array([7, 7], dtype=int32)
     """
     v = convert_to_tensor(value)
-    return Tensor(v._dev.xp.full(_shape(dims, "fill"), v._data, dtype=v._data.dtype), v._dev)
+    if v.ndim:
+        raise InvalidArgumentError(f"fill: value must be a scalar (0-d), got shape {v.shape}")
+    return broadcast_to(v, _shape(dims, "fill"))
 
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=None, name=None):
@@ -121,17 +126,60 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=None, name=None):
     return Tensor(m, dev)
 
 
+# -- linspace: out_i = start + i (stop - start) / (num - 1), the last one stop itself ------------
+
+def _linspace_forward(xp, start, stop, num, axis):
+    return xp.linspace(start, stop, num, axis=axis, dtype=start.dtype)
+
+
+def _linspace_weights(ops, like, num, axis):
+    """w_i = i / (num - 1) along `axis` (out_i = (1 - w_i) start + w_i stop)."""
+    w = np.arange(num) / max(num - 1, 1)
+    return ops.const_like(like, w.reshape((num,) + (1,) * (-axis - 1)))
+
+
+def _linspace_vjp(ops, g, start_shape, stop_shape, num, axis):
+    w = _linspace_weights(ops, g, num, axis)
+    return (ops.reduce_sum(g * (ops.const_like(g, 1.0) - w), axis=axis),
+            ops.reduce_sum(g * w, axis=axis))
+
+
+def _linspace_jvp(ops, ts, start_shape, stop_shape, num, axis):
+    # linear in (start, stop): the op on the tangents, each given size-1 axes after its batch
+    # axes up to the larger rank (so they broadcast as the primals did) and a zero tangent
+    # given as zeros
+    shapes = (start_shape, stop_shape)
+    k = 0 if ts[0] is not None else 1
+    batch = ts[k].shape[:ts[k].ndim - len(shapes[k])]
+    rank = len(batch) + max(len(start_shape), len(stop_shape))
+    ts = [ops.const_like(ts[k], np.zeros(batch + tuple(s))) if t is None else t
+          for t, s in zip(ts, shapes)]
+    a, b = (ops.reshape(t, batch + (1,) * (rank - t.ndim) + t.shape[len(batch):]) for t in ts)
+    return ops.op("linspace", a, b, num=num, axis=axis)
+
+
+_linspace = def_op("linspace", _linspace_forward, args=("start", "stop"),
+                   saves=("start.shape", "stop.shape"), vjp=_linspace_vjp, jvp=_linspace_jvp,
+                   batch="leading_broadcast")
+
+
 def linspace(start, stop, num, name=None, axis=0):
-    """`num` evenly spaced values from start to stop inclusive (float32 for Python floats).
+    """`num` evenly spaced values from start to stop inclusive (float32 for Python floats),
+    along a new axis `axis`; differentiable in start and stop.
 
     >>> tg.linspace(0.0, 1.0, 3).numpy()
     array([0. , 0.5, 1. ], dtype=float32)
     """
     a = convert_to_tensor(start)
     dt = a._data.dtype if a._data.dtype.kind == "f" else np.dtype(np.float32)
-    return Tensor(a._dev.xp.linspace(a._data, convert_to_tensor(stop)._data,
-                                     _count(num, "num", "linspace"),
-                                     dtype=dt, axis=axis), a._dev)
+    a = cast(a, dt)
+    b = cast(convert_to_tensor(stop), dt)
+    nd = max(a.ndim, b.ndim) + 1
+    if not -nd <= axis < nd:
+        raise InvalidArgumentError(f"linspace: axis {axis} is out of range for a result of "
+                                   f"rank {nd}; valid axes are [{-nd}, {nd})")
+    return apply(_linspace, (a, b), {"num": _count(num, "num", "linspace"),
+                                     "axis": axis - nd if axis >= 0 else axis})
 
 
 def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001

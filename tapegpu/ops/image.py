@@ -27,7 +27,8 @@ import numpy as np
 
 from ..core.dtypes import as_dtype, np_dtype
 from ..core.tensor import Tensor, Variable
-from ._base import InvalidArgumentError, public, tensor
+from ._base import InvalidArgumentError, apply, public, tensor
+from .registry import def_op
 from .binary import clip_by_value, equal, greater, less, maximum, where
 from .conv import depthwise_conv2d
 from .linalg import einsum, tensordot
@@ -306,7 +307,12 @@ def convert_image_dtype(image, dtype, saturate=False, name=None):
         return x
     if src.kind == "f" and target.kind == "f":
         return cast(x, target)
-    xp, a = x._dev.xp, x._data
+    return apply(_convert_image, (x,), {"target": target, "saturate": bool(saturate)})
+
+
+def _convert_image_forward(xp, a, target, saturate):
+    """convert_image_dtype between an integer dtype and another dtype (no gradient)."""
+    src = a.dtype
     if src.kind in "iu" and target.kind in "iu":
         scale_in, scale_out = _max(src), _max(target)
         if scale_in > scale_out:
@@ -324,7 +330,10 @@ def convert_image_dtype(image, dtype, saturate=False, name=None):
         else:
             with np.errstate(invalid="ignore", over="ignore"):
                 out = scaled.astype(target)
-    return Tensor(out, x._dev)
+    return out
+
+
+_convert_image = def_op("convert_image_dtype", _convert_image_forward, batch="broadcast")
 
 
 # -- adjust_contrast -------------------------------------------------------------------------------

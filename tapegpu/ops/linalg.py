@@ -407,6 +407,11 @@ def det(input, name=None):  # noqa: A002
 det.op = _det
 
 
+# the sign of det(A), in A's dtype (no gradient: it is piecewise constant)
+_det_sign = def_op("det_sign", lambda xp, x: xp.linalg.slogdet(x)[0].astype(x.dtype),
+                   batch="leading")
+
+
 def slogdet(input, name=None):  # noqa: A002
     """(sign, log|det|) over the last two axes; the sign has no gradient.
 
@@ -415,8 +420,7 @@ def slogdet(input, name=None):  # noqa: A002
     """
     x = floating(input, "slogdet")
     _check_square(x, "slogdet")
-    sign = type(x)(x._dev.xp.linalg.slogdet(x._data)[0].astype(x._data.dtype), x._dev)
-    return sign, apply(_logabsdet, (x,), EMPTY)
+    return apply(_det_sign, (x,), EMPTY), apply(_logabsdet, (x,), EMPTY)
 
 
 def logdet(matrix, name=None):

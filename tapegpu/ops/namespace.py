@@ -10,10 +10,9 @@ A rule is written once, against `ops`, and runs two ways:
   with no tensors and no recording in between.
 
 Besides tapegpu's public functions, a namespace has `keep(mask, g)` (`where(mask, g, 0)`),
-`op(name, *values, **params)` (a registered op by name, with the op's own params), `array(v)`
-(the backend array of a value), `const_like(like, value)` and `arange_like(like, n)`
-(constants beside `like`) and `records` (True when the values are tensors that a tape may
-be recording).
+`op(name, *values, **params)` (a registered op by name, with the op's own params),
+`const_like(like, value)` and `arange_like(like, n)` (constants beside `like`) and `records`
+(True when the values are tensors that a tape may be recording).
 """
 import numpy as np
 
@@ -42,11 +41,6 @@ class TensorOps:
     def keep(mask, g):
         """g where `mask` holds, else 0 (`mask` broadcasts against g's batch axes)."""
         return apply(REGISTRY["where"], (mask, g, scalar_like(0.0, g)), {})
-
-    @staticmethod
-    def array(t):
-        """The backend array of a value (index arrays that become part of a key)."""
-        return t._data
 
     @staticmethod
     def const_like(like, value):
@@ -133,10 +127,6 @@ class ArrayOps:
 
     def op(self, name, *arrays, **params):
         return forward_on(REGISTRY[name], self._dev, arrays, params)
-
-    @staticmethod
-    def array(a):
-        return a
 
     def const_like(self, like, value):
         return self._xp.asarray(value, dtype=like.dtype)

@@ -57,6 +57,28 @@ def _float_dtype(dtype, op):
     return dt
 
 
+def _is_tensor(value):
+    return isinstance(value, Tensor) or hasattr(value, "assign")
+
+
+def _param(value, like, op):
+    """A distribution's parameter as a tensor of the draw's dtype and device (TF converts it
+    to that dtype; a tensor of another dtype is refused, as TF does)."""
+    if not _is_tensor(value):
+        return Tensor(like._dev.xp.asarray(value, dtype=like._data.dtype), like._dev)
+    t = tensor(value)
+    if t._data.dtype != like._data.dtype:
+        raise InvalidArgumentError(f"{op}: a parameter of dtype {t.dtype.name} cannot "
+                                   f"parametrise a draw of dtype {like.dtype.name}")
+    return t
+
+
+def _scaled(unit, scale, shift, op):
+    """unit * scale + shift for tensor parameters: ops, as TF builds them, so that in a
+    tg.function each call uses its own parameters (and they get gradients)."""
+    return unit * _param(scale, unit, op) + _param(shift, unit, op)
+
+
 def _emit(name, draw, device, device_draw=None):
     """The tensor of `draw()` (a host array) on the device, or of `device_draw(dev)` drawn on a
     GPU itself (no upload). Inside a `tg.function` trace the draw becomes a graph node that
@@ -82,6 +104,9 @@ def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None, device
     """
     dt = _float_dtype(dtype, "random.normal")
     shape = tuple(shape)
+    if _is_tensor(mean) or _is_tensor(stddev):
+        return _scaled(normal(shape, dtype=dt, seed=seed, device=device), stddev, mean,
+                       "random.normal")
     return _emit("normal", lambda: (_gen(seed, "normal").standard_normal(shape, dtype=np.float64) * stddev
                                     + mean).astype(dt), device)
 
@@ -100,6 +125,10 @@ def uniform(shape, minval=0, maxval=None, dtype=None, seed=None, name=None, devi
         return _emit("uniform", lambda: _gen(seed, "uniform").integers(minval, maxval, size=shape,
                                                            dtype=dt), device)
     hi = 1.0 if maxval is None else maxval
+    if _is_tensor(minval) or _is_tensor(hi):
+        unit = uniform(shape, dtype=dt, seed=seed, device=device)
+        lo, hi = _param(minval, unit, "random.uniform"), _param(hi, unit, "random.uniform")
+        return _scaled(unit, hi - lo, lo, "random.uniform")
 
     def on_device(dev):
         r = _device_gen(dev, seed, "uniform").random(shape, dtype=dt if dt.itemsize >= 4 else np.float32)
@@ -134,6 +163,9 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=No
     """
     dt = _float_dtype(dtype, "random.truncated_normal")
     shape = tuple(shape)
+    if _is_tensor(mean) or _is_tensor(stddev):
+        return _scaled(truncated_normal(shape, dtype=dt, seed=seed), stddev, mean,
+                       "random.truncated_normal")
 
     def draw():
         return _truncated_draw(_gen(seed, "truncated_normal"), shape, mean, stddev, dt)

@@ -13,7 +13,11 @@ Contract (what every rule may rely on, and must honour)
   variadic ops), or the name of a derived residual: an op with `residuals=("probs",)` returns
   `(out, (probs,))` from its forward, and the residual is saved like an output (sparse
   cross-entropy keeps its probabilities this way). The rule gets exactly these, then the op's
-  params as keywords. Nothing else is kept alive by a tape.
+  params as keywords. Nothing else is kept alive by a tape. Each residual is also an op of
+  its own, `"<name>:<residual>"` (`op.residual_ops`), computing that residual from the same
+  inputs and params: a tg.function trace records a residual as a node of it, so that a rule
+  inside a traced function gets the residual as a value of the graph, computed again at every
+  call (the replay runs the op and its residuals in one pass), never a constant of the trace.
 * `vjp` is either a tuple with one rule per tensor argument (`None` for an argument with no
   gradient, such as indices or a condition), each `rule(ops, g, *saved, **params) -> cotangent`,
   or one rule returning a tuple of cotangents (for ops whose input gradients share work or
@@ -21,10 +25,11 @@ Contract (what every rule may rely on, and must honour)
 * `ops` is the namespace a rule computes with, and the one thing that makes a rule serve every
   path: `ops.<name>(...)` is tapegpu's public function `<name>`, Python operators work on the
   values, `ops.keep(mask, g)` is `where(mask, g, 0)`, `ops.op(name, *values, **params)` a
-  registered op with its own params, `ops.array(v)` a value's backend array (for index keys),
-  `ops.const_like(like, value)` and `ops.arange_like(like, n)` constants beside a value (see
-  namespace.py). When a tape records the sweep
-  (higher order), the values are tensors and `ops` is tapegpu itself (`ops.records` is True);
+  registered op with its own params, `ops.const_like(like, value)` and
+  `ops.arange_like(like, n)` constants beside a value (see namespace.py). A rule never reads a
+  value's array: inside tg.function that array is the traced call's, and anything made from it
+  outside an op would be a constant of the graph (the trace refuses an array of a traced value
+  among an op's params). When a tape records the sweep (higher order), the values are tensors and `ops` is tapegpu itself (`ops.records` is True);
   otherwise they are the backend's arrays and `ops` computes on them directly, with the same
   floating-point operations (so both give identical bits). `vjp_kernels={backend: kernel}`
   replaces a rule on arrays by a kernel, `kernel(g, *saved, **params)`, which may also return
@@ -109,7 +114,7 @@ class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
                  "residuals", "view", "view_when", "tensor_rule", "steps", "c", "batch", "replay",
-                 "zero_when")
+                 "zero_when", "residual_ops", "residual_of")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
@@ -124,6 +129,8 @@ class Op:
         self.jvp = jvp
         self.saves = tuple(saves)
         self.residuals = tuple(residuals)
+        self.residual_ops = ()  # the ops computing each residual (def_op registers them)
+        self.residual_of = None  # (op, index) for such an op: residual `index` of `op`
         plan = tuple(_plan(s, self.args, name, self.residuals) for s in self.saves)
         # the common plans as shared objects, so that saved_values can test them by identity
         self.save_plan = next((c for c in _COMMON_PLANS if c == plan), plan)
@@ -253,7 +260,28 @@ def def_op(name, forward, **entry):
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
     op = REGISTRY[name] = Op(name, forward, **entry)
+    op.residual_ops = tuple(_residual_op(op, i) for i in range(len(op.residuals)))
     return op
+
+
+def _residual_op(op, index):
+    """The op computing residual `index` of `op` (no gradient: rules that differentiate
+    through a residual recompute it from the inputs, as sparse cross-entropy's does)."""
+    def forward(xp, *arrays, **params):
+        return op.forward(xp, *arrays, **params)[1][index]
+
+    def kernel(backend):
+        def run(xp, *arrays, **params):
+            out = op.kernels[backend](xp, *arrays, **params)
+            return out if out is NotImplemented else out[1][index]
+        return run
+
+    name = f"{op.name}:{op.residuals[index]}"
+    res = REGISTRY[name] = Op(name, forward, args=op.args, same_dtype=op.same_dtype,
+                              variadic=op.variadic,
+                              kernels={b: kernel(b) for b in op.kernels})
+    res.residual_of = (op, index)
+    return res
 
 
 def apply(op, inputs, params):
@@ -348,12 +376,26 @@ def _finish(op, inputs, out, dev, params, reference):
         return _with_residuals(op, inputs, out, dev, params, reference)
     if dev.counts_launches and reference and op.launches(params):
         dev.launches[op.name] += 1
-    y = wrap(op, inputs, out, dev, params)
-    for observe in OBSERVERS:
-        observe(op, inputs, y, params)
+    if OBSERVERS:
+        y = Tensor(out, dev)
+        _observe_then_record(op, inputs, y, params)
+    else:
+        y = wrap(op, inputs, out, dev, params)
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y
+
+
+def _observe_then_record(op, inputs, y, params):
+    """Observers (a tg.function trace) see the output before recorders do: a forward
+    accumulator computes the output's tangent from it at once, and the trace must know the
+    output as a value of its graph by then (else it would take it for a constant)."""
+    for observe in OBSERVERS:
+        observe(op, inputs, y, params)
+    active = _thread.recorders
+    if active and op.vjp is not None and y._data.dtype.kind in "fc":
+        for rec in active:
+            rec.record(op, inputs, y, params)
 
 
 def _with_residuals(op, inputs, result, dev, params, reference):
@@ -363,14 +405,12 @@ def _with_residuals(op, inputs, result, dev, params, reference):
     if dev.counts_launches and reference and op.launches(params):
         dev.launches[op.name] += 1
     y = Tensor(out, dev)
-    active = _thread.recorders
-    if active and op.vjp is not None and out.dtype.kind in "fc":
+    if _thread.recorders and op.vjp is not None and out.dtype.kind in "fc":
         y._res = tuple(Tensor(r, dev) for r in res)
-        for rec in active:
-            rec.record(op, inputs, y, params)
+        _observe_then_record(op, inputs, y, params)
         del y._res
-    for observe in OBSERVERS:
-        observe(op, inputs, y, params)
+    else:
+        _observe_then_record(op, inputs, y, params)
     if _profilers:
         _profiler.on_forward(op, inputs, out, params)
     return y

@@ -357,8 +357,19 @@ def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
         raise InvalidArgumentError(f"pad: paddings must be non-negative with shape "
                                    f"({x.ndim}, 2) for a tensor of shape {x.shape}, got "
                                    f"{p.tolist()}")
-    return apply(_pad, (x,), {"paddings": tuple(map(tuple, p.tolist())),
-                              "constant_values": constant_values})
+    paddings = tuple(map(tuple, p.tolist()))
+    if not isinstance(constant_values, Tensor) and not hasattr(constant_values, "assign"):
+        return apply(_pad, (x,), {"paddings": paddings, "constant_values": constant_values})
+    # a tensor's value is an input, not a param (a param would be fixed in a tg.function):
+    # placed where a host mask of the padding says; no gradient, as TF's PadV2
+    c = tensor(constant_values)
+    if c.ndim or c._data.dtype != x._data.dtype:
+        raise InvalidArgumentError(f"pad: constant_values must be a scalar of the tensor's "
+                                   f"dtype {x.dtype.name}, got {c.dtype.name} of shape "
+                                   f"{c.shape}")
+    padded = apply(_pad, (x,), {"paddings": paddings, "constant_values": 0})
+    mask = np.pad(np.zeros(x.shape, bool), paddings, constant_values=True)
+    return where(mask, _u.stop_gradient(c), padded)
 
 
 # -- roll --------------------------------------------------------------------------------------
@@ -555,27 +566,31 @@ getitem.op = _getitem  # its entry, for passes keyed on entries (function/)
 # -- gather ---------------------------------------------------------------------------------------
 
 def _gather_vjp(ops, g, p_shape, indices, axis):
-    # the transpose of a gather is a scatter-add into zeros of the params' shape
-    key = (_py_slice(None),) * (len(p_shape) + axis) + (ops.array(indices),)
-    return _scatter(ops, g, key, p_shape, len(p_shape) - 1 + indices.ndim)
+    # the transpose of a gather is a scatter-add into zeros of the params' shape: a segment sum
+    # of g's slices over the indices (repeated indices add up); the indices are an input of it,
+    # never a constant (inside tg.function each call has its own). g's axes before the indices'
+    # are its batch axes and the params' axes before `axis`
+    lead = g.ndim - indices.ndim + axis + 1
+    return ops.op("unsorted_segment_sum", g, indices, num=p_shape[axis], lead=lead)
 
 
 def _gather_forward(xp, params, indices, axis):
-    n = params.shape[axis]
+    # valid indices are [0, n), as TF's (a negative index is an error, not counted from the end)
+    n, ax = params.shape[axis], params.ndim + axis
     if indices.size and checks.deferred(xp):  # on a device: queued, no sync (CuPy's take wraps)
-        checks.check(xp, (indices < -n) | (indices >= n),
-                     lambda host: InvalidArgumentError(f"gather: {_index_error(host, n, axis)} "
+        checks.check(xp, (indices < 0) | (indices >= n),
+                     lambda host: InvalidArgumentError(f"gather: {_index_error(host, n, ax)} "
                                                        f"(found on the device, reported at the "
                                                        f"first read of a value after it)"),
                      indices)
-    elif indices.size and (indices.min() < -n or indices.max() >= n):
-        raise IndexError(_index_error(indices, n, axis))
+    elif indices.size and (indices.min() < 0 or indices.max() >= n):
+        raise IndexError(_index_error(indices, n, ax))
     return xp.take(params, indices, axis=axis)
 
 
 def _index_error(indices, n, axis):
-    bad = indices[(indices < -n) | (indices >= n)].ravel()[0]
-    return f"index {int(bad)} is out of range for axis {axis} of size {n}"
+    at = tuple(int(i) for i in np.argwhere((indices < 0) | (indices >= n))[0])
+    return f"indices{list(at)} = {int(indices[at])} is not in [0, {n}) (axis {axis} of params)"
 
 
 def _gather_jvp(ops, ts, p_shape, indices, axis):

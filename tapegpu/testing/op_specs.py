@@ -928,6 +928,13 @@ SPECS = [
         tg.image.convert_image_dtype(x, tg.float32), x.dtype) * x, (U,),
         lambda x: x.astype(np.float32).astype(x.dtype) * x, covers=("cast",), atol=1e-4,
         extra={"h": 1e-2, "rel": 1e-5}),
+    Spec("convert_image_dtype_uint8", lambda x: tg.image.convert_image_dtype(x, tg.uint8), (U,),
+         lambda x: (x * 255.5).astype(np.uint8), domain=(0.0, 1.0), grad=False,
+         covers=("convert_image_dtype",)),
+    Spec("linspace", lambda a, b: tg.linspace(a, b, 5, axis=-1), ((3,), (2, 1)),
+         lambda a, b: np.linspace(a, b, 5, axis=-1)),
+    Spec("slogdet_sign", lambda x: tg.linalg.slogdet(x)[0], ((2, 3, 3),),
+         lambda x: np.linalg.slogdet(x)[0], grad=False, covers=("det_sign",)),
 ]
 
 BY_NAME = {s.name: s for s in SPECS}
@@ -941,7 +948,8 @@ def covered_ops(spec):
         names.add(op.name)
     if not spec.covers and op is None:
         names.add(spec.name)
-    return names
+    from tapegpu.ops.registry import REGISTRY  # an op's residuals are computed by its spec too
+    return names | {r.name for n in names if n in REGISTRY for r in REGISTRY[n].residual_ops}
 
 
 def sample(spec, dtype, seed=0):

@@ -628,7 +628,8 @@ def test_errors_name_the_op_and_shapes():
         tg.reshape(tg.zeros(6), (4, -1))
     with pytest.raises(tg.InvalidArgumentError, match="axis 2 is out of range"):
         tg.reduce_sum(tg.zeros((2, 3)), axis=2)
-    with pytest.raises(tg.InvalidArgumentError, match="gather: .*index 5"):  # on a GPU: at
+    with pytest.raises(tg.InvalidArgumentError,
+                       match=r"gather: indices\[0\] = 5 is not in"):  # on a GPU: at
         tg.gather(tg.zeros(3), [5]).numpy()                                 # the first read
     with pytest.raises(tg.InvalidArgumentError, match="label 7"):
         tg.nn.sparse_softmax_cross_entropy_with_logits(labels=[7], logits=tg.zeros((1, 3))).numpy()

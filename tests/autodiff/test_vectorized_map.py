@@ -18,7 +18,7 @@ B = 3
 # whose vectorized_map loops there too).
 LOOPED = {"unique": {"unique"}, "unique_idx": {"unique"}}
 # Rows whose function reads a batched value as a Python value: all of fn runs per example.
-PYTHON_VALUE = {"slogdet"}
+PYTHON_VALUE = set()
 # With only the first input batched (the others captured from outside fn), every rule covers
 # its inputs.
 LOOPED_FIRST = set()

@@ -253,3 +253,15 @@ def test_activations_keep_nan_on_every_device(fn):
     b = tg.constant([np.nan, 0.5], tg.float32)
     z = tg.nn.bias_add(tg.constant([[1.0, -3.0], [-1.0, 1.0]]), b)
     np.testing.assert_array_equal(np.isnan(fn(z).numpy()), [[True, False], [True, False]])
+
+
+@pytest.mark.parametrize("indices", [[-1], [0, 3], [[0, 1], [2, -3]]])
+def test_gather_refuses_indices_outside_0_n_as_tf(indices):
+    """A negative index is an error, not counted from the end (TF: "indices[0] = -1 is not in
+    [0, 3)"); on a device the check is queued and raises at the next read of a value."""
+    x = tg.constant([1.0, 2.0, 3.0])
+    with pytest.raises(tg.InvalidArgumentError, match=r"gather: indices\[.*\] = -?\d+ is not "
+                                                      r"in \[0, 3\)"):
+        tg.gather(x, indices).numpy()
+    with pytest.raises(tg.InvalidArgumentError, match=r"is not in \[0, 3\)"):
+        tg.nn.embedding_lookup(x, tg.constant(indices)).numpy()

@@ -138,5 +138,5 @@ def test_embedding_lookup_max_norm_clips_only_long_rows():
     p = tg.constant([[3.0, 4.0], [0.3, 0.4]])
     got = tg.nn.embedding_lookup(p, [0, 1], max_norm=1.0).numpy()
     np.testing.assert_allclose(got, [[0.6, 0.8], [0.3, 0.4]], rtol=1e-6)
-    with pytest.raises(tg.errors.InvalidArgumentError, match="out of range"):
+    with pytest.raises(tg.errors.InvalidArgumentError, match=r"is not in \[0, 2\)"):
         tg.nn.embedding_lookup(p, [2]).numpy()  # on a GPU the index check is read here

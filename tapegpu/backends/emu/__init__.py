@@ -263,13 +263,17 @@ class Function:
     @staticmethod
     def _guard(arr, what, writes, guarded):
         """The guarded copy of `arr`, shared when the same array is passed twice
-        (an in-place kernel then sees one buffer, as on a GPU)."""
+        (an in-place kernel then sees one buffer, as on a GPU). Overlapping arrays that the
+        kernel only reads (two slices of one array) get copies of their own, which read the
+        same values as the GPU's aliased pointers; an overlap with an array it writes could
+        not be emulated by copies and is refused."""
         key = (arr.ctypes.data, arr.nbytes)
         if key in guarded:
             guarded[key].writes |= writes
             return guarded[key]
         for other in guarded.values():
-            if arr.nbytes and other.arr.nbytes and np.may_share_memory(arr, other.arr):
+            if (writes or other.writes) and arr.nbytes and other.arr.nbytes and \
+                    np.may_share_memory(arr, other.arr):
                 raise EmuArgumentError(f"{what} overlaps {other.what.split(': ')[1]} without being the same "
                                        "array; the emulator copies arguments, so pass one array or "
                                        "disjoint ones")
