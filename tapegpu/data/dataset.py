@@ -327,7 +327,12 @@ class Dataset:
         in the file `filename + '.tgcache'` (tapegpu's own format, see `cache_file`), which
         later iterations and other processes read; it is written under a temporary name and
         renamed when the input is exhausted, so an iteration that stops early caches nothing
-        (as tf.data, an incomplete cache is never used).
+        (as tf.data, an incomplete cache is never used). Each element's record has a checksum:
+        a damaged file raises `tg.errors.DataLossError` naming the file and the element. The
+        file's header holds the element spec: a file written by a pipeline of other dtypes,
+        shapes or number of components raises `tg.errors.InvalidArgumentError` naming the file
+        (tf.data reads another pipeline's cache too, and its iterator raises that error on the
+        mismatch); delete it or use another filename.
 
         >>> calls = []
         >>> ds = tg.data.Dataset.range(3).map(lambda x: calls.append(1) or x).cache()
