@@ -161,8 +161,10 @@ class EarlyStopping(Callback):
 class ModelCheckpoint(Callback):
     """Saves the weights (`model.save_weights`) at each epoch's end, or every `save_freq`
     batches (an integer), or only when `monitor` improves with `save_best_only=True`, as
-    Keras'. `filepath` may hold `{epoch}` and log keys; its directory is created.
-    `verbose=1` prints each save. tapegpu has no whole-model format (`.keras` files):
+    Keras'. `filepath` may hold `{epoch}` and log keys; its directory is created. Each save
+    replaces the file atomically (`save_weights` writes a temporary file and renames it), so a
+    process killed during a save leaves the previous checkpoint whole. `verbose=1` prints each
+    save. tapegpu has no whole-model format (`.keras` files):
     `save_weights_only=False`, Keras' default, raises instead of silently saving weights only.
     """
 

@@ -7,13 +7,14 @@ that remembers the call. `keras.Model(inputs, outputs)` then replays those calls
 real tensors.
 """
 import os
+import zipfile
 
 from collections.abc import Mapping
 
 import numpy as np
 
 from .. import ops
-from ..core import nest
+from ..core import files, nest
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, convert_to_tensor
 from ..models import layers as _layers
@@ -274,26 +275,50 @@ class Model(training.Trainer, Layer):
             f"export traced functions with tg.saved_model.save")
 
     def save_weights(self, filepath, overwrite=True):
-        """Saves the variables' values, in the order of `variables`, to an `.npz` file."""
-        if not overwrite and os.path.exists(filepath):
-            raise FileExistsError(f"save_weights: {filepath!r} exists and overwrite=False")
-        with open(filepath, "wb") as f:
-            np.savez(f, *[v.numpy() for v in self.variables])
+        """Saves the variables' values, in the order of `variables`, to `filepath` (an `.npz`
+        archive: `arr_0.npy`, `arr_1.npy`, ..., no pickle), atomically: the file is written
+        under a temporary name in the same directory and renamed over `filepath` (as
+        tg.train's checkpoints), so a process killed during a save leaves the previous file
+        whole. See docs/checkpoints.md ("Keras weights files").
+
+        >>> import os, tempfile
+        >>> model = tg.keras.Sequential([tg.keras.layers.Dense(2)])
+        >>> _ = model(tg.ones((1, 3)))
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = os.path.join(tmp.name, "model.weights.npz")
+        >>> model.save_weights(path)
+        >>> other = tg.keras.Sequential([tg.keras.layers.Dense(2)])
+        >>> _ = other(tg.zeros((1, 3)))
+        >>> other.load_weights(path)
+        >>> bool((other(tg.ones((1, 3))) == model(tg.ones((1, 3)))).numpy().all())
+        True
+        >>> tmp.cleanup()
+        """
+        path = os.fspath(filepath)
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"Model.save_weights: {path!r} exists and overwrite=False")
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"Model.save_weights: cannot write {path!r}: the directory "
+                                    f"{directory!r} does not exist")
+        files.write_npz(path, [v.numpy() for v in self.variables])
 
     def load_weights(self, filepath):
         """Loads values saved by `save_weights` (the model must be built, with the same
-        variables' shapes)."""
-        with np.load(filepath) as data:
-            arrays = [data[f"arr_{i}"] for i in range(len(data.files))]
+        variables' shapes). Nothing in the file is unpickled or run: each array's header is
+        read first (bool, integer, float and complex dtypes only; the variable's shape) and its
+        data only then. A file that is missing, damaged, truncated or of another model raises
+        naming the file and what was expected (FileNotFoundError, else ValueError), and nothing
+        is assigned unless every array reads."""
+        path = os.fspath(filepath)
         variables = self.variables
-        if len(arrays) != len(variables):
-            raise ValueError(f"load_weights: {filepath!r} holds {len(arrays)} arrays but model "
-                             f"{self.name!r} has {len(variables)} variables (build the model "
-                             "first by calling it on a batch)")
-        for v, a in zip(variables, arrays):
-            if tuple(a.shape) != tuple(v.shape):
-                raise ValueError(f"load_weights: variable {v.name!r} has shape {v.shape}, "
-                                 f"the file's array has shape {a.shape}")
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"Model.load_weights: no weights file at {path!r} (the "
+                                    "file does not exist)") from None
+        with f:
+            arrays = _read_weights(f, path, self.name, variables)
         self.set_weights(arrays)
 
     # -- summary --------------------------------------------------------------------------------
@@ -322,6 +347,50 @@ class Model(training.Trainer, Layer):
         print_fn(f"Total params: {count(self.variables):,}")
         print_fn(f"Trainable params: {count(self.trainable_variables):,}")
         print_fn(f"Non-trainable params: {count(self.non_trainable_variables):,}")
+
+
+def _read_weights(f, path, model, variables):
+    """The arrays of a `save_weights` file, each checked against its variable before its data
+    is read (so a damaged header cannot size an allocation)."""
+    def fail(what):
+        raise ValueError(f"Model.load_weights: cannot read weights file {path!r}: {what}; "
+                         f"expected an .npz archive written by save_weights, with one array per "
+                         f"variable of model {model!r}") from None
+    try:
+        zf = zipfile.ZipFile(f)
+    except Exception as e:  # zipfile raises several types for damaged archives
+        fail(f"it is truncated or not a zip archive ({type(e).__name__}: {e})")
+    with zf:
+        names = zf.namelist()
+        if set(names) != {f"arr_{i}.npy" for i in range(len(names))}:
+            fail(f"its members are {names[:4]}{'...' if len(names) > 4 else ''}, not arr_0.npy, "
+                 "arr_1.npy, ... each once")
+        if len(names) != len(variables):
+            raise ValueError(f"Model.load_weights: {path!r} holds {len(names)} arrays but model "
+                             f"{model!r} has {len(variables)} variables (build the model first "
+                             "by calling it on a batch)")
+        size = os.fstat(f.fileno()).st_size
+        return [_read_weight(zf, size, f"arr_{i}.npy", v, path, fail)
+                for i, v in enumerate(variables)]
+
+
+def _read_weight(zf, size, name, var, path, fail):
+    info = zf.getinfo(name)
+    arr = trailing = None
+    try:
+        with zf.open(info) as m:
+            header = files.npy_header(m)
+            if tuple(header[0]) == tuple(var.shape):
+                arr = files.npy_data(m, header, files.zip_member_limit(info, size))
+                trailing = m.read(1)  # at the member's end, zipfile has checked its CRC-32
+    except Exception as e:  # numpy and zipfile raise several types for damaged data
+        fail(f"{name} is damaged ({type(e).__name__}: {e})")
+    if arr is None:
+        raise ValueError(f"Model.load_weights: variable {var.name!r} has shape {var.shape}, "
+                         f"the array {name} of {path!r} has shape {tuple(header[0])}")
+    if trailing:
+        fail(f"{name} has bytes after its data")
+    return arr
 
 
 def _direct_layers(module):
