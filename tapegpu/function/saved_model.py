@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import backends as _backend
 from .._version import __version__
-from ..core import dtypes, nest
+from ..core import dtypes, files, nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..models.module import Module, _sorted_keys
 from ..ops import registry
@@ -199,6 +199,8 @@ class _Decoder:
                 return complex(self(x["real"]), self(x["imag"]))
             if t == "tg_dtype":
                 return dtypes.as_dtype(x["name"])
+            if t in ("dtype", "scalar_type") and not _is_dtype(x["name"]):
+                raise ValueError("not a bool, integer, float or complex dtype")
             if t == "dtype":
                 return np.dtype(x["name"])
             if t == "scalar_type":
@@ -434,20 +436,54 @@ def save(obj, export_dir, signatures=None, options=None):
 
 # -- load ------------------------------------------------------------------------------------------
 class _Reader(_ckpt._Reader):
+    """A SavedModel file opened for reading (tg.train's checkpoint reader, with this format's
+    name, version and kinds of values, and the index's functions, signatures and graphs)."""
+
     format, version, kinds, what = FORMAT, VERSION, ("variable", "constant"), "SavedModel"
     missing_hint = "pass the directory tg.saved_model.save wrote"
 
+    def __init__(self, file, caller):
+        try:
+            super().__init__(file, caller)
+        except RecursionError:  # JSON nested deeper than Python's recursion limit
+            self._fail(f"its {_ckpt.INDEX} is nested too deeply to be an index save wrote")
+        self._size = os.fstat(self._f.fileno()).st_size
+
     def _validate(self, index):
         index = super()._validate(index)
-        ok = isinstance(index.get("graphs"), list) and all(
-            isinstance(index.get(k), dict) and all(
-                isinstance(ids, list) and all(isinstance(i, int) and 0 <= i < len(
-                    index["graphs"]) for i in ids) for ids in index[k].values())
-            for k in ("functions", "signatures")) and isinstance(index.get("objects"), list)
-        if not ok:
-            self._fail(f"its {_ckpt.INDEX} has no valid functions, signatures, graphs or "
-                       "objects")
+        graphs = index.get("graphs")
+        if not isinstance(graphs, list) or not isinstance(index.get("objects"), list):
+            self._fail(f"its {_ckpt.INDEX} has no list of graphs or of objects")
+        for k in ("functions", "signatures"):
+            table = index.get(k)
+            if not isinstance(table, dict) or not all(
+                    isinstance(ids, list) and all(type(i) is int and 0 <= i < len(graphs)
+                                                  for i in ids) for ids in table.values()):
+                self._fail(f"its {_ckpt.INDEX} has no valid {k} (names to lists of graph "
+                           f"numbers below {len(graphs)})")
         return index
+
+    def read(self, entry):
+        """The array of an index entry: its `.npy` header is checked against the entry, and
+        the data's size against the member's, before the data is read (a number in the file
+        never sizes an allocation the file cannot fill)."""
+        path = entry["path"]
+        info = self._zip.getinfo(path + ".npy")
+        arr = trailing = None
+        try:
+            with self._zip.open(info) as m:
+                shape, fortran, dtype = header = files.npy_header(m)
+                if dtype.name == entry["dtype"] and list(shape) == entry["shape"]:
+                    arr = files.npy_data(m, header, files.zip_member_limit(info, self._size))
+                    trailing = m.read(1)  # at the member's end, zipfile checks its CRC-32
+        except Exception as e:  # numpy and zipfile raise several types for damaged data
+            self._fail(f"the array of {path!r} is damaged ({type(e).__name__}: {e})")
+        if arr is None:
+            self._fail(f"the array of {path!r} is {dtype.name} of shape {tuple(shape)} but the "
+                       f"index says {entry['dtype']} of shape {tuple(entry['shape'])}")
+        if trailing:
+            self._fail(f"the array of {path!r} has stray bytes after its data")
+        return arr
 
 
 class _Loaded(Module):
@@ -486,9 +522,17 @@ class _LoadedConcreteFunction(ConcreteFunction):
     def __init__(self, graph, spec, dev):
         self.function = None
         self.graph = graph
-        self._plan = Plan(graph)
+        self._made_plan = None
         self._spec = spec
         self._dev = dev
+
+    @property
+    def _plan(self):
+        """The replay plan, made at the first call, not at load: making it runs the ops on
+        constants alone (constant folding), whose results the file's params size."""
+        if self._made_plan is None:
+            self._made_plan = Plan(self.graph)
+        return self._made_plan
 
     @property
     def structured_input_signature(self):
@@ -644,8 +688,146 @@ class _LoadedFunction:
         return f"<loaded tg.function {self._name}: {len(self.concrete_functions)} graphs>"
 
 
+_NODE_KINDS = ("op", "read", "assign", "guard", "print")
+_MAX_RANK = 64  # numpy's
+
+
+def _is_shape(x, unknown=False):
+    return isinstance(x, list) and len(x) <= _MAX_RANK and all(
+        (type(d) is int and d >= 0) or (unknown and d is None) for d in x)
+
+
+def _is_dtype(name):
+    try:
+        return isinstance(name, str) and np.dtype(name).kind in files.PLAIN_KINDS and \
+            np.dtype(name).name == name
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_graph(d, arrays, variables, fail):
+    """Fails, naming the file, unless the JSON of a graph has the fields and types save
+    writes, every value id is one of its values, every variable path one of the loaded
+    variables and every array path one of the file's arrays: nothing from the index is used as
+    a position or a name before this."""
+    name = d.get("name") if isinstance(d, dict) else None
+    if not isinstance(name, str):
+        fail(f"a graph is malformed: {str(d)[:100]} is not an object with a name")
+    bad = _complaint(name, fail)
+    values = d.get("values")
+    if not isinstance(values, list) or not all(
+            isinstance(v, list) and len(v) == 3 and isinstance(v[0], str) and _is_shape(v[1])
+            and _is_dtype(v[2]) for v in values):
+        bad("values", "are not [label, shape, dtype name] triples")
+    n = len(values)
+
+    def is_id(v):
+        return type(v) is int and 0 <= v < n
+    inputs, names = d.get("inputs"), d.get("input_names")
+    if not isinstance(inputs, list) or not all(map(is_id, inputs)):
+        bad("inputs", f"are not value ids (below {n})")
+    if not isinstance(names, list) or len(names) != len(inputs) or \
+            not all(isinstance(x, str) for x in names):
+        bad("input_names", "are not a name per input")
+    for c in _listed(d, "constants", bad):
+        if not (isinstance(c, list) and len(c) == 2 and is_id(c[0]) and _names(c[1], arrays) and
+                list(arrays[c[1]].shape) == values[c[0]][1] and
+                arrays[c[1]].dtype.name == values[c[0]][2]):
+            bad("constants", f"hold {str(c)[:100]}, not [value id, path of an array of the "
+                             "value's shape and dtype]")
+    for node in _listed(d, "nodes", bad):
+        what = _node_problem(node, is_id, variables, arrays)
+        if what:
+            bad("nodes", f"hold {str(node)[:100]}: {what}")
+    for out in _listed(d, "outputs", bad):
+        if not (isinstance(out, list) and len(out) == 2 and
+                (out[0] == "v" and is_id(out[1]) or out[0] == "py")):
+            bad("outputs", f"hold {str(out)[:100]}, not [\"v\", value id] or [\"py\", value]")
+    _check_arguments(d, len(inputs), bad)
+    if not all(type(d.get(k)) is int for k in ("traced_nodes", "merged", "dropped")):
+        fail(f"function {name!r} is malformed: its traced_nodes, merged and dropped counts "
+             "are not all integers")
+
+
+def _complaint(name, fail):
+    """`bad(field, what)`: fails naming the function and the field of its JSON."""
+    def bad(field, what):
+        fail(f"function {name!r} is malformed: its {field!r} {what}")
+    return bad
+
+
+def _names(x, table):
+    """Whether `x` is a string key of `table` (a list from the file is not even hashable)."""
+    return isinstance(x, str) and x in table
+
+
+def _listed(d, field, bad):
+    if not isinstance(d.get(field), list):
+        bad(field, "are not a list")
+    return d[field]
+
+
+def _node_problem(node, is_id, variables, arrays):
+    """What is wrong with a node's JSON, or None."""
+    if not isinstance(node, dict) or node.get("kind") not in _NODE_KINDS:
+        return f"the kind of node is not one of {_NODE_KINDS}"
+    kind = node["kind"]
+    if not isinstance(node.get("ins"), list) or not all(map(is_id, node["ins"])):
+        return "its inputs are not value ids"
+    if kind in ("op", "read") and not is_id(node.get("out")):
+        return "its output is not a value id"
+    if kind == "op" and not (isinstance(node.get("op"), str) and
+                             isinstance(node.get("params"), dict)):
+        return "an op node needs an op name and params"
+    if kind in ("read", "assign") and not _names(node.get("variable"), variables):
+        return "it uses no variable of the file"
+    if kind == "assign" and node.get("mode") not in ("assign", "assign_add", "assign_sub"):
+        return "an assignment is assign, assign_add or assign_sub"
+    if kind == "guard" and not _names(node.get("expected"), arrays):
+        return "a guard names no array of the file"
+    if kind == "print" and not (
+            isinstance(node.get("parts"), list) and all(
+                isinstance(p, list) and len(p) == 2 and p[0] in ("t", "py") for p in node["parts"])
+            and isinstance(node.get("sep"), str) and isinstance(node.get("end"), str)
+            and node.get("stream") in (None, "stdout", "stderr")):
+        return "a print has parts, sep, end and a stream (stdout, stderr or null)"
+    return None
+
+
+def _check_arguments(d, n_inputs, bad):
+    tensors = 0
+    for a in _listed(d, "args", bad):
+        if isinstance(a, dict) and a.get("kind") == "tensor" and _is_shape(a.get("shape")) \
+                and _is_dtype(a.get("dtype")) and _is_shape(a.get("spec_shape"), True) and \
+                len(a["spec_shape"]) == len(a["shape"]):
+            tensors += 1
+        elif not (isinstance(a, dict) and a.get("kind") == "python" and "value" in a):
+            bad("args", f"hold {str(a)[:100]}, not a tensor (shape, dtype, spec_shape) or a "
+                        "Python value")
+    if tensors != n_inputs:
+        bad("args", f"hold {tensors} tensors for {n_inputs} inputs")
+    kinds = tuple(sorted(set(_PARAM_KINDS.values())))
+    if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and p[1] in kinds
+               for p in _listed(d, "parameters", bad)):
+        bad("parameters", f"are not [name, kind] pairs with kinds in {list(kinds)}")
+    if not isinstance(d.get("input_signature"), bool):
+        bad("input_signature", "is not a boolean")
+
+
+def _check_structures(d, outputs, arg_structure, args, bad):
+    """The decoded output and argument nestings hold one leaf per output and per argument."""
+    if nest.flatten(outputs) != [LEAF] * len(d["outputs"]):
+        bad("structure", f"does not nest its {len(d['outputs'])} outputs")
+    ok = isinstance(arg_structure, (list, tuple)) and len(arg_structure) == 2 and \
+        isinstance(arg_structure[0], (list, tuple)) and isinstance(arg_structure[1], dict) and \
+        all(isinstance(k, str) for k in arg_structure[1])
+    if not ok or nest.flatten(arg_structure) != [LEAF] * len(args):
+        bad("arg_structure", f"is not [positional, keyword] nesting its {len(args)} arguments")
+
+
 def _build_graph(d, arrays, variables, dev, fail, saved_version):
-    """A Graph (and its replay) on `dev` from the JSON of one graph."""
+    """A Graph (and its replay) on `dev` from the JSON of one graph, checked first."""
+    _check_graph(d, arrays, variables, fail)
     try:
         g = Graph(d["name"])
         g.meta = [(lab, tuple(shape), dt, dev) for lab, shape, dt in d["values"]]
@@ -669,18 +851,14 @@ def _build_graph(d, arrays, variables, dev, fail, saved_version):
             elif kind == "read":
                 nodes.append(Node("read", variables[n["variable"]], ins, None, n["out"], dev))
             elif kind == "assign":
-                if n["mode"] not in ("assign", "assign_add", "assign_sub"):
-                    fail(f"an assignment of unknown kind {n['mode']!r}")
                 nodes.append(Node("assign", variables[n["variable"]], ins, n["mode"], None,
                                   None))
             elif kind == "guard":
                 nodes.append(Node("guard", arrays[n["expected"]], ins, None, None, None))
-            elif kind == "print":
+            else:  # print
                 stream = _streams()[n["stream"]] if n["stream"] is not None else None
                 template = (tuple((k, t) for k, t in n["parts"]), n["sep"], n["end"], stream)
                 nodes.append(Node("print", template, ins, None, None, None))
-            else:
-                fail(f"a node of unknown kind {kind!r}")
         g.nodes = nodes
         g.outputs = [("v", v) if k == "v" else ("py", dec(v)) for k, v in d["outputs"]]
         g.structure = dec(d["structure"])
@@ -688,14 +866,11 @@ def _build_graph(d, arrays, variables, dev, fail, saved_version):
         spec = dict(d, structure=g.structure, arg_structure=dec(d["arg_structure"]),
                     args=[dict(a, value=dec(a["value"])) if a["kind"] == "python" else a
                           for a in d["args"]])
-        n_values = len(g.meta)
-        for n in nodes:
-            if any(not 0 <= i < n_values for i in n.ins) or \
-                    (n.out is not None and not 0 <= n.out < n_values):
-                fail(f"function {d['name']!r} has a node on an unknown value")
-        return _LoadedConcreteFunction(g, spec, dev)
-    except (KeyError, TypeError, IndexError, AttributeError) as e:
-        fail(f"function {d.get('name', '?')!r} is malformed ({type(e).__name__}: {e})")
+    except (KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
+        fail(f"function {d['name']!r} is malformed ({type(e).__name__}: {e})")
+    _check_structures(d, g.structure, spec["arg_structure"], spec["args"],
+                      _complaint(d["name"], fail))
+    return _LoadedConcreteFunction(g, spec, dev)
 
 
 def _unescape(segment):
@@ -705,6 +880,126 @@ def _unescape(segment):
     if s.startswith("%2E"):
         s = "." + s[3:]
     return s.replace("%2F", "/").replace("%25", "%")
+
+
+# -- the loaded object's tree ----------------------------------------------------------------------
+_CONTAINER_KINDS = ("module", "list", "tuple", "dict")
+# The list items a load creates in all, saved ones and the holes (None) before them: a list
+# position in the file sizes a Python list, so the file's positions are bounded before any is
+# used (2**20 items: 8 MiB of pointers; a saved list holds its modules and variables, not data).
+_MAX_LIST_ITEMS = 2 ** 20
+# Attribute names a loaded object keeps for itself: its class's (methods, properties, Python's
+# own names) and the ones load sets.
+_RESERVED = frozenset(dir(_Loaded)) | {"signatures", "_variables", "_saved_type", "_name"}
+
+
+def _key(segment, kind, where, fail):
+    """The key a path segment names in a container of `kind`: checked to be what save writes
+    (the escaping of tg.train's paths), a list position, or an attribute name that is not one
+    of the loaded object's own."""
+    key = _unescape(segment)
+    if _ckpt._component(key) != segment:
+        fail(f"{where}: {segment!r} is not a path segment save writes ('%' is escaped as %25, "
+             "'/' as %2F, a leading '.' as %2E)")
+    if kind in ("list", "tuple"):
+        if not (key.isascii() and key.isdigit()) or str(int(key)) != key:
+            fail(f"{where}: {key!r} is not a list position (a non-negative integer, no leading "
+                 "zeros)")
+        return int(key)
+    if kind == "module" and key in _RESERVED:
+        fail(f"{where}: {key!r} cannot be an attribute of the loaded object (it is one of the "
+             "object's own: a method, a property or a name Python or load uses)")
+    return key
+
+
+def _object_kinds(index, fail):
+    """{path: (kind, type name)} of the index's objects, checked."""
+    kinds = {}
+    for o in index["objects"]:
+        if not (isinstance(o, dict) and isinstance(o.get("path"), str) and o["path"] and
+                o.get("kind") in _CONTAINER_KINDS and isinstance(o.get("type", "?"), str)):
+            fail(f"its objects hold a malformed entry {str(o)[:200]} (each has a path, a kind "
+                 f"in {list(_CONTAINER_KINDS)} and a type name)")
+        if o["path"] in kinds:
+            fail(f"object {o['path']!r} is listed twice")
+        kinds[o["path"]] = (o["kind"], o.get("type", "?"))
+    return kinds
+
+
+def _tree(index, fail):
+    """Where load puts each variable, every path checked before anything is built:
+    `containers` {path: (kind, type name, parent path, key)}, parents before their children,
+    and `places` {variable path: (parent path, key)}."""
+    kinds = _object_kinds(index, fail)
+    containers = {"": ("module", "object", None, None)}
+    places, lengths = {}, {}
+    for e in index["values"]:
+        if e["kind"] != "variable":
+            continue
+        where = f"the path of variable {e['path']!r}"
+        if not e["path"].startswith("variables/"):
+            fail(f"{where} is not under 'variables/'")
+        segments = e["path"][len("variables/"):].split("/")
+        parent = ""
+        for depth, segment in enumerate(segments):
+            path = _ckpt._join(parent, segment)
+            key = _key(segment, containers[parent][0], where, fail)
+            if isinstance(key, int):
+                lengths[parent] = max(lengths.get(parent, 0), key + 1)
+            if depth == len(segments) - 1:
+                if path in containers or path in kinds:
+                    fail(f"{where}: {path!r} is both a variable and a container")
+                places[path] = (parent, key)
+            else:
+                if path in places:
+                    fail(f"{where}: {path!r} is both a variable and a container")
+                if path not in containers:
+                    kind, type_name = kinds.get(path, ("module", "?"))
+                    containers[path] = (kind, type_name, parent, key)
+            parent = path
+    if sum(lengths.values()) > _MAX_LIST_ITEMS:
+        fail(f"its lists would hold {sum(lengths.values())} items (their largest positions "
+             f"+ 1, holes included); a SavedModel's lists hold at most {_MAX_LIST_ITEMS} in all")
+    return containers, places
+
+
+def _build_tree(root, containers, places, variables):
+    """Puts the variables into new containers below `root` at the places `_tree` checked."""
+    objects = {"": root}
+    for path, (kind, type_name, parent, key) in containers.items():
+        if path:
+            obj = [] if kind in ("list", "tuple") else {} if kind == "dict" else \
+                _Loaded(type_name)
+            _put(objects[parent], key, obj)
+            objects[path] = obj
+    for path, (parent, key) in places.items():
+        _put(objects[parent], key, variables[path])
+    for path in reversed(list(containers)):  # children are listed after their parents
+        kind, _, parent, key = containers[path]
+        if kind == "tuple":
+            _put(objects[parent], key, tuple(objects[path]), replace=True)
+
+
+def _put(parent, key, value, replace=False):
+    if isinstance(parent, list):
+        if not replace:
+            parent.extend([None] * (key + 1 - len(parent)))
+        parent[key] = value
+    elif isinstance(parent, dict):
+        parent[key] = value
+    else:
+        setattr(parent, key, value)
+
+
+def _set_functions(root, index, graphs, fail):
+    own = set(vars(root))
+    for name, ids in index["functions"].items():
+        if name != "__call__" and name in _RESERVED or name in own:
+            fail(f"function {name!r} cannot be an attribute of the loaded object (the name is "
+                 "one of the object's own, or of a saved value)")
+        setattr(root, name, _LoadedFunction(name, [graphs[i] for i in ids]))
+    root.signatures = {name: _LoadedFunction(name, [graphs[i] for i in ids])
+                       for name, ids in index["signatures"].items()}
 
 
 def load(export_dir, tags=None, options=None):
@@ -718,7 +1013,9 @@ def load(export_dir, tags=None, options=None):
     arguments (a new shape cannot be traced: there is no Python function); under a
     GradientTape it runs op by op, so it is differentiable with respect to its inputs and the
     loaded variables. A damaged, truncated or foreign file raises ValueError naming the file and
-    what is wrong. See docs/function.md ("Saving").
+    what is wrong: every name, position and size the file gives is checked before it is used,
+    nothing the file only claims sizes an allocation, and load runs none of its ops. See
+    docs/function.md ("Saving").
 
     >>> import tempfile
     >>> m = tg.Module()
@@ -750,6 +1047,7 @@ def load(export_dir, tags=None, options=None):
         raise ValueError(f"tg.saved_model.load: cannot read SavedModel {file!r}: {what}") \
             from None
     fail.file = file
+    containers, places = _tree(index, fail)
     dev = _backend.current()
     variables = {}
     for e in index["values"]:
@@ -762,46 +1060,7 @@ def load(export_dir, tags=None, options=None):
     graphs = [_build_graph(d, arrays, variables, dev, fail, index.get("tapegpu_version", "?"))
               for d in index["graphs"]]
     root = _Loaded("object")
-    kinds = {o["path"]: (o.get("kind"), o.get("type", "?")) for o in index["objects"]
-             if isinstance(o, dict) and isinstance(o.get("path"), str)}
-    containers = {"": root}
-
-    def container(path):
-        if path in containers:
-            return containers[path]
-        parent_path, _, seg = path.rpartition("/")
-        parent = container(parent_path)
-        kind, type_name = kinds.get(path, ("module", "?"))
-        obj = [] if kind in ("list", "tuple") else {} if kind == "dict" else _Loaded(type_name)
-        _put(parent, seg, obj)
-        containers[path] = obj
-        return obj
-
-    for path, var in variables.items():
-        parent_path, _, seg = path.rpartition("/")
-        _put(container(parent_path), seg, var)
-    for path, obj in sorted(containers.items(), key=lambda kv: -kv[0].count("/")):
-        if path and kinds.get(path, ("",))[0] == "tuple":
-            parent_path, _, seg = path.rpartition("/")
-            _put(containers[parent_path], seg, tuple(obj), replace=True)
+    _build_tree(root, containers, places, variables)
     root._variables = list(variables.values())
-    for name, ids in index["functions"].items():
-        setattr(root, name, _LoadedFunction(name, [graphs[i] for i in ids]))
-    root.signatures = {name: _LoadedFunction(name, [graphs[i] for i in ids])
-                       for name, ids in index["signatures"].items()}
+    _set_functions(root, index, graphs, fail)
     return root
-
-
-def _put(parent, segment, value, replace=False):
-    key = _unescape(segment)
-    if isinstance(parent, list):
-        i = int(key)
-        if replace:
-            parent[i] = value
-            return
-        parent.extend([None] * (i + 1 - len(parent)))
-        parent[i] = value
-    elif isinstance(parent, dict):
-        parent[key] = value
-    else:
-        setattr(parent, key, value)

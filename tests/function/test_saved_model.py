@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -431,3 +432,230 @@ def test_save_and_load_take_tensorflows_options(tmp_path):
     assert float(loaded.plain(tg.constant(3.0))) == 6.0
     with pytest.raises(TypeError, match="options must be a tg.saved_model.SaveOptions"):
         tg.saved_model.save(m, tmp_path / "x", options={"experimental_custom_gradients": True})
+
+
+# -- what the index names: checked before it is used ------------------------------------------
+def _small(tmp_path):
+    """A saved object with a variable, a list, a dict and a function; the file's path."""
+    m = tg.Module()
+    m.w = tg.Variable([1.0, 2.0])
+    m.stats = [tg.Variable(1.5)]
+    m.table = {"a": tg.Variable(2.0)}
+    m.f = tg.function(lambda x: x * m.w + 1.0)
+    m.f(tg.constant([3.0, 4.0]))
+    tg.saved_model.save(m, tmp_path / "m")
+    return tmp_path / "m" / "saved_model.npz"
+
+
+def _rewrite(file, change):
+    """Rewrites the file's index with `change(index, members)`, which may also change the
+    members ({name: bytes})."""
+    with zipfile.ZipFile(file) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    index = json.loads(members.pop("index.json"))
+    change(index, members)
+    with zipfile.ZipFile(file, "w") as zf:
+        zf.writestr("index.json", json.dumps(index))
+        for n, b in members.items():
+            zf.writestr(n, b)
+
+
+def _move_value(old, new):
+    def change(index, members):
+        entry = next(e for e in index["values"] if e["path"] == old)
+        entry["path"] = new
+        members[new + ".npy"] = members.pop(old + ".npy")
+    return change
+
+
+def _refused(file, what):
+    return pytest.raises(ValueError, match=f"tg.saved_model.load: cannot read SavedModel "
+                                           f"'{file}': .*{what}")
+
+
+def test_list_positions_are_checked_and_bounded_before_any_list_is_made(tmp_path):
+    file = _small(tmp_path)
+    data = file.read_bytes()
+    assert [v.numpy() for v in tg.saved_model.load(file).stats] == [1.5]
+    for position in ("-1", "x", "07", "1.0", "٣"):
+        file.write_bytes(data)
+        _rewrite(file, _move_value("variables/stats/0", f"variables/stats/{position}"))
+        with _refused(file, f"'{position}' is not a list position"):
+            tg.saved_model.load(file)
+    # a position in a 1 KB file sized a Python list: bounded in all, before any list is made
+    file.write_bytes(data)
+    _rewrite(file, _move_value("variables/stats/0", "variables/stats/20000000"))
+    tracemalloc.start()
+    try:
+        with _refused(file, "its lists would hold 20000001 items .* at most 1048576 in all"):
+            tg.saved_model.load(file)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2 ** 20
+    # holes below the bound are None, as in TensorFlow's loaded lists
+    file.write_bytes(data)
+    _rewrite(file, _move_value("variables/stats/0", "variables/stats/2"))
+    stats = tg.saved_model.load(file).stats
+    assert stats[:2] == [None, None] and float(stats[2]) == 1.5
+
+
+def test_attribute_names_from_the_index_are_checked(tmp_path):
+    file = _small(tmp_path)
+    data = file.read_bytes()
+    for name in ("__class__", "__dict__", "variables", "signatures", "_variables", "name",
+                 "__call__"):
+        file.write_bytes(data)
+        _rewrite(file, _move_value("variables/table/a", f"variables/{name}"))
+        with _refused(file, f"'{name}' cannot be an attribute of the loaded object"):
+            tg.saved_model.load(file)
+    for segment in ("a%41", "%2fx", "x%2Ey", "x%2"):  # escapes save never writes
+        file.write_bytes(data)
+        _rewrite(file, _move_value("variables/table/a", f"variables/{segment}"))
+        with _refused(file, f"'{segment}' is not a path segment save writes"):
+            tg.saved_model.load(file)
+    file.write_bytes(data)
+    _rewrite(file, _move_value("variables/table/a", "weights/a"))
+    with _refused(file, "the path of variable 'weights/a' is not under 'variables/'"):
+        tg.saved_model.load(file)
+    file.write_bytes(data)
+    _rewrite(file, _move_value("variables/table/a", "variables/stats"))
+    with _refused(file, "'stats' is both a variable and a container"):
+        tg.saved_model.load(file)
+    for function in ("_variables", "variables", "__init__", "w"):
+        file.write_bytes(data)
+        _rewrite(file, lambda index, members: index["functions"].update(
+            {function: index["functions"].pop("f")}))
+        with _refused(file, f"function '{function}' cannot be an attribute of the loaded"):
+            tg.saved_model.load(file)
+    file.write_bytes(data)
+    _rewrite(file, lambda index, members: index["objects"].append(
+        {"path": "stats", "kind": "set", "type": "set"}))
+    with _refused(file, "its objects hold a malformed entry"):
+        tg.saved_model.load(file)
+    # names save writes for odd keys load back
+    m = tg.Module()
+    m.table = {"a/b": tg.Variable(1.0), ".hidden": tg.Variable(2.0), "": tg.Variable(3.0),
+               "%": tg.Variable(4.0)}
+    tg.saved_model.save(m, tmp_path / "odd")
+    assert {k: float(v) for k, v in tg.saved_model.load(tmp_path / "odd").table.items()} == \
+        {"a/b": 1.0, ".hidden": 2.0, "": 3.0, "%": 4.0}
+
+
+def _graph_change(field, value):
+    def change(index, members):
+        g = index["graphs"][0]
+        g[field] = value(g) if callable(value) else value
+    return change
+
+
+def test_graph_fields_are_checked_before_use(tmp_path):
+    file = _small(tmp_path)
+    data = file.read_bytes()
+    read = {"kind": "read", "ins": [], "out": 1}
+    changes = {
+        "'inputs' are not value ids": _graph_change("inputs", [999]),
+        "'input_names' are not a name per input": _graph_change("input_names", []),
+        "'outputs' hold \\['v', 999\\]": _graph_change("outputs", [["v", 999]]),
+        "'values' are not \\[label, shape, dtype name\\] triples":
+            _graph_change("values", lambda g: g["values"][:-1] + [["op", [2], "object"]]),
+        "'constants' hold \\[0, 'nope'\\]": _graph_change("constants", [[0, "nope"]]),
+        "it uses no variable of the file":
+            _graph_change("nodes", lambda g: [dict(read, variable="nope")] + g["nodes"][1:]),
+        "its inputs are not value ids":
+            _graph_change("nodes", lambda g: [dict(read, variable="w", ins=["a"])]),
+        "'args' hold 0 tensors for 1 inputs": _graph_change("args", []),
+        "'parameters' are not \\[name, kind\\] pairs":
+            _graph_change("parameters", [["x", ["positional"]]]),
+        "'arg_structure' is not \\[positional, keyword\\] nesting its 1 arguments":
+            _graph_change("arg_structure", [[{"type": "leaf"}], [{"type": "leaf"}]]),
+        "'structure' does not nest its 1 outputs":
+            _graph_change("structure", [{"type": "leaf"}, {"type": "leaf"}]),
+        "traced_nodes, merged and dropped counts": _graph_change("merged", "0"),
+    }
+    for what, change in changes.items():
+        file.write_bytes(data)
+        _rewrite(file, change)
+        with _refused(file, f"function '<lambda>' is malformed.*{what}"):
+            tg.saved_model.load(file)
+    file.write_bytes(data)  # params decode to bool, integer, float and complex dtypes only
+    _rewrite(file, _graph_change("nodes", lambda g: g["nodes"][:1] + [dict(
+        g["nodes"][1], params={"dtype": {"type": "dtype", "name": "object"}})] + g["nodes"][2:]))
+    with _refused(file, "a malformed value .*not a bool, integer, float or complex dtype"):
+        tg.saved_model.load(file)
+    file.write_bytes(data)
+    _rewrite(file, _graph_change("params", 1))  # a field save does not write: ignored
+    assert tg.saved_model.load(file).f(tg.constant([3.0, 4.0])).numpy().tolist() == [4.0, 9.0]
+
+
+def test_an_index_nested_too_deeply_is_refused_naming_the_file(tmp_path):
+    file = _small(tmp_path)
+    _rewrite(file, _graph_change("structure", json.loads("[" * 500 + "]" * 500)))
+    with _refused(file, "is malformed"):
+        tg.saved_model.load(file)
+    with zipfile.ZipFile(file) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    deep = "[" * 100000 + "]" * 100000
+    with zipfile.ZipFile(file, "w") as zf:
+        zf.writestr("index.json", members.pop("index.json").replace(
+            b'"objects":', b'"deep": ' + deep.encode() + b', "objects":'))
+        for n, b in members.items():
+            zf.writestr(n, b)
+    with _refused(file, "its index.json is nested too deeply"):
+        tg.saved_model.load(file)
+
+
+def _npy(shape, data, descr="<f4"):
+    d = repr({"descr": descr, "fortran_order": False, "shape": shape}).encode()
+    d += b" " * (-(len(d) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(d).to_bytes(2, "little") + d + data
+
+
+def test_array_sizes_are_checked_before_anything_is_allocated(tmp_path):
+    file = _small(tmp_path)
+    data = file.read_bytes()
+
+    def claim(index_shape, header_shape):
+        def change(index, members):
+            entry = next(e for e in index["values"] if e["path"] == "variables/w")
+            entry["shape"] = index_shape
+            members["variables/w.npy"] = _npy(header_shape, b"\0" * 8)
+        return change
+    for index_shape, header_shape, what in (
+            ([10 ** 8], (10 ** 8,), "the array of 'variables/w' is damaged \\(ValueError: the "
+                                    "header claims 400000000 bytes of data"),
+            ([2], (10 ** 8,), "the array of 'variables/w' is float32 of shape \\(100000000,\\) "
+                              "but the index says float32 of shape \\(2,\\)")):
+        file.write_bytes(data)
+        _rewrite(file, claim(index_shape, header_shape))
+        tracemalloc.start()
+        try:
+            with _refused(file, what):
+                tg.saved_model.load(file)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 16 * 2 ** 20
+
+
+def test_load_runs_no_op_of_the_file(tmp_path):
+    """Making a replay plan folds the ops on constants alone, with the file's params: that
+    happens at the first call of a loaded function, not at load."""
+    file = _small(tmp_path)
+
+    def tile_a_constant(index, members):
+        g = index["graphs"][0]
+        constant = g["constants"][0][0]
+        g["values"].append(["op", [1], "float32"])
+        g["nodes"].append({"kind": "op", "ins": [constant], "op": "tile", "out":
+                           len(g["values"]) - 1, "params": {"multiples": {
+                               "type": "tuple", "items": [10 ** 8]}}})
+    _rewrite(file, tile_a_constant)
+    tracemalloc.start()
+    try:
+        loaded = tg.saved_model.load(file)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2 ** 20
+    assert loaded.f.concrete_functions[0].graph.nodes[-1].op.name == "tile"
