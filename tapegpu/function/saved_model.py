@@ -442,13 +442,6 @@ class _Reader(_ckpt._Reader):
     format, version, kinds, what = FORMAT, VERSION, ("variable", "constant"), "SavedModel"
     missing_hint = "pass the directory tg.saved_model.save wrote"
 
-    def __init__(self, file, caller):
-        try:
-            super().__init__(file, caller)
-        except RecursionError:  # JSON nested deeper than Python's recursion limit
-            self._fail(f"its {_ckpt.INDEX} is nested too deeply to be an index save wrote")
-        self._size = os.fstat(self._f.fileno()).st_size
-
     def _validate(self, index):
         index = super()._validate(index)
         graphs = index.get("graphs")
@@ -462,28 +455,6 @@ class _Reader(_ckpt._Reader):
                 self._fail(f"its {_ckpt.INDEX} has no valid {k} (names to lists of graph "
                            f"numbers below {len(graphs)})")
         return index
-
-    def read(self, entry):
-        """The array of an index entry: its `.npy` header is checked against the entry, and
-        the data's size against the member's, before the data is read (a number in the file
-        never sizes an allocation the file cannot fill)."""
-        path = entry["path"]
-        info = self._zip.getinfo(path + ".npy")
-        arr = trailing = None
-        try:
-            with self._zip.open(info) as m:
-                shape, fortran, dtype = header = files.npy_header(m)
-                if dtype.name == entry["dtype"] and list(shape) == entry["shape"]:
-                    arr = files.npy_data(m, header, files.zip_member_limit(info, self._size))
-                    trailing = m.read(1)  # at the member's end, zipfile checks its CRC-32
-        except Exception as e:  # numpy and zipfile raise several types for damaged data
-            self._fail(f"the array of {path!r} is damaged ({type(e).__name__}: {e})")
-        if arr is None:
-            self._fail(f"the array of {path!r} is {dtype.name} of shape {tuple(shape)} but the "
-                       f"index says {entry['dtype']} of shape {tuple(entry['shape'])}")
-        if trailing:
-            self._fail(f"the array of {path!r} has stray bytes after its data")
-        return arr
 
 
 class _Loaded(Module):

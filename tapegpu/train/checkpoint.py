@@ -226,6 +226,8 @@ class _Reader:
                 index = json.loads(raw.decode("utf-8"))
             except ValueError as e:
                 self._fail(f"its {INDEX} is not valid JSON ({e})")
+            except RecursionError:  # JSON nested deeper than Python's recursion limit
+                self._fail(f"its {INDEX} is nested too deeply to be an index tapegpu wrote")
             self.index = self._validate(index)
         except BaseException:
             self.close()
@@ -273,20 +275,26 @@ class _Reader:
         return index
 
     def read(self, entry):
-        """The array of an index entry, checked against the entry's dtype and shape."""
+        """The array of an index entry: its `.npy` header is checked against the entry, and
+        the data's size against the member's, before the data is read (a number in the file
+        never sizes an allocation the file cannot fill)."""
         path = entry["path"]
+        info = self._zip.getinfo(path + ".npy")
+        size = os.fstat(self._f.fileno()).st_size
+        arr = trailing = None
         try:
-            with self._zip.open(path + ".npy") as m:
-                arr = np.lib.format.read_array(m, allow_pickle=False)
-                trailing = m.read()  # to the member's end: zipfile checks its CRC-32 there
+            with self._zip.open(info) as m:
+                shape, fortran, dtype = header = files.npy_header(m)
+                if dtype.name == entry["dtype"] and list(shape) == entry["shape"]:
+                    arr = files.npy_data(m, header, files.zip_member_limit(info, size))
+                    trailing = m.read(1)  # at the member's end, zipfile checks its CRC-32
         except Exception as e:  # numpy and zipfile raise several types for damaged data
             self._fail(f"the array of {path!r} is damaged ({type(e).__name__}: {e})")
+        if arr is None:
+            self._fail(f"the array of {path!r} is {dtype.name} of shape {tuple(shape)} but the "
+                       f"index says {entry['dtype']} of shape {tuple(entry['shape'])}")
         if trailing:
-            self._fail(f"the array of {path!r} has {len(trailing)} stray bytes after its data")
-        if arr.dtype.name != entry["dtype"] or list(arr.shape) != entry["shape"]:
-            self._fail(f"the array of {path!r} is {arr.dtype.name} of shape "
-                       f"{tuple(arr.shape)} but the index says {entry['dtype']} of shape "
-                       f"{tuple(entry['shape'])}")
+            self._fail(f"the array of {path!r} has stray bytes after its data")
         return arr
 
     def close(self):

@@ -489,7 +489,7 @@ def test_pickled_arrays_are_never_loaded(tmp_path):
     buf = io.BytesIO()
     np.lib.format.write_array(buf, np.array([object()], dtype=object), allow_pickle=True)
     _rewrite(file, members={"v.npy": buf.getvalue()})
-    _assert_clean_error(tmp_path, prefix, r"array of 'v' is damaged.*allow_pickle")
+    _assert_clean_error(tmp_path, prefix, r"array of 'v' is damaged.*dtype object")
 
 
 def test_missing_file_raises_file_not_found(tmp_path):
@@ -635,3 +635,28 @@ def test_list_and_load_variables_by_path(tmp_path, tg_device):
         tg.train.list_variables(os.fspath(empty))
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         tg.train.load_checkpoint(os.fspath(tmp_path / "missing"))
+
+
+def test_a_header_claiming_more_data_than_the_file_holds_allocates_nothing(tmp_path):
+    """A value whose index and `.npy` header agree on 10^8 elements, in a member of a few
+    bytes: refused before its data is read, without allocating what the header claims."""
+    import tracemalloc
+    prefix, file = _saved(tmp_path)
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False,
+                                               "shape": (10 ** 8,)})
+
+    def claim(index):
+        for e in index["values"]:
+            if e["path"] == "v":
+                e["shape"] = [10 ** 8]
+    _rewrite(file, index_edit=claim, members={"v.npy": buf.getvalue() + b"\0" * 16})
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="array of 'v' is damaged") as e:
+            tg.train.load_variable(prefix, "v")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert file in str(e.value)
+    assert peak < 16 << 20, peak
