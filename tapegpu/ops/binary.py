@@ -3,6 +3,9 @@
 Rules return cotangents in the broadcast output shape; the sweep sums them down to each input's
 shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 """
+import numpy as np
+
+from ..backends import checks
 from .registry import InvalidArgumentError, def_op, exact_ufunc, passthrough, quiet
 from ..core.tensor import Tensor, as_tensor_pair, scalar_like
 from ._base import EMPTY, apply, apply2, call2, public, tensor
@@ -126,13 +129,56 @@ xlog1py = _binary("xlog1py", _xlog_forward("log1p"), saves=("x", "y"),
                   vjp=(_xlog_vjp_x("log1p"), _xlog_vjp_y(1.0)), zero_when=(("x",),),
                   doc="x * log(1 + y), elementwise, and 0 where x is 0 (as tf.math.xlog1py).",
                   api="tg.math")
-floordiv = _binary("floordiv", quiet(lambda xp, x, y: xp.floor_divide(x, y)),
-                   doc="floor(x / y), elementwise; no gradient.")
+
+
+def _divisor_checked(name, xp, x, y):
+    """Integer x // y and x % y raise where y is 0, as TensorFlow's kernels ("Integer division
+    by zero"; numpy and CuPy give 0): at once on the host, and on a device by a deferred check
+    (backends.checks: no sync, raised at the next host read). A result with no elements
+    divides nothing."""
+    if not (x.size and y.size):
+        return
+    if checks.deferred(xp):
+        shapes = f"x {x.dtype.name}{list(x.shape)}, y {y.dtype.name}{list(y.shape)}"
+        checks.check(xp, y == 0,
+                     lambda host: InvalidArgumentError(
+                         f"{name}: {_zero_divisor(host)} ({shapes}; found on the device, "
+                         f"reported at the first read of a value after it)"),
+                     y)
+    elif (y == 0).any():
+        raise ZeroDivisionError(_zero_divisor(y))
+
+
+def _zero_divisor(y):
+    at = [int(i) for i in np.argwhere(y == 0)[0]]
+    place = f"y{at}" if at else "y"
+    return (f"Integer division by zero: {place} is 0; integer floordiv (//) and floormod (%) "
+            f"need a nonzero divisor everywhere (a float divisor gives inf or nan instead)")
+
+
+def _floordiv_forward(xp, x, y):
+    if x.dtype.kind == "f":
+        # TensorFlow's floor(x / y): inf // 2 is inf (numpy's floor_divide: nan), 1 // 0.1 is 10
+        return xp.floor(x / y)
+    if x.dtype.kind in "iu":
+        _divisor_checked("floordiv", xp, x, y)
+    return xp.floor_divide(x, y)
+
+
+def _floormod_forward(xp, x, y):
+    if x.dtype.kind in "iu":
+        _divisor_checked("floormod", xp, x, y)
+    return xp.mod(x, y)
+
+
+floordiv = _binary("floordiv", quiet(_floordiv_forward),
+                   doc="floor(x / y), elementwise (integers: by zero raises, as TF); no "
+                       "gradient.")
 # d(x - floor(x / y) y) = dx - floor(x / y) dy, away from the jumps (TensorFlow's gradient)
-floormod = _binary("floormod", quiet(lambda xp, x, y: xp.mod(x, y)), saves=("x", "y"),
+floormod = _binary("floormod", quiet(_floormod_forward), saves=("x", "y"),
                    vjp=(passthrough, lambda ops, g, x, y: -g * ops.floor(x / y)),
-                   doc="x - floor(x / y) * y, elementwise (the gradient is TensorFlow's: 1 for "
-                       "x, -floor(x / y) for y).")
+                   doc="x - floor(x / y) * y, elementwise (integers: by zero raises, as TF; "
+                       "the gradient is TensorFlow's: 1 for x, -floor(x / y) for y).")
 mod = floormod
 
 

@@ -98,16 +98,25 @@ def _prod_jvp(ops, t, x, out, axis, keepdims):
                           keepdims=keepdims)
 
 
+def _integer_mean(xp, x, axis, keepdims):
+    """TensorFlow's mean of integers: the sum in 64 bits (int64, or uint64 for unsigned
+    dtypes; 64-bit inputs wrap as TF's do), divided by the count in integers, truncating toward
+    zero, and cast back (the mean of [2^60 + 1, 2^60 + 3] is 2^60 + 2, exactly); 0 over no
+    elements. Spelled out: CuPy's mean has no integer-output loop."""
+    s = xp.sum(x, axis=axis, keepdims=keepdims,
+               dtype=xp.int64 if x.dtype.kind == "i" else xp.uint64)
+    count = max(x.size // s.size, 1) if s.size else 1
+    # s - fmod(s, count) is a multiple of count (fmod keeps s's sign, as C's %): floor
+    # division of it is the truncated quotient
+    return ((s - xp.fmod(s, count)) // count).astype(x.dtype)
+
+
 def _forward(fn):
     def forward(xp, x, axis, keepdims):
         # integers stay in their dtype (numpy would widen int32 to int64, or to float64 for a
         # mean; TensorFlow keeps int32, and a mean of integers truncates)
         if fn == "mean" and x.dtype.kind in "iu":
-            # numpy's mean(dtype=int): the sum in the dtype, divided, truncated toward zero.
-            # Spelled out, as CuPy's mean has no integer-output loop (dtype=int raises there)
-            s = xp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-            count = x.size // s.size if s.size else 1
-            return (s / count).astype(x.dtype)
+            return _integer_mean(xp, x, axis, keepdims)
         if fn in ("sum", "prod") and x.dtype.kind in "iu":
             return getattr(xp, fn)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
         if fn == "mean" and x.size == 0:

@@ -108,6 +108,8 @@ atan = _unary("atan", ufunc("arctan"), c="atan(x)", vjp=lambda ops, g, x: g / (x
 
 
 def _sigmoid(xp, x):
+    if x.dtype.kind == "c":  # 1/(1+e^-x) itself, as TensorFlow's (|x| and x >= 0 are real)
+        return 1 / (1 + xp.exp(-x))
     # 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) for x < 0: no overflow either way
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))

@@ -502,8 +502,9 @@ SPECS = [
     Spec("clip_by_value", lambda x: tg.clip_by_value(x, -0.5, 0.7), (U,),
          lambda x: np.clip(x, -0.5, 0.7), make=_away_from([-0.5, 0.7], 0.05),
          covers=("maximum", "minimum")),
-    Spec("floordiv", tg.math.floordiv, ((3, 4), (4,)), np.floor_divide, domain=(0.5, 3.0),
-         grad=False),
+    # TF's float floordiv is floor(x / y) (numpy's floor_divide differs: inf // 2, 1 // 0.1)
+    Spec("floordiv", tg.math.floordiv, ((3, 4), (4,)), lambda x, y: np.floor(x / y),
+         domain=(0.5, 3.0), grad=False),
     Spec("floormod", tg.math.floormod, ((3, 4), (4,)), np.mod, make=_away_from_jumps),
     Spec("equal", tg.equal, ((3, 4), (4,)), np.equal, grad=False),
     Spec("not_equal", tg.math.not_equal, ((3, 4), (4,)), np.not_equal, grad=False),
