@@ -9,7 +9,7 @@ import numpy as np
 
 from .registry import def_op
 from ..core.dtypes import np_dtype
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _thread
 from ._base import EMPTY, apply, apply1, floating, public, tensor
 from .kernels import activation_kernels, cpu_relu_backward
 from .registry import InvalidArgumentError, passthrough, quiet, ufunc
@@ -195,16 +195,70 @@ softsign = _unary("softsign", lambda xp, x: x / (1 + xp.abs(x)), saves=("x",),
 
 # -- activations ---------------------------------------------------------------------------------
 
+# The backward of a piecewise-linear activation as an op of (g, features), as TensorFlow's
+# ReluGrad, Relu6Grad and LeakyReluGrad: linear in g, and with a derivative in the features that
+# is zero but connected (TF's ReluGradGrad returns zeros for them). So a second-order gradient
+# w.r.t. what enters only through the activation's derivative (a WGAN-GP gradient penalty
+# w.r.t. the critic's biases) is zeros, as in TF, not None. Rules use these ops only while a
+# tape or accumulator differentiates them (`_differentiated`); otherwise they keep the plain
+# ops, which the array sweep's kernels and tg.function's replay (which fuses a ReLU's greater +
+# where) run fastest. Both give the same bits.
+
+def _differentiated(ops):
+    """Whether a rule's values are being differentiated: they are tensors (`ops.records`) and
+    a tape or forward accumulator records them, not only a tg.function trace."""
+    if not ops.records:
+        return False
+    tracers = _thread.tracers
+    return any(getattr(r, "records", True) and r not in tracers for r in _thread.recorders)
+
+
+def _zero_connected(ops, g, *saved, **params):
+    # d/d(features) of a piecewise-constant derivative: 0, as a value (connected), not None;
+    # one element broadcast to g's shape (a view: nothing is filled)
+    return ops.broadcast_to(ops.const_like(g, 0.0), g.shape)
+
+
+def _zero(g):
+    return g.dtype.type(0)
+
+
+# relu_grad(g, y) = g where y > 0 (y is relu's output)
+_relu_grad = def_op("relu_grad", lambda xp, g, y: xp.where(y > 0, g, _zero(g)),
+                    args=("g", "y"), saves=("y",), elementwise=True,
+                    vjp=(lambda ops, g, y: ops.op("relu_grad", g, y), _zero_connected))
+# relu6_grad(g, x) = g where 0 < x < 6
+_relu6_grad = def_op("relu6_grad", lambda xp, g, x: xp.where((x > 0) & (x < 6), g, _zero(g)),
+                     args=("g", "x"), saves=("x",), elementwise=True,
+                     vjp=(lambda ops, g, x: ops.op("relu6_grad", g, x), _zero_connected))
+# leaky_relu_grad(g, x) = g where x > 0, else alpha g
+_leaky_relu_grad = def_op(
+    "leaky_relu_grad",
+    lambda xp, g, x, alpha: xp.where(x > 0, g, g * xp.asarray(alpha, dtype=g.dtype)),
+    args=("g", "x"), saves=("x",), elementwise=True,
+    vjp=(lambda ops, g, x, alpha: ops.op("leaky_relu_grad", g, x, alpha=alpha),
+         _zero_connected))
+
+
 # relu' = 1 where out > 0
-relu = _unary("relu", lambda xp, x: xp.maximum(x, 0),
-              vjp=lambda ops, g, out: ops.keep(ops.greater(out, 0.0), g), saves=("out",),
+def _relu_vjp(ops, g, out):
+    if _differentiated(ops):
+        return ops.op("relu_grad", g, out)
+    return ops.keep(ops.greater(out, 0.0), g)
+
+
+# relu6' = 1 on (0, 6)
+def _relu6_vjp(ops, g, x):
+    if _differentiated(ops):
+        return ops.op("relu6_grad", g, x)
+    return ops.keep(ops.logical_and(ops.greater(x, 0.0), ops.less(x, 6.0)), g)
+
+
+relu = _unary("relu", lambda xp, x: xp.maximum(x, 0), vjp=_relu_vjp, saves=("out",),
               doc="max(x, 0), elementwise.",
               **activation_kernels("relu", numpy_vjp=cpu_relu_backward))
-# relu6' = 1 on (0, 6)
-relu6 = _unary("relu6", lambda xp, x: xp.clip(x, 0, 6),
-               vjp=lambda ops, g, x:
-               ops.keep(ops.logical_and(ops.greater(x, 0.0), ops.less(x, 6.0)), g),
-               saves=("x",), doc="min(max(x, 0), 6), elementwise.")
+relu6 = _unary("relu6", lambda xp, x: xp.clip(x, 0, 6), vjp=_relu6_vjp, saves=("x",),
+               doc="min(max(x, 0), 6), elementwise.")
 
 
 def _elu_forward(xp, x, alpha=1.0):
@@ -251,8 +305,14 @@ def _leaky_forward(xp, x, alpha=0.2):
 
 
 # leaky_relu' = 1 for x > 0, alpha otherwise
+def _leaky_vjp(ops, g, x, alpha=0.2):
+    if _differentiated(ops):
+        return ops.op("leaky_relu_grad", g, x, alpha=alpha)
+    return ops.where(ops.greater(x, 0.0), g, g * alpha)
+
+
 _leaky_op = def_op("leaky_relu", _leaky_forward, saves=("x",), elementwise=True,
-                   vjp=lambda ops, g, x, alpha=0.2: ops.where(ops.greater(x, 0.0), g, g * alpha))
+                   vjp=_leaky_vjp)
 
 
 def leaky_relu(features, alpha=0.2, name=None):

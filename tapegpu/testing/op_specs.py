@@ -72,6 +72,16 @@ def _away_from(points, eps=0.15):
     return make
 
 
+def _backward(act):
+    """(g, x) -> the gradient of act at x for the cotangent g, computed by a tape."""
+    def fn(g, x):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = act(x)
+        return tape.gradient(y, x, output_gradients=g)
+    return fn
+
+
 LABELS = np.array([0, 2, 1, 3], dtype=np.int32)
 INDICES = np.array([[2, 0], [1, 2]], dtype=np.int64)
 MASK = np.array([[True, False, True, True], [False, True, False, True],
@@ -475,6 +485,16 @@ SPECS = [
          covers=("gelu",)),
     Spec("leaky_relu", tg.nn.leaky_relu, (U,), lambda x: np.where(x > 0, x, 0.2 * x),
          make=_away_from([0.0])),
+    # an activation's backward g * act'(x), by an inner tape: recorded by an outer tape, it is
+    # the activation's grad op (TF's ReluGrad...), linear in g, zero but connected in x
+    Spec("relu_grad", _backward(tg.nn.relu), (U, U), lambda g, x: np.where(x > 0, g, 0.0),
+         make=_away_from([0.0]), covers=("relu_grad", "relu")),
+    Spec("relu6_grad", _backward(lambda x: tg.nn.relu6(x * 3.0)), (U, U),
+         lambda g, x: np.where((x > 0) & (x < 2), 3.0 * g, 0.0), make=_away_from([0.0, 2.0]),
+         covers=("relu6_grad", "relu6", "multiply")),
+    Spec("leaky_relu_grad", _backward(lambda x: tg.nn.leaky_relu(x, alpha=0.3)), (U, U),
+         lambda g, x: np.where(x > 0, g, 0.3 * g), make=_away_from([0.0]),
+         covers=("leaky_relu_grad", "leaky_relu")),
     Spec("identity", tg.identity, (U,), lambda x: x),
     Spec("read_variable", lambda x: x * tg.Variable(1.5, dtype=x.dtype).read_value(), (U,),
          lambda x: x * 1.5,
