@@ -1,17 +1,30 @@
-"""The MPI job: `init`, `shutdown`, ranks and sizes, the abort-on-exception hook, and the
-bounded wait every collective goes through.
+"""The MPI job: `init`, `shutdown`, ranks and sizes, the abort-on-exception hook, the exit
+notice, and the bounded wait every collective goes through.
+
+A rank that ends without an uncaught exception (its script ends, or calls `sys.exit`, or
+raises SystemExit: no excepthook sees these) tells the other ranks at its exit; a rank that
+waits for it in a collective then raises UnavailableError naming it, and its excepthook aborts
+the job, instead of waiting out the timeout (MPI_Finalize on the exiting rank waits for the
+others meanwhile).
 
 mpi4py is an optional dependency (`pip install -e ".[distributed]"`): it is imported by `init`
 only, so `import tapegpu` works without it.
 """
+import atexit
 import os
 import sys
 import time
+
+from ..errors import UnavailableError
 
 DEFAULT_TIMEOUT = 300.0  # seconds a collective waits for the other ranks (init(timeout=...))
 # seconds a failing rank waits, after printing its error, before MPI_Abort: mpiexec kills the
 # job at once and would drop output still on its way (the traceback, cut short)
 ABORT_DELAY = 1.0
+# seconds a collective goes on after another rank's exit notice arrived before it raises: what
+# that rank sent before it left may still be on its way (the end of a healthy job)
+EXIT_GRACE = 2.0
+_EXIT_TAG = 1
 
 
 class _State:
@@ -24,6 +37,8 @@ class _State:
         self.comm_scatter = None  # phase 1 of reductions (Ialltoall), issued in bucket order
         self.comm_gather = None  # phase 2 of reductions (Iallgather), issued in bucket order
         self.local = None  # the ranks on this node (COMM_TYPE_SHARED)
+        self.exits = None  # exit notices: one empty message from each rank that leaves
+        self.exited = set()  # the ranks whose exit notice arrived
         self.timeout = DEFAULT_TIMEOUT
         self.previous_hook = None
 
@@ -49,7 +64,9 @@ def init(comm=None, timeout=None):
     how many seconds a collective waits for the other ranks before raising TimeoutError
     (default: the environment's TAPEGPU_DISTRIBUTE_TIMEOUT, else 300). `init` also installs a
     `sys.excepthook` that prints the exception and calls MPI_Abort, so that a rank that dies
-    ends the whole job instead of leaving the others waiting. Calling it again is a no-op.
+    ends the whole job instead of leaving the others waiting, and an exit notice: a rank that
+    leaves otherwise (`sys.exit`, the end of its script) makes the ranks that wait for it in a
+    collective raise UnavailableError naming it. Calling it again is a no-op.
 
         import tapegpu as tg
         tg.distribute.init()
@@ -75,8 +92,12 @@ def init(comm=None, timeout=None):
     _state.comm_scatter = base.Dup()
     _state.comm_gather = base.Dup()
     _state.local = base.Split_type(MPI.COMM_TYPE_SHARED, key=base.Get_rank())
+    _state.exits = base.Dup()
     _state.previous_hook = sys.excepthook
     sys.excepthook = _abort_hook
+    # registered after mpi4py's import, so that it runs before MPI is finalized
+    atexit.unregister(_send_exit_notice)
+    atexit.register(_send_exit_notice)
 
 
 def _abort_hook(kind, value, tb):
@@ -96,6 +117,43 @@ def _abort_hook(kind, value, tb):
         world.Abort(1)
 
 
+def _send_exit_notice():
+    """At this process's exit while it is in the job: an empty message to every other rank
+    (see the module docstring). At the end of a healthy job every rank sends one and no one
+    reads them. Bounded: an exit never waits more than ABORT_DELAY on them."""
+    st = _state
+    comm = st.exits
+    if comm is None:
+        return
+    me = comm.Get_rank()
+    requests = [comm.Isend([bytearray(), st.MPI.BYTE], dest=r, tag=_EXIT_TAG)
+                for r in range(comm.Get_size()) if r != me]
+    deadline = time.monotonic() + ABORT_DELAY
+    while not st.MPI.Request.Testall(requests) and time.monotonic() < deadline:
+        time.sleep(1e-4)
+
+
+def _exited(st):
+    """The ranks whose exit notice has arrived (each notice is received once)."""
+    status = st.MPI.Status()
+    while st.exits.Iprobe(source=st.MPI.ANY_SOURCE, tag=_EXIT_TAG, status=status):
+        source = status.Get_source()
+        st.exits.Recv([bytearray(), st.MPI.BYTE], source=source, tag=_EXIT_TAG)
+        st.exited.add(source)
+    return st.exited
+
+
+def _exit_error(st, what):
+    gone = sorted(st.exited)
+    who = f"rank{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))} of " \
+          f"{st.comm.Get_size()}"
+    return UnavailableError(
+        f"tg.distribute.{what}: {who} exited while this rank waited for "
+        f"{'them' if len(gone) > 1 else 'it'} (the script ended, or called sys.exit or raised "
+        "SystemExit, before joining this collective); the job cannot complete. Every rank "
+        "must make the same collective calls, in the same order, before it exits")
+
+
 def shutdown():
     """Leaves the job: frees tapegpu's communicators and restores `sys.excepthook` (MPI
     itself is finalized when the process exits). `init` may be called again afterwards.
@@ -105,7 +163,8 @@ def shutdown():
     """
     if _state.comm is None:
         return
-    for c in (_state.comm, _state.comm_scatter, _state.comm_gather, _state.local):
+    for c in (_state.comm, _state.comm_scatter, _state.comm_gather, _state.local,
+              _state.exits):
         c.Free()
     if sys.excepthook is _abort_hook:
         sys.excepthook = _state.previous_hook
@@ -165,18 +224,25 @@ def wait(done, what):
     that advances work and returns whether it is complete) is; TimeoutError names `what`.
 
     Polls spin briefly, then sleep in growing steps up to 1 ms, so that oversubscribed ranks
-    leave the CPU to the others.
+    leave the CPU to the others. While sleeping they read exit notices: once another rank has
+    exited, the wait raises UnavailableError naming it unless it completes within EXIT_GRACE.
     """
     st = _state
     if not callable(done):
         requests, test_all = done, st.MPI.Request.Testall
         done = lambda: test_all(requests)  # noqa: E731
     deadline = time.monotonic() + st.timeout
+    gone_at = None  # when this wait learnt that a rank has exited
     polls = 0
     while not done():
         polls += 1
         if polls > 64:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if gone_at is None and _exited(st):
+                gone_at = now
+            if gone_at is not None and now > gone_at + EXIT_GRACE:
+                raise _exit_error(st, what)
+            if now > deadline:
                 raise TimeoutError(
                     f"tg.distribute.{what}: the other ranks did not join within "
                     f"{st.timeout:g} s (is a rank stuck, dead, or calling collectives in a "

@@ -99,11 +99,38 @@ def test_variables_in_another_order_are_a_mismatch():
 
 
 @needs_mpi
-def test_a_rank_that_leaves_makes_the_others_time_out():
-    code, out, seconds = _mpiexec(2, SCRIPTS / "fail.py", "silent")
+@pytest.mark.parametrize("case", ["exit", "systemexit", "leave"])
+def test_a_rank_that_exits_ends_the_job_and_is_named(case):
+    """sys.exit(1), raise SystemExit(3), or the end of the script, before a collective: no
+    excepthook sees these, but the rank waiting for it raises at once (the collective timeout
+    is 60 s), naming the rank, and aborts the job."""
+    code, out, seconds = _mpiexec(2, SCRIPTS / "fail.py", case)
+    assert code != 0
+    assert "rank 1 leaves" in out
+    assert "UnavailableError: tg.distribute.allreduce: rank 1 of 2 exited while this rank " \
+           "waited for it" in out, out
+    assert "rank 0 of 2 raised UnavailableError; aborting the job" in out
+    assert "should not get here" not in out and "TimeoutError" not in out
+    assert seconds < 30
+
+
+@needs_mpi
+def test_a_rank_that_is_stuck_makes_the_others_time_out():
+    code, out, seconds = _mpiexec(2, SCRIPTS / "fail.py", "stuck")
     assert code != 0
     assert "TimeoutError: tg.distribute.allreduce: the other ranks did not join within 2 s" in out
-    assert seconds < 30
+    assert "should not get here" not in out
+    assert seconds < 25  # the stuck rank would sleep 30 s: the abort ended it
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_ranks_that_leave_at_the_end_of_a_healthy_job_are_no_error(n):
+    """Every rank sends an exit notice; one that nobody waits for is never read."""
+    code, out, _ = _mpiexec(n, SCRIPTS / "fail.py", "uneven")
+    assert code == 0, out
+    for r in range(n):
+        assert f"rank {r} done {[float(n)] * 4}" in out, out
 
 
 @needs_mpi
