@@ -272,8 +272,8 @@ def count_nonzero(input, axis=None, keepdims=False, dtype=np.int64, name=None): 
     2
     """
     x = tensor(input)
-    return reduce_sum(_u.cast(_b.not_equal(x, _b.scalar(0, x)), dtype), axis=axis,
-                      keepdims=keepdims)
+    nonzero = x if x._data.dtype.kind == "b" else _b.not_equal(x, _b.scalar(0, x))
+    return reduce_sum(_u.cast(nonzero, dtype), axis=axis, keepdims=keepdims)
 
 
 def _reduced_shape(shape, axes):

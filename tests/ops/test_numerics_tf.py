@@ -157,3 +157,10 @@ def test_integer_mean_truncates_toward_zero_over_axes(dtype, tg_device):
 def test_integer_mean_of_no_elements_is_zero(tg_device):
     got = tg.reduce_mean(tg.constant(np.zeros((0, 3), np.int32)), axis=0)
     assert got.dtype == tg.int32 and got.numpy().tolist() == [0, 0, 0]
+
+
+def test_count_nonzero_of_bools_counts_true(tg_device):
+    mask = np.array([[True, False, True], [False, False, True]])
+    got = tg.math.count_nonzero(tg.constant(mask), axis=1)
+    assert got.dtype == tg.int64 and got.numpy().tolist() == [int(r.sum()) for r in mask]
+    assert int(tg.math.count_nonzero(tg.constant(mask))) == 3
