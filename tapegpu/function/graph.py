@@ -30,6 +30,7 @@ import numpy as np
 
 from ..backends import cpu_kernels
 from ..core.tensor import Tensor
+from ..errors import InvalidArgumentError, OpError
 from ..ops import registry
 from ..ops.kernels import cpu_bias_act_into
 from ..ops.linalg import _SKINNY
@@ -518,6 +519,7 @@ class Plan:
                 free_slots.setdefault(self.slots[sl], []).append(sl)
             steps.append((kind, fn, ins, out, tuple(frees[i]), n.params, buf))
         self.steps = steps
+        self.step_nodes = [p[0] for p in plain]  # the graph node of each step (for errors)
         self.buffers = None  # allocated at the first replay
         self._lock = threading.Lock()
         self.template = [None] * len(graph.meta)
@@ -566,6 +568,7 @@ def _straight_line(plan):
     names = {}
     env = {"_assign": _assign}
     lines = []
+    plan.line_steps = steps_of = []  # the step of each line of the body (errors name its op)
     for v, a in plan.constants.items():
         env[f"c{v}"] = a
         names[v] = f"c{v}"
@@ -594,9 +597,11 @@ def _straight_line(plan):
             lines.append(f"f{k}([{args}], p{k})")
         if out is not None:
             names[out] = f"v{out}"
+        steps_of.extend([k] * (len(lines) - len(steps_of)))
         dead = [names[v] for v in frees if names.get(v, "").startswith("v")]
         if dead:
             lines.append(f"del {', '.join(dead)}")
+            steps_of.append(k)
     outs = ", ".join(names[v] if k == "v" else f"o{n}" for n, (k, v) in
                      enumerate(plan.graph.outputs))
     for n, (k, v) in enumerate(plan.graph.outputs):
@@ -612,8 +617,44 @@ def _straight_line(plan):
 on_step = None
 
 
+_OP_ERRORS = (ValueError, TypeError, IndexError, ArithmeticError)
+
+
 def replay(plan, arrays):
-    """Runs the schedule on input arrays; returns the output arrays (flattened order)."""
+    """Runs the schedule on input arrays; returns the output arrays (flattened order). An
+    op's error (a value that its forward refuses: an index out of range, an integer division
+    by zero) is raised as eager code raises it, InvalidArgumentError naming the op."""
+    try:
+        return _replay(plan, arrays)
+    except _OP_ERRORS as e:
+        if isinstance(e, OpError):
+            raise
+        raise _replay_error(plan, e) from None
+
+
+def _replay_error(plan, e):
+    """InvalidArgumentError naming the op of the step that raised `e` and its inputs."""
+    source = f"<tg.function {plan.graph.name}>"
+    k = None
+    tb = e.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == source:
+            k = plan.line_steps[tb.tb_lineno - 2]
+        elif frame.f_code is _replay.__code__ and "fn" in frame.f_locals:
+            fn, out = frame.f_locals["fn"], frame.f_locals.get("out")
+            k = next((i for i, s in enumerate(plan.steps) if s[1] is fn and s[3] == out), k)
+        tb = tb.tb_next
+    if k is None:
+        return e
+    node = plan.step_nodes[k]
+    name = node.op.name if node.kind == "op" else str(node.params or node.kind)
+    ins = ", ".join(f"{plan.graph.meta[i][2]}{list(plan.graph.meta[i][1])}" for i in node.ins)
+    return InvalidArgumentError(f"{name}: {e} (in tg.function {plan.graph.name}; inputs: "
+                                f"{ins})")
+
+
+def _replay(plan, arrays):
     if plan.straight is not None and on_step is None:
         return plan.run(arrays)
     vals = plan.template.copy()

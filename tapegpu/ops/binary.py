@@ -7,7 +7,7 @@ import numpy as np
 
 from ..backends import checks
 from .registry import InvalidArgumentError, def_op, exact_ufunc, passthrough, quiet
-from ..core.tensor import Tensor, as_tensor_pair, scalar_like
+from ..core.tensor import Tensor, _thread, as_tensor_pair, scalar_like
 from ._base import EMPTY, apply, apply2, call2, public, tensor
 from .unary import is_finite as _is_finite, square
 
@@ -209,7 +209,10 @@ def where(condition, x=None, y=None, name=None):
     """
     c = tensor(condition)
     if x is None and y is None:
-        return Tensor(c._dev.xp.argwhere(c._data).astype("int64"), c._dev)
+        return _true_indices(c)
+    if (x is None) != (y is None):
+        raise ValueError("where: x and y must both be given or both be None (then the indices "
+                         "of the true elements are returned)")
     if c._data.dtype.kind != "b":
         raise InvalidArgumentError(f"where: condition must be bool, got {c.dtype.name}")
     x, y = as_tensor_pair(x, y, "where")
@@ -220,6 +223,19 @@ def where(condition, x=None, y=None, name=None):
 
 
 where.op = _where_op
+
+# where(condition) alone: the indices of the true (non-zero) elements, (n, rank) int64. Their
+# number is a value: inside tg.function it is a guard (a new count retraces), so that every
+# later shape in the graph holds; the indices themselves are computed at every call
+_count_true = def_op("count_true",
+                     lambda xp, c: xp.asarray(xp.count_nonzero(c), dtype=np.int64))
+_where_indices = def_op("where_indices", lambda xp, c: xp.argwhere(c).astype(np.int64))
+
+
+def _true_indices(c):
+    if _thread.tracers:
+        int(apply(_count_true, (c,), EMPTY))
+    return apply(_where_indices, (c,), EMPTY)
 
 # -- comparisons and logic (no gradient) -----------------------------------------------------------
 

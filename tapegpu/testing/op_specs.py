@@ -954,6 +954,10 @@ SPECS = [
          covers=("convert_image_dtype",)),
     Spec("linspace", lambda a, b: tg.linspace(a, b, 5, axis=-1), ((3,), (2, 1)),
          lambda a, b: np.linspace(a, b, 5, axis=-1)),
+    Spec("where_indices", lambda x: tg.where(x > 0.0), ((3, 4),), lambda x: np.argwhere(x > 0),
+         grad=False, covers=("where_indices", "greater")),
+    Spec("count_true", lambda x: tg.function(lambda c: tg.where(c))(x > 0.0), ((3, 4),),
+         lambda x: np.argwhere(x > 0), grad=False, covers=("count_true", "where_indices")),
     Spec("slogdet_sign", lambda x: tg.linalg.slogdet(x)[0], ((2, 3, 3),),
          lambda x: np.linalg.slogdet(x)[0], grad=False, covers=("det_sign",)),
 ]

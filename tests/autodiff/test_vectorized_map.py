@@ -43,7 +43,11 @@ def _rows(spec):
     return [sample(spec, np.float64, seed=i) for i in range(B)]
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=str)
+# Rows whose result's shape depends on the values: examples do not stack (nor in TF)
+RAGGED = {"where_indices", "count_true"}
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.name not in RAGGED], ids=str)
 def test_every_spec_row_equals_the_loop(spec):
     rows = _rows(spec)
     stacked = tuple(tg.constant(np.stack(col)) for col in zip(*rows))

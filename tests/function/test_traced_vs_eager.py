@@ -554,3 +554,27 @@ def test_constants_made_in_the_trace_from_python_values_are_still_constants():
         np.testing.assert_array_equal(f(tg.constant([v, v])).numpy(),
                                       [v + 3.0, 2 * v + 4.0])
     assert f.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["straight", "guarded"])
+def test_an_op_s_error_at_a_replay_is_raised_as_eagerly(guarded):
+    """A value an op refuses at a later call (an index out of range, an integer division by
+    zero) raises InvalidArgumentError naming the op, as the eager call does, on both replay
+    paths (straight-line code; the step loop of a graph with guards)."""
+    @tg.function
+    def f(p, i, a, b, flag):
+        if guarded and bool(flag):
+            p = p * 1.0
+        return tg.gather(p, i) * 2.0, a // b
+
+    ok = [tg.constant([1.0, 2.0]), tg.constant([1]), tg.constant([4]), tg.constant([2]),
+          tg.constant(True)]
+    f(*ok)
+    bad_index = [ok[0], tg.constant([5])] + ok[2:]
+    with pytest.raises(tg.errors.InvalidArgumentError,
+                       match=r"^gather: indices\[0\] = 5 is not in \[0, 2\)"):
+        [t.numpy() for t in f(*bad_index)]  # on a GPU: at the first read (a device check)
+    with pytest.raises(tg.errors.InvalidArgumentError,
+                       match=r"^floordiv: Integer division by zero"):
+        [t.numpy() for t in f(*ok[:3], tg.constant([0]), ok[4])]
+    assert f.experimental_get_tracing_count() == 1
