@@ -125,6 +125,9 @@ class Op:
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.forward = forward
         self.args = tuple(args)
+        if "out" in self.args:  # `saves=("out",)` names the output
+            raise ValueError(f"op {name!r}: an argument may not be named 'out' (the output's "
+                             f"name in `saves`)")
         self.vjp = vjp
         self.jvp = jvp
         self.saves = tuple(saves)
