@@ -247,6 +247,7 @@ class Variable:
             value = Tensor(initial_value.copy(), value._dev)
         self._value = value
         self._uid = _next_uid()
+        self._lock = threading.Lock()  # the assignments hold it (see assign)
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{next(Variable._count)}"
 
@@ -295,25 +296,31 @@ class Variable:
                              f"on {self.device}")
         return t
 
+    # The assignments hold the variable's lock: assign_add and assign_sub read, add and write
+    # back, and without it concurrent updates from threads are lost (TF's ResourceVariable
+    # loses none); assign takes it too, so it lands before or after an update, never inside.
     def assign(self, value, read_value=True):
         t = self._checked(value, "assign")
         if isinstance(value, np.ndarray) and t._data is value:
             t = Tensor(value.copy(), t._dev)  # the caller still holds `value`
-        self._value = Tensor(t._data, t._dev)
+        with self._lock:
+            self._value = Tensor(t._data, t._dev)
         if _thread.tracers:
             _assigned(self, "assign", t)
         return self if read_value else None
 
     def assign_add(self, delta, read_value=True):
         d = self._checked(delta, "assign_add")
-        self._value = Tensor(self._value._data + d._data, d._dev)  # new array: saved values stay
+        with self._lock:  # a new array: values saved on tapes stay
+            self._value = Tensor(self._value._data + d._data, d._dev)
         if _thread.tracers:
             _assigned(self, "assign_add", d)
         return self if read_value else None
 
     def assign_sub(self, delta, read_value=True):
         d = self._checked(delta, "assign_sub")
-        self._value = Tensor(self._value._data - d._data, d._dev)
+        with self._lock:
+            self._value = Tensor(self._value._data - d._data, d._dev)
         if _thread.tracers:
             _assigned(self, "assign_sub", d)
         return self if read_value else None
@@ -358,16 +365,18 @@ class Variable:
         new = Variable.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._uid = _next_uid()
+        new._lock = threading.Lock()
         return new
 
     def __deepcopy__(self, memo):
         new = Variable.__new__(type(self))
         memo[id(self)] = new
         for key, val in self.__dict__.items():
-            if key not in ("_value", "_uid"):
+            if key not in ("_value", "_uid", "_lock"):
                 new.__dict__[key] = _copy.deepcopy(val, memo)
         new._value = Tensor(self._value._data.copy(), self._value._dev)
         new._uid = _next_uid()
+        new._lock = threading.Lock()
         return new
 
     def __reduce__(self):

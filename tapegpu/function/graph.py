@@ -698,13 +698,14 @@ def _replay(plan, arrays):
 
 
 def _assign(var, kind, a):
-    dev = var._value._dev
-    if kind == "assign":
-        var._value = Tensor(a, dev)
-    elif kind == "assign_add":
-        var._value = Tensor(var._value._data + a, dev)
-    else:
-        var._value = Tensor(var._value._data - a, dev)
+    with var._lock:  # atomic with the variable's eager assignments (Variable.assign)
+        dev = var._value._dev
+        if kind == "assign":
+            var._value = Tensor(a, dev)
+        elif kind == "assign_add":
+            var._value = Tensor(var._value._data + a, dev)
+        else:
+            var._value = Tensor(var._value._data - a, dev)
 
 
 def _check(expected, a, dev):
