@@ -14,6 +14,7 @@ function updates the metric with that call's values.
 0.0
 """
 import functools
+import threading
 import warnings
 
 import numpy as np
@@ -40,7 +41,10 @@ def _np(value):
 
 def _effect(update, *values):
     """Runs `update(*numpy arrays)` now, and inside `tg.function` records it as a graph effect
-    that reruns it with each call's tensor values (the others are constants of the trace)."""
+    that reruns it with each call's tensor values (the others are constants of the trace).
+    `update` is a host metric's method: it runs holding the metric's lock, since its `+=` on
+    the state are read-modify-writes that concurrent threads would otherwise lose."""
+    update = _locked(update)
     arrays = [None if v is None else _np(v) for v in values]
     update(*arrays)
     if not _thread.tracers:
@@ -57,6 +61,16 @@ def _effect(update, *values):
 
     for tracer in _thread.tracers:
         tracer.on_update(replay, tensors, [])
+
+
+def _locked(update):
+    """`update`, a host metric's method, run holding that metric's lock."""
+    lock = update.__self__._lock
+
+    def run(*arrays):
+        with lock:
+            update(*arrays)
+    return run
 
 
 def _weights(sample_weight, values, who):
@@ -182,11 +196,22 @@ class Metric:
 
 
 class _HostMetric(Metric):
-    """tapegpu's metrics: their state is float64 numbers on the host, set by reset_state."""
+    """tapegpu's metrics: their state is float64 numbers on the host, set by reset_state and
+    updated holding the metric's lock (see `_effect`)."""
 
     def __init__(self, name=None, dtype=None):
         super().__init__(name=name, dtype=dtype)
+        self._lock = threading.Lock()
         self.reset_state()
+
+    def __getstate__(self):  # a copy (or a pickle) gets a lock of its own
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
 
 def _snake(name):
