@@ -224,7 +224,9 @@ def _snake(name):
 
 
 class Mean(_HostMetric):
-    """The (weighted) mean of every value given: `sum(values * w) / sum(w)`.
+    """The (weighted) mean of the values given, as Keras 3 reduces them: each example's values
+    and weights are averaged over its positions (the axes after the first), and the result is
+    `sum(example values * weights) / sum(example weights)`.
 
     >>> m = tg.keras.metrics.Mean()
     >>> m.update_state([1.0, 3.0])
@@ -246,8 +248,8 @@ class Mean(_HostMetric):
     def _update(self, values, sample_weight):
         v = values.astype(np.float64)
         w = _weights(sample_weight, v, f"{type(self).__name__}.update_state")
-        self.total += float((v * w).sum())
-        self.count += float(w.sum())
+        self.total += float(_per_example(v * w).sum())
+        self.count += float(_per_example(w).sum())
 
     def _mean(self):
         return self.total / self.count if self.count else 0.0
@@ -257,6 +259,12 @@ class Mean(_HostMetric):
 
     def _value(self):  # fit's logs: the result's value without making a tensor
         return float(np.asarray(self._mean(), self.dtype))
+
+
+def _per_example(a):
+    """Each example's mean over its positions (Keras' Mean counts examples, not positions: a
+    batch of longer sequences does not weigh more)."""
+    return a.mean(axis=tuple(range(1, a.ndim))) if a.ndim > 1 else a
 
 
 class Sum(_HostMetric):
@@ -286,7 +294,9 @@ class Sum(_HostMetric):
 
 
 class MeanMetricWrapper(Mean):
-    """The mean of `fn(y_true, y_pred, **kwargs)` over every example seen."""
+    """The mean of `fn(y_true, y_pred, **kwargs)` over every example seen. As Keras 3's, a
+    prediction's mask (`Embedding(mask_zero=True)`, `Masking`) multiplies the sample weights:
+    padded positions count for nothing."""
 
     def __init__(self, fn, name=None, dtype=None, **kwargs):
         self._fn, self._fn_kwargs = fn, kwargs
@@ -294,10 +304,18 @@ class MeanMetricWrapper(Mean):
                          dtype=dtype)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        _effect(self._update_pair, y_true, y_pred, sample_weight)
+        mask = getattr(y_pred, "_keras_mask", None)
+        _effect(self._update_pair, y_true, y_pred, sample_weight, mask)
 
-    def _update_pair(self, y_true, y_pred, sample_weight):
-        self._update(_np(self._fn(y_true, y_pred, **self._fn_kwargs)), sample_weight)
+    def _update_pair(self, y_true, y_pred, sample_weight, mask=None):
+        values = _np(self._fn(y_true, y_pred, **self._fn_kwargs))
+        if mask is not None:
+            weights = mask.astype(np.float64)
+            if sample_weight is not None:
+                weights = weights * _weights(sample_weight, weights,
+                                             f"{type(self).__name__}.update_state")
+            sample_weight = weights
+        self._update(values, sample_weight)
 
 
 def accuracy(y_true, y_pred):

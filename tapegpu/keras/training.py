@@ -7,6 +7,7 @@ call, also those of layers with a `seed`), unless `compile(run_eagerly=True)`. I
 tensors (sliced into `batch_size` batches, reshuffled each epoch when `shuffle=True`), or a
 `tg.data.Dataset` yielding `(x, y)` or `(x, y, sample_weight)` batches.
 """
+import math
 import warnings
 from collections.abc import Mapping
 
@@ -39,14 +40,19 @@ def get_optimizer(identifier):
 
 
 class _Compiled:
-    def __init__(self, optimizer, loss, metrics, loss_weights):
+    def __init__(self, optimizer, loss, metrics, loss_weights, weighted_metrics=None):
         self.optimizer = get_optimizer(optimizer)
         self.loss_spec = loss
         self.loss = None if loss is None or isinstance(loss, (list, tuple, dict)) else \
             _losses.get(loss)
         self.loss_weights = loss_weights
         self.metric_specs = list(metrics or [])
-        self.metrics = None  # created from the first batch (so 'accuracy' can see the shapes)
+        self.weighted_specs = list(weighted_metrics or [])
+        # created from the first batch (so 'accuracy' can see the shapes): `metrics`, then
+        # `weighted_metrics`, and the names each is logged under
+        self.metrics = None
+        self.unweighted, self.weighted = None, None
+        self.metric_names = None
         self.loss_tracker = _metrics.Mean(name="loss")
         self.output_losses = None  # [(name, loss, weight, tracker)] for several outputs
         self.run_eagerly = False
@@ -123,20 +129,39 @@ class _Compiled:
     def build_metrics(self, y, y_pred):
         if self.metrics is not None:
             return
-        if self.metric_specs and isinstance(y_pred, (list, tuple, dict)):
+        if (self.metric_specs or self.weighted_specs) and \
+                isinstance(y_pred, (list, tuple, dict)):
             raise NotImplementedError("compile: metrics for a model with several outputs are "
                                       "not supported (the loss, loss_weights and each output's "
                                       "loss are); compute them in a custom train_step")
-        self.metrics = []
-        for spec in self.metric_specs:
-            if spec in ("accuracy", "acc"):
-                m = _accuracy_for(self.loss, y, y_pred)
+        plain = [self._metric(spec, y, y_pred) for spec in self.metric_specs]
+        weighted = [self._metric(spec, y, y_pred) for spec in self.weighted_specs]
+        self.metric_names = _log_names(plain, weighted)
+        self.metrics, self.unweighted, self.weighted = plain + weighted, plain, weighted
+
+    def _metric(self, spec, y, y_pred):
+        if spec in ("accuracy", "acc"):
+            m = _accuracy_for(self.loss, y, y_pred)
+            m.name = spec
+        else:
+            m = _metrics.get(spec)
+            if isinstance(spec, str):  # logged under the name given, as Keras 3 ('mae')
                 m.name = spec
-            else:
-                m = _metrics.get(spec)
-                if isinstance(spec, str):  # logged under the name given, as Keras 3 ('mae')
-                    m.name = spec
-            self.metrics.append(m)
+        return m
+
+    def update_metrics(self, y, y_pred, sample_weight):
+        """Keras 3's compiled metrics: `metrics` see no sample weights (nor class weights,
+        which fit folds into them), `weighted_metrics` see them; both see a prediction's
+        mask (MeanMetricWrapper)."""
+        self.build_metrics(y, y_pred)
+        for m in self.unweighted:
+            m.update_state(y, y_pred)
+        for m in self.weighted:
+            m.update_state(y, y_pred, sample_weight=sample_weight)
+
+    def named_metrics(self):
+        """(logged name, metric) of the built compiled metrics."""
+        return list(zip(self.metric_names or (), self.metrics or ()))
 
     def trackers(self):
         """The loss trackers: the total, then each output's."""
@@ -155,16 +180,27 @@ class _CompileMetrics:
         self._c = compiled
 
     def update_state(self, y, y_pred, sample_weight=None):
-        self._c.build_metrics(y, y_pred)
-        for m in self._c.metrics:
-            m.update_state(y, y_pred, sample_weight=sample_weight)
+        self._c.update_metrics(y, y_pred, sample_weight)
 
     def result(self):
-        return {m.name: m.result() for m in self._c.metrics or ()}
+        return {name: m.result() for name, m in self._c.named_metrics()}
 
     def reset_state(self):
         for m in self._c.metrics or ():
             m.reset_state()
+
+
+def _log_names(plain, weighted):
+    """The names compiled metrics are logged under, as Keras 3's CompileMetrics: a name seen
+    before gets '_1', '_2', ...; a weighted metric's gets 'weighted_' first."""
+    seen = {}
+
+    def unique(name):
+        seen[name] = seen.get(name, 0) + 1
+        return name if seen[name] == 1 else f"{name}_{seen[name] - 1}"
+    names = [unique(m.name) for m in plain]
+    return names + [unique(f"weighted_{m.name}" if m.name in seen else m.name)
+                    for m in weighted]
 
 
 def _one_loss(loss, y, y_pred, sample_weight):
@@ -472,21 +508,23 @@ class Trainer:
                 jit_compile="auto", auto_scale_loss=True):
         """Sets the optimizer (a name or instance), the loss (a name, `Loss` or function) and
         the metrics (names such as 'accuracy', `Metric`s or functions) used by `fit`.
+        As Keras 3, `metrics` are not weighted: `weighted_metrics` are the ones weighted by
+        `sample_weight` and `class_weight` (a metric in both lists is logged a second time
+        as 'weighted_<name>'). Mean metrics such as accuracy count only the unmasked
+        positions of a masked prediction.
 
         For a model with several outputs, `loss` is one loss for every output, a list (one
         per output) or a dict keyed by output names (the output layers' names), and
         `loss_weights` a list or dict of the outputs' weights: the loss is the weighted sum,
         and each output's weighted loss is logged as '<name>_loss' (Keras 3). Metrics are
         not supported for several outputs."""
-        if weighted_metrics is not None:
-            raise NotImplementedError("compile: weighted_metrics are not supported (metrics "
-                                      "are weighted by sample_weight already)")
         if loss_weights is not None and not isinstance(loss_weights, (list, tuple, dict)):
             raise TypeError(f"compile: loss_weights must be a list or a dict keyed by output "
                             f"names, got {loss_weights!r}")
-        if metrics is not None and not isinstance(metrics, (list, tuple)):
-            raise TypeError(f"compile: metrics must be a list, got {metrics!r}")
-        self._compiled = _Compiled(optimizer, loss, metrics, loss_weights)
+        for label, value in (("metrics", metrics), ("weighted_metrics", weighted_metrics)):
+            if value is not None and not isinstance(value, (list, tuple)):
+                raise TypeError(f"compile: {label} must be a list, got {value!r}")
+        self._compiled = _Compiled(optimizer, loss, metrics, loss_weights, weighted_metrics)
         self._compiled.run_eagerly = bool(run_eagerly)
         self.optimizer = self._compiled.optimizer
 
@@ -501,13 +539,20 @@ class Trainer:
         c = getattr(self, "_compiled", None)
         if c is None:
             return []
-        if c.metrics is None and c.metric_specs:  # not built yet: Keras 3's container
+        if c.metrics is None and (c.metric_specs or c.weighted_specs):  # Keras 3's container
             return c.trackers() + [_CompileMetrics(c)]
         return c.trackers() + list(c.metrics or [])
 
     @property
     def metrics_names(self):
-        return [m.name for m in self.metrics]
+        names = self._log_names()
+        return [names.get(id(m), m.name) for m in self.metrics]
+
+    def _log_names(self):
+        """{id(metric): the name it is logged under} of the compiled metrics (a weighted
+        metric may be 'weighted_<name>')."""
+        c = getattr(self, "_compiled", None)
+        return {} if c is None else {id(m): n for n, m in c.named_metrics()}
 
     def reset_metrics(self):
         for m in self.metrics:
@@ -562,9 +607,7 @@ class Trainer:
         for (_, _, _, tracker), part in zip(c.output_losses or (), getattr(c, "last_parts", ())):
             if tracker is not None:
                 tracker.update_state(part, sample_weight=rows)
-        c.build_metrics(y, y_pred)
-        for m in c.metrics:
-            m.update_state(y, y_pred, sample_weight=sw)
+        c.update_metrics(y, y_pred, sw)
         return self._logs()
 
     def _logs(self):
@@ -572,7 +615,9 @@ class Trainer:
         if step_logs is not None:  # an overridden step's own logs
             return {k: float(_np(v)) if isinstance(v, (Tensor, Variable, np.ndarray)) else v
                     for k, v in _flat_logs(step_logs).items()}
-        return {m.name: m._value() for m in self.metrics if not isinstance(m, _CompileMetrics)}
+        names = self._log_names()
+        return {names.get(id(m), m.name): m._value() for m in self.metrics
+                if not isinstance(m, _CompileMetrics)}
 
     def make_train_function(self):
         """The function `fit` calls per batch: `train_step` through `tg.function`, or
@@ -629,7 +674,14 @@ class Trainer:
                 raise ValueError("fit: validation_split is only supported for arrays and "
                                  "tensors, not for a tg.data.Dataset")
             n = _num_rows(x, "fit")
-            cut = int(n * (1.0 - validation_split))
+            cut = int(math.floor(n * (1.0 - validation_split)))
+            if cut in (0, n):  # Keras' check and message
+                raise ValueError(f"fit: training data contains {n} samples, which is not "
+                                 "sufficient to split it into a validation and training set "
+                                 f"as specified by `validation_split={validation_split}` "
+                                 "(each must keep at least one sample). Either provide more "
+                                 "data, or a different value for the `validation_split` "
+                                 "argument.")
             split = lambda s, idx: None if s is None else _take(s, idx)  # noqa: E731
             head, tail = np.arange(cut), np.arange(cut, n)
             validation_data = (split(x, tail), split(y, tail), split(sample_weight, tail))
@@ -709,8 +761,7 @@ class Trainer:
             print(" - ".join(f"{k}: {_callbacks._fmt(v)}" for k, v in logs.items()))
         if return_dict:
             return logs
-        values = list(logs.values()) if self._overrides("test_step") else \
-            [logs[m.name] for m in self.metrics]
+        values = list(logs.values())
         return values[0] if len(values) == 1 else values
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
