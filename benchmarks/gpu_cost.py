@@ -6,7 +6,7 @@ Runs tapegpu's side of each workload (workloads.py) once on the `cuda_emu` devic
 custom kernel runs from the same `.cu` source as on a GPU through the CPU emulator, and reads
 the backend's launch counter (`launches`: kernel launches per kernel name) around one step
 after a warm-up. Each workload is counted twice: with the sweep's array mode and fused VJPs
-(the default, `tapegpu.autodiff.sweep.FUSED = True`) and with the tensor-mode rules only, so the effect
+(the default; `tapegpu.core.options.options.array_sweep`) and with the tensor-mode rules only, so the effect
 of fusion is visible; then under `tg.function` unfused ("traced"), fused ("traced, fused") and
 captured as one CUDA graph ("captured", `jit_compile=True`: 1 launch per step where the step
 can be captured, else the fused replay's count; tapegpu/function/capture.py says which steps
@@ -140,7 +140,7 @@ def main(argv=None):
     p.add_argument("--markdown", action="store_true", help="also print a markdown table")
     args = p.parse_args(argv)
     import tapegpu as tg
-    from tapegpu.autodiff import sweep
+    from tapegpu.core.options import options
     from benchmarks import workloads
     dev, why = emu_device()
     if dev is None:
@@ -157,16 +157,14 @@ def main(argv=None):
                 continue
             entry = {}
             for mode, fused in (("fused", True), ("unfused", False)):
-                old = sweep.FUSED
-                sweep.FUSED = fused
                 try:
-                    launches = count(dev, fn)
-                    entry[mode] = {"launches": sum(launches.values()), "per_kernel": launches,
-                                   "bytes": _profiler_bytes(tg, fn) if fused else None}
+                    with options(array_sweep=fused):
+                        launches = count(dev, fn)
+                        entry[mode] = {"launches": sum(launches.values()),
+                                       "per_kernel": launches,
+                                       "bytes": _profiler_bytes(tg, fn) if fused else None}
                 except Exception as e:
                     entry[mode] = {"error": f"{type(e).__name__}: {e}"}
-                finally:
-                    sweep.FUSED = old
             for mode, jit in (("traced", False), ("traced, fused", None), ("captured", True)):
                 try:
                     with tg.device("cuda_emu"):

@@ -18,6 +18,7 @@ from ..ops import TENSOR_OPS
 from ..ops.namespace import TensorOps, array_ops
 from ..ops.registry import SAVE_XY, passthrough
 from ..core import profiler
+from ..core.options import options
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
 from .recorder import saved_arrays
@@ -31,8 +32,6 @@ class _UnrecordedOps(TensorOps):
 
 
 UNRECORDED_OPS = _UnrecordedOps(ops)
-FUSED = True  # tests switch the array mode off to compare both
-IN_PLACE = True  # tests switch in-place accumulation off to measure what it saves
 
 
 def reachable(entries, sources):
@@ -83,7 +82,7 @@ def backward(entries, seeds, sources, batch_ndim=0, release=False, ledger=None, 
 
 def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
     forward, reach = (entries, reach) if reach is not None else reachable(entries, sources)
-    if FUSED and not _thread.recorders:
+    if options.array_sweep and not _thread.recorders:
         # rules meet the same domain edges as the ops' forwards (log's g / x at 0): as there,
         # numpy's warnings about inf and nan are not raised from tapegpu's lines
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -221,7 +220,7 @@ def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledg
                 grads[u] = c
                 if track:
                     ledger.hold(c)
-            elif IN_PLACE and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
+            elif options.in_place and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
                 prev += c  # nobody else holds this buffer: accumulate in place
             else:
                 grads[u] = prev + c

@@ -5,8 +5,8 @@ is a `BatchArray`, a stand-in that reports the per-example shape and dtype (so `
 shape logic sees one example, as TensorFlow's pfor does) and holds the real tensor, whose axis
 0 is the batch axis. Every op on it goes through the registry as usual; its forward refuses the
 stand-in, and `registry._failed` hands the op to `batching` here, which runs it on the real
-tensors by the rule its entry names (`Op.batch`, one of `registry.BATCH_KINDS`): ops batch
-without any table of their own, and nothing is checked on the path of ordinary values. An op
+tensors by the rule its entry names (`Op.batch`: a kind or a rule of its own, ops/batching.py):
+nothing here names an op, and nothing is checked on the path of ordinary values. An op
 without a rule runs once per example (stacked), and `vectorized_map` names it in one warning.
 
 Tapes. The rules' ops on real tensors are ordinary ops: tapes outside `vectorized_map` record
@@ -26,7 +26,7 @@ from .. import ops
 from ..core import nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..errors import InvalidArgumentError
-from ..ops import registry
+from ..ops import batching, registry
 
 
 class Batched(TypeError):
@@ -140,7 +140,7 @@ def _apply(op, inputs, params):
                 trace = d.trace
         flags = [type(t._data) is BatchArray and t._data.trace is trace for t in inputs]
         vals = [t._data.value if b else t for t, b in zip(inputs, flags)]
-    rule = KINDS.get(op.batch)
+    rule = batching.rule_of(op)
     recs = _thread.recorders
     marker = trace.marker
     if recs and recs[-1] is marker:  # no tape entered inside fn is recording (a sweep)
@@ -222,7 +222,7 @@ class _Capture:
             return [ops.stack([c[k] for c in self.calls]) for k in range(len(self.calls[0]))]
         res = self.calls[-1]
         if kind == "merge":
-            return [_unmerge(r, size) for r in res]
+            return [batching.unmerge(r, size) for r in res]
         return list(res)
 
 
@@ -240,245 +240,6 @@ def _loop(op, vals, flags, params, trace):
         args = [v[i] if b else v for v, b in zip(vals, flags)]
         rows.append(registry.apply(op, args, params))
     return ops.stack(rows)
-
-
-# -- the rules, one per kind (registry.BATCH_KINDS) ------------------------------------------------
-# Each takes the real values (batched ones with the batch axis first), which are batched, the
-# op's per-example params and the batch size; it returns the real output (batch axis first), or
-# None where it does not cover the inputs (then the op runs by the loop).
-
-_RESHAPE, _BROADCAST_TO, _EINSUM, _TRANSPOSE = (ops.reshape.op, ops.broadcast_to.op,
-                                                 ops.einsum.op, ops.transpose.op)
-
-
-def _reshaped(v, shape):
-    """`v` in `shape` (which the rules compute: valid by construction)."""
-    if v._data.shape == shape:
-        return v
-    return registry.apply1(_RESHAPE, v, {"shape": shape})
-
-
-def _aligned(v, rank):
-    """A batched value with its per-example axes left-padded with 1s to `rank`."""
-    s = v._data.shape
-    if len(s) == rank + 1:
-        return v
-    return _reshaped(v, s[:1] + (1,) * (rank + 1 - len(s)) + s[1:])
-
-
-def _materialised(v, b, size):
-    """Every example's copy of an input (a broadcast view when it is not batched)."""
-    return v if b else registry.apply1(_BROADCAST_TO, v, {"shape": (size,) + v._data.shape})
-
-
-def _broadcast(op, vals, flags, params, size):
-    # inputs broadcast from the right: batched ones get the batch axis in front of the others'
-    if len(vals) == 1:
-        return registry.apply1(op, vals[0], params)
-    if len(vals) == 2:
-        x, y = vals
-        bx, by = flags
-        rx = x._data.ndim - bx
-        ry = y._data.ndim - by
-        if bx and rx < ry:
-            x = _aligned(x, ry)
-        elif by and ry < rx:
-            y = _aligned(y, rx)
-        return registry.apply2(op, x, y, params)
-    ranks = [v._data.ndim - b for v, b in zip(vals, flags)]
-    rank = max(ranks)
-    args = [_aligned(v, rank) if b and r < rank else v for v, b, r in zip(vals, flags, ranks)]
-    if len(args) == 2:
-        return registry.apply2(op, args[0], args[1], params)
-    return registry.apply(op, args, params)
-
-
-def _matmul(op, vals, flags, params, size):
-    # both batched with a contraction of length 1 (per-example weight gradients of a dense
-    # layer): outer products, one einsum on the operands as they are (the size-1 contraction
-    # axis summed), instead of numpy's batched matmul, a loop of rank-1 matrix products that
-    # takes 5-8x as long; numpy's einsum also beats a broadcast multiply here (its
-    # sum-of-products loop writes (64, 100, 128) float32 at memory speed, the multiply's
-    # ufunc loop pays per row of the output)
-    a, b = vals
-    if flags[0] and flags[1] and a._data.dtype.kind == "f":
-        ta, tb = params.get("ta", False), params.get("tb", False)
-        sa, sb = a._data.shape, b._data.shape
-        if sa[-2 if ta else -1] == 1 and sa[:-2] == sb[:-2]:
-            axes = _LETTERS[:len(sa) - 2]
-            terms = (axes + ("yx" if ta else "xy"), axes + ("zy" if tb else "yz"))
-            return registry.apply2(_EINSUM, a, b, {"terms": terms, "out": axes + "xz"})
-    return _broadcast(op, vals, flags, params, size)
-
-
-_LETTERS = "abcdefghijklmnopqrstuvw"
-
-
-def _leading(op, vals, flags, params, size):
-    # the op maps over leading axes and names its axes from the right
-    return registry.apply(op, [_materialised(v, b, size) for v, b in zip(vals, flags)], params)
-
-
-def _leading_broadcast(op, vals, flags, params, size):
-    # as leading, for inputs of one core rank that broadcast their own batch axes: each is
-    # given ones after the batch axis up to the largest rank, so the batch axes line up
-    vals = [_materialised(v, b, size) for v, b in zip(vals, flags)]
-    rank = max(v._data.ndim for v in vals)
-    vals = [v if v._data.ndim == rank else registry.apply1(
-        _RESHAPE, v, {"shape": v._data.shape[:1] + (1,) * (rank - v._data.ndim) +
-                      v._data.shape[1:]}) for v in vals]
-    return registry.apply(op, vals, params)
-
-
-def _shifted(axis):
-    if isinstance(axis, int):
-        return axis + 1 if axis >= 0 else axis
-    return tuple(a + 1 if a >= 0 else a for a in axis)
-
-
-def _axis(op, vals, flags, params, size):
-    p = dict(params)
-    p["axis"] = _shifted(params["axis"])
-    if len(vals) == 1:
-        return registry.apply1(op, vals[0], p)
-    return registry.apply(op, [_materialised(v, b, size) for v, b in zip(vals, flags)], p)
-
-
-def _with(op, vals, params, key, value):
-    p = dict(params)
-    p[key] = value
-    return registry.apply(op, vals, p)
-
-
-def _reshape(op, vals, flags, params, size):
-    return _with(op, vals, params, "shape", (size,) + tuple(params["shape"]))
-
-
-def _broadcast_to(op, vals, flags, params, size):
-    shape = tuple(params["shape"])
-    return _with(op, [_aligned(vals[0], len(shape))], params, "shape", (size,) + shape)
-
-
-def _transpose(op, vals, flags, params, size):
-    return _with(op, vals, params, "perm", (0,) + tuple(p + 1 for p in params["perm"]))
-
-
-def _tile(op, vals, flags, params, size):
-    return _with(op, vals, params, "multiples", (1,) + tuple(params["multiples"]))
-
-
-def _pad(op, vals, flags, params, size):
-    return _with(op, vals, params, "paddings", ((0, 0),) + tuple(params["paddings"]))
-
-
-def _einsum(op, vals, flags, params, size):
-    # a letter that no term uses is the batch axis of the batched operands and the output
-    used = set("".join(params["terms"]) + params["out"])
-    letter = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
-                  if c not in used)
-    terms = tuple(letter + t if b else t for t, b in zip(params["terms"], flags))
-    p = dict(params, terms=terms, out=letter + params["out"])
-    return registry.apply(op, vals, p)
-
-
-def _first(op, vals, flags, params, size):
-    if any(flags[1:]):
-        return None
-    return registry.apply(op, vals, params)
-
-
-def _merged(v, size):
-    s = v._data.shape
-    return _reshaped(v, (size * s[1],) + s[2:])
-
-
-def _unmerge(v, size):
-    s = v._data.shape
-    return _reshaped(v, (size, s[0] // size) + s[1:])
-
-
-def _merge(op, vals, flags, params, size):
-    # the op's own axis 0 is a batch axis: the map's batch folds into it
-    args = [_merged(_materialised(v, b, size), size) for v, b in zip(vals, flags)]
-    return _unmerge(registry.apply(op, args, params), size)
-
-
-def _merge_first(op, vals, flags, params, size):
-    if any(flags[1:]):
-        return None
-    return _unmerge(registry.apply(op, [_merged(vals[0], size)] + list(vals[1:]), params), size)
-
-
-def _to_channels(v, size):
-    """A batched (B, ..., C) value as (..., B * C): the batch in front of each channel block."""
-    s = v._data.shape
-    n = len(s)
-    t = registry.apply1(_TRANSPOSE, v, {"perm": tuple(range(1, n - 1)) + (0, n - 1)})
-    return _reshaped(t, s[1:-1] + (size * s[-1],))
-
-
-def _filter_groups(op, vals, flags, params, size):
-    # per-example filter gradients: the batch folds into the channels, each example a group
-    # of its own (input channel block b meets output channel block b only)
-    x, g = (_to_channels(_materialised(v, b, size), size) for v, b in zip(vals, flags))
-    w_shape = tuple(params["w_shape"])
-    dw = registry.apply2(op, x, g, dict(params, w_shape=w_shape[:-1] + (size * w_shape[-1],)))
-    dw = _reshaped(dw, w_shape[:-1] + (size, w_shape[-1]))
-    n = len(w_shape)
-    return registry.apply1(_TRANSPOSE, dw, {"perm": (n - 1,) + tuple(range(n - 1)) + (n,)})
-
-
-def _filters(w, size):
-    """Batched filters (B, *k, cin_g, cout) as one filter (*k, cin_g, B * cout)."""
-    s = w._data.shape
-    n = len(s)
-    t = registry.apply1(_TRANSPOSE, w, {"perm": tuple(range(1, n - 1)) + (0, n - 1)})
-    return _reshaped(t, s[1:-1] + (size * s[-1],))
-
-
-def _from_channels(y, size):
-    """(..., B * C) back to (B, ..., C)."""
-    s = y._data.shape
-    n = len(s)
-    t = _reshaped(y, s[:-1] + (size, s[-1] // size))
-    return registry.apply1(_TRANSPOSE, t, {"perm": (n - 1,) + tuple(range(n - 1)) + (n,)})
-
-
-def _conv(op, vals, flags, params, size):
-    # the filter shared: the batch folds into the op's own batch axis; per-example filters: into
-    # the channels, each example a group of its own
-    if not flags[1]:
-        return _merge_first(op, vals, flags, params, size)
-    x = _to_channels(_materialised(vals[0], flags[0], size), size)
-    p = dict(params)
-    if "in_shape" in p:  # the transposed convolution: its output has the input's channels
-        p["in_shape"] = p["in_shape"][:-1] + (size * p["in_shape"][-1],)
-    return _from_channels(registry.apply2(op, x, _filters(vals[1], size), p), size)
-
-
-def _channels(op, vals, flags, params, size):
-    # per-channel parameters (a bias): shared, the op broadcasts them itself; per example, the
-    # batch folds into the channels of every input
-    if not any(flags[1:]):
-        return registry.apply(op, vals, params)
-    args = [_to_channels(_materialised(v, b, size), size) for v, b in zip(vals, flags)]
-    return _from_channels(registry.apply(op, args, params), size)
-
-
-def _lead(op, vals, flags, params, size):
-    # the op's `lead` param counts the leading axes in front of the ones it works on
-    if any(flags[1:]):
-        return None
-    return registry.apply2(op, vals[0], vals[1], dict(params, lead=params.get("lead", 0) + 1))
-
-
-KINDS = {"broadcast": _broadcast, "matmul": _matmul, "leading": _leading,
-         "leading_broadcast": _leading_broadcast, "axis": _axis,
-         "reshape": _reshape, "broadcast_to": _broadcast_to, "transpose": _transpose,
-         "tile": _tile, "pad": _pad, "einsum": _einsum, "first": _first, "merge": _merge,
-         "filter_groups": _filter_groups, "conv": _conv, "channels": _channels,
-         "lead": _lead}
-assert set(KINDS) == set(registry.BATCH_KINDS)
 
 
 # -- the public function ------------------------------------------------------------------------

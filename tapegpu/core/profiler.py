@@ -7,8 +7,9 @@
     print(prof)            # a table
     prof.as_dict()         # {"forward": {op: {"count", "flops", "bytes"}}, "backward": ..., ...}
 
-FLOPs: exact for matmul and einsum (2 per multiply-add), elements for elementwise ops and
-reductions, the usual cubic counts for factorisations. Bytes moved: inputs plus outputs. In the
+FLOPs: what each op's entry declares (`flops=`: exact for matmul and einsum, 2 per
+multiply-add; the usual cubic counts for factorisations; 0 for views and copies), elements for
+elementwise ops and reductions. Bytes moved: inputs plus outputs. In the
 backward, each recorded op's VJP is counted under that op's name, whether it ran fused or as
 tensor ops (whose own dispatches are then not counted again).
 """
@@ -28,35 +29,13 @@ def _size(shape):
     return math.prod(shape) if shape else 1
 
 
-def flops(op_name, in_shapes, out_shape, params):
-    """FLOPs of one forward call of `op_name`."""
-    if op_name == "matmul":
-        a, b = in_shapes
-        ta, tb = params.get("ta", False), params.get("tb", False)
-        m = a[-1] if ta else a[-2]
-        k = a[-2] if ta else a[-1]
-        n = b[-2] if tb else b[-1]
-        return 2 * _size(out_shape[:-2]) * m * n * k
-    if op_name == "einsum":
-        sizes = {}
-        for term, shape in zip(params["terms"], in_shapes):
-            sizes.update(zip(term, shape))
-        total = _size([sizes[c] for c in sizes])
-        return 2 * total if len(in_shapes) > 1 else total
-    if op_name in ("solve",):
-        n = in_shapes[0][-1]
-        k = in_shapes[1][-1]
-        return _size(in_shapes[0][:-2]) * (2 * n ** 3 // 3 + 2 * n * n * k)
-    if op_name in ("inv",):
-        return _size(in_shapes[0][:-2]) * 2 * in_shapes[0][-1] ** 3
-    if op_name in ("det", "logabsdet"):
-        return _size(in_shapes[0][:-2]) * 2 * in_shapes[0][-1] ** 3 // 3
-    if op_name == "cholesky":
-        return _size(in_shapes[0][:-2]) * in_shapes[0][-1] ** 3 // 3
-    if op_name in ("reshape", "transpose", "broadcast_to", "identity", "getitem", "concat",
-                   "tile", "pad", "gather", "stop_gradient", "cast"):
-        return 0
-    return max(_size(out_shape), max((_size(s) for s in in_shapes), default=0))
+def flops(op, in_shapes, out_shape, params):
+    """FLOPs of one forward call of `op`: its entry's `flops` (registry), else the larger of
+    the output's and the inputs' element counts."""
+    f = op.flops
+    if f is None:
+        return max(_size(out_shape), max((_size(s) for s in in_shapes), default=0))
+    return f if isinstance(f, int) else f(in_shapes, out_shape, params)
 
 
 class profile:
@@ -92,10 +71,10 @@ class profile:
             diff.subtract(self._launch_start.get(b.name, collections.Counter()))
             self.launches[b.name] = {k: v for k, v in diff.items() if v}
 
-    def add(self, table, name, in_arrays, out_array, in_shapes, out_shape, params, factor=1):
-        row = table[name]
+    def add(self, table, op, in_arrays, out_array, in_shapes, out_shape, params, factor=1):
+        row = table[op.name]
         row["count"] += 1
-        row["flops"] += factor * flops(name, in_shapes, out_shape, params)
+        row["flops"] += factor * flops(op, in_shapes, out_shape, params)
         row["bytes"] += sum(_nbytes(a) for a in in_arrays) + _nbytes(out_array)
 
     def as_dict(self):
@@ -128,7 +107,7 @@ def on_forward(op, inputs, out, params):
         if p.muted:
             continue
         table = p.backward if p.phase == "backward" else p.forward
-        p.add(table, op.name, [t._data for t in inputs], out,
+        p.add(table, op, [t._data for t in inputs], out,
               [t._data.shape for t in inputs], out.shape, params)
 
 
@@ -137,7 +116,7 @@ def on_vjp(entry, g, cts):
     for p in _active:
         needed = [c for c in cts if c is not None]
         # a VJP costs about one forward per input it differentiates
-        p.add(p.backward, entry.op.name, [g] + needed, None, list(entry.in_shapes),
+        p.add(p.backward, entry.op, [g] + needed, None, list(entry.in_shapes),
               g.shape, entry.params, factor=max(1, len(needed)))
 
 

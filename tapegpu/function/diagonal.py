@@ -9,8 +9,12 @@ keeps such values in their diagonal form: a value V of shape (n, ..., n at axis 
 V[k, ..., b, ...] = (k == b) D[..., b, ...] is represented by D, V's shape without axis 0.
 
 Seeds: a constant equal to the identity of size n > 1, between axis 0 and one other axis (the
-others of size 1): D = ones. Rules (the only places a diagonal value stays diagonal; `RULES`
-and `elementwise` below):
+others of size 1): D = ones. Rules (the only places a diagonal value stays diagonal): the
+pass's own `elementwise`, and the ops' own (`Op.diagonal`, registered in their families'
+files, as JAX keys its rules by primitive: reduce_sum in ops/reduce.py, matmul in
+ops/linalg.py, getitem, broadcast_to and reshape in ops/shape.py). A rule gets the pass (its
+`diag` map, `meta`, `shape`, `emit`, `reshape`, `transpose2`, `k_free`, `reshape_into`) and
+a node; it returns ("diag", D, p), ("plain",) having defined the node's output, or None:
 
 * an elementwise op (`Op.elementwise`) whose other operands do not vary along k (size 1 or
   absent there) and that gives 0 where its diagonal operands are 0: D' = op(D, ...). Which
@@ -38,10 +42,9 @@ import math
 
 import numpy as np
 
-from ..ops.binary import multiply
-from ..ops.linalg import matmul
-from ..ops.reduce import reduce_sum
-from ..ops.shape import broadcast_to, getitem, reshape, transpose
+from ..core.options import options
+from ..ops.binary import multiply  # the structural ops the pass builds with
+from ..ops.shape import reshape, transpose
 from .graph import EFFECTS, Node
 
 def _zero_groups(op, params, dtypes):
@@ -115,6 +118,10 @@ class _Pass:
     def shape(self, v):
         return self.g.meta[v][1]
 
+    def meta(self, v):
+        """(label, shape, dtype name, device) of a value."""
+        return self.g.meta[v]
+
     def reshape(self, v, shape, dev):
         if tuple(shape) == self.shape(v):
             return v
@@ -152,7 +159,7 @@ class _Pass:
         s = self.shape(v)
         return self.reshape(v, s[1:], dev) if len(s) == rank else v
 
-    # -- rules: each returns ("diag", D, p), ("plain",) having defined n.out, or None ---------
+    # -- the pass's own rule -------------------------------------------------------------------
     def elementwise(self, n):
         _, out_shape, dtype, dev = self.g.meta[n.out]
         r = len(out_shape)
@@ -181,35 +188,6 @@ class _Pass:
         d = self.emit(n.op, ins, n.params, out_shape[1:], dtype, dev)
         return "diag", d, p
 
-    def reduce_sum(self, n):
-        (v,) = n.ins
-        d, p, size = self.diag[v]
-        _, out_shape, dtype, dev = self.g.meta[n.out]
-        r = len(self.shape(v))
-        axis = n.params.get("axis")
-        keep = n.params.get("keepdims", False)
-        axes = tuple(range(r)) if axis is None else \
-            tuple(sorted({a % r for a in ((axis,) if isinstance(axis, int) else axis)}))
-        if 0 in axes and p in axes:
-            return None  # the trace of the diagonal: run as traced
-        rest = tuple(a - 1 for a in axes if a not in (0, p))
-        if rest:
-            s = [x for i, x in enumerate(self.shape(d)) if keep or i not in rest]
-            d = self.emit(reduce_sum.op, [d], {"axis": rest, "keepdims": keep}, s, dtype, dev)
-        if 0 not in axes and p not in axes:
-            return "diag", d, p - sum(1 for a in rest if a < p - 1 and not keep)
-        # summed over k or over b: the diagonal itself, with b where the result has it
-        pd = p - 1 - (0 if keep else sum(1 for a in rest if a < p - 1))
-        if p in axes and pd:  # over b: the values of k, now in b's place, lead
-            s = list(self.shape(d))
-            perm = list(range(len(s)))
-            perm.insert(0, perm.pop(pd))
-            d = self.emit(transpose.op, [d], {"perm": tuple(perm)}, [s[i] for i in perm],
-                          dtype, dev)
-        # over k, b stays in its place; with keepdims, the summed axes are 1 in the result
-        self.reshape_into(d, n.out, out_shape, dev)
-        return ("plain",)
-
     def reshape_into(self, d, out, shape, dev):
         """Defines value `out` (of `shape`, the same elements as `d`) from `d`."""
         if math.prod(self.shape(d)) != math.prod(shape):
@@ -221,108 +199,13 @@ class _Pass:
                   out=out)
         self.defined.add(out)
 
-    def matmul(self, n):
-        a, b = n.ins
-        if (a in self.diag) == (b in self.diag):
-            return None
-        ta, tb = n.params.get("ta", False), n.params.get("tb", False)
-        if set(n.params) - {"ta", "tb"}:
-            return None
-        _, out_shape, dtype, dev = self.g.meta[n.out]
-        r = len(out_shape)
-        v, other = (a, b) if a in self.diag else (b, a)
-        d, p, size = self.diag[v]
-        if len(self.shape(v)) != r or r < 3 or self.shape(v)[0] != out_shape[0]:
-            return None
-        if v == a:  # the axis of V that the product sums over
-            contracted = r - 2 if ta else r - 1
-        else:
-            contracted = r - 1 if tb else r - 2
-        if p != contracted:
-            o = self.k_free(other, r, dev)
-            if o is None:
-                return None
-            ins = [d, o] if v == a else [o, d]
-            dd = self.emit(matmul.op, ins, n.params, out_shape[1:], dtype, dev)
-            if p < r - 2:
-                return "diag", dd, p
-            return "diag", dd, (r - 2 if v == a else r - 1)
-        # b is summed over: per-example outer products (rank 3, a matrix as the other operand)
-        if r != 3 or len(self.shape(other)) != 2:
-            return None
-        # D as (b, the other axis of V): V's product matrix is (b, columns) or (rows, b)
-        dm = self.transpose2(d, dev) if (tb if v == b else not ta) else d
-        if v == b:  # out[k] = A^T[k, :] outer D[k, :], A = other (transposed when ta)
-            xm = other if ta else self.transpose2(other, dev)
-            u, w = xm, dm
-        else:  # out[k] = D[:, k] outer B[k, :], B = other (transposed when tb)
-            xm = self.transpose2(other, dev) if tb else other
-            u, w = dm, xm
-        bs, m = self.shape(u)
-        nn = self.shape(w)[1]
-        u3 = self.reshape(u, (bs, m, 1), dev)
-        w3 = self.reshape(w, (bs, 1, nn), dev)
-        self.emit(multiply.op, [u3, w3], {}, out_shape, dtype, dev, out=n.out)
-        self.defined.add(n.out)
-        return ("plain",)
-
-    def getitem(self, n):
-        (v,) = n.ins
-        d, p, size = self.diag[v]
-        key, inner = n.params.get("key"), n.params.get("inner")
-        r = len(self.shape(v))
-        if not isinstance(key, tuple) or set(n.params) != {"key", "inner"}:
-            return None
-        full = (slice(None),) * (r - inner) + key
-        if not full or full[0] is None or any(
-                k is not None and not (isinstance(k, slice) and k == slice(None)) for k in full):
-            return None
-        full = full + (slice(None),) * (r - sum(1 for k in full if k is not None))
-        out_axis, axis, newp = 0, 0, None
-        for k in full:
-            if k is not None:
-                if axis == p:
-                    newp = out_axis
-                axis += 1
-            out_axis += 1
-        _, out_shape, dtype, dev = self.g.meta[n.out]
-        dd = self.emit(getitem.op, [d], {"key": full[1:], "inner": r - 1}, out_shape[1:],
-                       dtype, dev)
-        return "diag", dd, newp
-
-    def broadcast_to(self, n):
-        (v,) = n.ins
-        d, p, size = self.diag[v]
-        _, out_shape, dtype, dev = self.g.meta[n.out]
-        s = self.shape(v)
-        if set(n.params) != {"shape"} or len(s) != len(out_shape) or \
-                (s[0], s[p]) != (out_shape[0], out_shape[p]):
-            return None
-        dd = self.emit(broadcast_to.op, [d], {"shape": tuple(out_shape[1:])}, out_shape[1:],
-                       dtype, dev)
-        return "diag", dd, p
-
-    def reshape_rule(self, n):
-        """A reshape that only inserts or drops axes of size 1, axis 0 staying first."""
-        (v,) = n.ins
-        d, p, size = self.diag[v]
-        _, out_shape, dtype, dev = self.g.meta[n.out]
-        s = self.shape(v)
-        big_in = [i for i, x in enumerate(s) if x != 1]
-        big_out = [i for i, x in enumerate(out_shape) if x != 1]
-        if [s[i] for i in big_in] != [out_shape[i] for i in big_out] or not out_shape or \
-                out_shape[0] != s[0] or big_out[0] != 0:
-            return None
-        dd = self.reshape(d, out_shape[1:], dev)
-        return "diag", dd, big_out[big_in.index(p)]
-
     def run(self):
         g = self.g
         for n in g.nodes:
             n.ins = tuple(self.alias.get(v, v) for v in n.ins)
             result = None
             if n.kind == "op" and any(v in self.diag for v in n.ins):
-                rule = RULES.get(n.op) or (_Pass.elementwise if n.op.elementwise else None)
+                rule = n.op.diagonal or (_Pass.elementwise if n.op.elementwise else None)
                 result = rule(self, n) if rule is not None else None
                 if result is not None and result[0] == "diag":
                     self.diag[n.out] = result[1:] + (self.diag[next(
@@ -349,19 +232,11 @@ class _Pass:
         return g
 
 
-# the structural rules, by op entry (as JAX keys its rules by primitive)
-RULES = {reduce_sum.op: _Pass.reduce_sum, matmul.op: _Pass.matmul, getitem.op: _Pass.getitem,
-         broadcast_to.op: _Pass.broadcast_to, reshape.op: _Pass.reshape_rule}
-
-
-ENABLED = True  # tests and benchmarks turn the pass off to compare
-
-
 def propagate(graph):
     """Rewrites an optimized graph (in place) so that values diagonal over a Jacobian's basis
     and batch axes are computed in their diagonal form (the module docstring); a graph without
     an identity constant is returned unchanged."""
-    if not ENABLED:
+    if not options.diagonal:
         return graph
     p = _Pass(graph)
     if not p.diag:

@@ -3,6 +3,8 @@
 Rules return cotangents in the broadcast output shape; the sweep sums them down to each input's
 shape. Python scalars adopt the other operand's dtype (float32 stays float32).
 """
+import math
+
 import numpy as np
 
 from ..backends import checks
@@ -358,6 +360,77 @@ def multiply_no_nan(x, y, name=None):
     # where y is 0 a non-finite x is replaced by 0, so x * y (and both derivatives) stay finite
     dropped = logical_and(equal(y, scalar_like(0, y)), logical_not(_is_finite(x)))
     return multiply(where(dropped, scalar_like(0, x), x), y)
+
+
+# -- tg.function's rewrites of where (function/rewrite.py) ----------------------------------------
+
+def _size(shape):
+    return math.prod(shape)
+
+
+def _scaled_select(r, n):
+    """`where(m, g, g * s)` (or `where(m, g * s, g)`; an activation's backward: ELU, SELU, leaky
+    ReLU) with the product used only here and `m`, `s` broadcasting to fewer elements than `g`
+    (broadcast over a Jacobian's basis axis): `g * where(m, 1, s)`, the select on the small
+    operands and one broadcasting product on the large one, bit for bit the same values
+    (`g * 1` is `g`)."""
+    m, x, y = n.ins
+    _, shape, dtype, _ = r.meta(n.out)
+    if r.meta(m)[2] != "bool" or dtype not in ("float16", "float32", "float64"):
+        return None
+    for g, p, scaled_second in ((x, y, True), (y, x, False)):
+        prod = r.producer(p)
+        if prod is None or prod.op is not multiply.op or r.uses(p) != 1 or g not in prod.ins:
+            continue
+        s = prod.ins[1] if prod.ins[0] == g else prod.ins[0]
+        if r.meta(p)[1:3] != (shape, dtype) or r.meta(g)[2] != dtype or r.meta(s)[2] != dtype:
+            continue
+        small = np.broadcast_shapes(r.meta(m)[1], r.meta(s)[1])
+        if len(small) > len(shape) or _size(small) >= _size(shape) or \
+                np.broadcast_shapes(r.meta(g)[1], small) != shape:
+            continue
+        dev = n.dev
+        one = r.constant(dev, np.ones((), dtype))
+        factor = r.node(dev, _where_op, (m, one, s) if scaled_second else (m, s, one), {},
+                        small, dtype)
+        return [factor, r.node(dev, multiply.op, (g, factor.out), {}, shape, dtype, n.out)]
+    return None
+
+
+def _clipped_shift(r, n):
+    """`where(y > 0, c, y + c)` for a constant scalar c >= 0 (ELU's derivative from its output):
+    `[minimum(y + c, c)]`, bit for bit (rounding is monotone: y > 0 gives y + c >= c; NaN
+    propagates through both), one pass instead of a comparison and a select. Differentiated
+    (a traced function called under a tape runs its graph's ops), the two differ only for
+    0 < y < half an ulp of c, where `y + c` rounds to c: the select's derivative in y is 0
+    there, the minimum's 1 (ties go to its first input)."""
+    m, c, s = n.ins
+    cmp, shift_node = r.producer(m), r.producer(s)
+    _, shape, dtype, _ = r.meta(n.out)
+    if cmp is None or shift_node is None or cmp.op is not greater.op or \
+            shift_node.op is not add.op or cmp.params or shift_node.params:
+        return None
+    y, zero = cmp.ins
+    if y not in shift_node.ins:
+        return None
+    shift = shift_node.ins[1] if shift_node.ins[0] == y else shift_node.ins[0]
+    z, cv, sv = r.scalar(zero), r.scalar(c), r.scalar(shift)
+    if z is None or z != 0 or cv is None or not cv >= 0 or sv is None or \
+            sv.dtype != cv.dtype or sv != cv or r.meta(s)[1:3] != (shape, dtype) or \
+            r.meta(y)[1:3] != (shape, dtype):
+        return None
+    return [r.node(n.dev, minimum.op, (s, c), {}, shape, dtype, n.out)]
+
+
+def _where_rewrite(r, n):
+    new = _scaled_select(r, n)
+    if new is not None:  # the small select it makes may be a clipped shift
+        new[:1] = _clipped_shift(r, new[0]) or new[:1]
+        return new
+    return _clipped_shift(r, n)
+
+
+_where_op.rewrite = _where_rewrite
 
 
 __all__ = public(globals(), ("", "math"), special=((("",), (where, clip_by_value)),

@@ -41,6 +41,7 @@ import numpy as np
 from ..backends import cpu_kernels
 from ..core.tensor import Tensor, convert_to_tensor
 from .registry import InvalidArgumentError, def_op
+from . import batching
 from ._base import apply, floating, public
 from .shape import reshape, transpose
 
@@ -457,15 +458,49 @@ def _cpu_conv_filter(xp, x, g, w_shape, strides, dilations, pads):
     return dw.reshape(tuple(w_shape))
 
 
+# -- batching rules (tg.vectorized_map; ops/batching.py) -------------------------------------------
+
+def _batched_filters(w, size):
+    """Batched filters (B, *k, cin_g, cout) as one filter (*k, cin_g, B * cout)."""
+    s = w._data.shape
+    n = len(s)
+    t = batching.transposed(w, tuple(range(1, n - 1)) + (0, n - 1))
+    return batching.reshaped(t, s[1:-1] + (size * s[-1],))
+
+
+def _batch_conv(op, vals, flags, params, size):
+    # the filter shared: the batch folds into the op's own batch axis; per-example filters: into
+    # the channels, each example a group of its own
+    if not flags[1]:
+        return batching.merge_first(op, vals, flags, params, size)
+    x = batching.to_channels(batching.materialised(vals[0], flags[0], size), size)
+    p = dict(params)
+    if "in_shape" in p:  # the transposed convolution: its output has the input's channels
+        p["in_shape"] = p["in_shape"][:-1] + (size * p["in_shape"][-1],)
+    return batching.from_channels(apply(op, (x, _batched_filters(vals[1], size)), p), size)
+
+
+def _batch_filter_groups(op, vals, flags, params, size):
+    # per-example filter gradients: the batch folds into the channels, each example a group
+    # of its own (input channel block b meets output channel block b only)
+    x, g = (batching.to_channels(batching.materialised(v, b, size), size)
+            for v, b in zip(vals, flags))
+    w_shape = tuple(params["w_shape"])
+    dw = apply(op, (x, g), dict(params, w_shape=w_shape[:-1] + (size * w_shape[-1],)))
+    dw = batching.reshaped(dw, w_shape[:-1] + (size, w_shape[-1]))
+    n = len(w_shape)
+    return batching.transposed(dw, (n - 1,) + tuple(range(n - 1)) + (n,))
+
+
 _conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
-               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch="conv",
+               vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch=_batch_conv,
                kernels={"numpy": _cpu_conv})
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
                      saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
-                     batch="conv", kernels={"numpy": _cpu_conv_input})
+                     batch=_batch_conv, kernels={"numpy": _cpu_conv_input})
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
                       saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp,
-                      batch="filter_groups", kernels={"numpy": _cpu_conv_filter})
+                      batch=_batch_filter_groups, kernels={"numpy": _cpu_conv_filter})
 
 
 # -- pooling ops -----------------------------------------------------------------------------------

@@ -15,10 +15,11 @@ from .registry import InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, public, tensor
 from ..core.tensor import Tensor
 from . import binary as _b, unary as _u
+from . import batching
 from .kernels import cpu_einsum_outer
 from .reduce import reduce_max, reduce_sum
-from .shape import (_scatter_op, broadcast_to, expand_dims, getitem, matrix_transpose,
-                    reshape, stack, transpose)
+from .shape import (_scatter_op, broadcast_to, expand_dims, gather, getitem,
+                    matrix_transpose, reshape, stack, transpose)
 
 
 def _mT(x):
@@ -88,9 +89,105 @@ def _matmul_jvp(ops, ts, a, b, ta=False, tb=False):
     return out
 
 
+def _matmul_flops(in_shapes, out_shape, params):
+    # 2 m n k per product matrix
+    a, b = in_shapes
+    ta, tb = params.get("ta", False), params.get("tb", False)
+    m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
+    n = b[-2] if tb else b[-1]
+    return 2 * math.prod(out_shape[:-2]) * m * n * k
+
+
+def _batch_matmul(op, vals, flags, params, size):
+    # both batched with a contraction of length 1 (per-example weight gradients of a dense
+    # layer): outer products, one einsum on the operands as they are (the size-1 contraction
+    # axis summed), instead of numpy's batched matmul, a loop of rank-1 matrix products that
+    # takes 5-8x as long; numpy's einsum also beats a broadcast multiply here (its
+    # sum-of-products loop writes (64, 100, 128) float32 at memory speed, the multiply's
+    # ufunc loop pays per row of the output). Otherwise as broadcasting ops
+    a, b = vals
+    if flags[0] and flags[1] and a._data.dtype.kind == "f":
+        ta, tb = params.get("ta", False), params.get("tb", False)
+        sa, sb = a._data.shape, b._data.shape
+        if sa[-2 if ta else -1] == 1 and sa[:-2] == sb[:-2]:
+            axes = _LETTERS[:len(sa) - 2]
+            terms = (axes + ("yx" if ta else "xy"), axes + ("zy" if tb else "yz"))
+            return apply(_einsum, (a, b), {"terms": terms, "out": axes + "xz"})
+    return batching.broadcast(op, vals, flags, params, size)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvw"
+
+
 _matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
-                 vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch="matmul",
-                 replay="matmul")
+                 vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch=_batch_matmul,
+                 replay="matmul", flops=_matmul_flops)
+
+
+# -- tg.function's rewrite of a product with a constant (function/rewrite.py) --------------------
+
+def _repeated_axes(c):
+    """The axes of `c` (but the last, which a product sums over) along which every slice equals
+    the first."""
+    return tuple(ax for ax in range(c.ndim - 1) if c.shape[ax] > 1 and
+                 np.array_equal(c, np.take(c, [0], axis=ax).repeat(c.shape[ax], axis=ax)))
+
+
+def _one_hot_rows(c):
+    """Each row's column of the 1 when every row (last axis) of `c` is a unit vector, else
+    None."""
+    if c.shape[-1] == 0 or c.size == 0:
+        return None
+    idx = np.argmax(c, axis=-1)
+    unit = np.zeros_like(c)
+    np.put_along_axis(unit, idx[..., None], 1, axis=-1)
+    return idx.astype(np.int64) if np.array_equal(c, unit) else None
+
+
+def _constant_product(r, n):
+    """`matmul(c, b)` with `c` a constant (not transposed) and `b` a matrix: computed on one
+    copy of `c` where `c` repeats along an axis other than the summed one (a batch Jacobian's
+    cotangent basis), and as a row selection (`gather`) where its rows are unit vectors (the
+    identity basis of `jacobian`, rows of `one_hot`). The selection differs from the product
+    only where `b` holds an infinity or NaN: the product's `0 * inf` is NaN in every row, the
+    selection keeps each row's own values."""
+    a, b = n.ins
+    if n.params.get("ta") or not r.is_constant(a) or len(r.meta(b)[1]) != 2:
+        return None
+    dev = n.dev
+    _, shape, dtype, _ = r.meta(n.out)
+    c = r.constant_value(a)
+    if c.ndim < 2 or c.dtype.kind != "f":
+        return None
+    axes = _repeated_axes(c)
+    small = c[tuple(slice(0, 1) if ax in axes else slice(None) for ax in range(c.ndim))]
+    idx = _one_hot_rows(small)
+    if not axes and idx is None:
+        return None
+    tb = n.params.get("tb", False)
+    bshape = r.meta(b)[1]
+    rows = bshape[::-1] if tb else bshape  # op(b): (k, n)
+    small_shape = small.shape[:-1] + rows[1:]
+    target = None if axes else n.out
+    nodes = []
+    if idx is not None:
+        src = b
+        if tb:
+            t = r.node(dev, transpose.op, (b,), {"perm": (1, 0)}, rows, dtype)
+            nodes.append(t)
+            src = t.out
+        nodes.append(r.node(dev, gather.op, (src, r.constant(dev, idx)), {"axis": -2},
+                            small_shape, dtype, target))
+    else:
+        nodes.append(r.node(dev, _matmul, (r.constant(dev, small), b), n.params, small_shape,
+                            dtype, target))
+    if axes:
+        nodes.append(r.node(dev, broadcast_to.op, (nodes[-1].out,), {"shape": tuple(shape)},
+                            shape, dtype, n.out))
+    return nodes
+
+
+_matmul.rewrite = _constant_product
 
 
 _PARAMS = {(False, False): EMPTY, (True, False): {"ta": True}, (False, True): {"tb": True},
@@ -225,10 +322,28 @@ def _einsum_jvp(ops, ts, *operands, terms, out):
     return total
 
 
+def _einsum_flops(in_shapes, out_shape, params):
+    # one multiply-add per point of the index space (one add for a single operand)
+    sizes = {}
+    for term, shape in zip(params["terms"], in_shapes):
+        sizes.update(zip(term, shape))
+    total = math.prod(sizes.values())
+    return 2 * total if len(in_shapes) > 1 else total
+
+
+def _batch_einsum(op, vals, flags, params, size):
+    # a letter that no term uses is the batch axis of the batched operands and the output
+    used = set("".join(params["terms"]) + params["out"])
+    letter = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
+                  if c not in used)
+    terms = tuple(letter + t if b else t for t, b in zip(params["terms"], flags))
+    return apply(op, vals, dict(params, terms=terms, out=letter + params["out"]))
+
+
 _einsum = def_op("einsum", lambda xp, *xs, terms, out:
                  xp.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2),
                  args=("*",), saves=("*",), vjp=_einsum_vjp, jvp=_einsum_jvp, variadic=True,
-                 batch="einsum", kernels={"numpy": cpu_einsum_outer})
+                 batch=_batch_einsum, kernels={"numpy": cpu_einsum_outer}, flops=_einsum_flops)
 
 
 def einsum(equation, *inputs, name=None):
@@ -318,7 +433,8 @@ def _inv_forward(xp, x):
 
 _solve = def_op("solve", _solve_forward, args=("matrix", "rhs"),
                 saves=("matrix", "out", "rhs.shape"), vjp=_solve_vjp, jvp=_solve_jvp,
-                batch="leading")
+                batch="leading", flops=lambda ins, out, p: math.prod(ins[0][:-2]) * (
+                    2 * ins[0][-1] ** 3 // 3 + 2 * ins[0][-1] ** 2 * ins[1][-1]))
 
 
 def solve(matrix, rhs, adjoint=False, name=None):
@@ -342,7 +458,8 @@ solve.op = _solve
 _inv = def_op("inv", _inv_forward, saves=("out",),
               vjp=lambda ops, g, out: -ops.matmul(out, ops.matmul(g, out, transpose_b=True),
                                          transpose_a=True),
-              jvp=lambda ops, t, out: -ops.matmul(out, ops.matmul(t, out)), batch="leading")
+              jvp=lambda ops, t, out: -ops.matmul(out, ops.matmul(t, out)), batch="leading",
+              flops=lambda ins, out, p: math.prod(ins[0][:-2]) * 2 * ins[0][-1] ** 3)
 
 
 def inv(input, adjoint=False, name=None):  # noqa: A002
@@ -376,16 +493,22 @@ def _inverse_for(ops, x, op):
             f"computed: it needs the matrix inverse ({e})") from None
 
 
+def _lu_flops(in_shapes, out_shape, params):
+    return math.prod(in_shapes[0][:-2]) * 2 * in_shapes[0][-1] ** 3 // 3
+
+
 # d det(A) = det(A) tr(A^-1 dA)  =>  dA = g det(A) A^-T
 _det = def_op("det", lambda xp, x: xp.linalg.det(x), saves=("x", "out"),
               vjp=lambda ops, g, x, out:
               _expand2(ops, g * out) * ops.matrix_transpose(_inverse_for(ops, x, "det")),
-              jvp=lambda ops, t, x, out: out * _trace_inv_times(ops, x, t, "det"), batch="leading")
+              jvp=lambda ops, t, x, out: out * _trace_inv_times(ops, x, t, "det"),
+              batch="leading", flops=_lu_flops)
 # d log|det A| = tr(A^-1 dA)  =>  dA = g A^-T
 _logabsdet = def_op("logabsdet", lambda xp, x: xp.linalg.slogdet(x)[1], saves=("x",),
                     vjp=lambda ops, g, x: _expand2(ops, g) *
                     ops.matrix_transpose(_inverse_for(ops, x, "slogdet")),
-                    jvp=lambda ops, t, x: _trace_inv_times(ops, x, t, "slogdet"), batch="leading")
+                    jvp=lambda ops, t, x: _trace_inv_times(ops, x, t, "slogdet"),
+                    batch="leading", flops=_lu_flops)
 
 
 def _trace_inv_times(ops, x, t, op):
@@ -466,7 +589,8 @@ def _cholesky_jvp(ops, t, L):
 
 
 _cholesky = def_op("cholesky", _cholesky_forward, saves=("out",), vjp=_cholesky_vjp,
-                   jvp=_cholesky_jvp, batch="leading")
+                   jvp=_cholesky_jvp, batch="leading",
+                   flops=lambda ins, out, p: math.prod(ins[0][:-2]) * ins[0][-1] ** 3 // 3)
 
 
 def cholesky(input, name=None):  # noqa: A002
@@ -1522,6 +1646,58 @@ def cross(a, b, name=None):
     ax, ay, az = (getitem(a, (Ellipsis, i)) for i in range(3))
     bx, by, bz = (getitem(b, (Ellipsis, i)) for i in range(3))
     return stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
+
+
+# -- tg.function's diagonal pass (function/diagonal.py): how a value diagonal over a
+# Jacobian's basis goes through the op (returns ("diag", D, p), ("plain",) or None)
+
+def _diagonal_matmul(ps, n):
+    a, b = n.ins
+    if (a in ps.diag) == (b in ps.diag):
+        return None
+    ta, tb = n.params.get("ta", False), n.params.get("tb", False)
+    if set(n.params) - {"ta", "tb"}:
+        return None
+    _, out_shape, dtype, dev = ps.meta(n.out)
+    r = len(out_shape)
+    v, other = (a, b) if a in ps.diag else (b, a)
+    d, p, size = ps.diag[v]
+    if len(ps.shape(v)) != r or r < 3 or ps.shape(v)[0] != out_shape[0]:
+        return None
+    if v == a:  # the axis of V that the product sums over
+        contracted = r - 2 if ta else r - 1
+    else:
+        contracted = r - 1 if tb else r - 2
+    if p != contracted:
+        o = ps.k_free(other, r, dev)
+        if o is None:
+            return None
+        ins = [d, o] if v == a else [o, d]
+        dd = ps.emit(_matmul, ins, n.params, out_shape[1:], dtype, dev)
+        if p < r - 2:
+            return "diag", dd, p
+        return "diag", dd, (r - 2 if v == a else r - 1)
+    # b is summed over: per-example outer products (rank 3, a matrix as the other operand)
+    if r != 3 or len(ps.shape(other)) != 2:
+        return None
+    # D as (b, the other axis of V): V's product matrix is (b, columns) or (rows, b)
+    dm = ps.transpose2(d, dev) if (tb if v == b else not ta) else d
+    if v == b:  # out[k] = A^T[k, :] outer D[k, :], A = other (transposed when ta)
+        xm = other if ta else ps.transpose2(other, dev)
+        u, w = xm, dm
+    else:  # out[k] = D[:, k] outer B[k, :], B = other (transposed when tb)
+        xm = ps.transpose2(other, dev) if tb else other
+        u, w = dm, xm
+    bs, m = ps.shape(u)
+    nn = ps.shape(w)[1]
+    u3 = ps.reshape(u, (bs, m, 1), dev)
+    w3 = ps.reshape(w, (bs, 1, nn), dev)
+    ps.emit(_b.multiply.op, [u3, w3], {}, out_shape, dtype, dev, out=n.out)
+    ps.defined.add(n.out)
+    return ("plain",)
+
+
+_matmul.diagonal = _diagonal_matmul
 
 
 __all__ = public(globals(), ("linalg",), special=(

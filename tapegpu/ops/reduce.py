@@ -774,6 +774,42 @@ def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=
     return _shape.scatter_nd(_shape.stack([lab, pred], axis=1), values, [n, n])
 
 
+# -- tg.function's diagonal pass (function/diagonal.py): how a value diagonal over a
+# Jacobian's basis goes through the op (returns ("diag", D, p), ("plain",) or None)
+
+def _diagonal_reduce_sum(ps, n):
+    (v,) = n.ins
+    d, p, size = ps.diag[v]
+    _, out_shape, dtype, dev = ps.meta(n.out)
+    r = len(ps.shape(v))
+    axis = n.params.get("axis")
+    keep = n.params.get("keepdims", False)
+    axes = tuple(range(r)) if axis is None else \
+        tuple(sorted({a % r for a in ((axis,) if isinstance(axis, int) else axis)}))
+    if 0 in axes and p in axes:
+        return None  # the trace of the diagonal: run as traced
+    rest = tuple(a - 1 for a in axes if a not in (0, p))
+    if rest:
+        s = [x for i, x in enumerate(ps.shape(d)) if keep or i not in rest]
+        d = ps.emit(_sum, [d], {"axis": rest, "keepdims": keep}, s, dtype, dev)
+    if 0 not in axes and p not in axes:
+        return "diag", d, p - sum(1 for a in rest if a < p - 1 and not keep)
+    # summed over k or over b: the diagonal itself, with b where the result has it
+    pd = p - 1 - (0 if keep else sum(1 for a in rest if a < p - 1))
+    if p in axes and pd:  # over b: the values of k, now in b's place, lead
+        s = list(ps.shape(d))
+        perm = list(range(len(s)))
+        perm.insert(0, perm.pop(pd))
+        d = ps.emit(_shape.transpose.op, [d], {"perm": tuple(perm)}, [s[i] for i in perm],
+                    dtype, dev)
+    # over k, b stays in its place; with keepdims, the summed axes are 1 in the result
+    ps.reshape_into(d, n.out, out_shape, dev)
+    return ("plain",)
+
+
+_sum.diagonal = _diagonal_reduce_sum
+
+
 __all__ = public(globals(), ("", "math"), special=((("", "nn"), (moments,)), (("math",), (
     unsorted_segment_sum, unsorted_segment_mean, unsorted_segment_max, unsorted_segment_min,
     segment_sum, segment_mean, segment_max, segment_min)), (("math",), (cumulative_logsumexp,)),

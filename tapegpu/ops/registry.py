@@ -61,11 +61,21 @@ Contract (what every rule may rely on, and must honour)
   quotient: its numerator; `where`: both branches). tg.function's diagonal pass
   (function/diagonal.py) keeps a per-example value in its compact form through such ops. (An
   Inf or NaN in the other arguments is not considered: the pass never forms those products.)
+* Rules tg.function's passes apply to the op's nodes, registered from its family's file (the
+  passes name no op): `rewrite(r, node)` returns the nodes that replace `node` in a traced
+  graph (or None), building them with the pass's `r` (function/rewrite.py); `diagonal(d, node)`
+  says how a value diagonal over a Jacobian's basis goes through the op (function/diagonal.py);
+  `replay_into(node_inputs_meta, params) -> fn(*arrays, out) or None` writes the forward into
+  a buffer of the replay's plan (function/graph.py). `broadcast_only=True`: the op only
+  broadcasts its input, so an elementwise op may read the input itself.
+* `flops=`: what tg.profiler counts for one forward call, an int or `flops(in_shapes,
+  out_shape, params)`; by default 0 for a view and the larger of the output's and the inputs'
+  element counts otherwise (elementwise ops and reductions).
 * An op without `vjp` has no gradient (floor, argmax, comparisons): it is never recorded, so
   gradients through it are unconnected (`None`), as in TensorFlow.
 * `batch` names how the op runs on values with a batch axis (`tg.vectorized_map`, see
-  autodiff/vectorize.py): one of `BATCH_KINDS`. `elementwise=True` gives "broadcast"; an op
-  without a kind runs once per batch element there (and says so).
+  ops/batching.py): one of `BATCH_KINDS`, or a rule of the op's own. `elementwise=True` gives
+  "broadcast"; an op without one runs once per batch element there (and says so).
 * `replay` names what tg.function's replay (function/graph.py) may assume of the forward on
   numpy arrays, for its rewrites and its buffers: "select" (numpy's `where`), "greater" (`x >
   y`), "matmul" (`matmul` of the 2-D operands, transposed as `ta`/`tb` say), "bias_act",
@@ -91,22 +101,10 @@ REGISTRY = {}
 # apply2 take the general path through `_finish`, so the fast path costs one list test.
 OBSERVERS = []
 
-# How an op batches (its `batch` field), each kind implemented once in autodiff/vectorize.py:
-#   broadcast      inputs broadcast against each other's leading axes (elementwise ops)
-#   matmul         as broadcast; per-example outer products as one einsum
-#   leading        the op maps over leading axes and names its axes from the right
-#   leading_broadcast  as leading, for inputs of one core rank whose batch axes broadcast
-#   axis           as leading, with the non-negative axes of its `axis` param shifted by one
-#   reshape, broadcast_to, transpose, tile, pad, einsum: the one shape-like param rewritten
-#   first          only the first input may carry the batch axis (else the loop)
-#   merge          the batch axis folds into the op's own axis 0, which every input has
-#   filter_groups  it folds into the channels, each example a group of its own
-#   conv           merge for a shared filter, filter_groups-style groups for per-example ones
-#   channels       per-channel params (a bias): per example, the batch folds into the channels
-#   lead           the op's `lead` param (axes in front of the ones it works on) plus one
-BATCH_KINDS = ("broadcast", "matmul", "leading", "leading_broadcast", "axis", "reshape", "broadcast_to",
-               "transpose", "tile", "pad", "einsum", "first", "merge", "filter_groups", "conv",
-               "channels", "lead")
+# How an op batches (its `batch` field) under tg.vectorized_map: one of these kinds, shared by
+# many ops (implemented and described in ops/batching.py), or a rule of the op's own
+BATCH_KINDS = ("broadcast", "leading", "leading_broadcast", "axis", "first", "merge", "channels",
+               "lead")
 
 
 class Op:
@@ -114,13 +112,15 @@ class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
                  "residuals", "view", "view_when", "tensor_rule", "steps", "c", "batch", "replay",
-                 "zero_when", "residual_ops", "residual_of")
+                 "zero_when", "residual_ops", "residual_of", "flops", "rewrite",
+                 "broadcast_only", "diagonal", "replay_into")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
                  vjp_kernels=None, c=None, batch=None, replay=None, view_when=None,
-                 zero_when=()):
+                 zero_when=(), flops=None, rewrite=None, broadcast_only=False, diagonal=None,
+                 replay_into=None):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.forward = forward
@@ -150,11 +150,17 @@ class Op:
         self.steps = {}  # the array sweep's VJP per (backend, batched): see sweep._array_step
         if batch is None and elementwise:
             batch = "broadcast"
-        if batch is not None and batch not in BATCH_KINDS:
-            raise ValueError(f"op {name!r}: batch={batch!r} is not one of {BATCH_KINDS}")
-        self.batch = batch  # how it runs under tg.vectorized_map (BATCH_KINDS); None: a loop
+        if batch is not None and not callable(batch) and batch not in BATCH_KINDS:
+            raise ValueError(f"op {name!r}: batch={batch!r} is neither one of {BATCH_KINDS} "
+                             f"nor a rule")
+        self.batch = batch  # how it runs under tg.vectorized_map (ops/batching.py); None: a loop
         self.replay = replay  # what tg.function's replay may assume of it (module docstring)
         self.zero_when = tuple(tuple(group) for group in zero_when)  # (module docstring)
+        self.flops = 0 if view and flops is None else flops  # (module docstring)
+        self.rewrite = rewrite  # tg.function's rewrites of its nodes (module docstring)
+        self.broadcast_only = broadcast_only
+        self.diagonal = diagonal  # tg.function's diagonal pass (module docstring)
+        self.replay_into = replay_into  # the replay's forward into a buffer (module docstring)
         unknown = {a for group in self.zero_when for a in group} - set(self.args)
         if unknown:
             raise ValueError(f"op {name!r}: zero_when names {sorted(unknown)}, not among its "

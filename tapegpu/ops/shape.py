@@ -25,6 +25,37 @@ def _nb(g, out_ndim):
     return g.ndim - out_ndim
 
 
+# -- batching rules (tg.vectorized_map; ops/batching.py): a shape-like param gains the batch axis
+
+def _batched_param(op, vals, params, key, value):
+    return apply(op, vals, dict(params, **{key: value}))
+
+
+def _batch_reshape(op, vals, flags, params, size):
+    return _batched_param(op, vals, params, "shape", (size,) + tuple(params["shape"]))
+
+
+def _batch_transpose(op, vals, flags, params, size):
+    return _batched_param(op, vals, params, "perm", (0,) + tuple(p + 1 for p in params["perm"]))
+
+
+def _batch_broadcast_to(op, vals, flags, params, size):
+    shape = tuple(params["shape"])
+    x = vals[0]  # the batched input, its per-example axes left-padded with 1s to the target's
+    s = x._data.shape
+    if len(s) < len(shape) + 1:
+        x = apply(_reshape, (x,), {"shape": s[:1] + (1,) * (len(shape) + 1 - len(s)) + s[1:]})
+    return _batched_param(op, [x], params, "shape", (size,) + shape)
+
+
+def _batch_tile(op, vals, flags, params, size):
+    return _batched_param(op, vals, params, "multiples", (1,) + tuple(params["multiples"]))
+
+
+def _batch_pad(op, vals, flags, params, size):
+    return _batched_param(op, vals, params, "paddings", ((0, 0),) + tuple(params["paddings"]))
+
+
 # -- reshape / transpose / broadcast ---------------------------------------------------------
 
 _reshape = def_op("reshape", lambda xp, x, shape: xp.reshape(x, shape), saves=("x.shape",),
@@ -32,7 +63,7 @@ _reshape = def_op("reshape", lambda xp, x, shape: xp.reshape(x, shape), saves=("
                   vjp=lambda ops, g, x_shape, shape:
                   ops.reshape(g, g.shape[:_nb(g, len(shape))] + x_shape),
                   jvp=lambda ops, t, x_shape, shape:
-                  ops.reshape(t, t.shape[:_nb(t, len(x_shape))] + shape), batch="reshape")
+                  ops.reshape(t, t.shape[:_nb(t, len(x_shape))] + shape), batch=_batch_reshape)
 
 
 def reshape(tensor_, shape, name=None):
@@ -78,7 +109,7 @@ def _transpose_jvp(ops, t, perm):
 
 
 _transpose = def_op("transpose", lambda xp, x, perm: xp.transpose(x, perm), linear=True,
-                    view=True, vjp=_transpose_vjp, jvp=_transpose_jvp, batch="transpose")
+                    view=True, vjp=_transpose_vjp, jvp=_transpose_jvp, batch=_batch_transpose)
 
 
 def transpose(a, perm=None, conjugate=False, name=None):
@@ -124,7 +155,7 @@ def _broadcast_jvp(ops, t, x_shape, shape):
 # shape is saved for the JVP, which needs its rank)
 _broadcast = def_op("broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
                     saves=("x.shape",), vjp=passthrough, jvp=_broadcast_jvp, linear=True,
-                    view=True, c="x", batch="broadcast_to")
+                    view=True, c="x", batch=_batch_broadcast_to, broadcast_only=True)
 
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
@@ -204,7 +235,7 @@ def _concat_jvp(ops, ts, axis, sizes):
 
 _concat = def_op("concat", lambda xp, *xs, axis, sizes: xp.concatenate(xs, axis=axis),
                  vjp=_concat_vjp, jvp=_concat_jvp, linear=True, variadic=True, args=("*",),
-                 batch="leading")
+                 batch="leading", flops=0)
 
 
 def concat(values, axis, name=None):
@@ -306,9 +337,9 @@ def _tile_vjp(ops, g, x_shape, multiples):
 
 
 _tile = def_op("tile", lambda xp, x, multiples: xp.tile(x, multiples), saves=("x.shape",),
-               vjp=_tile_vjp, linear=True,
+               vjp=_tile_vjp, linear=True, flops=0,
                jvp=lambda ops, t, x_shape, multiples:
-               ops.tile(t, (1,) * _nb(t, len(x_shape)) + tuple(multiples)), batch="tile")
+               ops.tile(t, (1,) * _nb(t, len(x_shape)) + tuple(multiples)), batch=_batch_tile)
 
 
 def tile(input, multiples, name=None):  # noqa: A002
@@ -340,7 +371,7 @@ def _pad_jvp(ops, t, paddings, constant_values):
 
 _pad = def_op("pad", lambda xp, x, paddings, constant_values:
               xp.pad(x, paddings, constant_values=constant_values), vjp=_pad_vjp, jvp=_pad_jvp,
-              batch="pad")
+              batch=_batch_pad, flops=0)
 
 
 def pad(tensor_, paddings, mode="CONSTANT", constant_values=0, name=None):
@@ -482,7 +513,7 @@ def _getitem_jvp(ops, t, x_shape, key, inner):
 
 
 # getitem and its scatter are each other's transposes
-_getitem = def_op("getitem", _getitem_forward, saves=("x.shape",), linear=True,
+_getitem = def_op("getitem", _getitem_forward, saves=("x.shape",), linear=True, flops=0,
                   vjp=lambda ops, g, x_shape, key, inner:
                   _scatter(ops, g, key, x_shape[len(x_shape) - inner:],
                            g_inner_ndim(key, x_shape, inner)),
@@ -598,7 +629,7 @@ def _gather_jvp(ops, ts, p_shape, indices, axis):
     return None if ts[0] is None else ops.gather(ts[0], indices, axis=axis)
 
 
-_gather = def_op("gather", _gather_forward, args=("params", "indices"),
+_gather = def_op("gather", _gather_forward, args=("params", "indices"), flops=0,
                  saves=("params.shape", "indices"), vjp=(_gather_vjp, None), jvp=_gather_jvp,
                  same_dtype=False, batch="first")
 
@@ -1225,6 +1256,67 @@ def meshgrid(*args, **kwargs):
         view[at] = x.shape[0]
         out.append(broadcast_to(reshape(x, view), shape))
     return out
+
+
+# -- tg.function's diagonal pass (function/diagonal.py): how a value diagonal over a
+# Jacobian's basis goes through the op (returns ("diag", D, p), ("plain",) or None)
+
+def _diagonal_getitem(ps, n):
+    (v,) = n.ins
+    d, p, size = ps.diag[v]
+    key, inner = n.params.get("key"), n.params.get("inner")
+    r = len(ps.shape(v))
+    if not isinstance(key, tuple) or set(n.params) != {"key", "inner"}:
+        return None
+    full = (slice(None),) * (r - inner) + key
+    if not full or full[0] is None or any(
+            k is not None and not (isinstance(k, slice) and k == slice(None)) for k in full):
+        return None
+    full = full + (slice(None),) * (r - sum(1 for k in full if k is not None))
+    out_axis, axis, newp = 0, 0, None
+    for k in full:
+        if k is not None:
+            if axis == p:
+                newp = out_axis
+            axis += 1
+        out_axis += 1
+    _, out_shape, dtype, dev = ps.meta(n.out)
+    dd = ps.emit(_getitem, [d], {"key": full[1:], "inner": r - 1}, out_shape[1:],
+                 dtype, dev)
+    return "diag", dd, newp
+
+
+def _diagonal_broadcast_to(ps, n):
+    (v,) = n.ins
+    d, p, size = ps.diag[v]
+    _, out_shape, dtype, dev = ps.meta(n.out)
+    s = ps.shape(v)
+    if set(n.params) != {"shape"} or len(s) != len(out_shape) or \
+            (s[0], s[p]) != (out_shape[0], out_shape[p]):
+        return None
+    dd = ps.emit(_broadcast, [d], {"shape": tuple(out_shape[1:])}, out_shape[1:],
+                 dtype, dev)
+    return "diag", dd, p
+
+
+def _diagonal_reshape(ps, n):
+    """A reshape that only inserts or drops axes of size 1, axis 0 staying first."""
+    (v,) = n.ins
+    d, p, size = ps.diag[v]
+    _, out_shape, dtype, dev = ps.meta(n.out)
+    s = ps.shape(v)
+    big_in = [i for i, x in enumerate(s) if x != 1]
+    big_out = [i for i, x in enumerate(out_shape) if x != 1]
+    if [s[i] for i in big_in] != [out_shape[i] for i in big_out] or not out_shape or \
+            out_shape[0] != s[0] or big_out[0] != 0:
+        return None
+    dd = ps.reshape(d, out_shape[1:], dev)
+    return "diag", dd, big_out[big_in.index(p)]
+
+
+_getitem.diagonal = _diagonal_getitem
+_broadcast.diagonal = _diagonal_broadcast_to
+_reshape.diagonal = _diagonal_reshape
 
 
 __all__ = public(globals(), ("",), special=((("linalg",), (matrix_transpose,)),

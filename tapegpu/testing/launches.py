@@ -17,7 +17,7 @@ import contextlib
 import numpy as np
 
 from .. import backends
-from ..autodiff import sweep
+from ..core.options import options
 from ..autodiff.tape import GradientTape
 from ..core.device import device
 from ..core.tensor import Variable, constant
@@ -38,12 +38,10 @@ def unfused(backend_name="cuda_emu"):
         op.steps.clear()
     fusable = dict(layers._FUSABLE)
     layers._FUSABLE.clear()
-    old_fused = sweep.FUSED
-    sweep.FUSED = False
     try:
-        yield
+        with options(array_sweep=False):
+            yield
     finally:
-        sweep.FUSED = old_fused
         layers._FUSABLE.update(fusable)
         for name, (fwd, vjp) in saved.items():
             if fwd is not None:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.core.options import options
 from tapegpu.testing.op_specs import SPECS, sample
 
 DIFF = [s for s in SPECS if s.grad]
@@ -280,7 +281,7 @@ def test_cotangents_accumulate_in_place_without_touching_anything_held(monkeypat
     g, peak_in_place = _sweep_peak(tape, y, x, seed)
     np.testing.assert_allclose(g.numpy(), 36.0 * np.cos(x.numpy()), rtol=1e-12)
     np.testing.assert_array_equal(seed.numpy(), seed_copy)  # add_n hands it to every term
-    monkeypatch.setattr(sweep, "IN_PLACE", False)
+    monkeypatch.setattr(options, "in_place", False)
     g2, peak_copying = _sweep_peak(tape, y, x, seed)
     np.testing.assert_array_equal(g.numpy(), g2.numpy())
     assert peak_in_place <= peak_copying - x.nbytes // 2, (peak_in_place, peak_copying)

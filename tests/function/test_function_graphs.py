@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.core.options import options
 from tapegpu.function import graph as graph_mod
 from tapegpu.ops import registry
 
@@ -165,11 +166,8 @@ def test_replay_frees_intermediates_after_their_last_use():
                 made.append(weakref.ref(a))
         live.append(sum(1 for a in vals if a is not None))
 
-    graph_mod.on_step = watch
-    try:
+    with options(on_step=watch):
         out = f(x * 1.0)
-    finally:
-        graph_mod.on_step = None
     assert len(made) >= 60 and max(live) <= cf.peak_live_values
     alive = [r for r in made if r() is not None]
     assert len(alive) <= 2  # the output (and the cached input) only

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
-from tapegpu.function import diagonal, rewrite
+from tapegpu.core.options import options
 
 
 def _mlp(rng, sizes):
@@ -59,7 +59,7 @@ def test_batch_jacobian_traced_equals_eager_without_a_basis_sized_constant(act):
 def test_jacobian_of_a_vector_function_selects_the_identity_rows(monkeypatch):
     """The identity basis of a (1, 3) output: the rewrite selects its rows (with the diagonal
     pass off, which takes such a basis first); with both on, the basis is gone."""
-    monkeypatch.setattr(diagonal, "ENABLED", False)
+    monkeypatch.setattr(options, "diagonal", False)
     rng = np.random.default_rng(1)
     ws, bs = _mlp(rng, [5, 7, 3])
     x = tg.constant(rng.standard_normal((5,)).astype(np.float32))
@@ -73,7 +73,7 @@ def test_jacobian_of_a_vector_function_selects_the_identity_rows(monkeypatch):
     f = tg.function(jac)
     np.testing.assert_allclose(f(x).numpy(), jac(x).numpy(), rtol=2e-5, atol=1e-6)
     assert "gather" in _ops(f.get_concrete_function(x))
-    monkeypatch.setattr(diagonal, "ENABLED", True)
+    monkeypatch.setattr(options, "diagonal", True)
     g = tg.function(jac)
     np.testing.assert_allclose(g(x).numpy(), jac(x).numpy(), rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(g(x).numpy(), jac(x).numpy(), rtol=2e-5, atol=1e-6)
@@ -92,7 +92,7 @@ def test_the_rewrites_can_be_turned_off(monkeypatch):
             y = _forward(x, ws, bs, tg.nn.elu)
         return tape.batch_jacobian(y, x)
 
-    monkeypatch.setattr(rewrite, "ENABLED", False)
+    monkeypatch.setattr(options, "rewrites", False)
     f = tg.function(bj)
     f(x)
     assert "gather" not in _ops(f.get_concrete_function(x))

@@ -104,13 +104,13 @@ def test_every_registered_op_has_a_spec():
 def test_array_sweep_equals_tensor_sweep(spec, batch, monkeypatch, tg_device):
     """The sweep on raw arrays (fused VJPs) gives the same bits as the sweep on tensors (on
     numpy; with kernels, which sum and round in their own order, to a few ulps)."""
-    from tapegpu.autodiff import sweep
+    from tapegpu.core.options import options
     rng = np.random.default_rng(3)
     xs = sample(spec, np.float64)
     tape, ts, y = _run(spec, xs, persistent=True)
     us = tg.constant(rng.standard_normal(batch + y.shape))
     fused = tape.batched_gradient(y, ts, us, batch_ndim=len(batch))
-    monkeypatch.setattr(sweep, "FUSED", False)
+    monkeypatch.setattr(options, "array_sweep", False)
     plain = tape.batched_gradient(y, ts, us, batch_ndim=len(batch))
     for a, b in zip(fused, plain):
         assert (a is None) == (b is None)
