@@ -34,7 +34,6 @@ from ..core.options import options
 from ..errors import InvalidArgumentError, OpError
 from ..ops import registry
 from ..ops.kernels import cpu_bias_act_into
-from ..ops.linalg import _SKINNY
 
 EFFECTS = ("assign", "update", "print", "guard")
 
@@ -389,24 +388,8 @@ def _out_fn(graph, node, fn):
     ins = [graph.meta[i] for i in node.ins]
     if role == "bias_act" and set(node.params) == {"act"}:
         return _bias_act_into(fn, node.params["act"]), True
-    if role == "matmul" and set(node.params) <= {"ta", "tb"} and \
-            all(len(m[1]) == 2 for m in ins) and \
-            (not node.params.get("tb") or node.params.get("ta") or ins[0][1][0] > _SKINNY):
-        ta, tb = node.params.get("ta", False), node.params.get("tb", False)
-
-        def matmul(a, b, out):
-            return np.matmul(a.T if ta else a, b.T if tb else b, out=out)
-        return matmul, False
-    if role == "matmul" and set(node.params) <= {"tb"} and len(ins[0][1]) > 2 and \
-            len(ins[1][1]) == 2 and math.prod(ins[0][1][:-1]) > _SKINNY:
-        # leading axes of `a` only: one GEMM on its rows, as _matmul_forward runs it
-        tb = node.params.get("tb", False)
-
-        def matmul_rows(a, b, out):
-            rows = out.reshape(-1, out.shape[-1])
-            np.matmul(a.reshape(-1, a.shape[-1]), b.T if tb else b, out=rows)
-            return out
-        return matmul_rows, False
+    if node.op.replay_into is not None:
+        return node.op.replay_into(fn, [m[1] for m in ins], node.params)
     return None
 
 

@@ -119,9 +119,29 @@ def _batch_matmul(op, vals, flags, params, size):
 _LETTERS = "abcdefghijklmnopqrstuvw"
 
 
+def _matmul_into(forward, in_shapes, params):
+    """tg.function's replay on numpy: the product written into a buffer of its plan (None
+    where `_matmul_forward` computes it another way: skinny b^T products, batches)."""
+    ta, tb = params.get("ta", False), params.get("tb", False)
+    a, b = in_shapes
+    if set(params) - {"ta", "tb"}:
+        return None
+    if len(a) == 2 and len(b) == 2 and (not tb or ta or a[0] > _SKINNY):
+        def product(x, y, out):
+            return np.matmul(x.T if ta else x, y.T if tb else y, out=out)
+        return product, False
+    if not ta and len(a) > 2 and len(b) == 2 and math.prod(a[:-1]) > _SKINNY:
+        def rows(x, y, out):  # leading axes of `a` only: one GEMM on its rows, as the forward
+            np.matmul(x.reshape(-1, x.shape[-1]), y.T if tb else y,
+                      out=out.reshape(-1, out.shape[-1]))
+            return out
+        return rows, False
+    return None
+
+
 _matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
                  vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch=_batch_matmul,
-                 replay="matmul", flops=_matmul_flops)
+                 replay="matmul", flops=_matmul_flops, replay_into=_matmul_into)
 
 
 # -- tg.function's rewrite of a product with a constant (function/rewrite.py) --------------------

@@ -65,8 +65,9 @@ Contract (what every rule may rely on, and must honour)
   passes name no op): `rewrite(r, node)` returns the nodes that replace `node` in a traced
   graph (or None), building them with the pass's `r` (function/rewrite.py); `diagonal(d, node)`
   says how a value diagonal over a Jacobian's basis goes through the op (function/diagonal.py);
-  `replay_into(node_inputs_meta, params) -> fn(*arrays, out) or None` writes the forward into
-  a buffer of the replay's plan (function/graph.py). `broadcast_only=True`: the op only
+  `replay_into(forward, in_shapes, params)` gives `(fn(*arrays, out), may_alias)` (or None),
+  the forward on numpy arrays written into a buffer of the replay's plan, which may be an
+  input's buffer when `may_alias` (function/graph.py). `broadcast_only=True`: the op only
   broadcasts its input, so an elementwise op may read the input itself.
 * `flops=`: what tg.profiler counts for one forward call, an int or `flops(in_shapes,
   out_shape, params)`; by default 0 for a view and the larger of the output's and the inputs'
