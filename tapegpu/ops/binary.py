@@ -225,6 +225,7 @@ def where(condition, x=None, y=None, name=None):
 
 
 where.op = _where_op
+where.on_arrays = lambda dev, c, x, y: dev.xp.where(c, x, y)  # rules on arrays (namespace.py)
 
 # where(condition) alone: the indices of the true (non-zero) elements, (n, rank) int64. Their
 # number is a value: inside tg.function it is a guard (a new count retraces), so that every

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..backends import checks
-from .registry import InvalidArgumentError, def_op
+from .registry import InvalidArgumentError, def_op, forward_on
 from ._base import EMPTY, apply, floating, public, tensor
 from ..core.tensor import Tensor
 from . import binary as _b, unary as _u
@@ -238,6 +238,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
 
 
 matmul.op = _matmul
+matmul.on_arrays = lambda dev, a, b, transpose_a=False, transpose_b=False: forward_on(
+    _matmul, dev, (a, b), {"ta": transpose_a, "tb": transpose_b})  # rules on arrays
 
 
 def tensordot(a, b, axes, name=None):

@@ -14,12 +14,12 @@ Besides tapegpu's public functions, a namespace has `keep(mask, g)` (`where(mask
 `const_like(like, value)` and `arange_like(like, n)` (constants beside `like`) and `records`
 (True when the values are tensors that a tape may be recording).
 """
+import functools
+
 import numpy as np
 
-from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, scalar_like
 from .registry import REGISTRY, apply, forward_on
-from ._base import norm_axes
 
 _INTS = {2: "int16", 4: "int32", 8: "int64"}
 
@@ -37,10 +37,9 @@ class TensorOps:
         setattr(self, name, fn)
         return fn
 
-    @staticmethod
-    def keep(mask, g):
+    def keep(self, mask, g):
         """g where `mask` holds, else 0 (`mask` broadcasts against g's batch axes)."""
-        return apply(REGISTRY["where"], (mask, g, scalar_like(0.0, g)), {})
+        return self.where(mask, g, scalar_like(0.0, g))
 
     @staticmethod
     def const_like(like, value):
@@ -61,9 +60,10 @@ class TensorOps:
 
 
 class ArrayOps:
-    """tapegpu's functions on the arrays of backend `dev`. The names rules use on their hot
-    paths are written out below; any other name runs tapegpu's function on the arrays wrapped
-    as tensors (nothing records while an array sweep runs)."""
+    """tapegpu's functions on the arrays of backend `dev`: a function's own array form where
+    its family's file gives one (`fn.on_arrays(dev, *arrays, **params)`: the hot paths of
+    rules), the op's forward for a function that is its op (`fn.plain`), else the function on
+    the arrays wrapped as tensors (nothing records while an array sweep runs)."""
 
     records = False
 
@@ -75,7 +75,10 @@ class ArrayOps:
     def __getattr__(self, name):
         fn = getattr(self._tensor_ops, name)
         op = getattr(fn, "op", None)
-        if op is not None and getattr(fn, "plain", False):  # fn(x[, y]) is the op itself
+        on_arrays = getattr(fn, "on_arrays", None)
+        if on_arrays is not None:  # the function's own array form (in its family's file)
+            call = functools.partial(on_arrays, self._dev)
+        elif op is not None and getattr(fn, "plain", False):  # fn(x[, y]) is the op itself
             dev = self._dev
             if hasattr(op.forward, "ufunc") and dev.name not in op.kernels:
                 call = getattr(self._xp, op.forward.ufunc)  # the array module's own function
@@ -134,32 +137,6 @@ class ArrayOps:
     def arange_like(self, like, n):
         return self._xp.arange(n, dtype=like.dtype)
 
-    def where(self, c, x, y):
-        return self._xp.where(c, x, y)
-
-    def reshape(self, x, shape):
-        shape = tuple(shape)
-        return x if x.shape == shape else x.reshape(shape)
-
-    def broadcast_to(self, x, shape):
-        return self._xp.broadcast_to(x, tuple(shape))
-
-    def transpose(self, x, perm):
-        return self._xp.transpose(x, perm)
-
-    def reduce_sum(self, x, axis=None, keepdims=False):
-        return forward_on(REGISTRY["reduce_sum"], self._dev, (x,),
-                          {"axis": norm_axes(axis, x.ndim, "reduce_sum"), "keepdims": keepdims})
-
-    def matmul(self, a, b, transpose_a=False, transpose_b=False):
-        return forward_on(REGISTRY["matmul"], self._dev, (a, b),
-                          {"ta": transpose_a, "tb": transpose_b})
-
-    def cast(self, x, dtype):
-        dtype = np_dtype(dtype)
-        if x.dtype == dtype:
-            return x
-        return forward_on(REGISTRY["cast"], self._dev, (x,), {"dtype": dtype, "src": x.dtype})
 
 
 _array_ops = {}

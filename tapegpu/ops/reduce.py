@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .registry import InvalidArgumentError, def_op
+from .registry import InvalidArgumentError, def_op, forward_on
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
 
@@ -160,6 +160,8 @@ def _reduction(op, doc, floats_only=False, example="[[1.0, 2.0], [3.0, 4.0]]"):
 
 
 reduce_sum = _reduction(_sum, "Sum")
+reduce_sum.on_arrays = lambda dev, x, axis=None, keepdims=False: forward_on(  # (namespace.py)
+    _sum, dev, (x,), {"axis": norm_axes(axis, x.ndim, "reduce_sum"), "keepdims": keepdims})
 reduce_mean = _reduction(_mean, "Mean")
 reduce_max = _reduction(_max, "Maximum")
 reduce_min = _reduction(_min, "Minimum")

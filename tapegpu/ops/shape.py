@@ -89,6 +89,9 @@ def reshape(tensor_, shape, name=None):
 
 
 reshape.op = _reshape  # its entry, for passes keyed on entries (function/)
+# rules on arrays (ops/namespace.py): numpy's reshape, without a copy where the shape is the same
+reshape.on_arrays = lambda dev, x, shape: x if x.shape == tuple(shape) else \
+    x.reshape(tuple(shape))
 
 
 def _inverse(perm):
@@ -130,6 +133,7 @@ def transpose(a, perm=None, conjugate=False, name=None):
 
 
 transpose.op = _transpose  # its entry, for passes keyed on entries (function/)
+transpose.on_arrays = lambda dev, x, perm: dev.xp.transpose(x, perm)
 
 
 def matrix_transpose(a, name=None):
@@ -173,6 +177,7 @@ def broadcast_to(input, shape, name=None):  # noqa: A002
 
 
 broadcast_to.op = _broadcast  # its entry, for passes keyed on entries (function/)
+broadcast_to.on_arrays = lambda dev, x, shape: dev.xp.broadcast_to(x, tuple(shape))
 
 
 def expand_dims(input, axis, name=None):  # noqa: A002

@@ -12,7 +12,7 @@ from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, _thread
 from ._base import EMPTY, apply, apply1, floating, public, tensor
 from .kernels import activation_kernels, cpu_relu_backward
-from .registry import InvalidArgumentError, passthrough, quiet, ufunc
+from .registry import InvalidArgumentError, forward_on, passthrough, quiet, ufunc
 
 try:
     import scipy.special as _scipy_special  # optional: exact special functions
@@ -401,7 +401,7 @@ def _cast_forward(xp, x, dtype, src):
 
 
 # d cast(x)/dx = 1: the cotangent is cast back to the input's dtype
-_cast_op = def_op("cast", _cast_forward, elementwise=True, linear=True,
+_cast_op = def_op("cast", _cast_forward, elementwise=True, linear=True, flops=0,
                   c="x",  # the kernel's (T) conversion: fused from bool (GPUs) or T to itself
                   vjp=lambda ops, g, dtype, src: ops.cast(g, src) if src.kind in "fc" else None)
 
@@ -420,6 +420,15 @@ def cast(x, dtype, name=None):
 
 
 cast.op = _cast_op
+
+
+def _cast_arrays(dev, x, dtype):  # rules on arrays (namespace.py)
+    dtype = np_dtype(dtype)
+    return x if x.dtype == dtype else forward_on(_cast_op, dev, (x,), {"dtype": dtype,
+                                                                        "src": x.dtype})
+
+
+cast.on_arrays = _cast_arrays
 
 
 def silu(features, beta=1.0, name=None):
