@@ -4,10 +4,13 @@ Every cotangent in one sweep carries the same leading `batch_shape` (empty for `
 axis for `jacobian`). Rules may return cotangents in the op's broadcast shape; `sum_to` reduces
 them to `batch_shape + input.shape` here, the one place where un-broadcasting happens.
 
-Two modes. When a tape is recording while the sweep runs (higher-order gradients), rules run on
-tensors, so the sweep's own ops are recorded. Otherwise nothing needs the VJP's graph and the
-sweep runs on the backend's arrays: an op's `fused_vjp` (one array-level call) when it has one,
-else its tensor rule on wrapped arrays. Both modes give identical results.
+One loop (`_sweep`) walks the entries in reverse and calls each op's step one way, `step(g,
+entry, reach) -> cotangents`; a mode supplies the steps and the values. When a tape is recording
+while the sweep runs (higher-order gradients), `_TensorMode`: rules run on tensors, so the
+sweep's own ops are recorded. Otherwise nothing needs the VJP's graph and `_ArrayMode` runs on
+the backend's arrays: each rule with the array namespace, or the backend's VJP kernel where it
+has one. Both modes give identical results. The switches `options.array_sweep` and
+`options.in_place` (core/options.py) turn the array mode and in-place accumulation off.
 """
 import sys
 
@@ -16,7 +19,7 @@ import numpy as np
 from .. import ops
 from ..ops import TENSOR_OPS
 from ..ops.namespace import TensorOps, array_ops
-from ..ops.registry import SAVE_XY, passthrough
+from ..ops.registry import passthrough
 from ..core import profiler
 from ..core.options import options
 from ..core.profiler import _active as _profilers
@@ -86,12 +89,12 @@ def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
         # rules meet the same domain edges as the ops' forwards (log's g / x at 0): as there,
         # numpy's warnings about inf and nan are not raised from tapegpu's lines
         with np.errstate(divide="ignore", invalid="ignore"):
-            grads = _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev,
-                                  ledger)
+            grads = _sweep(forward, reach, seeds, sources, batch_ndim, release,
+                           _ArrayMode(dev, batch_ndim, ledger))
         return {u: (None if a is None else Tensor(_array(a), dev)) for u, a in grads.items()}
     recorded = any(getattr(r, "records", True) for r in _thread.recorders)
-    return _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release,
-                          TENSOR_OPS if recorded else UNRECORDED_OPS)
+    return _sweep(forward, reach, seeds, sources, batch_ndim, release,
+                  _TensorMode(TENSOR_OPS if recorded else UNRECORDED_OPS, batch_ndim))
 
 
 def _array(a):
@@ -99,138 +102,166 @@ def _array(a):
     return np.asarray(a) if isinstance(a, np.generic) else a
 
 
-def _sweep_tensors(forward, reach, seeds, sources, batch_ndim, release, ns=TENSOR_OPS):
+def _sweep(forward, reach, seeds, sources, batch_ndim, release, mode):
+    """The reverse walk, one way for both modes: each entry whose output has a cotangent runs
+    its op's step (`mode.step(op)`, built once per op), and each input's cotangent is summed to the input's shape (`sum_to`) and
+    accumulated (in place into a buffer only the sweep holds, in array mode)."""
     keep = set(sources)
-    add = ops.add
-    grads = {}
-    for u, g in seeds:
-        prev = grads.get(u)
-        grads[u] = g if prev is None else add(prev, g)
-    for e in reversed(forward):
-        out = e.out_uid
-        g = grads.pop(out, None) if out not in keep else grads.get(out)
-        if g is None:
-            continue
-        if e.saved is None and e.recompute is not None:
-            raise RuntimeError(
-                f"{e.op.name}: its saved values were dropped under the tape's memory_budget, and "
-                "a tape is recording this sweep (a higher-order gradient); recomputed values "
-                "would not be connected to it. Use a tape without memory_budget for Hessians")
-        if _profilers:
-            with profiler.muted():
-                cts = vjp(e, g, reach, batch_ndim, ns)
-            profiler.on_vjp(e, g._data, [c._data for c in cts if c is not None])
-        else:
-            cts = vjp(e, g, reach, batch_ndim, ns)
-        if release:
-            e.saved = None
-        for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
-            if c is None or u not in reach:
-                continue
-            if batch_ndim or c._data.shape != shape:
-                c = sum_to(c, batch_ndim, shape)
-            prev = grads.get(u)
-            grads[u] = c if prev is None else add(prev, c)
-    return {u: grads.get(u) for u in sources}
-
-
-def _sweep_arrays(forward, reach, seeds, sources, batch_ndim, release, dev, ledger):
-    """The same walk on raw arrays: no tensors and no dispatch; each op's rule runs with the
-    array namespace, or the backend's VJP kernel where it has one."""
-    keep = set(sources)
-    xp = dev.xp
-    track = ledger is not None
-    if track:
-        for e in forward:
-            for a in saved_arrays(e):
-                ledger.hold(a)
-    key = (dev, bool(batch_ndim))
-    watched = track or bool(_profilers)
-    fast = not (batch_ndim or track)  # cotangents need neither un-batching nor a ledger
-    restored = []
-    ns = array_ops(dev, TENSOR_OPS)
-    steps = {}  # op -> how this sweep runs its VJP (`_how`)
+    ns = mode.ns
+    add = mode.add
+    in_place = mode.in_place
+    ledger = mode.ledger
+    watched = mode.watched
+    steps = {}  # op -> its step in this sweep
+    mode.begin(forward)
     grads = {}
     get = grads.get
     pop = grads.pop
     for u, g in seeds:
+        g = mode.value(g)
         prev = get(u)
-        grads[u] = g._data if prev is None else prev + g._data
-        if track:
+        grads[u] = g if prev is None else add(prev, g)
+        if ledger is not None:
             ledger.hold(grads[u])
+    fast = not batch_ndim and ledger is None  # cotangents need no un-batching, no ledger
     for e in reversed(forward):
         out = e.out_uid
         g = get(out) if out in keep else pop(out, None)
         if g is None:
             continue
         if e.saved is None:
-            _restore(e, restored, ledger)
+            mode.restore(e)
         op = e.op
-        how = steps.get(op)
-        if how is None:
-            how = steps[op] = _how(op, key, dev, batch_ndim)
-        kind, step, r0, r1 = how
-        # the common rule shapes run here, without the step's call (elementwise chains): `c` is
-        # the first input's cotangent, `c1` the second's
-        c1 = None
-        if kind is _UNARY:
-            p = e.params
-            x = e.saved[0]._data
-            c = r0(ns, g, x, **p) if p else r0(ns, g, x)
-        elif kind is _ADD:
-            u0, u1 = e.in_uids
-            c = g if u0 in reach else None
-            if u1 in reach:
-                c1 = g
-        elif kind is _BINARY:
-            u0, u1 = e.in_uids
-            s = e.saved
-            x = s[0]._data
-            y = s[1]._data
-            p = e.params
-            c = (r0(ns, g, x, y, **p) if p else r0(ns, g, x, y)) if u0 in reach else None
-            if u1 in reach:
-                c1 = r1(ns, g, x, y, **p) if p else r1(ns, g, x, y)
-        else:
-            cts = step(g, e, reach)
-            c = cts[0]
-            if len(cts) > 2 or len(cts) == 2 and cts[1] is not None:
-                c1 = cts  # (more than one cotangent: the general loop below)
-        if kind is not _STEP:
-            cts = None  # built below only where needed
+        step = steps.get(op)
+        if step is None:
+            step = steps[op] = mode.step(op)
+        cts = step(g, e, reach)
         if watched:
-            cts = cts or ((c,) if kind is _UNARY else (c, c1))
-            _account(e, g, cts, out in keep, release, ledger)
+            mode.account(e, g, cts, out in keep, release)
         if release:
             e.saved = None
-        if c1 is None and c is not None and fast:
-            u = e.in_uids[0]  # a lone cotangent, the first for its input, is stored as it is
-            if u not in grads and c.shape == e.in_shapes[0]:
+        if fast and len(cts) == 1:  # (elementwise chains) the input's first cotangent, as is
+            u = e.in_uids[0]
+            c = cts[0]
+            if u not in grads and c is not None and c.shape == e.in_shapes[0]:
                 grads[u] = c
                 continue
-        if cts is None:
-            cts = (c,) if kind is _UNARY else (c, c1)
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
-            if c is None:
+            if c is None or u not in reach:
                 continue
             if batch_ndim or c.shape != shape:
-                c = sum_to_array(xp, c, batch_ndim, shape, dev)
+                c = sum_to(ns, c, batch_ndim, shape)
             prev = get(u)
             if prev is None:
                 grads[u] = c
-                if track:
+                if ledger is not None:
                     ledger.hold(c)
-            elif options.in_place and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
+            elif in_place and _owned(prev) and prev.shape == c.shape and prev.dtype == c.dtype:
                 prev += c  # nobody else holds this buffer: accumulate in place
             else:
-                grads[u] = prev + c
-                if track:
+                grads[u] = add(prev, c)
+                if ledger is not None:
                     ledger.drop(prev)
                     ledger.hold(grads[u])
-    if not release:
-        for seg in restored:
-            seg.drop()  # a persistent tape keeps to its budget between sweeps
+    mode.finish(release)
     return {u: get(u) for u in sources}
+
+
+class _TensorMode:
+    """The sweep on tensors: rules run with `ns` (tapegpu itself when a tape records the sweep,
+    so the sweep's own ops are recorded: higher-order gradients)."""
+
+    in_place = False
+    ledger = None
+
+    def __init__(self, ns, batch_ndim):
+        self.ns = ns
+        self.batch_ndim = batch_ndim
+        self.watched = bool(_profilers)
+        self.add = ops.add
+
+    @staticmethod
+    def value(g):
+        return g
+
+    @staticmethod
+    def begin(forward):
+        pass
+
+    def step(self, op):
+        ns, batch_ndim = self.ns, self.batch_ndim
+        if self.watched:
+            def step(g, e, reach):
+                with profiler.muted():
+                    return vjp(e, g, reach, batch_ndim, ns)
+            return step
+        return lambda g, e, reach: vjp(e, g, reach, batch_ndim, ns)
+
+    @staticmethod
+    def restore(e):
+        if e.recompute is not None:
+            raise RuntimeError(
+                f"{e.op.name}: its saved values were dropped under the tape's memory_budget, "
+                "and a tape is recording this sweep (a higher-order gradient); recomputed "
+                "values would not be connected to it. Use a tape without memory_budget for "
+                "Hessians")
+
+    @staticmethod
+    def account(e, g, cts, kept, release):
+        profiler.on_vjp(e, g._data, [c._data for c in cts if c is not None])
+
+    @staticmethod
+    def finish(release):
+        pass
+
+
+class _ArrayMode:
+    """The sweep on one backend's raw arrays: no tensors and no dispatch; each op's rule runs
+    with the array namespace, or the backend's VJP kernel where it has one. A `memory.Ledger`
+    records the peak bytes of saved values plus cotangents; checkpointed entries get their
+    saved values back by recomputing their segment."""
+
+    def __init__(self, dev, batch_ndim, ledger):
+        self.dev = dev
+        self.ns = array_ops(dev, TENSOR_OPS)
+        self.key = (dev, bool(batch_ndim))
+        self.batch_ndim = batch_ndim
+        self.ledger = ledger
+        self.in_place = options.in_place
+        self.watched = ledger is not None or bool(_profilers)
+        self.restored = []
+        self.add = _plus
+
+    def begin(self, forward):
+        if self.ledger is not None:
+            for e in forward:
+                for a in saved_arrays(e):
+                    self.ledger.hold(a)
+
+    @staticmethod
+    def value(g):
+        return g._data
+
+    def step(self, op):
+        step = op.steps.get(self.key)
+        if step is None:
+            step = op.steps[self.key] = _array_step(op, self.dev, self.batch_ndim)
+        return step
+
+    def restore(self, e):
+        _restore(e, self.restored, self.ledger)
+
+    def account(self, e, g, cts, kept, release):
+        _account(e, g, cts, kept, release, self.ledger)
+
+    def finish(self, release):
+        if not release:
+            for seg in self.restored:
+                seg.drop()  # a persistent tape keeps to its budget between sweeps
+
+
+def _plus(a, b):
+    return a + b
 
 
 def _restore(e, restored, ledger):
@@ -282,34 +313,6 @@ _OWNED_REFS = _refs_inside_owned()
 
 # -- array-level steps: each op's VJP rule on one device's arrays ---------------------------------
 
-_UNARY, _ADD, _BINARY, _STEP = "unary", "add", "binary", "step"
-
-
-def _how(op, key, dev, batch_ndim):
-    """(kind, step, rule0, rule1): how a sweep runs `op`'s VJP. `step` is its array step
-    (built once per op, device and batchedness: `op.steps`); the loop calls the rules itself
-    for the common shapes, when no kernel and no launch counting is involved: one input and one
-    saved tensor (_UNARY), g handed to both inputs (_ADD), two rules of the two saved inputs
-    (_BINARY)."""
-    step = op.steps.get(key)
-    if step is None:
-        step = op.steps[key] = _array_step(op, dev, batch_ndim)
-    if op.tensor_rule or (batch_ndim and not op.batched) or dev.name in op.vjp_kernels or \
-            dev.counts_launches or op.variadic:
-        return _STEP, step, None, None
-    rules = op.vjp if type(op.vjp) is tuple else (op.vjp,)
-    plan = op.save_plan
-    if len(rules) == 1 and len(op.args) == 1 and rules[0] is not passthrough and \
-            len(plan) == 1 and plan[0][0] in (0, 1):
-        return _UNARY, step, rules[0], None
-    if len(rules) == 2 and len(op.args) == 2:
-        if rules[0] is passthrough and rules[1] is passthrough:
-            return _ADD, step, None, None
-        if plan is SAVE_XY and None not in rules and passthrough not in rules:
-            return _BINARY, step, rules[0], rules[1]
-    return _STEP, step, None, None
-
-
 def _array_step(op, dev, batch_ndim):
     """`step(g, entry, reach) -> cotangents`, one array (or None) per input of `op`: the op's
     VJP rule run on the backend's arrays (`ops` the array namespace), by the backend's VJP
@@ -317,7 +320,8 @@ def _array_step(op, dev, batch_ndim):
     batchedness (`op.steps`)."""
     if op.tensor_rule or (batch_ndim and not op.batched):
         return _tensor_step(dev, batch_ndim)
-    step = _rule_step(op, array_ops(dev, TENSOR_OPS), _reader(op.save_plan))
+    step = _rule_step(op, array_ops(dev, TENSOR_OPS), _reader(op.save_plan),
+                      _tensors(op.save_plan))
     kernel = op.vjp_kernels.get(dev.name) if op.vjp_kernels else None
     if kernel is not None:
         return _kernel_step(op, kernel, step)
@@ -337,7 +341,13 @@ def _reader(plan):
     return lambda saved: tuple([s._data if type(s) is Tensor else s for s in saved])
 
 
-def _rule_step(op, ns, read):
+def _tensors(plan):
+    """How many tensors an op saves when it saves only tensors (inputs, its output or
+    residuals), else None."""
+    return len(plan) if all(kind in (0, 1, 4) for kind, _ in plan) else None
+
+
+def _rule_step(op, ns, read, tensors):
     """The step of a rule: one callable (the cotangents of all inputs) or a tuple of callables
     (one per input: None for none, `passthrough` for g itself, which is not called)."""
     rule = op.vjp
@@ -350,9 +360,9 @@ def _rule_step(op, ns, read):
                 return [c if u in reach else None for c, u in zip(cts, e.in_uids)]
             return step
     if len(rule) == 1:
-        return _unary_step(rule[0], ns, read)
+        return _unary_step(rule[0], ns, read, tensors)
     if len(rule) == 2:
-        return _binary_step(rule, ns, read)
+        return _binary_step(rule, ns, read, tensors)
 
     def step(g, e, reach):
         a = read(e.saved) if e.saved else ()
@@ -363,10 +373,16 @@ def _rule_step(op, ns, read):
     return step
 
 
-def _unary_step(r, ns, read):
+def _unary_step(r, ns, read, tensors):
     # the hot path of elementwise code: one call of the rule, no argument packing
     if r is passthrough:
         return lambda g, e, reach: (g,)
+    if tensors == 1:
+        def step(g, e, reach):
+            p = e.params
+            x = e.saved[0]._data
+            return (r(ns, g, x, **p) if p else r(ns, g, x),)
+        return step
 
     def step(g, e, reach):
         p = e.params
@@ -374,7 +390,7 @@ def _unary_step(r, ns, read):
     return step
 
 
-def _binary_step(rule, ns, read):
+def _binary_step(rule, ns, read, tensors):
     r0, r1 = rule
     if r0 is passthrough and r1 is passthrough:  # add
         def step(g, e, reach):
@@ -382,7 +398,21 @@ def _binary_step(rule, ns, read):
             return (g if u0 in reach else None, g if u1 in reach else None)
         return step
 
-    if r0 is not None and r1 is not None and passthrough not in rule:  # multiply, divide...
+    if r0 is not None and r1 is not None and passthrough not in rule and tensors == 2:
+        def step(g, e, reach):  # multiply, divide...: both inputs saved
+            u0, u1 = e.in_uids
+            s = e.saved
+            x = s[0]._data
+            y = s[1]._data
+            p = e.params
+            if p:
+                return (r0(ns, g, x, y, **p) if u0 in reach else None,
+                        r1(ns, g, x, y, **p) if u1 in reach else None)
+            return (r0(ns, g, x, y) if u0 in reach else None,
+                    r1(ns, g, x, y) if u1 in reach else None)
+        return step
+
+    if r0 is not None and r1 is not None and passthrough not in rule:
         def step(g, e, reach):
             u0, u1 = e.in_uids
             a = read(e.saved)
@@ -481,7 +511,7 @@ def _vjp_unbatched(e, g, reach, batch_ndim):
         if any(c is None for c in cs):
             out.append(None)
             continue
-        cs = [sum_to(c, 0, shape) for c in cs]
+        cs = [sum_to(TENSOR_OPS, c, 0, shape) for c in cs]
         out.append(ops.reshape(ops.stack(cs), batch + tuple(shape)))
     return out
 
@@ -496,41 +526,27 @@ def _reduction_axes(cs, batch_ndim, shape):
     return lead, tuple(axes)
 
 
-def sum_to(c, batch_ndim, shape):
-    """Sums a cotangent of shape `batch + broadcast(shape)` down to `batch + shape`."""
+def sum_to(ns, c, batch_ndim, shape):
+    """Sums a cotangent of shape `batch + broadcast(shape)` down to `batch + shape` (the one
+    un-broadcast of the package), with the namespace `ns` of the sweep's values: tensors, or
+    one backend's arrays, where a float cotangent takes the backend's un-broadcast kernel if
+    it has one (`ns.unbroadcast`, one launch per run of reduced axes)."""
     cs = c.shape
     target = cs[:batch_ndim] + tuple(shape)
     if cs == target:
         return c
     lead, axes = _reduction_axes(cs, batch_ndim, shape)
+    kernel = ns.unbroadcast
+    if kernel is not None and axes and lead >= 0 and c.dtype.kind == "f" and \
+            c.dtype.itemsize in (4, 8):
+        return kernel(c, batch_ndim, shape)
     if lead > 0 and len(axes) == lead:  # only added leading axes: one sum removes them
-        c = ops.reduce_sum(c, axis=axes)
+        c = ns.reduce_sum(c, axis=axes)
     elif lead >= 0:
         if axes:
-            c = ops.reduce_sum(c, axis=axes, keepdims=True)
+            c = ns.reduce_sum(c, axis=axes, keepdims=True)
         if lead:
-            c = ops.reshape(c, c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
+            c = ns.reshape(c, c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
     if c.shape != target:
-        c = ops.broadcast_to(c, target)
-    return c
-
-
-def sum_to_array(xp, c, batch_ndim, shape, dev=None):
-    """`sum_to` on a raw array (one un-broadcast kernel on backends with kernels)."""
-    cs = c.shape
-    target = cs[:batch_ndim] + tuple(shape)
-    if cs == target:
-        return c
-    lead, axes = _reduction_axes(cs, batch_ndim, shape)
-    if dev is not None and dev.kernels is not None and axes and lead >= 0 and \
-            c.dtype.kind == "f" and c.dtype.itemsize in (4, 8):
-        return dev.kernels.unbroadcast(c, batch_ndim, shape)
-    if lead >= 0 and axes:
-        c = c.sum(axis=axes, keepdims=True)
-        if lead:
-            c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
-    elif lead > 0:
-        c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
-    if c.shape != target:
-        c = xp.broadcast_to(c, target)
+        c = ns.broadcast_to(c, target)
     return c

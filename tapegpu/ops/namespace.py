@@ -28,6 +28,7 @@ class TensorOps:
     """tapegpu's functions on tensors (the attributes of `tapegpu.ops`, looked up once)."""
 
     records = True
+    unbroadcast = None  # (arrays only: a backend's un-broadcast kernel)
 
     def __init__(self, functions):
         self._functions = functions
@@ -71,6 +72,8 @@ class ArrayOps:
         self._dev = dev
         self._xp = dev.xp
         self._tensor_ops = tensor_ops
+        # the backend's kernel summing a cotangent to an input's shape (autodiff/sweep.sum_to)
+        self.unbroadcast = dev.kernels.unbroadcast if dev.kernels is not None else None
 
     def __getattr__(self, name):
         fn = getattr(self._tensor_ops, name)
