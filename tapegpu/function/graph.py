@@ -523,8 +523,7 @@ class Plan:
             peak = max(peak, alive)
             alive -= len(s[4])
         self.peak_live = peak
-        self.straight = None if self.has_guards or any(s[0] == PRINT for s in steps) else \
-            _straight_line(self)
+        self.straight = _straight_line(self)
 
     @property
     def buffer_bytes(self):
@@ -533,7 +532,19 @@ class Plan:
 
     def run(self, arrays):
         """The straight-line code on the plan's buffers; on fresh arrays when another thread
-        (or a re-entrant call) is using them."""
+        (or a re-entrant call) is using them. A failed guard gives the variables assigned
+        before it their values back and raises GuardMismatch (the caller retraces)."""
+        if not self.has_guards:
+            return self._run(arrays)
+        snapshot = [(var, var._value) for var in self.assigned]
+        try:
+            return self._run(arrays)
+        except GuardMismatch:
+            for var, value in snapshot:
+                var._value = value
+            raise
+
+    def _run(self, arrays):
         if not self._lock.acquire(blocking=False):
             return self.straight([None] * len(self.slots), *arrays)
         try:
@@ -547,12 +558,13 @@ class Plan:
 def _straight_line(plan):
     """The schedule as one Python function of straight-line code: a local variable per value,
     `del` at its last use, the callables and constants as the function's globals, the buffers
-    its first argument. It does what `replay`'s loop does, without the loop's bookkeeping per
-    step (the graph is printable with `str(concrete.graph)`, the code with `plan.source`)."""
+    its first argument: every replay runs it (the step loop of `_replay` only serves a debugger's
+    `options.on_step`). Prints of a graph with guards are held until every guard passed (the
+    graph is printable with `str(concrete.graph)`, the code with `plan.source`)."""
     names = {}
-    env = {"_assign": _assign}
-    lines = []
-    plan.line_steps = steps_of = []  # the step of each line of the body (errors name its op)
+    env = {"_assign": _assign, "_print": _print, "_check": _check, "_flush": _flush}
+    lines = ["_P = []"] if plan.has_guards else []
+    plan.line_steps = steps_of = [None] * len(lines)  # the step of each line (errors name it)
     for v, a in plan.constants.items():
         env[f"c{v}"] = a
         names[v] = f"c{v}"
@@ -576,6 +588,12 @@ def _straight_line(plan):
         elif kind == ASSIGN:
             env[f"var{k}"], env[f"p{k}"] = fn, prm
             lines.append(f"_assign(var{k}, p{k}, {args})")
+        elif kind == PRINT:
+            env[f"p{k}"] = fn
+            lines.append(f"_print(p{k}, [{args}], {'_P' if plan.has_guards else 'None'})")
+        elif kind == GUARD:
+            env[f"p{k}"], env[f"d{k}"] = fn, plan.graph.meta[ins[0]][3]
+            lines.append(f"_check(p{k}, {args}, d{k})")
         else:  # UPDATE
             env[f"f{k}"], env[f"p{k}"] = fn, prm
             lines.append(f"f{k}([{args}], p{k})")
@@ -591,6 +609,8 @@ def _straight_line(plan):
     for n, (k, v) in enumerate(plan.graph.outputs):
         if k != "v":
             env[f"o{n}"] = v
+    if plan.has_guards:
+        lines.append("_flush(_P)")
     body = "\n    ".join(lines + [f"return [{outs}]"])
     plan.source = f"def run({', '.join(params)}):\n    {body}\n"
     exec(compile(plan.source, f"<tg.function {plan.graph.name}>", "exec"), env)
@@ -620,7 +640,9 @@ def _replay_error(plan, e):
     while tb is not None:
         frame = tb.tb_frame
         if frame.f_code.co_filename == source:
-            k = plan.line_steps[tb.tb_lineno - 2]
+            i = tb.tb_lineno - 2
+            if 0 <= i < len(plan.line_steps) and plan.line_steps[i] is not None:
+                k = plan.line_steps[i]
         elif frame.f_code is _replay.__code__ and "fn" in frame.f_locals:
             fn, out = frame.f_locals["fn"], frame.f_locals.get("out")
             k = next((i for i, s in enumerate(plan.steps) if s[1] is fn and s[3] == out), k)
@@ -636,7 +658,7 @@ def _replay_error(plan, e):
 
 def _replay(plan, arrays):
     on_step = options.on_step  # a debugger's hook after every step (core/options.py)
-    if plan.straight is not None and on_step is None:
+    if on_step is None:
         return plan.run(arrays)
     vals = plan.template.copy()
     for v, a in zip(plan.graph.inputs, arrays):
@@ -707,6 +729,11 @@ def format_print(template, values):
     for kind, text in parts:
         out.append(str(next(it)) if kind == "t" else text)
     return (stream or sys.stderr), sep.join(out) + end
+
+
+def _flush(printed):
+    for stream, text in printed:
+        stream.write(text)
 
 
 def _print(template, arrays, buffer):
