@@ -4,7 +4,8 @@ A backend is a small object: `name`, `device` (TensorFlow-style device string), 
 (what `tg.device` accepts), `xp` (the array module: numpy or cupy), `asarray`, `to_numpy`,
 `synchronize`, `kernels` (the custom-kernel set, or None), `memory_stats` and `launches`
 (kernel launches per kernel or op name). Ops run their `xp`-generic forward; a backend with
-kernels has some ops and fused VJPs overridden by kernel launches (dispatch.py).
+kernels has some ops' forwards and VJPs replaced by kernel launches (the `kernels=` and
+`vjp_kernels=` of their registry entries, built in ops/kernels.py).
 
 Three kinds: `numpy` (always), `cuda_emu` (numpy arrays, our CUDA kernels run by the
 emulator: the kernels' test bed) and `cuda` (CuPy arrays on a GPU, in cuda.py: the only module

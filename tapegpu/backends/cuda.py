@@ -1,8 +1,9 @@
 """The GPU backend: CuPy arrays, our kernels through `cupy.RawModule`, the rest through CuPy
 (cuBLAS, cuSOLVER, its elementwise kernels and reductions). This is the only module that
 imports CuPy, and it is imported only when a GPU is asked for. Everything that can be shared
-with the tested paths is: grid/block choice and launches live in `kernels.KernelSet`, the op
-overrides and fused VJPs in `dispatch.py`, both exercised on every test run by `cuda_emu`."""
+with the tested paths is: grid/block choice and launches live in `kernels.KernelSet`, the
+kernel entries of the ops in their registry entries (ops/kernels.py), both exercised on every
+test run by `cuda_emu`."""
 import collections
 
 import cupy  # noqa: F401  (ImportError here means no GPU backend; backend.lookup says so)
