@@ -54,10 +54,9 @@ def _assigned(var, kind, value):
 
 class TensorBase:
     """A tensor's fields and constructor."""
-    # _res: see registry; _keras_mask: the mask a Keras layer attached (models.layers);
-    # _keras_logits: (kind, logits) of a Keras activation's output (models.layers, losses)
-    __slots__ = ("_data", "_dev", "_uid", "_res", "_keras_mask", "_keras_logits",
-                 "__weakref__")
+    # _res: see registry. Keras' masks and logits are kept beside tensors, by weak reference
+    # (tapegpu/models/tensor_attributes.py)
+    __slots__ = ("_data", "_dev", "_uid", "_res", "__weakref__")
 
     def __init__(self, data, dev=None):
         self._data = data

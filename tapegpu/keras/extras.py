@@ -13,6 +13,7 @@ from ..core.tensor import Tensor
 from ..data import Dataset
 from ..ops import random as _tg_random
 from ..models.layers import Layer
+from ..models.tensor_attributes import get_keras_mask, set_keras_mask
 
 
 def to_categorical(x, num_classes=None):
@@ -273,6 +274,9 @@ utils.pad_sequences = pad_sequences
 utils.normalize = normalize
 utils.timeseries_dataset_from_array = timeseries_dataset_from_array
 utils.Progbar = Progbar
-backend = types.ModuleType("tapegpu.keras.backend", "`clear_session`, `epsilon`.")
+backend = types.ModuleType("tapegpu.keras.backend", "`clear_session`, `epsilon`, "
+                          "`get_keras_mask`, `set_keras_mask`.")
 backend.clear_session = clear_session
 backend.epsilon = epsilon
+backend.get_keras_mask = get_keras_mask  # Keras on TensorFlow's `x._keras_mask`
+backend.set_keras_mask = set_keras_mask

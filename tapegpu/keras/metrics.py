@@ -22,6 +22,7 @@ import numpy as np
 from ..core.tensor import Tensor, Variable, _thread, constant
 from ..models import initializers as _initializers
 from ..models import losses as _losses
+from ..models.tensor_attributes import get_keras_mask
 from ..ops import zeros
 
 
@@ -304,7 +305,7 @@ class MeanMetricWrapper(Mean):
                          dtype=dtype)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        mask = getattr(y_pred, "_keras_mask", None)
+        mask = get_keras_mask(y_pred)
         _effect(self._update_pair, y_true, y_pred, sample_weight, mask)
 
     def _update_pair(self, y_true, y_pred, sample_weight, mask=None):

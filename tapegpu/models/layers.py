@@ -8,12 +8,13 @@ dtype (`build`), then computes `call(inputs, ...)`. Layers whose behaviour diffe
 training and inference take `training=` (default False, as Keras outside `fit`).
 
 Masks, as Keras: `Embedding(mask_zero=True)` and `Masking` attach a bool mask to their output
-(`output._keras_mask`, shape (batch, timesteps)); a layer whose `call` takes `mask` receives
-it; layers that support masking (`supports_masking`) pass it on (`compute_mask`); recurrent
-layers pass it on with `return_sequences=True`; `GlobalAveragePooling1D` averages the unmasked
-steps only; a loss on a masked prediction averages the unmasked positions. A layer that neither
-takes nor passes a mask drops it, as Keras 3, but warns once (Keras 3 is silent, so a model
-would average over padding without notice).
+(shape (batch, timesteps); `tg.keras.backend.get_keras_mask(output)` reads it); a layer whose
+`call` takes `mask` receives it; layers that support masking (`supports_masking`) pass it on
+(`compute_mask`); recurrent layers pass it on with `return_sequences=True`;
+`GlobalAveragePooling1D` averages the unmasked steps only; a loss on a masked prediction
+averages the unmasked positions. A layer that neither takes nor passes a mask drops it, as
+Keras 3, but warns once (Keras 3 is silent, so a model would average over padding without
+notice). The mask is kept beside the tensor, not on it (tapegpu/models/tensor_attributes.py).
 """
 import functools
 import inspect
@@ -33,6 +34,7 @@ from ..ops.nn import bias_act, bias_activations, dropout_drawn
 from ..ops.random import seeded_uniform
 from ..ops.registry import InvalidArgumentError
 from .module import Module
+from .tensor_attributes import get_keras_mask, set_keras_logits, set_keras_mask
 
 # Keras' activation names: the functions the op families list as activations, and "linear"
 _ACTIVATIONS = {"linear": None, **{name: fn for name, fn in EXPORTS.items()
@@ -75,7 +77,7 @@ def _activate(act, x):
     out = act(x)
     kind = getattr(act, "keras_logits", None)
     if kind is not None and isinstance(out, Tensor) and out is not x:
-        out._keras_logits = (kind, x)
+        set_keras_logits(out, kind, x)
     return out
 
 
@@ -326,7 +328,7 @@ class Layer(Module):
                 x = self._convert(inputs)
             self.build(x.shape)
             self.built = True
-        mask = kwargs.get("mask", getattr(inputs, "_keras_mask", None))
+        mask = kwargs["mask"] if "mask" in kwargs else get_keras_mask(inputs)
         if mask is None and not self._makes_mask:
             return self.call(x, *args, **kwargs)
         if mask is not None and "mask" not in kwargs:
@@ -739,12 +741,14 @@ class Embedding(Layer):
     """Maps integer indices in [0, input_dim) to rows of an `(input_dim, output_dim)` table.
 
     With `mask_zero=True` index 0 is padding: the output carries the mask `inputs != 0` for the
-    layers after it (recurrent layers skip the padded steps), as Keras.
+    layers after it (recurrent layers skip the padded steps), as Keras
+    (`tg.keras.backend.get_keras_mask` reads it).
 
     >>> emb = tg.layers.Embedding(10, 4)
     >>> emb(tg.constant([[1, 2, 3]])).shape
     (1, 3, 4)
-    >>> tg.layers.Embedding(10, 4, mask_zero=True)(tg.constant([[5, 2, 0]]))._keras_mask.numpy()
+    >>> out = tg.layers.Embedding(10, 4, mask_zero=True)(tg.constant([[5, 2, 0]]))
+    >>> tg.keras.backend.get_keras_mask(out).numpy()
     array([[ True,  True, False]])
     """
 
@@ -795,7 +799,7 @@ class Masking(Layer):
     padded step holding inf or NaN becomes NaN; here it is 0.)
 
     >>> x = tg.constant([[[1.0, 2.0], [0.0, 0.0]]])
-    >>> tg.layers.Masking()(x)._keras_mask.numpy()
+    >>> tg.keras.backend.get_keras_mask(tg.layers.Masking()(x)).numpy()
     array([[ True, False]])
     """
 
@@ -1061,7 +1065,7 @@ def _attach_mask(layer, out, mask):
     item is the output (recurrent layers' `return_state`)."""
     head = out[0] if isinstance(out, (tuple, list)) and out else out
     if isinstance(head, Tensor):
-        head._keras_mask = mask
+        set_keras_mask(head, mask)
     return out
 
 
@@ -1163,8 +1167,8 @@ class MultiHeadAttention(Layer):
 
     Called as Keras: `layer(query, value, key=None, attention_mask=None,
     return_attention_scores=False, training=False, use_causal_mask=False)`; `key` defaults to
-    `value`. The masks of the inputs (`query._keras_mask`, `value._keras_mask`, e.g. from
-    `Embedding(mask_zero=True)`), or `query_mask`/`value_mask`/`key_mask` given explicitly,
+    `value`. The masks the inputs carry (e.g. from `Embedding(mask_zero=True)`), or
+    `query_mask`/`value_mask`/`key_mask` given explicitly,
     restrict the attention as Keras' (query steps x value steps), together with
     `attention_mask` (bool, `(batch, query steps, value steps)`) and the causal mask; the output
     carries the query's mask. A query step whose every value step is masked gets weights 0.
@@ -1305,7 +1309,7 @@ class MultiHeadAttention(Layer):
         if symbolic is not None:
             inputs = [query, value] + ([] if key is None else [key])
             return symbolic._symbolic_call(self, inputs, (), dict(kwargs, _packed=True))
-        masks = [m if m is not None else getattr(t, "_keras_mask", None)
+        masks = [m if m is not None else get_keras_mask(t)
                  for m, t in ((query_mask, query), (value_mask, value), (key_mask, key))]
         if key is value:
             masks[2] = None
@@ -1417,7 +1421,7 @@ MultiHeadAttention.build = MultiHeadAttention._build_shapes
 
 class _ListAttention(Layer):
     """Keras' Attention and AdditiveAttention: called on [query, value] or [query, value, key]
-    with masks [query_mask, value_mask] (the inputs' `_keras_mask` by default)."""
+    with masks [query_mask, value_mask] (the inputs' masks by default)."""
 
     _MULTI_INPUT = True
     supports_masking = True
@@ -1451,7 +1455,7 @@ class _ListAttention(Layer):
     def _call_multi(self, inputs, args, kwargs):
         self._validate(inputs, kwargs.get("mask"))
         if "mask" not in kwargs:
-            masks = [getattr(x, "_keras_mask", None) for x in inputs]
+            masks = [get_keras_mask(x) for x in inputs]
             if any(m is not None for m in masks):
                 kwargs["mask"] = masks
         out = super()._call_multi(inputs, args, kwargs)
@@ -1494,7 +1498,7 @@ class Attention(_ListAttention):
 
     `use_scale` adds the trainable scalar `scale` (ones); `score_mode="concat"` the scalar
     `concat_score_weight`. Masks: `mask=[query_mask, value_mask]` (by default the inputs'
-    `_keras_mask`) as Keras': masked value steps get no weight (their scores less 1e9), masked
+    masks) as Keras': masked value steps get no weight (their scores less 1e9), masked
     query steps output zeros and the output carries the query's mask; `use_causal_mask=True`
     lets step i attend to steps <= i. `dropout` drops attention weights in training.
 
@@ -1554,10 +1558,10 @@ class AdditiveAttention(_ListAttention):
 
 def _merge_call(layer, inputs, args, kwargs):
     """`_call_multi` of Keras' merge layers: `mask=` (a list, one per input) or else the inputs'
-    `_keras_mask`s give the output's mask, `layer.compute_mask`."""
+    masks give the output's mask, `layer.compute_mask`."""
     mask = kwargs.pop("mask", None)
     if mask is None and isinstance(inputs, (list, tuple)):
-        masks = [getattr(x, "_keras_mask", None) for x in inputs]
+        masks = [get_keras_mask(x) for x in inputs]
         mask = masks if any(m is not None for m in masks) else None
     out = Layer._call_multi(layer, inputs, args, kwargs)
     return _attach_mask(layer, out, layer.compute_mask(inputs, mask))

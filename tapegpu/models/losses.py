@@ -36,6 +36,7 @@ from .. import ops
 from ..backends import checks
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..ops.registry import InvalidArgumentError
+from .tensor_attributes import get_keras_logits, get_keras_mask
 
 EPSILON = 1e-7  # Keras' backend.epsilon(), the probability clip
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", "auto")
@@ -120,7 +121,7 @@ def _keras_logits(y_pred, kind):
     ("categorical" or "binary"; tapegpu/models/layers.py `_activate`), else None.
     Keras on TensorFlow computes such cross-entropies from the logits: exact, and with a
     gradient where clipped probabilities have none."""
-    link = getattr(y_pred, "_keras_logits", None)
+    link = get_keras_logits(y_pred)
     return link[1] if link is not None and link[0] == kind else None
 
 
@@ -379,7 +380,7 @@ class Loss:
         `Embedding(mask_zero=True)` or `Masking` through recurrent layers with
         `return_sequences=True`) counts its unmasked positions only: masked values are 0 and
         "sum_over_batch_size" divides by the number of unmasked positions, as Keras."""
-        mask = getattr(y_pred, "_keras_mask", None)
+        mask = get_keras_mask(y_pred)
         values = self.call(y_true, y_pred)
         if sample_weight is not None:
             if _holds_none(sample_weight):

@@ -9,13 +9,14 @@ import pytest
 import tapegpu as tg
 
 K = tg.keras
+get_keras_mask = K.backend.get_keras_mask
 TOKENS = np.array([[3, 1, 4, 0, 0], [2, 7, 0, 0, 0], [5, 9, 2, 6, 5]])
 
 
 def test_embedding_with_mask_zero_attaches_the_padding_mask():
     out = K.layers.Embedding(10, 4, mask_zero=True)(TOKENS)
-    np.testing.assert_array_equal(out._keras_mask.numpy(), TOKENS != 0)
-    assert getattr(K.layers.Embedding(10, 4)(TOKENS), "_keras_mask", None) is None
+    np.testing.assert_array_equal(get_keras_mask(out).numpy(), TOKENS != 0)
+    assert get_keras_mask(K.layers.Embedding(10, 4)(TOKENS)) is None
 
 
 @pytest.mark.parametrize("rnn", [lambda: K.layers.LSTM(3), lambda: K.layers.GRU(3),
@@ -34,10 +35,10 @@ def test_a_recurrent_layer_after_a_masking_embedding_skips_the_padding(rnn):
 def test_return_sequences_passes_the_mask_on_and_a_last_step_output_does_not():
     x = K.layers.Embedding(10, 4, mask_zero=True)(TOKENS)
     seq = K.layers.LSTM(3, return_sequences=True)(x)
-    np.testing.assert_array_equal(seq._keras_mask.numpy(), TOKENS != 0)
-    assert getattr(K.layers.LSTM(3)(x), "_keras_mask", None) is None
+    np.testing.assert_array_equal(get_keras_mask(seq).numpy(), TOKENS != 0)
+    assert get_keras_mask(K.layers.LSTM(3)(x)) is None
     dense = K.layers.Dense(2)(seq)  # Dense supports masking: passes it on
-    np.testing.assert_array_equal(dense._keras_mask.numpy(), TOKENS != 0)
+    np.testing.assert_array_equal(get_keras_mask(dense).numpy(), TOKENS != 0)
 
 
 def test_masking_zeroes_and_masks_the_padded_steps():
@@ -47,7 +48,7 @@ def test_masking_zeroes_and_masks_the_padded_steps():
     x[1, 1, 0] = -1.0  # one feature at the mask value does not mask the step
     out = K.layers.Masking(mask_value=-1.0)(x)
     keep = np.array([[True, True, False, False], [True, True, True, False]])
-    np.testing.assert_array_equal(out._keras_mask.numpy(), keep)
+    np.testing.assert_array_equal(get_keras_mask(out).numpy(), keep)
     np.testing.assert_array_equal(out.numpy(), np.where(keep[..., None], x, 0.0))
     gru = K.layers.GRU(2)
     np.testing.assert_array_equal(gru(out).numpy(), gru(out, mask=tg.constant(keep)).numpy())
@@ -105,7 +106,7 @@ def test_masks_flow_through_functional_models_traced_functions_and_evaluate():
     want = sequential(TOKENS)
     got = functional(TOKENS)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
-    np.testing.assert_array_equal(got._keras_mask.numpy(), TOKENS != 0)
+    np.testing.assert_array_equal(get_keras_mask(got).numpy(), TOKENS != 0)
     traced = tg.function(lambda t: sequential(t))(tg.constant(TOKENS))
     np.testing.assert_allclose(traced.numpy(), want.numpy(), rtol=1e-6)
 
@@ -123,16 +124,16 @@ def test_concatenate_joins_masks_as_keras():
     left, right = K.layers.Embedding(10, 4, mask_zero=True), K.layers.Embedding(10, 4)
     a, b = left(TOKENS), right(TOKENS[:, :2])
     joined = K.layers.Concatenate(axis=1)([a, b])
-    np.testing.assert_array_equal(joined._keras_mask.numpy(),
+    np.testing.assert_array_equal(get_keras_mask(joined).numpy(),
                                   np.concatenate([TOKENS != 0, np.ones((3, 2), bool)], 1))
     reverse = left(TOKENS[:, ::-1])
     features = K.layers.Concatenate()([a, reverse])
-    np.testing.assert_array_equal(features._keras_mask.numpy(),
+    np.testing.assert_array_equal(get_keras_mask(features).numpy(),
                                   (TOKENS != 0) | (TOKENS[:, ::-1] != 0))
-    assert K.layers.Concatenate()([a, right(TOKENS)])._keras_mask.numpy().all()
-    assert getattr(K.layers.Concatenate()([b, b]), "_keras_mask", None) is None
+    assert get_keras_mask(K.layers.Concatenate()([a, right(TOKENS)])).numpy().all()
+    assert get_keras_mask(K.layers.Concatenate()([b, b])) is None
     lstm = K.layers.LSTM(3)  # the joined mask is used downstream
-    np.testing.assert_array_equal(lstm(joined).numpy(),
-                                  lstm(joined, mask=tg.constant(joined._keras_mask.numpy())).numpy())
+    given = tg.constant(get_keras_mask(joined).numpy())
+    np.testing.assert_array_equal(lstm(joined).numpy(), lstm(joined, mask=given).numpy())
     with pytest.raises(ValueError, match="Concatenate.*one entry per input"):
         K.layers.Concatenate().compute_mask([a, b], [None])

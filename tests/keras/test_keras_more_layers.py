@@ -12,6 +12,7 @@ from keras_reference import indexed, reference_cases
 
 keras = tg.keras
 L = keras.layers
+get_keras_mask, set_keras_mask = keras.backend.get_keras_mask, keras.backend.set_keras_mask
 
 
 def _make(name, kwargs):
@@ -24,13 +25,14 @@ def _make(name, kwargs):
 
 
 def _call(layer, xs, masks, how, kwargs):
-    """As the generator: list layers get mask=[...]; others get the masks as _keras_mask."""
+    """As the generator: list layers get mask=[...]; others get the masks attached (Keras'
+    `_keras_mask`)."""
     if how == "list":
         return layer(xs, mask=[None if m is None else np.array(m) for m in masks], **kwargs) \
             if masks is not None else layer(xs, **kwargs)
     if masks is not None:
         for x, m in zip(xs, masks):
-            x._keras_mask = None if m is None else tg.constant(m)
+            set_keras_mask(x, None if m is None else tg.constant(m))
     return layer(*xs, **kwargs)
 
 
@@ -66,9 +68,9 @@ def test_outputs_and_gradients_match_keras(i, case, arrays):
     for got, ref in zip(flat, want):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
     if f"outmask{i}" in arrays:
-        np.testing.assert_array_equal(flat[0]._keras_mask.numpy(), arrays[f"outmask{i}"])
+        np.testing.assert_array_equal(get_keras_mask(flat[0]).numpy(), arrays[f"outmask{i}"])
     else:
-        assert getattr(flat[0], "_keras_mask", None) is None
+        assert get_keras_mask(flat[0]) is None
     refs = indexed(arrays, "g", i)
     assert len(grads) == len(refs)
     for got, ref in zip(grads, refs):
@@ -187,7 +189,7 @@ def test_mha_takes_the_masks_of_its_inputs():
     x = emb(tokens)
     out, scores = mha(x, x, return_attention_scores=True)
     valid = tokens != 0
-    np.testing.assert_array_equal(out._keras_mask.numpy(), valid)
+    np.testing.assert_array_equal(get_keras_mask(out).numpy(), valid)
     assert np.all(scores.numpy()[~np.broadcast_to(valid[:, None, None, :], scores.shape)] == 0)
     plain = tg.constant(x.numpy())  # no mask attached
     explicit = mha(plain, plain, attention_mask=valid[:, :, None] & valid[:, None, :],
@@ -222,33 +224,34 @@ def test_attention_masks_from_inputs_and_mask_argument():
     for cls in (L.Attention, L.AdditiveAttention):
         layer = cls()
         out, w = layer([q, v], mask=[qm, vm], return_attention_scores=True)
-        np.testing.assert_array_equal(out._keras_mask.numpy(), qm)
+        np.testing.assert_array_equal(get_keras_mask(out).numpy(), qm)
         assert np.all(out.numpy()[~qm] == 0)                      # masked queries: zeros
         assert np.allclose(w.numpy()[np.broadcast_to(~vm[:, None, :], w.shape)], 0, atol=1e-6)
         qt, vt = tg.constant(q), tg.constant(v)
-        qt._keras_mask, vt._keras_mask = tg.constant(qm), tg.constant(vm)
+        set_keras_mask(qt, tg.constant(qm))
+        set_keras_mask(vt, tg.constant(vm))
         np.testing.assert_array_equal(layer([qt, vt]).numpy(), out.numpy())
-        assert getattr(layer([q, v]), "_keras_mask", None) is None
+        assert get_keras_mask(layer([q, v])) is None
 
 
 def test_merge_layers_or_the_masks():
     a, b = tg.ones((2, 3, 4)), tg.ones((2, 3, 4))
-    a._keras_mask = tg.constant([[True, False, False], [True, True, False]])
-    b._keras_mask = tg.constant([[False, True, False], [True, False, False]])
+    set_keras_mask(a, tg.constant([[True, False, False], [True, True, False]]))
+    set_keras_mask(b, tg.constant([[False, True, False], [True, False, False]]))
     for cls in (L.Add, L.Multiply, L.Subtract, L.Average, L.Maximum, L.Minimum):
-        np.testing.assert_array_equal(cls()([a, b])._keras_mask.numpy(),
+        np.testing.assert_array_equal(get_keras_mask(cls()([a, b])).numpy(),
                                       [[True, True, False], [True, True, False]])
-        assert getattr(cls()([a, tg.ones((2, 3, 4))]), "_keras_mask", None) is None
-    assert getattr(L.Dot(axes=2)([a, b]), "_keras_mask", None) is None
+        assert get_keras_mask(cls()([a, tg.ones((2, 3, 4))])) is None
+    assert get_keras_mask(L.Dot(axes=2)([a, b])) is None
 
 
 def test_time_distributed_passes_the_mask_and_shares_weights():
     x = np.random.default_rng(3).normal(size=(2, 4, 3)).astype(np.float32)
     xt = tg.constant(x)
-    xt._keras_mask = tg.constant([[True, True, False, False], [True, True, True, False]])
+    set_keras_mask(xt, tg.constant([[True, True, False, False], [True, True, True, False]]))
     td = L.TimeDistributed(L.Dense(5))
     y = td(xt)
-    np.testing.assert_array_equal(y._keras_mask.numpy(), xt._keras_mask.numpy())
+    np.testing.assert_array_equal(get_keras_mask(y).numpy(), get_keras_mask(xt).numpy())
     for t in range(4):  # the wrapped layer on each step alone
         np.testing.assert_allclose(y.numpy()[:, t], td.layer(x[:, t]).numpy(), rtol=1e-6)
     assert len(td.weights) == 2
@@ -331,8 +334,8 @@ def test_noise_layers(make, shape):
     a, b = traced(x).numpy(), traced(x).numpy()
     assert not np.array_equal(a, b)
     m = tg.constant(np.full(shape, 1.0, np.float32))
-    m._keras_mask = tg.constant(np.ones(shape[:2], bool))
-    assert layer(m, training=True)._keras_mask is m._keras_mask
+    set_keras_mask(m, tg.constant(np.ones(shape[:2], bool)))
+    assert get_keras_mask(layer(m, training=True)) is get_keras_mask(m)
 
 
 def test_noise_layer_arguments_and_errors():
@@ -657,11 +660,11 @@ def test_which_layers_pass_a_mask_on():
     """As Keras 3: the elementwise layers pass a (batch, steps) mask on; Permute and
     RepeatVector (which move or add the steps) drop it, with tapegpu's one warning."""
     x = tg.ones((2, 3, 4))
-    x._keras_mask = tg.constant([[True, True, False], [True, False, False]])
+    set_keras_mask(x, tg.constant([[True, True, False], [True, False, False]]))
     for layer in (L.PReLU(), L.ELU(), L.Identity(), L.UnitNormalization(),
                   L.GroupNormalization(groups=2), L.ActivityRegularization(),
                   L.GaussianNoise(0.1), L.GaussianDropout(0.1), L.SpatialDropout1D(0.1),
                   L.TimeDistributed(L.Dense(2))):
-        np.testing.assert_array_equal(layer(x)._keras_mask.numpy(), x._keras_mask.numpy())
+        np.testing.assert_array_equal(get_keras_mask(layer(x)).numpy(), get_keras_mask(x).numpy())
     with pytest.warns(UserWarning, match="Permute .* does not support masking"):
-        assert getattr(L.Permute((2, 1))(x), "_keras_mask", None) is None
+        assert get_keras_mask(L.Permute((2, 1))(x)) is None
