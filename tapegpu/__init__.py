@@ -91,7 +91,7 @@ autodiff.hessian = _functional.hessian
 autodiff.NoJVPError = _forward.NoJVPError
 # -- neural-network pieces, optimizers, black-box ops: see tapegpu/nn, tapegpu/optimizers --------
 from . import models  # noqa: E402
-from .models import initializers, layers, losses  # noqa: E402,F401
+from .models import initializers, losses  # noqa: E402,F401
 from .models.module import Module  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
 from . import train  # noqa: E402,F401  (tg.train: checkpoints)
@@ -108,8 +108,13 @@ config.functions_run_eagerly = _function_api.functions_run_eagerly
 from .ops.control_flow import TensorArray  # noqa: E402,F401  (tg.TensorArray)
 # -- tg.data: input pipelines (tapegpu/data) -----------------------------------------------------
 from . import data  # noqa: E402,F401
-# -- tg.keras: Keras 3's models, training loop, metrics on the layers above (tapegpu/keras) ------
+# -- tg.keras: Keras 3's layers, models, training loop, metrics (tapegpu/keras) -----------------
 from . import keras  # noqa: E402,F401
+# tg.layers: the classes of tg.keras.layers, the one Sequential (a tg.keras.Model) and Keras'
+# activations by name
+layers = _namespace("layers", Sequential=keras.Sequential,
+                    get_activation=keras.layers.activations.get_activation,
+                    **{_n: getattr(keras.layers, _n) for _n in keras.layers.__all__})
 
 estimators = _namespace(
     "estimators", central_difference=_blackbox.central_difference,

@@ -20,10 +20,8 @@ import types as _types
 
 from .. import optimizers as _optimizers
 from ..models import initializers as _initializers
-from ..models import layers as _layers
 from ..models import losses as _losses
 from ..models import regularizers as _regularizers
-from ..models.layers import get_activation as _get_activation
 from ..ops import EXPORTS as _EXPORTS
 from ..ops import control_flow as _control_flow
 from ..ops import numpy_names as _numpy_names
@@ -32,22 +30,19 @@ from ..ops.shape import top_k as _top_k
 from ..ops.unary import stop_gradient as _stop_gradient
 from ..core.tensor import convert_to_tensor as _convert_to_tensor
 from ..autodiff.vectorize import vectorized_map as _vectorized_map
-from . import callbacks, metrics  # noqa: F401
+from . import callbacks, layers, metrics  # noqa: F401
+from .layers.activations import get_activation as _get_activation
+from .layers.core import Input, InputLayer, KerasTensor  # noqa: F401
 from .tensorboard import TensorBoard as _TensorBoard
 callbacks.TensorBoard = _TensorBoard
-from . import conv_layers as _conv_layers
-from . import pooling as _pooling
 from . import datasets as _datasets
-from .model import Functional, Input, InputLayer, KerasTensor, Model, Sequential  # noqa: F401
+from .model import Functional, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
 from . import training as _training
 from .extras import backend, utils  # noqa: F401
 utils.unpack_x_y_sample_weight = _training.unpack_x_y_sample_weight
 utils.pack_x_y_sample_weight = _training.pack_x_y_sample_weight
 from . import applications  # noqa: F401
-from . import recurrent as _recurrent
-from . import more_layers as _more_layers
-from . import preprocessing as _preprocessing
 
 
 def _namespace(name, doc, **members):
@@ -56,44 +51,6 @@ def _namespace(name, doc, **members):
         setattr(ns, k, v)
     return ns
 
-
-def _public(module):
-    return {k: v for k, v in vars(module).items() if not k.startswith("_") and
-            getattr(v, "__module__", "") == module.__name__}
-
-
-layers = _namespace(
-    "layers", "Keras layers: tapegpu's layers (`tg.layers`) plus `Input` and `InputLayer`.",
-    **{k: v for k, v in _public(_layers).items() if isinstance(v, type) and k != "Sequential"},
-    Input=Input, InputLayer=InputLayer)
-for _module in (_conv_layers, _pooling, _recurrent):  # convolution, pooling, spatial
-    for _k, _v in _public(_module).items():           # reshaping and recurrent layers
-        if isinstance(_v, type) and issubclass(_v, _layers.Layer):
-            setattr(layers, _k, _v)
-for _k, _v in _public(_more_layers).items():  # wrapper, merge, noise, normalization... layers
-    if isinstance(_v, type) and issubclass(_v, _layers.Layer):
-        setattr(layers, _k, _v)
-for _k, _v in _public(_preprocessing).items():  # image preprocessing and augmentation layers
-    if isinstance(_v, type) and issubclass(_v, _layers.Layer):
-        setattr(layers, _k, _v)
-
-
-
-def _merge_function(cls):
-    """Keras' functional form of a merge layer: `concatenate(inputs, axis=-1, **kwargs)` is
-    `Concatenate(axis=axis, **kwargs)(inputs)`."""
-    def merge(inputs, **kwargs):
-        return cls(**kwargs)(inputs)
-    merge.__name__ = merge.__qualname__ = "".join(
-        "_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(cls.__name__))
-    merge.__doc__ = f"`keras.layers.{cls.__name__}(**kwargs)(inputs)`, Keras' functional form."
-    return merge
-
-
-for _cls in ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate",
-             "Dot"):
-    _fn = _merge_function(getattr(layers, _cls))
-    setattr(layers, _fn.__name__, _fn)
 
 optimizers = _namespace(
     "optimizers", "Keras optimizers: the classes of `tg.optimizers`, and `get`.",
@@ -175,9 +132,9 @@ def _load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  #
 models = _namespace("models", "`Model`, `Sequential`, `load_model` (which raises: no .keras "
                     "format).", Model=Model, Sequential=Sequential, load_model=_load_model)
 
-# `from tapegpu.keras.layers import Dense` (as `from tensorflow.keras.layers import Dense`)
-for _ns in (layers, optimizers, losses, initializers, activations, regularizers, models, utils,
-            backend, datasets):
+# `from tapegpu.keras.losses import Huber` (as `from tensorflow.keras.losses import Huber`)
+for _ns in (optimizers, losses, initializers, activations, regularizers, models, utils, backend,
+            datasets):
     _sys.modules.setdefault(_ns.__name__, _ns)
 
 for _name in ("Adamax", "Nadam", "Adadelta", "Lion", "Ftrl"):  # also by name in compile()

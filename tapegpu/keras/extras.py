@@ -12,8 +12,8 @@ from .. import ops as _ops
 from ..core.tensor import Tensor
 from ..data import Dataset
 from ..ops import random as _tg_random
-from ..models.layers import Layer
 from ..models.tensor_attributes import get_keras_mask, set_keras_mask
+from .layers.base import Layer
 
 
 def to_categorical(x, num_classes=None):

@@ -1,10 +1,10 @@
-"""`keras.Model` (subclassing and functional), `keras.Sequential`, `keras.Input`, `InputLayer`.
+"""`keras.Model` (subclassing and functional) and `keras.Sequential` (also `tg.layers.Sequential`).
 
-A functional model is a graph of layer calls recorded on symbolic tensors (`KerasTensor`):
-`keras.Input(shape)` makes one, and calling a layer on it runs the layer once on a batch of
-zeros (building its variables and finding the output shape) and returns a new `KerasTensor`
-that remembers the call. `keras.Model(inputs, outputs)` then replays those calls, in order, on
-real tensors.
+A functional model is a graph of layer calls recorded on symbolic tensors (`KerasTensor`,
+tapegpu/keras/layers/core.py): `keras.Input(shape)` makes one, and calling a layer on it runs
+the layer once on a batch of zeros (building its variables and finding the output shape) and
+returns a new `KerasTensor` that remembers the call. `keras.Model(inputs, outputs)` then
+replays those calls, in order, on real tensors.
 """
 import os
 import zipfile
@@ -15,149 +15,18 @@ import numpy as np
 
 from .. import ops
 from ..core import files, nest
-from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, convert_to_tensor
-from ..models import layers as _layers
-from ..models.layers import Layer, _takes_training
 from ..models.module import Module
-from . import conv_layers, pooling, recurrent, training
-
-
-class KerasTensor:
-    """A symbolic tensor of a functional model: a shape (None for the batch axis), a dtype,
-    and the layer call that produced it."""
-
-    def __init__(self, shape, dtype="float32", name=None, history=None):
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(np_dtype(dtype))
-        self.name = name
-        self._keras_history = history  # (node, index) or None for an input
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    def __repr__(self):
-        return f"<KerasTensor shape={self.shape}, dtype={self.dtype.name}, name={self.name}>"
-
-    def _concrete(self):
-        return ops.zeros([1 if d is None else d for d in self.shape], dtype=self.dtype.name)
-
-    def _symbolic_call(self, layer, inputs, args, kwargs):
-        """Records `layer(inputs, *args, **kwargs)` and returns its symbolic output(s)."""
-        for a in nest.flatten((args, kwargs)):
-            if isinstance(a, KerasTensor):
-                raise ValueError(f"{type(layer).__name__} {layer.name!r}: symbolic tensors must "
-                                 "be passed as the first argument (a tensor or a list of them)")
-        concrete = nest.map_structure(
-            lambda t: t._concrete() if isinstance(t, KerasTensor) else t, inputs)
-        out = layer(concrete, *args, **kwargs)
-        unknown_batch = any(isinstance(t, KerasTensor) and t.shape and t.shape[0] is None
-                            for t in nest.flatten(inputs))
-        node = _Node(layer, inputs, args, kwargs)
-        flat = nest.flatten(out)
-        sym = []
-        for i, t in enumerate(flat):
-            t = t if isinstance(t, Tensor) else convert_to_tensor(t)
-            shape = tuple(t.shape)
-            if unknown_batch and shape:
-                shape = (None,) + shape[1:]
-            sym.append(KerasTensor(shape, t._data.dtype, name=f"{layer.name}_{i}",
-                                   history=(node, i)))
-        node.outputs = sym
-        return nest.pack_sequence_as(out, sym)
-
-
-def _operator(fn, label, reflected=False):
-    """A KerasTensor operator: records `fn` as a Lambda layer of the graph."""
-    def method(self, other):
-        if isinstance(other, KerasTensor):
-            pair = [other, self] if reflected else [self, other]
-            return _layers.Lambda(lambda ts: fn(ts[0], ts[1]), name=_op_name(label))(pair)
-        if reflected:
-            return _layers.Lambda(lambda t: fn(other, t), name=_op_name(label))(self)
-        return _layers.Lambda(lambda t: fn(t, other), name=_op_name(label))(self)
-    method.__name__ = f"__{'r' if reflected else ''}{label}__"
-    return method
-
-
-def _op_name(label):
-    return _layers._unique_name(type(label, (), {}))
-
-
-for _label, _fn in (("add", lambda a, b: a + b), ("sub", lambda a, b: a - b),
-                    ("mul", lambda a, b: a * b), ("truediv", lambda a, b: a / b),
-                    ("matmul", lambda a, b: a @ b), ("pow", lambda a, b: a ** b)):
-    setattr(KerasTensor, f"__{_label}__", _operator(_fn, _label))
-    setattr(KerasTensor, f"__r{_label}__", _operator(_fn, _label, reflected=True))
-KerasTensor.__neg__ = lambda self: _layers.Lambda(lambda t: -t, name=_op_name("neg"))(self)
-KerasTensor.__getitem__ = lambda self, key: _layers.Lambda(
-    lambda t: t[key], name=_op_name("getitem"))(self)
-
-
-class _Node:
-    def __init__(self, layer, inputs, args, kwargs):
-        self.layer, self.inputs, self.args, self.kwargs = layer, inputs, args, kwargs
-        self.outputs = []
-
-    def parents(self):
-        return [t._keras_history[0] for t in nest.flatten(self.inputs)
-                if isinstance(t, KerasTensor) and t._keras_history is not None]
-
-
-class InputLayer(Layer):
-    """The layer a `keras.Input` belongs to: it has no variables and passes inputs through.
-
-    `keras.Sequential([keras.layers.InputLayer(shape=(4,)), ...])` declares the input shape.
-    """
-
-    def __init__(self, shape=None, batch_size=None, dtype=None, name=None, input_shape=None,
-                 batch_shape=None, **kwargs):
-        super().__init__(dtype=dtype, name=name)
-        if kwargs:
-            raise TypeError(f"InputLayer: unexpected arguments {sorted(kwargs)}")
-        if shape is None:
-            shape = input_shape
-        if batch_shape is not None:
-            batch_size, shape = batch_shape[0], batch_shape[1:]
-        if shape is None:
-            raise ValueError("InputLayer: give shape= (the shape of one example, without the "
-                             "batch axis), e.g. keras.Input(shape=(28, 28))")
-        try:
-            shape = tuple(None if d is None else int(d) for d in shape)
-        except TypeError:
-            raise TypeError(f"InputLayer: shape must be a tuple of dimensions, got {shape!r}") \
-                from None
-        self.batch_shape = (batch_size,) + shape
-        self.output = KerasTensor(self.batch_shape, self._dtype or np.float32, name=self.name)
-        self.output._input_layer = self
-        self.built = True
-
-    def call(self, inputs):
-        return inputs
-
-
-def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None,  # noqa: N802
-          **kwargs):
-    """A symbolic input of a functional model: `shape` is one example's shape (no batch axis).
-
-    >>> inputs = tg.keras.Input(shape=(4,))
-    >>> outputs = tg.keras.layers.Dense(2)(inputs)
-    >>> outputs.shape
-    (None, 2)
-    >>> model = tg.keras.Model(inputs, outputs)
-    >>> model(tg.ones((3, 4))).shape
-    (3, 2)
-    """
-    if kwargs:
-        raise TypeError(f"keras.Input: unexpected arguments {sorted(kwargs)}; valid: shape, "
-                        "batch_size, dtype, name, batch_shape")
-    return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, name=name,
-                      batch_shape=batch_shape).output
+from . import layers as _layers
+from . import training
+from .layers.base import Layer, _symbolic_input, _takes_training
+from .layers.core import InputLayer, KerasTensor
 
 
 def _as_tensors(structure):
     """numpy arrays among the inputs become tensors (Keras converts them)."""
+    if isinstance(structure, Tensor):  # the common case, at every call
+        return structure
     return nest.map_structure(
         lambda v: convert_to_tensor(v) if isinstance(v, (np.ndarray, np.generic)) else v,
         structure)
@@ -221,20 +90,24 @@ class Model(training.Trainer, Layer):
         return self._tracked(self._model_call, inputs, *args, training=training, **kwargs)
 
     def _model_call(self, inputs, *args, training=None, **kwargs):
-        symbolic = _layers._symbolic_input(inputs)
+        symbolic = _symbolic_input(inputs)
         if symbolic is not None:
             if training is not None:
                 kwargs["training"] = training
             return symbolic._symbolic_call(self, inputs, args, kwargs)
         inputs = _as_tensors(inputs)
         if not self.built:
-            if type(self).build is not Model.build:  # a subclass's own build(input_shape)
-                first = nest.flatten(inputs)[0]
-                self.build(tuple(first.shape))
+            self._build_on_first_call(inputs)
             self.built = True
         if _takes_training(self):
             kwargs["training"] = training
         return self.call(inputs, *args, **kwargs)
+
+    def _build_on_first_call(self, inputs):
+        """A subclass's own `build(input_shape)` runs before its first call, with the first
+        input's shape (the layers of a model without one build on their first call)."""
+        if type(self).build is not Model.build:
+            self.build(tuple(nest.flatten(inputs)[0].shape))
 
     def call(self, inputs, training=None):
         raise NotImplementedError(f"{type(self).__name__}: a keras.Model subclass must "
@@ -546,11 +419,14 @@ class Functional(Model):
         return nest.map_structure(lambda t: values[id(t)], self._outputs)
 
 
-class Sequential(Model, _layers.Sequential):
-    """A `keras.Model` made of a stack of layers (also a `tg.layers.Sequential`).
+class Sequential(Model):
+    """A `keras.Model` made of a stack of layers, each fed the previous one's output; also
+    `tg.layers.Sequential`.
 
     The input shape can be declared with `keras.Input(shape)` (or `InputLayer`) as the first
     element, or with `input_shape=` on the first layer; the model is then built at once.
+    Otherwise each layer builds on its first call. An element may be any callable of a tensor
+    (e.g. a function); `training=` is passed to the elements whose `call` takes it.
 
     >>> model = tg.keras.Sequential([tg.keras.layers.Dense(8, activation="gelu",
     ...                                                    input_shape=(4,)),
@@ -559,61 +435,75 @@ class Sequential(Model, _layers.Sequential):
     4
     >>> model(tg.ones((2, 4))).shape
     (2, 3)
+    >>> model = tg.layers.Sequential([tg.layers.Dense(8, activation="gelu"),
+    ...                               lambda x: 2.0 * x, tg.layers.Dense(2)])
+    >>> model(tg.ones((5, 3))).shape
+    (5, 2)
+    >>> [v.shape for v in model.trainable_variables]
+    [(3, 8), (8,), (8, 2), (2,)]
     """
 
     def __init__(self, layers=None, name=None, trainable=True):
         Model.__init__(self, name=name, trainable=trainable)
-        self.layers_ = []
+        # the stack is the attribute `layers`, so that checkpoints name its variables
+        # model/layers/0/kernel, ...; the property `layers` returns a copy (Keras')
+        self.__dict__["layers"] = []
         self._input_spec = None
         self._output_shapes = {}
         for layer in layers or ():
             self.add(layer)
 
     @property
+    def _stack(self):
+        return self.__dict__["layers"]
+
+    @property
     def layers(self):
-        return list(self.layers_)
+        """The model's layers (and callables), in order: a new list."""
+        return list(self._stack)
 
     @property
     def output_shape(self):
         """The last layer's output shape, batch axis None (Keras').
 
         Known when the input shape is declared (`keras.Input`, `input_shape=`) or given to
-        `build`.
+        `build`, and after the first call.
 
         >>> model = tg.keras.Sequential([tg.keras.Input((3,)), tg.keras.layers.Dense(4)])
         >>> model.output_shape
         (None, 4)
         """
-        if not self.layers_ or id(self.layers_[-1]) not in self._output_shapes:
+        if not self._stack or id(self._stack[-1]) not in self._output_shapes:
             raise AttributeError(f"Sequential {self.name!r}: the output shape is unknown until "
                                  "the input shape is declared (keras.Input or input_shape=) "
                                  "or given to build()")
-        return self._output_shapes[id(self.layers_[-1])]
+        return self._output_shapes[id(self._stack[-1])]
 
     def add(self, layer):
-        """Appends a layer; a `keras.Input` or `InputLayer` first declares the input shape."""
+        """Appends a layer (or any callable); a `keras.Input` or `InputLayer` first declares the
+        input shape."""
         if isinstance(layer, KerasTensor):
             layer = getattr(layer, "_input_layer", None)
             if layer is None:
                 raise TypeError("Sequential.add: a symbolic tensor can only be a keras.Input")
         if isinstance(layer, InputLayer):
-            if self.layers_ or self._input_spec is not None:
+            if self._stack or self._input_spec is not None:
                 raise ValueError("Sequential.add: an InputLayer must come first")
             self._input_spec = layer.output
             return
         if not callable(layer):
-            raise TypeError(f"Sequential.add: expected a layer, got {layer!r}")
-        if not self.layers_ and self._input_spec is None and \
+            raise TypeError(f"Sequential.add: expected a layer or callable, got {layer!r}")
+        if not self._stack and self._input_spec is None and \
                 getattr(layer, "_input_shape_arg", None) is not None:
             self._input_spec = KerasTensor((None,) + layer._input_shape_arg,
                                            layer.dtype or np.float32)
-        self.layers_.append(layer)
+        self._stack.append(layer)
         if self._input_spec is not None:
             self._build_symbolic()
 
     def _build_symbolic(self):
         x = self._input_spec
-        for layer in self.layers_:
+        for layer in self._stack:
             x = layer(x) if not isinstance(layer, Layer) or \
                 not _takes_training(layer) else layer(x, training=False)
             if isinstance(x, KerasTensor):
@@ -628,20 +518,20 @@ class Sequential(Model, _layers.Sequential):
             self._input_spec = KerasTensor(tuple(input_shape), self._dtype or np.float32)
         self._build_symbolic()
 
-    def __call__(self, inputs, *args, training=None, **kwargs):
-        return Model.__call__(self, inputs, *args, training=training, **kwargs)
+    def _build_on_first_call(self, inputs):
+        """Nothing: the layers build on their first call (`call` notes their output shapes)."""
 
     def call(self, inputs, training=None):
         x = inputs
-        for layer in self.layers_:
+        shapes = None if self._output_shapes else self._output_shapes  # the first call's
+        for layer in self._stack:
             if _takes_training(layer):  # None passes on: each layer's default (Keras 3)
                 x = layer(x, training=training)
             else:
                 x = layer(x)
+            if shapes is not None and isinstance(x, Tensor):
+                shapes[id(layer)] = tuple(x.shape)
         return x
-
-    def summary(self, print_fn=None, line_length=72):
-        Model.summary(self, print_fn, line_length)
 
     def get_config(self):
         """`{'name', 'trainable', 'layers': [{'class_name', 'config'}, ...]}`, the input shape
@@ -651,7 +541,7 @@ class Sequential(Model, _layers.Sequential):
             layers.append({"class_name": "InputLayer",
                            "config": {"batch_shape": tuple(self._input_spec.shape),
                                       "dtype": self._input_spec.dtype.name}})
-        for layer in self.layers_:
+        for layer in self._stack:
             if not isinstance(layer, Layer):
                 raise NotImplementedError(f"Sequential.get_config: {layer!r} is not a layer")
             layers.append({"class_name": type(layer).__name__, "config": layer.get_config()})
@@ -662,10 +552,7 @@ class Sequential(Model, _layers.Sequential):
         layers = []
         for entry in config["layers"]:
             name = entry["class_name"]
-            layer_cls = InputLayer if name == "InputLayer" else getattr(
-                _layers, name, getattr(conv_layers, name, getattr(pooling, name, None)))
-            if layer_cls is None and not name.startswith("_"):
-                layer_cls = getattr(recurrent, name, None)
+            layer_cls = None if name.startswith("_") else getattr(_layers, name, None)
             if not (isinstance(layer_cls, type) and issubclass(layer_cls, Layer)):
                 raise ValueError(f"Sequential.from_config: unknown layer class {name!r}")
             layers.append(layer_cls(**entry["config"]))

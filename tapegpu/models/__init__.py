@@ -1,6 +1,6 @@
-"""Neural-network building blocks above the core: `Module`, Keras-style layers, losses and
-initializers. They are exposed as `tg.Module`, `tg.layers`, `tg.losses` (and
-`tg.models.initializers`)."""
-from . import initializers, layers, losses  # noqa: F401
-from .layers import Sequential  # noqa: F401  (as keras.models.Sequential)
+"""Building blocks above the core that Keras' layers and models use: `Module`, losses,
+initializers, regularizers, and Keras' annotations of tensors (`tensor_attributes`: masks and
+logits). They are exposed as `tg.Module`, `tg.losses`, `tg.initializers` (and
+`tg.models.initializers`); the layers are in `tapegpu/keras/layers/` (`tg.layers`)."""
+from . import initializers, losses, regularizers, tensor_attributes  # noqa: F401
 from .module import Module  # noqa: F401

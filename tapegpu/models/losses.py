@@ -118,7 +118,7 @@ def huber(y_true, y_pred, delta=1.0):
 
 def _keras_logits(y_pred, kind):
     """The logits of `y_pred` when it is a Keras activation's output of this kind
-    ("categorical" or "binary"; tapegpu/models/layers.py `_activate`), else None.
+    ("categorical" or "binary"; tapegpu/keras/layers/activations.py `_activate`), else None.
     Keras on TensorFlow computes such cross-entropies from the logits: exact, and with a
     gradient where clipped probabilities have none."""
     link = get_keras_logits(y_pred)

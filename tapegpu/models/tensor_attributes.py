@@ -5,8 +5,9 @@
 Keras on TensorFlow sets them as attributes of the tensor (`output._keras_mask`); tapegpu's
 `Tensor` has no Keras fields, so each annotation is a table keyed by the tensor's id whose entry
 goes when the tensor is freed (a weak reference's callback), as Keras 3 does for the tensors
-of its backends that take no attributes. The layers set them (tapegpu/models/layers.py), the
-losses and metrics read them (tapegpu/models/losses.py, tapegpu/keras/metrics.py).
+of its backends that take no attributes. The layers set them (tapegpu/keras/layers/), the
+losses and metrics read them (tapegpu/models/losses.py, tapegpu/keras/metrics.py); the tables
+live here, below both, so that imports flow one way (keras -> models -> core).
 """
 import weakref
 

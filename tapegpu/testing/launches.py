@@ -22,7 +22,8 @@ from ..autodiff.tape import GradientTape
 from ..core.device import device
 from ..core.tensor import Variable, constant
 from ..function.api import function
-from ..models import layers
+from ..keras.layers import Dense, activations
+from ..keras.model import Sequential
 from ..ops import reduce_mean, sparse_softmax_cross_entropy_with_logits, zeros_like
 from ..ops.registry import REGISTRY
 from ..optimizers import SGD
@@ -36,13 +37,13 @@ def unfused(backend_name="cuda_emu"):
              for name, op in REGISTRY.items()}
     for op in REGISTRY.values():
         op.steps.clear()
-    fusable = dict(layers._FUSABLE)
-    layers._FUSABLE.clear()
+    fusable = dict(activations._FUSABLE)
+    activations._FUSABLE.clear()
     try:
         with options(array_sweep=False):
             yield
     finally:
-        layers._FUSABLE.update(fusable)
+        activations._FUSABLE.update(fusable)
         for name, (fwd, vjp) in saved.items():
             if fwd is not None:
                 REGISTRY[name].kernels[backend_name] = fwd
@@ -65,8 +66,8 @@ def _mlp_step(batch, activation, update):
     784-1024-1024-10 model built on a (batch, 784) input, SGD with momentum 0.9 as the optimizer
     ("optimizer") or as assigns (`sgd_momentum_as_ops`, "assign")."""
     rng = np.random.default_rng(0)
-    model = layers.Sequential([layers.Dense(1024, activation=activation),
-                               layers.Dense(1024, activation=activation), layers.Dense(10)])
+    model = Sequential([Dense(1024, activation=activation), Dense(1024, activation=activation),
+                        Dense(10)])
     x = constant(rng.standard_normal((batch, 784)).astype(np.float32))
     y = constant(rng.integers(0, 10, batch).astype(np.int32))
     model(x)  # build

@@ -25,6 +25,9 @@ def test_layers_are_tapegpus():
                  "Embedding", "LayerNormalization"):
         assert getattr(keras.layers, name) is getattr(tg.layers, name)
     assert issubclass(keras.Sequential, tg.layers.Sequential)
+    for name in keras.layers.__all__:  # one class each, under both spellings
+        assert getattr(tg.layers, name) is getattr(keras.layers, name), name
+    assert tg.layers.Sequential is keras.Sequential is keras.models.Sequential
 
 
 def test_subclassed_model_variables_and_training_flag():
@@ -89,6 +92,20 @@ def test_sequential_with_keras_input_and_add():
     lazy = keras.Sequential([keras.layers.Dense(3)])
     assert lazy.variables == []
     assert lazy(X).shape == (5, 3) and len(lazy.variables) == 2
+
+
+def test_one_sequential_for_tg_layers_and_keras(tmp_path):
+    """tg.layers.Sequential is keras.Sequential: callables among the layers, the first input's
+    dtype, output shapes noted at the first call, checkpoint paths model/layers/<i>/..."""
+    model = tg.layers.Sequential([keras.layers.Dense(3), lambda x: 2.0 * x, tg.nn.relu])
+    x = tg.constant(X.astype(np.float64))
+    y = model(x)
+    assert y.dtype == tg.float64 and model.layers[0].kernel.dtype == tg.float64
+    assert model.output_shape == (5, 3) and isinstance(model, keras.Model)
+    np.testing.assert_array_equal(y.numpy(), np.maximum(2.0 * model.layers[0](x).numpy(), 0.0))
+    path = tg.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    names = {name for name, _ in tg.train.list_variables(path)}
+    assert {"model/layers/0/kernel", "model/layers/0/bias"} <= names
 
 
 def test_functional_dag_matches_the_layers_applied_by_hand():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
-from tapegpu.keras.preprocessing import affine_transform
+from tapegpu.keras.layers.preprocessing import affine_transform
 
 L = tg.keras.layers
 FILL_MODES = ["reflect", "wrap", "constant", "nearest"]

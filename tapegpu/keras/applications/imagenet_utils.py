@@ -6,9 +6,10 @@ import numpy as np
 
 from ... import ops
 from ...core.tensor import Tensor
-from ...models.layers import CLASSIFIER_ACTIVATION, Dense, get_activation
-from ..model import Functional, KerasTensor, Input
-from ..pooling import GlobalAveragePooling2D, GlobalMaxPooling2D
+from ..layers.activations import CLASSIFIER_ACTIVATION, get_activation
+from ..layers.core import Dense, Input, KerasTensor
+from ..layers.pooling import GlobalAveragePooling2D, GlobalMaxPooling2D
+from ..model import Functional
 
 
 def check_weights(weights, include_top, classes, fn):

@@ -1,10 +1,11 @@
 """`keras.applications.InceptionV3` (Szegedy et al. 2016, "Rethinking the Inception
 Architecture for Computer Vision") with Keras' layers, names and parameter counts, and
 `preprocess_input` (pixels to [-1, 1])."""
-from ...models.layers import (CLASSIFIER_ACTIVATION, RECTIFIER_ACTIVATION, Activation,
-                              BatchNormalization, Concatenate)
-from ..conv_layers import Conv2D
-from ..pooling import AveragePooling2D, MaxPooling2D
+from ..layers.activations import CLASSIFIER_ACTIVATION, RECTIFIER_ACTIVATION, Activation
+from ..layers.convolutional import Conv2D
+from ..layers.merging import Concatenate
+from ..layers.normalization import BatchNormalization
+from ..layers.pooling import AveragePooling2D, MaxPooling2D
 from . import imagenet_utils
 
 

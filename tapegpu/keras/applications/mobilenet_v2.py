@@ -1,9 +1,11 @@
 """`keras.applications.MobileNetV2` (Sandler et al. 2018, "MobileNetV2: Inverted Residuals and
 Linear Bottlenecks") with Keras' layers, layer names and parameter counts, and
 `preprocess_input` (pixels to [-1, 1])."""
-from ...models.layers import CLASSIFIER_ACTIVATION, Add, BatchNormalization, ReLU
-from ..conv_layers import Conv2D, DepthwiseConv2D
-from ..pooling import ZeroPadding2D
+from ..layers.activations import CLASSIFIER_ACTIVATION, ReLU
+from ..layers.convolutional import Conv2D, DepthwiseConv2D
+from ..layers.merging import Add
+from ..layers.normalization import BatchNormalization
+from ..layers.reshaping import ZeroPadding2D
 from . import imagenet_utils
 
 # the inverted residual blocks after the first one: (output filters, stride) in order; every

@@ -1,6 +1,7 @@
-"""Keras 3's image preprocessing and augmentation layers: `Resizing`, `CenterCrop`,
-`RandomCrop`, `RandomFlip`, `RandomRotation`, `RandomZoom`, `RandomTranslation`,
-`RandomContrast`, `RandomBrightness`, and the `affine_transform` the geometric ones share.
+"""Keras 3's preprocessing layers: `Rescaling`, `Normalization` (with `adapt`), and the image
+preprocessing and augmentation layers `Resizing`, `CenterCrop`, `RandomCrop`, `RandomFlip`,
+`RandomRotation`, `RandomZoom`, `RandomTranslation`, `RandomContrast`, `RandomBrightness`,
+with the `affine_transform` the geometric ones share.
 
 Images are channels-last, `(height, width, channels)` or a batch `(batch, height, width,
 channels)`. Integer and float16 inputs are computed in float32 (Keras' compute dtype); float32
@@ -24,11 +25,11 @@ import math
 
 import numpy as np
 
-from .. import ops
-from ..core.tensor import Tensor, Variable, convert_to_tensor
-from ..models.layers import Layer
-from ..ops.image import resize
-from ..ops.random import seeded_uniform, uniform
+from ... import ops
+from ...core.tensor import Tensor, Variable, convert_to_tensor
+from ...ops.image import resize
+from ...ops.random import seeded_uniform, uniform
+from .base import Layer
 
 _FILL_MODES = ("reflect", "wrap", "constant", "nearest")
 _INTERPOLATIONS = ("bilinear", "nearest")
@@ -85,7 +86,7 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
     one (shape `(8,)`) for all images or one per image (`(batch, 8)`). Differentiable in the
     images.
 
-    >>> from tapegpu.keras.preprocessing import affine_transform
+    >>> from tapegpu.keras.layers.preprocessing import affine_transform
     >>> img = tg.reshape(tg.range(6.0), (2, 3, 1))
     >>> shift = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # reads x + 1
     >>> affine_transform(img, shift, fill_mode="nearest")[..., 0].numpy()
@@ -559,3 +560,175 @@ class RandomBrightness(Layer):
         if x.ndim == 3:
             delta = ops.squeeze(delta, 0)
         return ops.clip_by_value(x + delta, lo, hi)
+
+
+# -- Rescaling, Normalization ----------------------------------------------------------------------
+
+class Rescaling(Layer):
+    """`inputs * scale + offset` (integer inputs are cast to the layer's dtype first).
+
+    >>> tg.layers.Rescaling(1 / 255)(tg.constant([[0, 255]], dtype="uint8")).numpy()
+    array([[0., 1.]], dtype=float32)
+    """
+
+    supports_masking = True  # passes its input's mask on (Keras)
+
+    def __init__(self, scale, offset=0.0, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.scale, self.offset = float(scale), float(offset)
+
+    def call(self, inputs):
+        return inputs * self.scale + self.offset
+
+
+class Normalization(Layer):
+    """Keras 3's feature normalisation: `(inputs - mean) / max(sqrt(variance), 1e-7)` (with
+    `invert=True`: `mean + inputs * max(sqrt(variance), 1e-7)`), `mean` and `variance` per
+    position of the kept `axis` (default the last; None: one scalar each).
+
+    Give `mean` and `variance`, or compute them from data with `adapt(data)` (an array, a
+    tensor, a `tg.data.Dataset` or any iterable of batches; batches are combined as Keras
+    does). Adapted statistics are the non-trainable weights `mean`, `variance` and `count`
+    (int64, kept 0 as in Keras), in Keras' order.
+
+    >>> norm = tg.keras.layers.Normalization()
+    >>> norm.adapt(np.array([[1.0, 10.0], [3.0, 30.0]], np.float32))
+    >>> norm(tg.constant([[2.0, 20.0]])).numpy()
+    array([[0., 0.]], dtype=float32)
+    """
+
+    supports_masking = True
+
+    def __init__(self, axis=-1, mean=None, variance=None, invert=False, dtype=None, name=None,
+                 **kwargs):
+        super().__init__(dtype=dtype, name=name, **kwargs)
+        if axis is None:
+            axis = ()
+        elif isinstance(axis, int):
+            axis = (axis,)
+        else:
+            axis = tuple(axis)
+        self.axis = axis
+        self.input_mean, self.input_variance = mean, variance
+        self.invert = bool(invert)
+        if (mean is None) != (variance is None):
+            raise ValueError(f"Normalization: when setting values directly, both mean and "
+                             f"variance must be set, got mean={mean} and variance={variance}")
+        if mean is not None:
+            if np.shape(mean) != np.shape(variance):
+                raise ValueError(f"Normalization: mean and variance must have the same shape, "
+                                 f"got {np.shape(mean)} and {np.shape(variance)}")
+            if np.ndim(mean) > len(self.axis):
+                raise ValueError(f"Normalization: the rank of mean must be at most the number "
+                                 f"of axes ({len(self.axis)}), got mean of shape "
+                                 f"{np.shape(mean)} for axis {self.axis}")
+        self._mean = self._variance = None
+
+    def build(self, input_shape):
+        ndim = len(input_shape)
+        if any(not -ndim <= a < ndim for a in self.axis):
+            raise ValueError(f"Normalization {self.name!r}: all axis values must be in the "
+                             f"range [-ndim, ndim), got inputs with ndim={ndim} and axis="
+                             f"{self.axis}")
+        self._build_input_shape = tuple(input_shape)
+        self._keep = tuple(sorted(a % ndim for a in self.axis))
+        self._reduce = tuple(d for d in range(ndim) if d not in self._keep)
+        self._bshape = [input_shape[d] if d in self._keep else 1 for d in range(ndim)]
+        self._stat_shape = tuple(input_shape[d] for d in self._keep)
+        if self.input_mean is None:
+            self.adapt_mean = self.add_weight("mean", self._stat_shape, "zeros",
+                                              trainable=False)
+            self.adapt_variance = self.add_weight("variance", self._stat_shape, "ones",
+                                                  trainable=False)
+            self.count = self.add_weight("count", (), "zeros", trainable=False, dtype="int64")
+        else:
+            dt = self._dtype or np.dtype(np.float32)
+            mean = np.asarray(self.input_mean, dt)
+            variance = np.asarray(self.input_variance, dt)
+            if mean.ndim:
+                expanded = [1] * ndim
+                for i in range(1, mean.ndim + 1):
+                    expanded[self._keep[-i]] = mean.shape[-i]
+                mean, variance = mean.reshape(expanded), variance.reshape(expanded)
+            self._mean = np.broadcast_to(mean, self._bshape)
+            self._variance = np.broadcast_to(variance, self._bshape)
+
+    def adapt(self, data):
+        """Computes `mean` and `variance` of `data` over every axis but `axis` (Keras' `adapt`):
+        an array or tensor, or a dataset / iterable of batches (combined exactly, not
+        averaged per batch)."""
+        if isinstance(data, Tensor):
+            data = data.numpy()
+        elif hasattr(data, "__array__") and not isinstance(data, (list, tuple)):
+            data = np.asarray(data)  # e.g. a pandas DataFrame (whose iteration gives columns)
+        if isinstance(data, np.ndarray):
+            batches, shape = [data], data.shape
+        elif hasattr(data, "__iter__"):
+            batches = [_batch_array(b, self) for b in data]
+            if not batches:
+                raise ValueError(f"Normalization {self.name!r}: adapt() received an empty "
+                                 "iterable (no batches); pass arrays or a batched dataset")
+            shape = batches[0].shape
+        else:
+            raise TypeError(f"Normalization {self.name!r}: adapt() takes an array, a tensor, a "
+                            f"dataset or an iterable of batches, got {type(data).__name__}")
+        if not self.built:
+            if self._dtype is None:
+                self._dtype = np.dtype(np.float32)
+            self.build(shape)
+            self.built = True
+        if self.input_mean is not None:
+            raise ValueError(f"Normalization {self.name!r}: the layer was given mean and "
+                             "variance; adapt() cannot change them")
+        total_mean = total_var = None
+        count = 0
+        for b in batches:
+            if b.ndim != len(self._build_input_shape) or \
+                    any(b.shape[d] != self._build_input_shape[d] for d in self._keep):
+                raise ValueError(f"Normalization {self.name!r}: the layer was built with "
+                                 f"input_shape={self._build_input_shape}, but adapt() got data "
+                                 f"of an incompatible shape {b.shape}")
+            b = b.astype(np.float64)
+            mean, var = b.mean(axis=self._reduce), b.var(axis=self._reduce)
+            n = int(np.prod([b.shape[d] for d in self._reduce])) if self._reduce else 1
+            if total_mean is None:
+                total_mean, total_var, count = mean, var, n
+                continue
+            count += n
+            w = n / count
+            new_mean = total_mean * (1 - w) + mean * w
+            total_var = (total_var + (total_mean - new_mean) ** 2) * (1 - w) + \
+                (var + (mean - new_mean) ** 2) * w
+            total_mean = new_mean
+        self.adapt_mean.assign(np.asarray(total_mean, self.adapt_mean.dtype.as_numpy_dtype))
+        self.adapt_variance.assign(np.asarray(total_var,
+                                              self.adapt_variance.dtype.as_numpy_dtype))
+
+    def call(self, inputs):
+        if self._keep and (inputs.ndim != len(self._bshape) or
+                           any(inputs.shape[d] != self._bshape[d] for d in self._keep)):
+            raise ValueError(f"Normalization {self.name!r}: built for inputs of shape "
+                             f"{self._build_input_shape} (axis {self.axis}), got shape "
+                             f"{inputs.shape}")
+        bshape = self._bshape if self._keep else []  # axis=None: scalars, for any shape
+        if self._mean is not None:
+            mean = convert_to_tensor(self._mean.astype(inputs._data.dtype).reshape(bshape))
+            variance = convert_to_tensor(
+                self._variance.astype(inputs._data.dtype).reshape(bshape))
+        else:
+            mean = ops.reshape(ops.cast(self.adapt_mean.value(), inputs.dtype), bshape)
+            variance = ops.reshape(ops.cast(self.adapt_variance.value(), inputs.dtype), bshape)
+        std = ops.maximum(ops.sqrt(variance), ops.cast(1e-7, inputs.dtype))
+        return mean + inputs * std if self.invert else (inputs - mean) / std
+
+
+def _batch_array(batch, layer):
+    """A batch of `adapt`'s data (an `(x, y)` pair's x) as a numpy array."""
+    if isinstance(batch, (tuple, list)) and batch:
+        batch = batch[0]
+    if isinstance(batch, Tensor):
+        return batch.numpy()
+    if not hasattr(batch, "shape"):
+        raise TypeError(f"Normalization {layer.name!r}: adapt() expects batches that are "
+                        f"arrays or tensors, got {type(batch).__name__}")
+    return np.asarray(batch)

@@ -1,6 +1,7 @@
 """Keras 3's recurrent layers: the cells `SimpleRNNCell`, `LSTMCell`, `GRUCell`, the layers
 `SimpleRNN`, `LSTM`, `GRU` and `RNN(cell)` that run a cell over the time axis,
-`StackedRNNCells` (what `RNN([cell, ...])` runs) and `Bidirectional`.
+`StackedRNNCells` (what `RNN([cell, ...])` runs), and the wrappers
+`Bidirectional` and `TimeDistributed`.
 
 Names, arguments, defaults, the weights' shapes and order (`kernel`, `recurrent_kernel`,
 `bias`; gates side by side along the last axis: i, f, c, o for LSTM, z, r, h for GRU) and the
@@ -14,20 +15,22 @@ each slice's gradient is a sequence-sized array, O(timesteps^2) in the backward 
 
 Masks are taken as the `mask=` argument, a bool (batch, timesteps) tensor, with Keras'
 meaning, or from the input as `Embedding(mask_zero=True)` or `Masking` made it; with
-`return_sequences=True` the output carries the mask on to the next layer. `stateful=True` is not supported (a clear error); `unroll` is
-accepted and changes nothing (the loop is always a Python loop).
+`return_sequences=True` the output carries the mask on to the next layer. `stateful=True` is
+not supported (a clear error); `unroll` is accepted and changes nothing (the loop is always a
+Python loop).
 """
 import inspect
 
 import numpy as np
 
-from .. import ops
-from ..core import nest
-from ..core.tensor import Tensor, Variable, convert_to_tensor
-from ..models import initializers, regularizers
-from ..models.layers import Layer, _takes_training, get_activation
-from ..ops.nn import dropout_drawn
-from ..ops.random import seeded_uniform
+from ... import ops
+from ...core import nest
+from ...core.tensor import Tensor, Variable, convert_to_tensor
+from ...models import initializers, regularizers
+from ...ops.nn import dropout_drawn
+from ...ops.random import seeded_uniform
+from .activations import get_activation
+from .base import Layer, _takes_mask, _takes_training
 
 
 def _apply(activation, x):
@@ -788,3 +791,55 @@ def _copy_layer(layer, **overrides):
             given[key] = [_copy_layer(v, name=None) if isinstance(v, Layer) else v
                           for v in value]
     return type(layer)(**given)
+
+
+class TimeDistributed(Layer):
+    """Applies `layer` to every timestep of `(batch, time, ...)` inputs: the steps are folded
+    into the batch, `layer` runs once on `(batch * time, ...)`, and the result is unfolded, so
+    one set of weights serves every step.
+
+    The weights are `layer`'s (Keras' order and shapes). The input's mask passes on. (Keras
+    calls `layer` once per step; the results are the same, except for layers whose training
+    behaviour depends on the batch, e.g. `BatchNormalization(training=True)`, which here takes
+    its statistics over every step at once.)
+
+    >>> td = tg.keras.layers.TimeDistributed(tg.keras.layers.Dense(3))
+    >>> td(tg.ones((2, 5, 4))).shape
+    (2, 5, 3)
+    >>> [v.shape for v in td.weights]
+    [(4, 3), (3,)]
+    """
+
+    supports_masking = True
+
+    def __init__(self, layer, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        if not isinstance(layer, Layer):
+            raise ValueError(f"TimeDistributed: please initialize the wrapper with a "
+                             f"`keras.layers.Layer` instance, got {layer!r}")
+        self.layer = layer
+
+    def build(self, input_shape):
+        if len(input_shape) < 3:
+            raise ValueError(f"TimeDistributed {self.name!r}: inputs must have rank >= 3 "
+                             f"(batch, time, ...), got shape {tuple(input_shape)}")
+
+    def call(self, inputs, training=False, mask=None):
+        if inputs.ndim < 3:
+            raise ValueError(f"TimeDistributed {self.name!r}: inputs must have rank >= 3 "
+                             f"(batch, time, ...), got shape {inputs.shape}")
+        batch, steps = inputs.shape[:2]
+        folded = ops.reshape(inputs, (batch * steps,) + inputs.shape[2:])
+        kwargs = {}
+        if _takes_training(self.layer):
+            kwargs["training"] = training
+        if mask is not None and _takes_mask(self.layer):
+            m = mask if isinstance(mask, Tensor) else convert_to_tensor(mask)
+            if tuple(m.shape[:2]) != (batch, steps):
+                raise ValueError(f"TimeDistributed {self.name!r}: the mask's first two "
+                                 f"dimensions (batch, time) must match the inputs', got mask "
+                                 f"shape {m.shape} for inputs of shape {inputs.shape}")
+            if m.ndim > 2:
+                kwargs["mask"] = ops.reshape(m, (batch * steps,) + m.shape[2:])
+        out = self.layer(folded, **kwargs)
+        return ops.reshape(out, (batch, steps) + out.shape[1:])

@@ -8,14 +8,15 @@ Arguments, defaults, weight names and shapes are Keras 3's: a `Conv2D` kernel is
 'channels_first'; `padding` is 'valid' or 'same' (and 'causal' for `Conv1D`).
 
 The argument helpers here (`standardize_tuple`, `data_format_of`, `check_rank`) are shared
-with the pooling and reshaping layers.
+with the pooling, reshaping and regularization layers.
 """
 import numpy as np
 
-from .. import ops
-from ..models import initializers, regularizers
-from ..models.layers import _FUSABLE, Layer, get_activation
-from ..ops.nn import bias_act
+from ... import ops
+from ...models import initializers, regularizers
+from ...ops.nn import bias_act
+from .activations import _FUSABLE, get_activation
+from .base import Layer
 
 # tg.nn's data_format names, by spatial rank: (channels_last, channels_first)
 _NN_FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
