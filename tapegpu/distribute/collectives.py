@@ -1,7 +1,8 @@
 """Collectives on tensors: allreduce, allgather, broadcast (and their pickled-object forms).
 
-Arrays travel as raw bytes (no pickling, any dtype): tensors of the numpy and cuda_emu devices
-are numpy arrays already; CuPy arrays are copied to the host and back.
+Two routes (nccl.py): tensors of the CPU devices (numpy, cuda_emu) travel over MPI as raw bytes
+(no pickling, any dtype); tensors of a GPU travel by NCCL on the device, stream-ordered, never
+through the host (without NCCL, they are copied to the host and go over MPI).
 
 Determinism. tapegpu reduces without MPI's reduction operators, so the result does not depend
 on which algorithm MPI picks. A buffer of n elements is cut into `size()` chunks. Phase 1
@@ -14,6 +15,8 @@ sends and receives about 2n elements).
 
 Non-blocking reductions are issued on two communicators of their own (one per phase), always
 in the same order on every rank, so ranks that reach a bucket at different moments still match.
+NCCL's reductions are deterministic too (its ring reduces each chunk once and passes the
+result on), so ranks stay bit-identical on that route as well.
 """
 import hashlib
 import pickle
@@ -21,11 +24,14 @@ import pickle
 import numpy as np
 
 from ..core.tensor import Tensor, Variable, convert_to_tensor
+from . import nccl
 from .runtime import _need, _state, wait
 
 
 class ReduceOp:
-    """How `allreduce` combines the ranks' values: `Average`, `Sum`, `Min` or `Max`."""
+    """How `allreduce` combines the ranks' values: `Average`, `Sum`, `Min` or `Max` (Horovod's
+    names); `ReduceOp.SUM` and `ReduceOp.MEAN` are TensorFlow's names of `Sum` and `Average`
+    (`tf.distribute.ReduceOp`, what `Strategy.reduce` takes)."""
 
     def __init__(self, name, ufunc, kinds):
         self.name = name
@@ -41,6 +47,8 @@ Sum = ReduceOp("Sum", np.add, "iufc")
 Min = ReduceOp("Min", np.minimum, "iuf")
 Max = ReduceOp("Max", np.maximum, "iuf")
 _OPS = (Average, Sum, Min, Max)
+ReduceOp.SUM = Sum
+ReduceOp.MEAN = Average
 
 
 class NoneCompressor:
@@ -53,6 +61,19 @@ class NoneCompressor:
         return np.dtype(dtype)
 
     @staticmethod
+    def wire_name(dtype):
+        return np.dtype(dtype).name
+
+    @staticmethod
+    def encode(xp, array):
+        """`array` as it travels (on its device, numpy or CuPy)."""
+        return array
+
+    @staticmethod
+    def decode(xp, array, dtype):
+        return array
+
+    @staticmethod
     def compress(tensor):
         """`(tensor, context)`: the tensor as it travels, and what `decompress` needs."""
         return tensor, None
@@ -63,9 +84,10 @@ class NoneCompressor:
 
 
 class FP16Compressor:
-    """Floating-point values travel as float16 (half the bytes of float32); each rank still
-    combines its chunk in the original dtype, and results come back in the original dtype.
-    Other dtypes travel unchanged."""
+    """Floating-point values travel as float16 (half the bytes of float32), converted on their
+    device; results come back in the original dtype. Over MPI each rank combines its chunk in
+    the original dtype; NCCL adds in float16 (Horovod's fp16 over NCCL does the same). Other
+    dtypes travel unchanged."""
 
     name = "fp16"
 
@@ -73,6 +95,18 @@ class FP16Compressor:
     def wire_dtype(dtype):
         dtype = np.dtype(dtype)
         return np.dtype(np.float16) if dtype.kind == "f" else dtype
+
+    @classmethod
+    def wire_name(cls, dtype):
+        return cls.wire_dtype(dtype).name
+
+    @staticmethod
+    def encode(xp, array):
+        return array.astype(np.float16) if array.dtype.kind == "f" else array
+
+    @staticmethod
+    def decode(xp, array, dtype):
+        return array if array.dtype == dtype else array.astype(dtype)
 
     @staticmethod
     def compress(tensor):
@@ -92,11 +126,79 @@ class FP16Compressor:
         return np.asarray(tensor).astype(ctx)
 
 
+def to_bfloat16(xp, array):
+    """bfloat16 bits (uint16) of a floating array, rounded to nearest even (NaN stays NaN):
+    the high half of float32, on the array's device."""
+    f = array.astype(np.float32)
+    u = f.view(np.uint32)
+    rounded = ((u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >>
+               np.uint32(16)).astype(np.uint16)
+    return xp.where(xp.isnan(f), np.uint16(0x7FC0), rounded)
+
+
+def from_bfloat16(xp, bits, dtype):
+    """The values of bfloat16 bits (uint16, or int16 holding them) in `dtype`: the bits are
+    float32's high half."""
+    if bits.dtype == np.int16:
+        bits = bits.view(np.uint16)
+    f = (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return f if np.dtype(dtype) == np.float32 else f.astype(dtype)
+
+
+class BF16Compressor:
+    """Floating-point values travel as bfloat16 (float32's range, 8 bits of mantissa; half the
+    bytes of float32), converted on their device; results come back in the original dtype.
+    The bits travel as uint16 arrays (numpy and CuPy have no bfloat16): NCCL reduces them as
+    NCCL_BFLOAT16, MPI's ranks widen them to the original dtype to add. Other dtypes travel
+    unchanged. (tapegpu's addition to Horovod's choices.)"""
+
+    name = "bf16"
+
+    @staticmethod
+    def wire_dtype(dtype):
+        dtype = np.dtype(dtype)
+        return np.dtype(np.uint16) if dtype.kind == "f" else dtype
+
+    @staticmethod
+    def wire_name(dtype):
+        dtype = np.dtype(dtype)
+        return "bfloat16" if dtype.kind == "f" else dtype.name
+
+    @staticmethod
+    def encode(xp, array):
+        return to_bfloat16(xp, array) if array.dtype.kind == "f" else array
+
+    @staticmethod
+    def decode(xp, array, dtype):
+        return from_bfloat16(xp, array, dtype) if np.dtype(dtype).kind == "f" else array
+
+    @staticmethod
+    def compress(tensor):
+        """`(bfloat16 bits in an int16 tensor, the original dtype)` for floating tensors
+        (tapegpu has no uint16 tensors; the bits are the same)."""
+        data = tensor._data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        if data.dtype.kind != "f":
+            return tensor, None
+        xp = tensor._dev.xp if isinstance(tensor, Tensor) else np
+        out = to_bfloat16(xp, data).view(np.int16)
+        return (Tensor(out, tensor._dev) if isinstance(tensor, Tensor) else out), data.dtype
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        if ctx is None:
+            return tensor
+        if isinstance(tensor, Tensor):
+            return Tensor(from_bfloat16(tensor._dev.xp, tensor._data, ctx), tensor._dev)
+        return from_bfloat16(np, np.asarray(tensor), ctx)
+
+
 class Compression:
-    """Horovod's compression choices: `Compression.none` and `Compression.fp16`."""
+    """Horovod's compression choices, `Compression.none` and `Compression.fp16`, and
+    `Compression.bf16`: what travels between the ranks."""
 
     none = NoneCompressor
     fp16 = FP16Compressor
+    bf16 = BF16Compressor
 
 
 def check_op(op, dtype, what):
@@ -112,9 +214,18 @@ def check_op(op, dtype, what):
 
 
 def check_compression(compression, what):
-    if compression not in (NoneCompressor, FP16Compressor):
+    if compression not in (NoneCompressor, FP16Compressor, BF16Compressor):
         raise ValueError(f"tg.distribute.{what}: compression must be tg.distribute.Compression"
-                         f".none or Compression.fp16, got {compression!r}")
+                         f".none, Compression.fp16 or Compression.bf16, got {compression!r}")
+
+
+def path_of(t, dtype=None, compression=NoneCompressor):
+    """'nccl' when the tensor travels by NCCL (a GPU tensor of a dtype NCCL carries), else
+    'mpi' (nccl.py)."""
+    dtype = np.dtype(t._data.dtype if dtype is None else dtype)
+    if nccl.route(t._dev) == "nccl" and nccl.carries(dtype, compression.wire_name(dtype)):
+        return "nccl"
+    return "mpi"
 
 
 # -- arrays in and out ----------------------------------------------------------------------------
@@ -157,6 +268,7 @@ class Reduction:
         self.p = p = st.comm.Get_size()
         self.op = op
         self.n = n
+        self.compression = compression
         self.dtype = dtype = np.dtype(dtype)
         self.wire = wire = compression.wire_dtype(dtype)
         self.m = m = max(1, -(-n // p))
@@ -170,7 +282,7 @@ class Reduction:
 
     def start(self):
         if self.wire != self.dtype:
-            self.send.reshape(-1)[:self.n] = self.buffer
+            self.send.reshape(-1)[:self.n] = self.compression.encode(np, self.buffer)
         self.buffer = None
         if self.p == 1:  # the rank-order combination of one value: the value itself
             self.out = self.send
@@ -188,13 +300,14 @@ class Reduction:
         if self.out is not None:
             return
         rows = self.recv
-        acc = rows[0].astype(self.dtype)
+        c = self.compression
+        acc = c.decode(np, rows[0], self.dtype).astype(self.dtype)
         ufunc = self.op.ufunc
         for j in range(1, rows.shape[0]):
-            ufunc(acc, rows[j], out=acc)
+            ufunc(acc, c.decode(np, rows[j], self.dtype), out=acc)
         if self.op is Average:
             acc /= rows.shape[0]
-        self.chunk = np.ascontiguousarray(acc.astype(self.wire, copy=False))
+        self.chunk = np.ascontiguousarray(c.encode(np, acc).astype(self.wire, copy=False))
         self.send = self.recv = None
         self.out = np.empty((rows.shape[0], self.m), self.wire)
         self.request = _state.comm_gather.Iallgather(self.chunk.view(np.uint8),
@@ -202,7 +315,8 @@ class Reduction:
 
     def result(self):
         flat = self.out.reshape(-1)[:self.n]
-        return flat if flat.dtype == self.dtype else flat.astype(self.dtype)
+        return flat if flat.dtype == self.dtype else \
+            self.compression.decode(np, flat, self.dtype).astype(self.dtype, copy=False)
 
 
 class Reducer:
@@ -293,9 +407,17 @@ def allreduce(tensor, op=Average, compression=Compression.none, name=None):
     check_compression(compression, "allreduce")
     t = as_tensor(tensor, "allreduce")
     check_op(op, t._data.dtype, "allreduce")
+    path = path_of(t, compression=compression)
     check_signature([(name or "tensor", t._data.dtype.name, tuple(t.shape)), ("op", op.name),
-                     ("compression", compression.name)], "allreduce", _describe_array)
+                     ("compression", compression.name), ("path", path)], "allreduce",
+                    _describe_array)
     del st
+    if path == "nccl":  # on the device, stream-ordered
+        r = nccl.DeviceReduction(nccl.link(t._dev, "allreduce"), t.size, t._data.dtype, op,
+                                 compression)
+        r.pack(0, t._data)
+        r.start()
+        return Tensor(r.result().reshape(t.shape), t._dev)
     reducer = Reducer()
     r = reducer.add(t.size, t._data.dtype, op, compression)
     r.buffer[...] = host(t).reshape(-1)
@@ -316,12 +438,23 @@ def allgather(tensor, name=None):
     if t.ndim == 0:
         raise ValueError("tg.distribute.allgather: the tensor must have at least one axis (it is "
                          "concatenated along axis 0); got a scalar, reshape it to (1,)")
-    data = np.ascontiguousarray(host(t))
-    check_signature([(name or "tensor", data.dtype.name, ("*",) + tuple(data.shape[1:]))],
-                    "allgather", _describe_array)
+    path = "nccl" if nccl.route(t._dev) == "nccl" else "mpi"
+    check_signature([(name or "tensor", t._data.dtype.name, ("*",) + tuple(t.shape[1:])),
+                     ("path", path)], "allgather", _describe_array)
     p = st.comm.Get_size()
     rows = np.empty(p, np.int64)
-    wait([st.comm.Iallgather(np.array([data.shape[0]], np.int64), rows)], "allgather")
+    wait([st.comm.Iallgather(np.array([t.shape[0]], np.int64), rows)], "allgather")
+    if path == "nccl":  # padded to the most rows, gathered on the device, padding dropped
+        lk = nccl.link(t._dev, "allgather")
+        xp = lk.xp
+        most = int(rows.max())
+        with t._dev.context():
+            send = xp.zeros((most,) + tuple(t.shape[1:]), t._data.dtype)
+            send[:t.shape[0]] = t._data
+            stacked = nccl.allgather_flat(lk, send, most)
+            out = xp.concatenate([stacked[j, :int(rows[j])] for j in range(p)])
+        return Tensor(out, t._dev)
+    data = np.ascontiguousarray(host(t))
     row_bytes = data.dtype.itemsize * int(np.prod(data.shape[1:], dtype=np.int64))
     counts = [int(r) * row_bytes for r in rows]
     displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
@@ -340,8 +473,15 @@ def broadcast(tensor, root_rank=0, name=None):
     st = _need("broadcast")
     _check_root(root_rank, "broadcast")
     t = as_tensor(tensor, "broadcast")
+    path = "nccl" if nccl.route(t._dev) == "nccl" else "mpi"
     check_signature([(name or "tensor", t._data.dtype.name, tuple(t.shape)),
-                     ("root_rank", int(root_rank))], "broadcast", _describe_array)
+                     ("root_rank", int(root_rank)), ("path", path)], "broadcast",
+                    _describe_array)
+    if path == "nccl":
+        lk = nccl.link(t._dev, "broadcast")
+        with t._dev.context():
+            buf = lk.xp.array(t._data, copy=True, order="C").reshape(-1)
+        return Tensor(nccl.broadcast_flat(lk, buf, root_rank).reshape(t.shape), t._dev)
     buf = np.array(host(t), copy=True, order="C")
     wait([st.comm.Ibcast(_bytes(buf), root=int(root_rank))], "broadcast")
     return on_device(buf, t._dev)

@@ -10,7 +10,14 @@ tape's entries are cut at those points, and the walk runs segment by segment (ea
 one `sweep.backward` call over consecutive entries, seeded with the cotangents flowing out of
 the segments above it); between segments, the ready buckets start and MPI makes progress. The
 cotangents are the same as in one sweep, summed in the same order. Buckets start in the same
-order on every rank (a bucket waits for the ones before it), which MPI needs.
+order on every rank (a bucket waits for the ones before it), which MPI and NCCL need.
+
+Gradients on a GPU go into flat device buckets (one per dtype, up to `bucket_bytes`, as DDP's)
+that NCCL reduces on a side stream (nccl.py): a bucket is packed on the current stream as soon
+as its gradients are final, the side stream waits for that and runs the allreduce, and the
+gradients handed back are views of the reduced bucket, which the current stream (so the
+optimizer's update) waits for with an event. Only which gradients are None crosses the host
+(a few bytes over MPI per step); no gradient value does, and nothing synchronizes.
 """
 import functools
 
@@ -21,9 +28,11 @@ from ..autodiff.recorder import UnconnectedGradients
 from ..autodiff.tape import GradientTape
 from ..core import nest
 from ..core.tensor import Tensor, Variable
+from . import nccl
 from .collectives import (_OPS, Average, Compression, Reducer, _describe_array, as_tensor,
-                          check_compression, check_op, check_signature, host, on_device)
-from .runtime import _need, wait
+                          check_compression, check_op, check_signature, host, on_device,
+                          path_of)
+from .runtime import _need, _state, wait
 
 BUCKET_BYTES = 25 * 2 ** 20  # the default bucket size (as PyTorch DDP's bucket_cap_mb=25)
 
@@ -38,27 +47,33 @@ def _check_bucket_bytes(bucket_bytes, what):
     return int(bucket_bytes)
 
 
-def _entry(s, i):
-    """What every rank must agree on about one source: (name, dtype, shape)."""
+def _entry(s, i, compression=Compression.none):
+    """What every rank must agree on about one source: (name, dtype, shape), and 'nccl' when
+    its gradient travels by NCCL."""
     v = s._value if isinstance(s, Variable) else s
     if not isinstance(v, Tensor):
         raise TypeError(f"tg.distribute.DistributedGradientTape.gradient: source {i} is a "
                         f"{type(s).__name__}; sources must be tg.Tensor or tg.Variable")
     name = s.name if isinstance(s, Variable) else f"source {i}"
-    return (name, v._data.dtype.name, tuple(v.shape))
+    entry = (name, v._data.dtype.name, tuple(v.shape))
+    if v._data.dtype.kind in "fc" and path_of(v, compression=compression) == "nccl":
+        entry += ("nccl",)
+    return entry
 
 
-def plan_buckets(dtypes, nbytes, bucket_bytes):
-    """Buckets of source indices: floating sources only, last to first, one dtype per bucket,
-    each up to `bucket_bytes` (a larger gradient gets a bucket of its own). A function of the
-    ranks' common signature, so every rank has the same buckets."""
+def plan_buckets(dtypes, nbytes, bucket_bytes, places=None):
+    """Buckets of source indices: floating sources only, last to first, one dtype (and one
+    place: 'nccl' or the host) per bucket, each up to `bucket_bytes` (a larger gradient gets a
+    bucket of its own). A function of the ranks' common signature, so every rank has the same
+    buckets."""
     buckets, open_ = [], {}
     for i in range(len(dtypes) - 1, -1, -1):
         if np.dtype(dtypes[i]).kind not in "fc":
             continue
-        b = open_.get(dtypes[i])
+        key = (dtypes[i], None if places is None else places[i])
+        b = open_.get(key)
         if b is None or (b[1] + nbytes[i] > bucket_bytes and b[0]):
-            b = open_[dtypes[i]] = [[], 0]
+            b = open_[key] = [[], 0]
             buckets.append(b)
         b[0].append(i)
         b[1] += nbytes[i]
@@ -66,29 +81,46 @@ def plan_buckets(dtypes, nbytes, bucket_bytes):
 
 
 class _Exchange:
-    """The buckets of one set of gradients: packing, starting (in bucket order), results."""
+    """The buckets of one set of gradients: packing, starting (in bucket order), results.
+    Host buckets are reduced over MPI (`Reducer`), device buckets by NCCL."""
 
-    def __init__(self, sources, buckets, op, compression, what):
+    def __init__(self, sources, buckets, op, compression, what, on_device=()):
         self.sources = sources  # flat list of tensors / variables (their shapes and devices)
         self.buckets = buckets
+        self.on_device = set(on_device)  # indices of the buckets NCCL reduces
         self.op = op
         self.compression = compression
         self.what = what
         self.reducer = Reducer()
+        self.device = {}  # bucket index -> (DeviceReduction, [gradient is not None])
         self.started = 0  # buckets[:started] are on their way
 
     def start_through(self, k, values):
         """Starts buckets up to index k (inclusive) not started yet; `values[i]` is source i's
         local gradient (a Tensor) or None."""
         while self.started <= k:
-            self._start(self.buckets[self.started], values)
+            self._start(self.started, values)
             self.started += 1
 
-    def _start(self, members, values):
+    def _start(self, b, values):
+        members = self.buckets[b]
         first = _value_of(self.sources[members[0]])
         dtype = first._data.dtype
         sizes = [_value_of(self.sources[i]).size for i in members]
         total = sum(sizes)
+        if b in self.on_device:
+            r = nccl.DeviceReduction(nccl.link(first._dev, self.what), total, dtype, self.op,
+                                     self.compression)
+            off = 0
+            for i, n in zip(members, sizes):
+                if values[i] is None:
+                    r.zero(off, n)  # a None gradient counts as zeros
+                else:
+                    r.pack(off, values[i]._data)
+                off += n
+            r.start()
+            self.device[b] = (r, [values[i] is not None for i in members])
+            return
         r = self.reducer.add(total + len(members), dtype, self.op, self.compression)
         flat = r.buffer  # the gradients, then one flag each
         off = 0
@@ -109,17 +141,44 @@ class _Exchange:
     def results(self):
         """{source index: reduced Tensor, or None where no rank had a gradient}."""
         out = {}
-        for members, flat in zip(self.buckets, self.reducer.finish(self.what)):
-            total = flat.size - len(members)
+        on_host = iter(self.reducer.finish(self.what))
+        connected = self._connected()
+        for b, members in enumerate(self.buckets):
+            if b in self.on_device:
+                flat = self.device[b][0].result()
+                flags = connected[b]
+            else:
+                flat = next(on_host)
+                flags = flat[flat.size - len(members):] != 0
             off = 0
             for k, i in enumerate(members):
                 v = _value_of(self.sources[i])
                 n = v.size
-                if flat[total + k] != 0:
-                    out[i] = on_device(flat[off:off + n].reshape(v.shape), v._dev)
-                else:
+                if not flags[k]:
                     out[i] = None
+                elif b in self.on_device:  # a view of the reduced bucket
+                    out[i] = Tensor(flat[off:off + n].reshape(v.shape), v._dev)
+                else:
+                    out[i] = on_device(flat[off:off + n].reshape(v.shape), v._dev)
                 off += n
+        return out
+
+    def _connected(self):
+        """{device bucket: [whether some rank has each gradient]}: the ranks' flags meet over
+        MPI (host values, known without reading the device)."""
+        if not self.device:
+            return {}
+        order = sorted(self.device)
+        mine = np.array([f for b in order for f in self.device[b][1]], np.uint8)
+        st = _state
+        every = mine.copy()
+        if st.comm.Get_size() > 1:
+            wait([st.comm.Iallreduce(mine, every, op=st.MPI.MAX)], self.what)
+        out, off = {}, 0
+        for b in order:
+            n = len(self.device[b][1])
+            out[b] = [bool(x) for x in every[off:off + n]]
+            off += n
         return out
 
 
@@ -131,16 +190,18 @@ def _prepare(flat, op, compression, bucket_bytes, what):
     """Checks the arguments and the ranks' agreement; returns the exchange, ready to start."""
     _need(what)
     check_compression(compression, what)
-    entries = [_entry(s, i) for i, s in enumerate(flat)]
-    for name, dtype, shape in entries:
-        if np.dtype(dtype).kind in "fc":
-            check_op(op, dtype, what)
+    entries = [_entry(s, i, compression) for i, s in enumerate(flat)]
+    for entry in entries:
+        if np.dtype(entry[1]).kind in "fc":
+            check_op(op, entry[1], what)
     check_signature(entries + [("op", op.name), ("compression", compression.name)], what,
                     _describe_array)
     dtypes = [e[1] for e in entries]
     nbytes = [np.dtype(e[1]).itemsize * int(np.prod(e[2], dtype=np.int64)) for e in entries]
-    buckets = plan_buckets(dtypes, nbytes, bucket_bytes)
-    return _Exchange(flat, buckets, op, compression, what)
+    places = ["nccl" if e[3:] == ("nccl",) else "host" for e in entries]
+    buckets = plan_buckets(dtypes, nbytes, bucket_bytes, places)
+    on_device = [b for b, members in enumerate(buckets) if places[members[0]] == "nccl"]
+    return _Exchange(flat, buckets, op, compression, what, on_device)
 
 
 class DistributedGradientTape:
@@ -376,8 +437,16 @@ def broadcast_variables(variables, root_rank=0):
             not 0 <= root_rank < p:
         raise ValueError(f"tg.distribute.broadcast_variables: root_rank must be a rank, "
                          f"0 .. {p - 1}, got {root_rank!r}")
-    entries = [(v.name, v._value._data.dtype.name, tuple(v.shape)) for v in variables]
+    places = [nccl.route(v._value._dev) for v in variables]
+    entries = [(v.name, v._value._data.dtype.name, tuple(v.shape)) +
+               (("nccl",) if p == "nccl" else ()) for v, p in zip(variables, places)]
     check_signature(entries + [("root_rank", int(root_rank))], what, _describe_array)
+    on_gpu = [v for v, p in zip(variables, places) if p == "nccl"]
+    if on_gpu:  # one flat device buffer of their bytes, broadcast by NCCL
+        _broadcast_device_variables(on_gpu, root_rank, what)
+    variables = [v for v, p in zip(variables, places) if p != "nccl"]
+    if not variables:
+        return
     arrays = [np.ascontiguousarray(host(v._value)) for v in variables]
     sizes = [a.nbytes for a in arrays]
     buf = np.empty(sum(sizes), np.uint8)
@@ -393,3 +462,26 @@ def broadcast_variables(variables, root_rank=0):
         value = buf[off:off + n].view(a.dtype).reshape(a.shape).copy()
         v._assign_array(v._value._dev.asarray(value))
         off += n
+
+
+def _broadcast_device_variables(variables, root_rank, what):
+    """Rank `root_rank`'s values of GPU variables: their bytes in one flat device buffer,
+    broadcast by NCCL; the variables then hold views of it."""
+    dev = variables[0]._value._dev
+    lk = nccl.link(dev, what)
+    xp = lk.xp
+    sizes = [v._value._data.nbytes for v in variables]
+    with dev.context():
+        buf = xp.empty(sum(sizes), xp.uint8)
+        off = 0
+        for v, n in zip(variables, sizes):
+            buf[off:off + n] = xp.ascontiguousarray(v._value._data).reshape(-1).view(xp.uint8)
+            off += n
+        nccl.broadcast_flat(lk, buf, root_rank)
+        if _state.comm.Get_rank() == root_rank:
+            return
+        off = 0
+        for v, n in zip(variables, sizes):
+            a = v._value._data
+            v._assign_array(buf[off:off + n].view(a.dtype).reshape(a.shape))
+            off += n

@@ -9,12 +9,18 @@ others meanwhile).
 
 mpi4py is an optional dependency (`pip install -e ".[distributed]"`): it is imported by `init`
 only, so `import tapegpu` works without it.
+
+One GPU per rank: where CuPy sees GPUs, `init` makes GPU `local_rank() % gpu_count()` this
+process's default device (unless TAPEGPU_DEVICE names one), so that the ranks of a node share
+its GPUs without anyone choosing; device tensors are then reduced by NCCL (nccl.py).
 """
 import atexit
 import os
 import sys
 import time
+import warnings
 
+from .. import backends as _backend
 from ..errors import UnavailableError
 
 DEFAULT_TIMEOUT = 300.0  # seconds a collective waits for the other ranks (init(timeout=...))
@@ -41,6 +47,8 @@ class _State:
         self.exited = set()  # the ranks whose exit notice arrived
         self.timeout = DEFAULT_TIMEOUT
         self.previous_hook = None
+        self.device = None  # the GPU `init` gave this rank (None: no GPU, or the user chose)
+        self.link = None  # this rank's NCCL communicator (nccl.Link), made at first use
 
 
 _state = _State()
@@ -66,7 +74,9 @@ def init(comm=None, timeout=None):
     `sys.excepthook` that prints the exception and calls MPI_Abort, so that a rank that dies
     ends the whole job instead of leaving the others waiting, and an exit notice: a rank that
     leaves otherwise (`sys.exit`, the end of its script) makes the ranks that wait for it in a
-    collective raise UnavailableError naming it. Calling it again is a no-op.
+    collective raise UnavailableError naming it. Where CuPy sees GPUs, the rank's default
+    device becomes GPU `local_rank() % gpu_count()` (unless the environment's TAPEGPU_DEVICE
+    names a device): one GPU per rank of a node. Calling it again is a no-op.
 
         import tapegpu as tg
         tg.distribute.init()
@@ -93,11 +103,32 @@ def init(comm=None, timeout=None):
     _state.comm_gather = base.Dup()
     _state.local = base.Split_type(MPI.COMM_TYPE_SHARED, key=base.Get_rank())
     _state.exits = base.Dup()
+    _state.device = _pin_gpu(_state.local.Get_rank())
     _state.previous_hook = sys.excepthook
     sys.excepthook = _abort_hook
     # registered after mpi4py's import, so that it runs before MPI is finalized
     atexit.unregister(_send_exit_notice)
     atexit.register(_send_exit_notice)
+
+
+def _pin_gpu(local_rank):
+    """Makes GPU `local_rank % gpu_count()` this process's default device and CuPy's current
+    one; None where there is no GPU or TAPEGPU_DEVICE chose the device."""
+    if os.environ.get("TAPEGPU_DEVICE"):
+        return None
+    n = _backend.gpu_count()
+    if n == 0:
+        return None
+    dev = _backend.gpu(local_rank % n)
+    os.environ["TAPEGPU_DEVICE"] = dev.short  # what the default device resolves to
+    resolved = _backend._default_backend  # the default, if something was created already
+    if resolved is not None and resolved is not dev:
+        warnings.warn(f"tg.distribute.init: this rank's GPU is {dev.short}, but tensors were "
+                      f"created on {resolved.short} before init(); call init() first, or "
+                      f"place them with tg.device('{dev.short}')", RuntimeWarning,
+                      stacklevel=3)
+    dev.context().use()  # CuPy's current device in this thread
+    return dev
 
 
 def _abort_hook(kind, value, tb):
@@ -163,6 +194,8 @@ def shutdown():
     """
     if _state.comm is None:
         return
+    if _state.link is not None:
+        _state.link.destroy()
     for c in (_state.comm, _state.comm_scatter, _state.comm_gather, _state.local,
               _state.exits):
         c.Free()

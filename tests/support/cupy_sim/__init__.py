@@ -18,11 +18,18 @@ contract where it differs from numpy's:
 * `linalg.solve` does not broadcast batch axes of `a` against `b`.
 * out-of-range integer index arrays wrap (`a[[1, 3]]` of a length-3 array is `a[[1, 0]]`).
 * `cupy.RawModule` runs the CUDA source through tapegpu's emulator
-  (`tapegpu.backends.emu.RawModule`); `cupy.cuda.runtime.getDeviceCount()` is 1; devices and
-  streams are no-ops.
+  (`tapegpu.backends.emu.RawModule`); `cupy.cuda.runtime.getDeviceCount()` is 1 unless
+  `set_device_count(n)` says otherwise (arrays then remember the device current where they
+  were made, and views their base's, as CuPy's do); work runs at once on every stream.
+* `cupy.cuda.nccl` (nccl.py): NCCL's API as CuPy exposes it, stream-ordered. A collective's
+  results land when work ordered after it needs them: the stream's next work (and, as CUDA's
+  legacy default stream, the null stream's and a blocking stream's for each other), a
+  synchronize, or an event recorded after it that is waited for or synchronized; until then
+  its receive buffer holds 0xFF bytes (NaN), what a reader that skipped the wait would see.
 
-`install()` puts it in `sys.modules` as `cupy`, `cupyx`, `cupyx.scipy.special` and
-`cupyx.scipy.linalg`; `stats` counts host syncs and transfers per tapegpu call site.
+`install()` puts it in `sys.modules` as `cupy`, `cupy.cuda`, `cupy.cuda.nccl`, `cupyx`,
+`cupyx.scipy.special` and `cupyx.scipy.linalg`; `stats` counts host syncs and transfers per
+tapegpu call site, and NCCL calls.
 """
 import collections
 import contextlib
@@ -60,20 +67,24 @@ NAMES = _load_names()
 class Stats:
     """Host syncs and host<->device copies, keyed by the calling site outside the stand-in
     (`path:line (function)`): `syncs[site]`, `transfers[(direction, site)]` with direction
-    'd2h' or 'h2d'."""
+    'd2h' or 'h2d'; NCCL calls as `nccl[(name, site)]` (e.g. 'allReduce')."""
 
     def __init__(self):
         self.syncs = collections.Counter()
         self.transfers = collections.Counter()
+        self.nccl = collections.Counter()  # (collective, site): NCCL calls (nccl.py)
 
     def reset(self):
         self.syncs.clear()
         self.transfers.clear()
+        self.nccl.clear()
 
     def sync(self):
         self.syncs[_site()] += 1
 
     def transfer(self, direction):
+        if _pending_count[0]:  # a copy is stream-ordered: what the stream waits for lands
+            _drain_launch(_Stream.current())
         site = _site()
         self.transfers[(direction, site)] += 1
         if direction == "d2h":
@@ -233,6 +244,8 @@ def _captured(writes=None):
     `end_capture` (a capture runs nothing on a GPU)."""
     def deco(fn):
         def call(*args, **kwargs):
+            if _pending_count[0] and _cap.depth == 0:
+                _drain_launch(_Stream.current())
             st = _capturing() if _cap.depth == 0 else None
             if st is None:
                 _cap.depth += 1
@@ -268,11 +281,92 @@ def _all_args(args, kwargs):
     return list(_arrays_in(args))
 
 
+# ----------------------------------------------------------------------------- devices
+class _DeviceState(threading.local):
+    def __init__(self):
+        self.current = 0  # cudaGetDevice of this thread (Device.use, `with Device(i)`)
+
+
+_device_state = _DeviceState()
+_device_count = [1]  # set_device_count
+_owners = {}  # id(base numpy array) -> (weakref to it, device): only with several devices
+
+
+def set_device_count(n):
+    """Gives the stand-in `n` devices (1 by default): `cupy.cuda.runtime.getDeviceCount()`
+    says `n`, `cupy.cuda.Device(i)` accepts i < n, and arrays remember their device. Returns
+    the previous count."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"cupy_sim.set_device_count: n must be a positive int, got {n!r}")
+    old = _device_count[0]
+    _device_count[0] = n
+    if n == 1:
+        _owners.clear()
+        _device_state.current = 0
+    return old
+
+
+def _root(a):
+    """The numpy array that owns `a`'s memory (`a` itself, or the base its views lead to)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _note_device(a):
+    """Records the current device as the device of `a`'s memory, if `a` owns it."""
+    if a.base is None and id(a) not in _owners:
+        if len(_owners) > 4096:  # forget the arrays that are gone
+            for k in [k for k, (r, _) in _owners.items() if r() is None]:
+                del _owners[k]
+        _owners[id(a)] = (weakref.ref(a), _device_state.current)
+
+
+def _device_of(a):
+    """The device of a numpy array's memory (0 with one device)."""
+    if _device_count[0] == 1:
+        return 0
+    root = _root(a)
+    entry = _owners.get(id(root))
+    return entry[1] if entry is not None and entry[0]() is root else _device_state.current
+
+
+# device pointers handed out by `.data` (MemoryPointer): NCCL's calls take raw pointers
+_pointers = {}  # ptr -> (weakref to the owning numpy array, its address, device)
+
+
+def _remember_pointer(a, ptr, device):
+    root = _root(a)
+    if not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return
+    if len(_pointers) > 4096:
+        for k in [k for k, (r, _, _) in _pointers.items() if r() is None]:
+            del _pointers[k]
+    _pointers[ptr] = (weakref.ref(root), root.ctypes.data, device)
+
+
+def _memory(ptr, nbytes, what):
+    """(uint8 numpy view of the `nbytes` device bytes at `ptr`, device): `ptr` must come from
+    a live array's `.data.ptr` (as CUDA needs a live allocation)."""
+    entry = _pointers.get(ptr)
+    root = entry[0]() if entry is not None else None
+    if root is None:
+        raise ValueError(f"cupy_sim: {what} was given the pointer {ptr:#x}, which no live "
+                         "cupy array's .data.ptr gave (on a GPU: an illegal address)")
+    flat = root.ravel(order="K").view(np.uint8)
+    start = ptr - entry[1]
+    if start + nbytes > flat.size:
+        raise ValueError(f"cupy_sim: {what} reads or writes {nbytes} bytes at {ptr:#x}, past "
+                         f"the end of its allocation ({flat.size - start} bytes left)")
+    return flat[start:start + nbytes], entry[2]
+
+
 class MemoryPointer:
     def __init__(self, a):
         self.ptr = a.ctypes.data
-        self.device_id = 0
+        self.device_id = _device_of(a)
         self._a = a
+        _remember_pointer(a, self.ptr, self.device_id)
 
     def _bytes(self, size):
         base = self._a.reshape(-1).view(np.uint8) if self._a.flags.c_contiguous else None
@@ -284,6 +378,8 @@ class MemoryPointer:
     @_captured(lambda args, kwargs: [types.SimpleNamespace(_a=args[0]._a)])
     def copy_from_device_async(self, src, size, stream=None):
         """cudaMemcpyAsync device to device (a copy, not a kernel; allowed while capturing)."""
+        if stream is not None and _pending_count[0]:
+            _drain_launch(stream)
         if not isinstance(src, MemoryPointer):
             raise TypeError(f"src must be a cupy.cuda.MemoryPointer, not {type(src).__name__}")
         self._bytes(size)[...] = src._bytes(size)
@@ -303,11 +399,15 @@ class ndarray:
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
         self._a = np.empty(shape, dtype, order=order)
+        if _device_count[0] > 1:
+            _note_device(self._a)
 
     @classmethod
     def _of(cls, a):
         obj = cls.__new__(cls)
         obj._a = a
+        if _device_count[0] > 1:
+            _note_device(a)
         st = _capturing()
         if st is not None and a.flags.owndata:
             st._allocated(obj)
@@ -418,7 +518,7 @@ class ndarray:
     T = property(lambda self: ndarray._of(self._a.T))
     flags = property(lambda self: Flags(self._a))
     data = property(lambda self: MemoryPointer(self._a))
-    device = property(lambda self: _Device(0))
+    device = property(lambda self: _Device(_device_of(self._a)))
     base = property(lambda self: None if self._a.base is None else
                     ndarray._of(self._a.base) if isinstance(self._a.base, np.ndarray) else None)
 
@@ -913,23 +1013,28 @@ def _random_module():
 # ----------------------------------------------------------------------------- cuda
 class _Device:
     def __init__(self, device=None):
-        self.id = 0 if device is None else int(device)
-        if self.id != 0:
+        self.id = _device_state.current if device is None else int(device)
+        if not 0 <= self.id < _device_count[0]:
             raise RuntimeError(f"CUDARuntimeError: cudaErrorInvalidDevice: invalid device "
                                f"ordinal {self.id}")
+        self._previous = []
 
     def __enter__(self):
+        self._previous.append(_device_state.current)
+        _device_state.current = self.id
         return self
 
     def __exit__(self, *exc):
+        _device_state.current = self._previous.pop()
         return False
 
     def use(self):
-        pass
+        _device_state.current = self.id
 
     def synchronize(self):
         _refuse_sync()
         stats.sync()
+        _drain_all(self.id)
 
     compute_capability = "80"
 
@@ -941,6 +1046,9 @@ class _Device:
 
     def __repr__(self):
         return f"<CUDA Device {self.id}>"
+
+
+_streams = {}  # ptr -> weakref to the stream (the null stream itself)
 
 
 class _Stream:
@@ -966,6 +1074,11 @@ class _Stream:
         self.ptr = 0 if null else 0x1000 + _Stream._count
         self.waited = collections.deque(maxlen=1024)  # the last events waited for (tests)
         self._nodes = None
+        self.non_blocking = bool(non_blocking)
+        self.device_id = _device_state.current
+        self._pending = []  # NCCL collectives not landed yet, in issue order (nccl.py)
+        self._issued = 0  # NCCL collectives issued on this stream so far (events' positions)
+        _streams[self.ptr] = self if null else weakref.ref(self)
 
     # capture
     def begin_capture(self, mode=None):
@@ -1037,18 +1150,93 @@ class _Stream:
         return event
 
     def wait_event(self, event):
+        """Work issued on this stream from now on runs after what `event` recorded: here, the
+        collectives before the event land now (a GPU would not block the host)."""
         self.waited.append(event)
+        if event.stream is not None and event.stream is not self:
+            _drain(event.stream, event._position)
 
     @property
     def done(self):
-        return True
+        return _test(self)
 
     def synchronize(self):
         _refuse_sync()
         stats.sync()
+        _drain(self)
 
 
 _Stream.null = _Stream(null=True)
+
+
+# -- stream order of the collectives that nccl.py issues ---------------------------------------
+_pending_count = [0]  # collectives not landed yet, on all streams (a fast check for every call)
+_pending_lock = threading.RLock()
+
+
+def _stream_of(ptr, what):
+    """The stream whose `.ptr` is `ptr` (0, 1 and 2 name the null stream, as CUDA's legacy and
+    per-thread default streams)."""
+    if ptr in (0, 1, 2):
+        return _Stream.null
+    ref = _streams.get(ptr)
+    st = ref() if ref is not None else None
+    if st is None:
+        raise ValueError(f"cupy_sim: {what} was given the stream pointer {ptr:#x}, which is no "
+                         "live cupy.cuda.Stream's .ptr")
+    return st
+
+
+def _live_streams():
+    out = []
+    for ref in list(_streams.values()):
+        st = ref if isinstance(ref, _Stream) else ref()
+        if st is not None:
+            out.append(st)
+    return out
+
+
+def _drain(stream, upto=None):
+    """Lands the collectives issued on `stream` (those before position `upto`, or all)."""
+    if not stream._pending:
+        return
+    with _pending_lock:
+        while stream._pending and (upto is None or stream._pending[0].position < upto):
+            op = stream._pending.pop(0)
+            _pending_count[0] -= 1
+            op.land()
+
+
+def _drain_launch(stream):
+    """What work issued on `stream` waits for: the stream's own collectives, and, as CUDA's
+    legacy default stream does, the null stream's for a blocking stream and every blocking
+    stream's for the null stream."""
+    _drain(stream)
+    if not _pending_count[0] or stream.non_blocking:
+        return
+    if stream is _Stream.null:
+        for st in _live_streams():
+            if st is not stream and not st.non_blocking:
+                _drain(st)
+    else:
+        _drain(_Stream.null)
+
+
+def _drain_all(device=None):
+    for st in _live_streams():
+        if device is None or st.device_id == device or st is _Stream.null:
+            _drain(st)
+
+
+def _test(stream, upto=None):
+    """Whether the stream's collectives (before `upto`) are complete, landing them if so
+    (cudaStreamQuery/cudaEventQuery: never blocks)."""
+    with _pending_lock:
+        ops = [op for op in stream._pending if upto is None or op.position < upto]
+        if not all(op.ready() for op in ops):
+            return False
+        _drain(stream, upto)
+        return True
 
 
 def _poison(dtype):
@@ -1202,17 +1390,21 @@ def using_allocator(allocator=None):
 class _Event:
     def __init__(self, block=False, disable_timing=False, interprocess=False):
         self.stream = None
+        self._position = 0
 
     def record(self, stream=None):
         self.stream = _Stream.current() if stream is None else stream
+        self._position = self.stream._issued  # after the collectives issued on it so far
 
     @property
     def done(self):
-        return True
+        return self.stream is None or _test(self.stream, self._position)
 
     def synchronize(self):
         _refuse_sync()
         stats.sync()
+        if self.stream is not None:
+            _drain(self.stream, self._position)
 
 
 class _Kernel:
@@ -1222,6 +1414,8 @@ class _Kernel:
     @_captured(lambda args, kwargs: list(_arrays_in(args[3:4])) + list(_arrays_in(kwargs)))
     def __call__(self, grid, block, args, *, shared_mem=0, stream=None,
                  enable_cooperative_groups=False):
+        if stream is not None and _pending_count[0]:
+            _drain_launch(stream)
         host = []
         for a in args:
             if isinstance(a, ndarray):
@@ -1252,9 +1446,10 @@ class RawModule:
 def _cuda_module():
     cuda = types.ModuleType("cupy.cuda")
     runtime = types.ModuleType("cupy.cuda.runtime")
-    runtime.getDeviceCount = lambda: 1
-    runtime.getDevice = lambda: 0
-    runtime.deviceSynchronize = lambda: (_refuse_sync(), stats.sync())[1]
+    runtime.getDeviceCount = lambda: _device_count[0]
+    runtime.getDevice = lambda: _device_state.current
+    runtime.setDevice = lambda i: _Device(i).use()
+    runtime.deviceSynchronize = lambda: (_refuse_sync(), stats.sync(), _drain_all())[1]
     runtime.streamCaptureModeRelaxed = 2
     runtime.runtimeGetVersion = lambda: 12040
     runtime.driverGetVersion = lambda: 12040
@@ -1270,7 +1465,8 @@ def _cuda_module():
     cuda.using_allocator = using_allocator
     cuda.get_current_stream = lambda device_id=None: _Stream.current()
     cuda.is_available = lambda: True
-    cuda.get_device_id = lambda: 0
+    cuda.get_device_id = lambda: _device_state.current
+    cuda.MemoryPointer = MemoryPointer
     return cuda
 
 
@@ -1320,6 +1516,8 @@ def build():
     _fill(lib.stride_tricks, "cupy.lib.stride_tricks", np.lib.stride_tricks, {})
     cuda = _cuda_module()
     _MODULES["cupy.cuda"] = cuda
+    from . import nccl  # the stand-in's NCCL (it uses this module's streams and pointers)
+    cuda.nccl = _MODULES["cupy.cuda.nccl"] = nccl
     _fill(cupy, "cupy", np, {
         "ndarray": ndarray, "ufunc": ufunc, "asnumpy": asnumpy, "take": take, "mean": mean,
         "get_array_module": get_array_module, "RawModule": RawModule, "cuda": cuda,
