@@ -1,10 +1,16 @@
-"""The optional compiled parts, built when a C compiler and Python's headers are present; without
-them tapegpu runs the same in Python and numpy, with the same results:
+"""The package layout and the optional compiled parts.
+
+Layout: the packages under tapegpu/, and the repository's top-level cuda_kernels/ mapped into
+the package as `tapegpu/cuda_kernels/` (package data: the .cu files), so that an install loads
+the kernels from the package and nowhere else (tapegpu/backends/kernels/launch.py).
+
+Compiled parts, built when a C compiler and Python's headers are present; without them tapegpu
+runs the same in Python and numpy, with the same results:
 - tapegpu/backends/_cpu.c: numpy's CPU kernels (one-pass bias + activation and its backward,
   per-example outer products, convolution's im2col/col2im and Winograd transforms, max pooling,
   the caller of tg.function's fused kernels);
 - tapegpu/autodiff/_record.c: Recorder.record, the per-op bookkeeping of a recording tape."""
-from setuptools import Extension, setup
+from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 
 
@@ -16,6 +22,11 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-setup(ext_modules=[Extension(name, [name.replace(".", "/") + ".c"], optional=True)
+setup(packages=find_namespace_packages(include=["tapegpu*"], exclude=["tapegpu.cuda_kernels"])
+      + ["tapegpu.cuda_kernels"],
+      package_dir={"tapegpu.cuda_kernels": "cuda_kernels"},
+      package_data={"tapegpu.backends.emu": ["*.h", "*.cpp"],
+                    "tapegpu.cuda_kernels": ["*.cu"]},
+      ext_modules=[Extension(name, [name.replace(".", "/") + ".c"], optional=True)
                    for name in ("tapegpu.backends._cpu", "tapegpu.autodiff._record")],
       cmdclass={"build_ext": BuildExt})

@@ -103,6 +103,7 @@ def test_readme_demo_command_sees_the_built_kernels_from_the_clone_root(tmp_path
         shutil.copy(ROOT / name, clone / name)
     shutil.copytree(ROOT / "tapegpu", clone / "tapegpu",
                     ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "*.egg-info"))
+    shutil.copytree(ROOT / "cuda_kernels", clone / "cuda_kernels")
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = str(env_dir / ("Scripts" if os.name == "nt" else "bin") / "python")

@@ -29,9 +29,22 @@ import numpy as np
 
 
 
-# The kernels ship inside the package (tapegpu/cuda_kernels/); nothing else is searched.
-KERNEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))), "cuda_kernels")
+def _kernel_dir():
+    """Where the kernels are: the repository's top-level cuda_kernels/ is the package data
+    `tapegpu/cuda_kernels/` of an install (setup.py maps it), so an installed package loads
+    them from there; a source checkout that runs uninstalled or installed in place (`pip
+    install -e`) loads its own cuda_kernels/ beside tapegpu/. Nothing else is searched (no
+    environment variable, no other distribution's directory, not the working directory)."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    installed = os.path.join(package, "cuda_kernels")
+    checkout = os.path.dirname(package)
+    if not os.path.isdir(installed) and \
+            os.path.isfile(os.path.join(checkout, "pyproject.toml")):
+        return os.path.join(checkout, "cuda_kernels")
+    return installed
+
+
+KERNEL_DIR = _kernel_dir()
 
 DTYPES = {"float32": "f32", "float64": "f64"}
 

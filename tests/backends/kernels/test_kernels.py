@@ -289,4 +289,8 @@ def test_kernels_load_only_from_the_package(tmp_path):
     assert r.returncode == 0, r.stderr
     kernel_dir, activations = r.stdout.splitlines()
     package = os.path.dirname(os.path.abspath(tapegpu.__file__))
-    assert kernel_dir == os.path.join(package, "cuda_kernels") and "evil" not in activations
+    # an install's package data, or this checkout's cuda_kernels/ beside tapegpu/ (in place)
+    assert kernel_dir == KERNEL_DIR and "evil" not in activations
+    assert kernel_dir in (os.path.join(package, "cuda_kernels"),
+                          os.path.join(os.path.dirname(package), "cuda_kernels"))
+    assert os.path.isfile(os.path.join(kernel_dir, "activations.cu"))
