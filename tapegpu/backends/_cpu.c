@@ -1,21 +1,23 @@
-/* tapegpu._cpu: two elementwise kernels for the numpy backend, each one pass where numpy needs
- * several, for the ops that every ReLU layer runs (dispatch.py installs them), and the caller
- * of the kernels that tg.function's fusion compiles (call_fused, below).
+/* tapegpu._cpu: CPU kernels for the numpy backend, each one pass where numpy needs several
+ * (the ops' entries declare them: tapegpu/ops/kernels.py), and the caller of the kernels
+ * that tg.function's fusion compiles (call_fused, below).
  *
- *   bias_relu(x, b, out)        out = max(x + b, 0) over rows of len(b), with numpy's
- *                               `maximum` semantics: NaN propagates, -0.0 becomes +0.0
- *                               (numpy: an add, then a maximum)
- *   relu_backward(y, g, out)    out = g where y > 0, else +0.0, bit for bit (inf and NaN of g
- *                               kept where y > 0); y repeats over g's leading batch axes
- *                               (numpy: a comparison, a cast to a mask, a bitwise and)
+ *   bias_act(k, x, b, out)      out = f(x + b) over rows of len(b), f the k-th activation of
+ *                               ACTIVATIONS (numpy: an add, then f's passes)
+ *   act_backward(k, y, g, out)  out = f's backward from its saved value y and the cotangent
+ *                               g; y repeats over g's leading batch axes (numpy: the rule's
+ *                               passes, three for ReLU: a comparison, a mask, a select)
  *   outer(x, g, out)            out[r, i, j] = x[r, i] * g[r, j] + 0.0: one outer product per
  *                               row r, out of shape (..., m, n), bit for bit numpy's einsum
  *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
  *                               numpy pays per output row, this runs at memory speed
  *
+ * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact; their
+ * per-element functions are generated from those expressions into _activations.h (`python -m
+ * tapegpu.ops.generate`), so they compute the rules' IEEE operations, with numpy's bits.
  * The arrays are C-contiguous float32 or float64 buffers of one dtype, `out` writeable; the
- * Python side (dispatch.py) checks that and falls back to numpy otherwise. The results equal
- * numpy's bit for bit (tests/test_compiled_core.py). The GIL is released while they run.
+ * Python side (tapegpu/ops/kernels.py) checks that and falls back to numpy otherwise. The GIL
+ * is released while they run.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -92,46 +94,73 @@ static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, 
     Py_RETURN_NONE;
 }
 
-/* max(x + b, 0) as numpy's maximum: NaN propagates, -0.0 and +0.0 give +0.0 */
-#define BIAS_RELU(T)                                                                  \
-    static void bias_relu_##T(const void *xv, const void *bv, void *ov, Py_ssize_t n, \
-                              Py_ssize_t k)                                          \
-    {                                                                                \
-        const T *x = xv, *b = bv;                                                    \
-        T *out = ov;                                                                 \
-        for (Py_ssize_t i = 0; i < n; i += k)                                        \
-            for (Py_ssize_t j = 0; j < k; j++) {                                     \
-                T v = x[i + j] + b[j];                                               \
-                out[i + j] = (v > 0 || v != v) ? v : (T)0;                           \
-            }                                                                        \
-    }
-BIAS_RELU(float)
-BIAS_RELU(double)
+/* ---- activations ----------------------------------------------------------------------
+ * The loops, stamped for each op of TAPEGPU_CPU_ACTIVATIONS; the per-element functions
+ * <name>_f_<T>(x) and <name>_d_<T>(g, saved) are generated from the ops' expressions. */
+#include "_activations.h"
 
-/* the bits of g where y > 0, else 0: a mask of all ones or all zeros, no branch */
-#define RELU_BACKWARD(T, I)                                                          \
-    static void relu_backward_##T(const void *yv, const void *gv, void *ov,          \
-                                  Py_ssize_t n, Py_ssize_t m)                        \
-    {                                                                                \
-        const T *y = yv;                                                             \
-        const I *g = gv;                                                             \
-        I *out = ov;                                                                 \
-        for (Py_ssize_t i = 0; i < n; i += m)                                        \
-            for (Py_ssize_t j = 0; j < m; j++)                                       \
-                out[i + j] = g[i + j] & -(I)(y[j] > 0);                              \
+#define ACTIVATION_LOOPS(NAME, T)                                                          \
+    static void bias_##NAME##_##T(const void *xv, const void *bv, void *ov, Py_ssize_t n,  \
+                                  Py_ssize_t k)                                           \
+    {                                                                                     \
+        const T *x = xv, *b = bv;                                                         \
+        T *out = ov;                                                                      \
+        for (Py_ssize_t i = 0; i < n; i += k)                                             \
+            for (Py_ssize_t j = 0; j < k; j++)                                            \
+                out[i + j] = NAME##_f_##T(x[i + j] + b[j]);                               \
+    }                                                                                     \
+    static void NAME##_backward_##T(const void *yv, const void *gv, void *ov, Py_ssize_t n, \
+                                    Py_ssize_t m)                                         \
+    {                                                                                     \
+        const T *y = yv, *g = gv;                                                         \
+        T *out = ov;                                                                      \
+        for (Py_ssize_t i = 0; i < n; i += m)                                             \
+            for (Py_ssize_t j = 0; j < m; j++)                                            \
+                out[i + j] = NAME##_d_##T(g[i + j], y[j]);                                \
     }
-RELU_BACKWARD(float, int32_t)
-RELU_BACKWARD(double, int64_t)
+#define ACTIVATION_BOTH(NAME) ACTIVATION_LOOPS(NAME, float) ACTIVATION_LOOPS(NAME, double)
+TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_BOTH)
 
-static PyObject *bias_relu(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+typedef struct {
+    const char *name;
+    kernel bias[2], backward[2]; /* float, double */
+} Activation;
+#define ACTIVATION_ENTRY(NAME)                                                             \
+    {#NAME, {bias_##NAME##_float, bias_##NAME##_double},                                  \
+     {NAME##_backward_float, NAME##_backward_double}},
+static const Activation activations[] = {TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_ENTRY){NULL}};
+#define N_ACTIVATIONS ((Py_ssize_t)(sizeof activations / sizeof activations[0]) - 1)
+
+/* the activation args[0] names (its index in ACTIVATIONS), or NULL with an exception set */
+static const Activation *activation_of(PyObject *const *args, Py_ssize_t nargs,
+                                       const char *name)
 {
-    return run(args, nargs, "bias_relu", 0, 1, bias_relu_float, bias_relu_double,
+    Py_ssize_t k = nargs == 4 ? PyLong_AsSsize_t(args[0]) : -1;
+    if (k == -1 && PyErr_Occurred())
+        return NULL;
+    if (k < 0 || k >= N_ACTIVATIONS) {
+        PyErr_Format(PyExc_TypeError, "%s(k, ...) takes an index k into ACTIVATIONS (%zd "
+                     "activations) and 3 arrays", name, N_ACTIVATIONS);
+        return NULL;
+    }
+    return &activations[k];
+}
+
+static PyObject *bias_act(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    const Activation *a = activation_of(args, nargs, "bias_act");
+    if (a == NULL)
+        return NULL;
+    return run(args + 1, 3, "bias_act", 0, 1, a->bias[0], a->bias[1],
                "x must be rows of len(b), out like x");
 }
 
-static PyObject *relu_backward(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *act_backward(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    return run(args, nargs, "relu_backward", 1, 0, relu_backward_float, relu_backward_double,
+    const Activation *a = activation_of(args, nargs, "act_backward");
+    if (a == NULL)
+        return NULL;
+    return run(args + 1, 3, "act_backward", 1, 0, a->backward[0], a->backward[1],
                "g must be batches of y, out like g");
 }
 
@@ -177,10 +206,11 @@ static PyObject *outer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* call_fused(address, n, itemsize, n_out, counts, *arrays): runs a kernel that tg.function's
+/* call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a kernel that tg.function's
  * fusion compiled, `void kernel(void **arrays, long long n)`, on the arrays' buffers (inputs,
- * then n_out outputs). `counts` is a tuple with each array's element count. Every buffer must
- * be C-contiguous with exactly that many elements of `itemsize` bytes, outputs writeable; else
+ * then n_out outputs). `counts` and `itemsizes` are tuples with each array's element count and
+ * item size (its dtype's: 4 or 8 for the floats, 1 for a bool). Every buffer must be
+ * C-contiguous with exactly that many elements of that size, outputs writeable; else
  * ValueError and nothing runs. The GIL is released only for large n (a tiny call costs less
  * than the switch).
  */
@@ -189,16 +219,16 @@ typedef void (*fused_kernel)(void **, long long);
 
 static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 5 || nargs - 5 > MAX_FUSED_ARRAYS || !PyTuple_Check(args[4])
+    if (nargs < 5 || nargs - 5 > MAX_FUSED_ARRAYS || !PyTuple_Check(args[3])
+            || !PyTuple_Check(args[4]) || PyTuple_GET_SIZE(args[3]) != nargs - 5
             || PyTuple_GET_SIZE(args[4]) != nargs - 5) {
         PyErr_SetString(PyExc_TypeError,
-                        "call_fused(address, n, itemsize, n_out, counts, *arrays)");
+                        "call_fused(address, n, n_out, counts, itemsizes, *arrays)");
         return NULL;
     }
     void *address = PyLong_AsVoidPtr(args[0]);
     long long n = PyLong_AsLongLong(args[1]);
-    long itemsize = PyLong_AsLong(args[2]);
-    long n_out = PyLong_AsLong(args[3]);
+    long n_out = PyLong_AsLong(args[2]);
     if (PyErr_Occurred())
         return NULL;
     Py_ssize_t count = nargs - 5;
@@ -207,7 +237,8 @@ static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     Py_ssize_t got = 0;
     for (; got < count; got++) {
         int out = got >= count - n_out;
-        Py_ssize_t want = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[4], got)) * itemsize;
+        Py_ssize_t itemsize = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[4], got));
+        Py_ssize_t want = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[3], got)) * itemsize;
         if (PyErr_Occurred())
             break;
         if (PyObject_GetBuffer(args[5 + got], &b[got],
@@ -215,7 +246,7 @@ static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nar
             break;
         if (b[got].itemsize != itemsize || b[got].len != want) {
             PyErr_Format(PyExc_ValueError, "call_fused: array %zd has %zd bytes of %zd-byte "
-                         "items, the kernel needs %zd bytes of %ld-byte items", got,
+                         "items, the kernel needs %zd bytes of %zd-byte items", got,
                          b[got].len, b[got].itemsize, want, itemsize);
             PyBuffer_Release(&b[got]);
             break;
@@ -237,78 +268,6 @@ static PyObject *call_fused(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         return NULL;
     Py_RETURN_NONE;
 }
-
-/* ---- tg.function replay kernels (graph.py's Plan) -------------------------------------------
- *
- *   relu_backward_sum(y, g, out, sums)   out = g where y > 0, else +0.0 (relu_backward's bits),
- *                                        and sums[j] = the sum of out's column j, rows added in
- *                                        order from +0.0 (numpy's sum(axis=0) on C-contiguous
- *                                        rows, bit for bit); y, g, out C-contiguous of one
- *                                        shape, sums as long as their rows; float32 or float64.
- *                                        One pass where the replay made two (the mask, then the
- *                                        sum reading the result again): a Dense layer's ReLU
- *                                        backward and its bias gradient. out may be g.
- */
-#define RELU_BACKWARD_SUM(T, I)                                                         \
-    static void relu_backward_sum_##T(const T *y, const I *g, I *out, T *restrict sums, \
-                                      Py_ssize_t rows, Py_ssize_t cols)                 \
-    {                                                                                   \
-        for (Py_ssize_t j = 0; j < cols; j++)                                           \
-            sums[j] = (T)0;                                                             \
-        for (Py_ssize_t i = 0; i < rows; i++) {                                         \
-            const T *yr = y + i * cols;                                                 \
-            const I *gr = g + i * cols;                                                 \
-            I *o = out + i * cols;                                                      \
-            for (Py_ssize_t j = 0; j < cols; j++) {                                     \
-                I bits = gr[j] & -(I)(yr[j] > 0);                                       \
-                T v;                                                                    \
-                memcpy(&v, &bits, sizeof v);                                            \
-                o[j] = bits;                                                            \
-                sums[j] += v;                                                           \
-            }                                                                           \
-        }                                                                               \
-    }
-RELU_BACKWARD_SUM(float, int32_t)
-RELU_BACKWARD_SUM(double, int64_t)
-
-static PyObject *relu_backward_sum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "relu_backward_sum takes 4 arrays (y, g, out, sums)");
-        return NULL;
-    }
-    Buffers bs;
-    int size = get_buffers(args, 3, "relu_backward_sum", &bs);
-    if (size == 0)
-        return NULL;
-    Py_buffer s;
-    if (PyObject_GetBuffer(args[3], &s, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
-        release(&bs);
-        return NULL;
-    }
-    Py_ssize_t n = bs.b[1].len / size, cols = s.len / size;
-    int ok = s.itemsize == size && strcmp(s.format, bs.b[1].format) == 0 && cols > 0 &&
-             n % cols == 0 && bs.b[0].len == bs.b[1].len && bs.b[2].len == bs.b[1].len;
-    if (ok) {
-        Py_BEGIN_ALLOW_THREADS
-        if (size == 4)
-            relu_backward_sum_float(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, s.buf, n / cols, cols);
-        else
-            relu_backward_sum_double(bs.b[0].buf, bs.b[1].buf, bs.b[2].buf, s.buf, n / cols,
-                                     cols);
-        Py_END_ALLOW_THREADS
-    } else {
-        PyErr_SetString(PyExc_ValueError, "relu_backward_sum: y, g and out must have one shape "
-                        "and dtype, sums the length of their rows and that dtype");
-    }
-    PyBuffer_Release(&s);
-    release(&bs);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-/* ---- end of the tg.function replay kernels ------------------------------------------------ */
 
 /* ---- convolution and pooling kernels (tapegpu/ops/conv.py) -------------------------------
  *
@@ -986,16 +945,15 @@ static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_s
 /* ---- end of the convolution and pooling kernels ---- */
 
 static PyMethodDef methods[] = {
-    {"bias_relu", (PyCFunction)(void (*)(void))bias_relu, METH_FASTCALL,
-     "bias_relu(x, b, out): out = max(x + b, 0) over rows of len(b)."},
-    {"relu_backward", (PyCFunction)(void (*)(void))relu_backward, METH_FASTCALL,
-     "relu_backward(y, g, out): out = g where y > 0 else 0; y repeats over g's batch axes."},
+    {"bias_act", (PyCFunction)(void (*)(void))bias_act, METH_FASTCALL,
+     "bias_act(k, x, b, out): out = f(x + b) over rows of len(b), f = ACTIVATIONS[k]."},
+    {"act_backward", (PyCFunction)(void (*)(void))act_backward, METH_FASTCALL,
+     "act_backward(k, y, g, out): f's backward from its saved y, f = ACTIVATIONS[k]; y "
+     "repeats over g's batch axes."},
     {"outer", (PyCFunction)(void (*)(void))outer, METH_FASTCALL,
      "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
-     "call_fused(address, n, itemsize, n_out, counts, *arrays): runs a fused kernel."},
-    {"relu_backward_sum", (PyCFunction)(void (*)(void))relu_backward_sum, METH_FASTCALL,
-     "relu_backward_sum(y, g, out, sums): relu_backward, and the column sums of out."},
+     "call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a fused kernel."},
 
     /* convolution and pooling (tapegpu/ops/conv.py) */
     {"im2col", (PyCFunction)(void (*)(void))im2col, METH_FASTCALL,
@@ -1017,10 +975,27 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef cpu_module = {
     PyModuleDef_HEAD_INIT, "tapegpu._cpu",
-    "One-pass elementwise kernels for the numpy backend (see dispatch.py).", -1, methods,
+    "One-pass CPU kernels for the numpy backend (see tapegpu/ops/kernels.py).", -1, methods,
 };
 
+/* the module, with ACTIVATIONS: the names of the activations, in their index order */
 PyMODINIT_FUNC PyInit__cpu(void)
 {
-    return PyModule_Create(&cpu_module);
+    PyObject *m = PyModule_Create(&cpu_module);
+    if (m == NULL)
+        return NULL;
+    PyObject *names = PyTuple_New(N_ACTIVATIONS);
+    for (Py_ssize_t k = 0; names != NULL && k < N_ACTIVATIONS; k++) {
+        PyObject *name = PyUnicode_FromString(activations[k].name);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, k, name);
+    }
+    if (names == NULL || PyModule_AddObject(m, "ACTIVATIONS", names) < 0) {
+        Py_XDECREF(names);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

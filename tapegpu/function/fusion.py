@@ -3,30 +3,33 @@
 `fuse(graph)` returns a copy of an optimized graph in which every group of fusible nodes is one
 `fused` node (the graph given is not changed: `concrete.graph` stays the IR of registry ops,
 and saved models keep it). A node is fusible when its op's description has a C expression
-(`c=` in its `def_op` entry: the generated code comes from those and nothing else), it runs on
-`numpy`, `cuda_emu` or `cuda`, and its output and every input have one floating dtype (on
-GPUs, some may be bool instead: comparisons, `where`'s condition), with each input of a shape
-that broadcasts to the output's (or of its size, for a reshape). On GPUs a comparison of
-integers (one integer dtype in, bool out: labels against class ids) is fusible too; it has no
-floating dtype of its own and joins the one group that uses it, else stays unfused.
+(`c=` in its `def_op` entry: the generated code comes from those and nothing else, through
+backends/kernels/codegen.py, the generator of every elementwise kernel), the params that
+expression reads are numbers or bools (they become literals), it runs on `numpy`,
+`cuda_emu` or `cuda`, and its output and every input have one floating dtype (some may be
+bool instead: comparisons, `where`'s condition), with each input of a shape that broadcasts
+to the output's (or of its size, for a reshape). On GPUs a comparison of integers (one
+integer dtype in, bool out: labels against class ids) is fusible too; it has no floating
+dtype of its own and joins the one group that uses it, else stays unfused.
 
-Groups (on the CPU only those of at most HOST_MAX_ELEMENTS elements and at least HOST_MIN_OPS
-ops: see there). A node's
-level counts the non-fusible nodes (and side effects, reads and random draws,
-in trace order) on the longest path to it; fusible nodes of one level, size and dtype form one
-group (a group of one op, with views, is left as it is: fusing it saves nothing), so no path between two members of a group passes through an unfused node. A value is
-written to memory (an output of its kernel) only when an unfused node, the graph's result or
-another group needs it; single-element values needed elsewhere are recomputed instead. Each
-kernel computes its members (and those recomputed values) once per element, in registers.
+Groups (on the CPU see HOST_MAX_ELEMENTS for which are fused). A node's level counts the
+non-fusible nodes (and side effects, reads and random draws, in trace order) on the longest
+path to it; fusible nodes of one level, size and dtype form one group (a group of one op, with
+views, is left as it is: fusing it saves nothing), so no path between two members of a group
+passes through an unfused node. A value is written to memory (an output of its kernel) only
+when an unfused node, the graph's result or another group needs it; single-element values
+needed elsewhere are recomputed instead. Each kernel computes its members (and those
+recomputed values) once per element, in registers; on the CPU its first result goes into a
+buffer of the replay's plan (graph.py).
 
-On GPUs a sum over leading axes of a group's value (`reduce_sum(v, axis=(0, ..., k-1))`: a bias
-gradient) ends the group's kernel instead of being a launch of its own (one sum width per
-kernel; a thread per column adds the rows in order, numpy's order for such sums, so its bits on
-`cuda_emu`; CuPy's reduction adds in another order, so on `cuda` the sum differs from the
-unfused one by rounding: at most (rows - 1) ulp of the sum of magnitudes, as any reordering).
-Also on GPUs, an op alone in its group (which would be a launch of its own) whose every use is
-in one later group of its shape is computed in that group (an activation's mask, made right
-after the forward, joins its backward's kernel).
+A sum over leading axes of a group's value (`reduce_sum(v, axis=(0, ..., k-1))`, rows of two
+elements or more: a bias gradient) ends the group's kernel instead of being a launch or a pass
+of its own (one sum width per kernel; the rows are added in order from +0.0, numpy's order for
+such sums, so its bits on `numpy` and `cuda_emu`; CuPy's reduction adds in another order, so
+on `cuda` the sum differs from the unfused one by rounding: at most (rows - 1) ulp of the sum
+of magnitudes, as any reordering). An op alone in its group (a launch or a pass of its own)
+whose every use is in one later group of its shape is computed in that group (an activation's
+mask, made right after the forward, joins its backward's kernel).
 
 Targets, from one body of generated statements:
 
@@ -41,18 +44,21 @@ Where no compiler works, `fuse` leaves the graph unfused and `unavailable_reason
 (`python -m tapegpu info` shows it). `TAPEGPU_FUSION=0`, `fusion.ENABLED = False` or
 `tg.function(..., jit_compile=False)` turn fusion off.
 
-Numerics: arithmetic (+, -, *, /, negation, square, reciprocal) and relabelling views give the
-unfused program's bits exactly (no contraction into fused multiply-adds: `-ffp-contract=off`,
-`--fmad=false`). Library functions (sin, exp, log, ...) are C's on the CPU and CUDA's on a GPU,
-where the unfused program runs numpy's or CuPy's; tests/function/test_fusion.py measures the
-difference on the op spec table's inputs and on NaN, infinities and subnormals, and docs/
+Numerics: exact expressions (codegen.exact: arithmetic, comparisons, selects, fabs, sqrt) and
+relabelling views give the unfused program's bits (no contraction into fused multiply-adds:
+`-ffp-contract=off`, `--fmad=false`; a NaN result is NaN, its sign and payload may differ
+where NaNs meet). Library functions (sin, exp, log, ...) are C's on the CPU and CUDA's on a
+GPU, where the unfused program runs numpy's or CuPy's; tests/function/test_fusion.py measures
+the difference on the op spec table's inputs and on NaN, infinities and subnormals, and docs/
 function.md states the bound per function.
 """
 import collections
 import copy
 import ctypes
+import functools
 import hashlib
 import heapq
+import inspect
 import math
 import os
 import re
@@ -61,6 +67,8 @@ import numpy as np
 
 from ..backends import emu
 from ..backends.emu import build
+from ..backends.kernels import codegen
+from ..backends.kernels.codegen import broadcasts as _broadcasts, index
 from .graph import Node
 
 try:
@@ -69,11 +77,11 @@ except ImportError:  # the compiled helpers are optional: ctypes calls the kerne
     call_fused = None
 
 ENABLED = os.environ.get("TAPEGPU_FUSION", "1") != "0"
-C_TYPES = {"float32": "float", "float64": "double"}
+C_TYPES = codegen.C_TYPES
 INT_TYPES = {"int32": "int", "int64": "long long"}  # compared (on GPUs), never computed on
 ANY = ""  # the compute dtype of an integer comparison: that of the group it joins
 TARGETS = ("numpy", "cuda_emu", "cuda")
-GPU_TARGETS = ("cuda_emu", "cuda")  # where column sums end kernels (a launch saved each)
+GPU_TARGETS = ("cuda_emu", "cuda")  # where integer comparisons are fused
 MAX_ARRAYS = 64  # inputs + outputs of one kernel (tapegpu.backends._cpu.call_fused's limit)
 BLOCK = 256
 MAX_BLOCKS = 1024
@@ -91,53 +99,45 @@ def _size(shape):
     return math.prod(shape)
 
 
-def _broadcasts(shape, to):
-    """Whether numpy broadcasting takes `shape` to `to` (and only by repeating)."""
-    return len(shape) <= len(to) and all(
-        a == b or a == 1 for a, b in zip(shape[::-1], to[::-1]))
-
-
-def index(shape, to, i="i"):
-    """The C expression of the flat index into a C-contiguous array of `shape` that holds the
-    element at flat index `i` of its broadcast to `to` (or of its reshape, same size)."""
-    if _size(shape) == 1:
-        return "0"
-    if tuple(shape) == tuple(to) or not _broadcasts(shape, to):  # the same, or a reshape
-        return i
-    padded = (1,) * (len(to) - len(shape)) + tuple(shape)
-    terms, d = [], 0
-    while d < len(to):
-        if padded[d] == 1 and to[d] != 1:
-            d += 1
-            continue
-        e = d  # a run of dims the array has: one coordinate for all of them
-        while e + 1 < len(to) and not (padded[e + 1] == 1 and to[e + 1] != 1):
-            e += 1
-        below, span, weight = _size(to[e + 1:]), _size(to[d:e + 1]), _size(padded[e + 1:])
-        t = i if below == 1 else f"{i} / {below}"
-        if d > 0:
-            t = f"({t}) % {span}"
-        terms.append(f"({t}) * {weight}" if weight != 1 else f"({t})")
-        d = e + 1
-    return " + ".join(terms) or "0"
-
-
 def compute_dtype(graph, node):
     """The floating dtype `node` computes in: its output's and inputs' one floating dtype, the
-    others bool (comparisons, `where`'s condition: on GPUs only); None if there is none."""
+    others bool (comparisons, `where`'s condition); None if there is none."""
     dtypes = {graph.meta[v][2] for v in (node.out, *node.ins)}
     floats = dtypes - {"bool"}
-    if len(floats) != 1 or ("bool" in dtypes and node.dev.name not in GPU_TARGETS):
+    if len(floats) != 1:
         return None
-    if floats <= set(INT_TYPES):  # integers in, bool out: a comparison
-        return ANY if graph.meta[node.out][2] == "bool" else None
+    if floats <= set(INT_TYPES):  # integers in, bool out: a comparison (on GPUs)
+        return ANY if graph.meta[node.out][2] == "bool" and \
+            node.dev.name in GPU_TARGETS else None
     return floats.pop() if floats <= set(C_TYPES) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(op):
+    """The params of `op`'s forward with a default value (what a call without them uses)."""
+    try:
+        params = list(inspect.signature(op.forward).parameters.values())[1 + len(op.args):]
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+
+def param_values(node):
+    """{param name: its C literal} for the params `node.op.c` reads (the call's value or the
+    forward's default), or None when one is missing or not a number or a bool."""
+    read = codegen.names(node.op.c) - set(node.op.args)
+    if not read:
+        return {}
+    given = {**_defaults(node.op), **node.params}
+    values = {k: codegen.literal(given[k]) if k in given else None for k in read}
+    return None if None in values.values() else values
 
 
 def fusible(graph, node):
     """Whether `node` can be part of a generated kernel (see the module docstring)."""
     if node.kind != "op" or node.op.c is None or node.dev is None or \
-            node.dev.name not in TARGETS or node.dev.name in _failed:
+            node.dev.name not in TARGETS or node.dev.name in _failed or \
+            param_values(node) is None:
         return False
     _, shape, dtype, _ = graph.meta[node.out]
     size = _size(shape)
@@ -155,10 +155,6 @@ def _ctype(graph, v):
     """The C type of value `v` in a kernel: `bool`, an integer type or the kernel's `T`."""
     dtype = graph.meta[v][2]
     return "bool" if dtype == "bool" else INT_TYPES.get(dtype, "T")
-
-
-_PREFIX = {"bool": ("b", "c"), "int": ("m", "n"), "long long": ("k", "l")}  # (computed, loaded)
-_TYPE_OF = {p: t for t, ps in _PREFIX.items() for p in ps}  # a statement name's first letter
 
 
 class Kernel:
@@ -183,110 +179,85 @@ class Kernel:
         """The values the kernel writes: its outputs, then its column sums."""
         return tuple(self.outputs) + tuple(out for _, out in self.sums)
 
+    def _types(self):
+        g = self.graph
+        return [_ctype(g, v) for v in self.leaves], [_ctype(g, v) for v in self.results]
+
     def cuda_source(self):
         """The kernel as CUDA C: what NVRTC compiles for `cuda` and the emulator runs. With
         column sums, a thread per column walks the rows in order (numpy's order for a sum
         over leading axes: its bits)."""
-        t = C_TYPES[self.dtype]
-        n_out = len(self.outputs)
-        g = self.graph
-        params = [f"const {_ctype(g, v)} *__restrict__ in{j}" for j, v in enumerate(self.leaves)]
-        params += [f"{_ctype(g, v)} *__restrict__ out{j}" for j, v in enumerate(self.results)]
-        params += ["long long n"]
-        head = (f"typedef {t} T;\n"
-                f'extern "C" __global__ void {self.name}({", ".join(params)}) {{\n')
-        if not self.sums:
-            return (head + "  for (long long i = blockIdx.x * (long long)blockDim.x + "
-                    "threadIdx.x; i < n;\n"
-                    "       i += (long long)blockDim.x * gridDim.x) {\n"
-                    f"{_cuda_body(self.stmts, self.n)}  }}\n}}\n")
-        cols = self.cols
-        acc = "".join(f"    T s{k} = (T)0;\n" for k in range(len(self.sums)))
-        done = "".join(f"    out{n_out + k}[j] = s{k};\n" for k in range(len(self.sums)))
-        return (head +
-                f"  for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
-                f"j < {cols}LL;\n"
-                "       j += (long long)blockDim.x * gridDim.x) {\n" + acc +
-                f"    for (long long r = 0; r < n / {cols}LL; ++r) {{\n"
-                f"    const long long i = r * {cols}LL + j;\n"
-                f"{_cuda_body(self.stmts, self.n)}    }}\n" + done + "  }\n}\n")
+        return codegen.fused_cuda(self.name, self.dtype, *self._types(), self.stmts,
+                                  len(self.sums), self.cols)
+
+    @property
+    def exact(self):
+        """Whether every expression of the kernel is exact (codegen.exact: no library call)."""
+        return all(codegen.exact(n.op.c) for n in self.nodes)
 
     def host_source(self):
-        """The kernel as C++ for the CPU: a loop over blocks of LANES elements, each statement
-        run for the block's lanes (independent work the processor overlaps: one element's
-        chain of library calls would wait on each result), arrays passed as one pointer array
-        (`call_fused`'s calling convention)."""
-        t = C_TYPES[self.dtype]
-        k = len(self.leaves)
-        lines = [f"  const T *__restrict__ in{j} = (const T *)a[{j}];" for j in range(k)]
-        lines += [f"  T *__restrict__ out{j} = (T *)a[{k + j}];"
-                  for j in range(len(self.outputs))]
-        return ("#include <math.h>\n"
-                f"typedef {t} T;\n"
-                f'extern "C" __attribute__((visibility("default"))) void {self.name}'
-                "(void **a, long long n) {\n" + "\n".join(lines) + "\n"
-                f"  for (long long i = 0; i < n; i += {LANES}) {{\n"
-                f"{_host_body(self.stmts, self.n)}  }}\n}}\n")
+        """The kernel as C++ for the CPU, arrays passed as one pointer array (`call_fused`'s
+        calling convention): blocks of LANES elements where it calls library functions, a
+        plain loop the compiler vectorizes where it does not; column sums add the rows in
+        order (numpy's bits)."""
+        return codegen.fused_host(self.name, self.dtype, *self._types(), self.stmts,
+                                  None if self.exact else LANES, len(self.sums), self.cols)
 
     def __str__(self):
         return f"{self.name}[{', '.join(self.ops)}]"
 
 
+def _ctype(graph, v):
+    """The C type of value `v` in a kernel: `bool`, an integer type or the kernel's `T`."""
+    dtype = graph.meta[v][2]
+    return "bool" if dtype == "bool" else INT_TYPES.get(dtype, "T")
+
+
 def _statements(graph, nodes, leaves, outputs, summed=()):
-    """The kernel's work for flat element `i`, as statements: ("load", name, array number,
-    index template with `{i}`), ("let", name, C expression of earlier names), ("store", name,
-    output number). Every value of the group has n elements and is computed at its flat
-    element `i` (C order: a reshape keeps it); an input is read where broadcasting (or a
-    reshape) maps its consumer's element `i`; single-element values are read, and computed,
-    at index 0."""
+    """The kernel's work for flat element `i`, as codegen's statements: ("load", name, array
+    number, index template with `{i}`), ("let", name, C expression of earlier names), ("store",
+    name, output number), ("sum", name, sum number). Every value of the group has n elements
+    and is computed at its flat element `i` (C order: a reshape keeps it); an input is read
+    where broadcasting (or a reshape) maps its consumer's element `i`; single-element values
+    are read, and computed, at index 0. An op's expression gets its inputs and its params."""
     number = {v: j for j, v in enumerate(leaves)}
-    computed = {n.out for n in nodes}
+    computed = {}  # value -> its name, numbered in order (equal groups: one source)
     stmts, loads = [], {}
 
-    def name(v):  # bool values are b<v>, the kernel's T ones v<v>
-        return f"{_PREFIX.get(_ctype(graph, v), 'v')[0]}{v}"
+    def name(v, count):  # by the value's C type: v<k> (T), b<k> (bool), a<k> (T, loaded), ...
+        return f"{codegen.PREFIX[_ctype(graph, v)][v not in nodes_out]}{count}"
 
     def value(v, consumer_shape):
         if v in computed:
-            return name(v)
+            return computed[v]
         at = index(graph.meta[v][1], consumer_shape, "{i}")
         if (v, at) not in loads:
-            loads[v, at] = f"{_PREFIX.get(_ctype(graph, v), 'aa')[1]}{len(loads)}"
+            loads[v, at] = name(v, len(loads))
             stmts.append(("load", loads[v, at], number[v], at))
         return loads[v, at]
+    nodes_out = {n.out for n in nodes}
     for node in nodes:
         out_shape = graph.meta[node.out][1]
-        subst = dict(zip(node.op.args, (f"({value(i, out_shape)})" for i in node.ins)))
-        expr = re.sub(r"\b(" + "|".join(map(re.escape, subst)) + r")\b",
-                      lambda m: subst[m.group(1)], node.op.c) if subst else node.op.c
-        stmts.append(("let", name(node.out), expr, None))
-    stmts += [("store", name(v), j, None) for j, v in enumerate(outputs)]
-    stmts += [("sum", name(v), k, None) for k, v in enumerate(summed)]
+        values = dict(zip(node.op.args, (value(i, out_shape) for i in node.ins)))
+        values.update(param_values(node))
+        computed[node.out] = name(node.out, len(computed))
+        stmts.append(("let", computed[node.out], codegen.substitute(node.op.c, values), None))
+    stmts += [("store", computed[v], j, None) for j, v in enumerate(outputs)]
+    stmts += [("sum", computed[v], k, None) for k, v in enumerate(summed)]
     return tuple(stmts)
 
 
-def _cuda_body(stmts, n):
-    """The statements for element `i` of a grid-stride loop."""
-    lines = []
-    for kind, name, arg, at in stmts:
-        t = _TYPE_OF.get(name[0], "T")
-        if kind == "load":
-            lines.append(f"    const {t} {name} = in{arg}[{at.format(i='i')}];")
-        elif kind == "let":
-            lines.append(f"    const {t} {name} = ({t})({arg});")
-        elif kind == "sum":  # the first row starts the sum, as numpy's (-0.0 stays -0.0)
-            lines.append(f"    s{arg} = r == 0 ? {name} : s{arg} + {name};")
-        else:
-            lines.append(f"    out{arg}[i] = {name};")
-    return "\n".join(lines) + "\n"
-
-
 LANES = 8
-# On the CPU a group is fused only up to this many elements, where the per-op dispatch that
-# fusion removes is most of the time (W1: 16 elements, 15x faster than numpy by hand). Above
-# it, numpy's vectorized loops (SIMD library functions) writing into the plan's reused buffers
-# beat a generated loop of scalar library calls into new arrays (W5's gradient at 64 x 256:
-# 1.7x slower fused), and a group of a few ops saves less than its call and new arrays cost
+# On the CPU a group whose expressions are all exact (arithmetic, comparisons, selects, fabs,
+# sqrt: no library call, see codegen.exact) is fused from two ops on, at any size: its plain
+# loop, vectorized by the compiler, does numpy's arithmetic in one pass instead of one per op
+# and one call instead of one per op (a ReLU's backward and its bias gradient: one pass where
+# numpy makes three, and numpy's `where` is slow). A group that calls library functions is
+# fused up to HOST_MAX_ELEMENTS elements when it has at least HOST_MIN_OPS ops: there the
+# per-op dispatch that fusion removes is most of the time (W1: 16 elements, 15x faster than
+# numpy by hand). Above it, numpy's vectorized loops (SIMD library functions) writing into
+# the plan's reused buffers beat a generated loop of scalar library calls (W5's gradient at
+# 64 x 256: 1.7x slower fused), and a group of a few such ops saves less than its call costs
 # (W5's and W6's groups of 2-4 ops at 640 elements: 4-7% slower fused). On a GPU every group
 # is fused: there each op is a kernel launch.
 HOST_MAX_ELEMENTS = 4096
@@ -294,25 +265,7 @@ HOST_MIN_OPS = 8
 # -O1 and the vectorizer: the lanes' arithmetic in SIMD registers, compiled in about a second
 # for the 600 statements of a long chain (-O2 takes five times as long and runs no faster)
 HOST_FLAGS = ("-O1", "-ftree-vectorize")
-
-
-def _host_body(stmts, n):
-    """The statements for elements i .. i + LANES - 1 (lanes past n repeat element n - 1 and
-    are not stored)."""
-    lanes = f"for (int l = 0; l < {LANES}; ++l)"
-    lines = ["    const long long last = n - 1;",
-             f"    long long k[{LANES}]; {lanes} k[l] = i + l < n ? i + l : last;"]
-    for kind, name, arg, at in stmts:
-        if kind == "load":
-            lines.append(f"    T {name}[{LANES}]; {lanes} {name}[l] = "
-                         f"in{arg}[{at.format(i='k[l]')}];")
-        elif kind == "let":
-            expr = re.sub(r"\b([va]\d+)\b", r"\1[l]", arg)
-            lines.append(f"    T {name}[{LANES}]; {lanes} {name}[l] = (T)({expr});")
-        else:
-            lines.append(f"    for (int l = 0; l < {LANES} && i + l < n; ++l) "
-                         f"out{arg}[i + l] = {name}[l];")
-    return "\n".join(lines) + "\n"
+EXACT_FLAGS = ("-O3",)  # a plain loop of arithmetic, vectorized
 
 
 # -- grouping ---------------------------------------------------------------------------------
@@ -336,9 +289,9 @@ def groups(graph):
             shape = graph.meta[n.out][1]
             key[n.out] = (level[n.out], _size(shape), compute_dtype(graph, n), n.dev.name)
             producer[n.out] = n
-    # on GPUs an op alone in its group (no kernel: a launch of its own) whose every use is in
-    # one later group of its size and shape moves into that group (computed where it is used:
-    # a mask made early and used late costs no launch)
+    # an op alone in its group (no kernel: a launch of its own on a GPU, a pass of its own on
+    # the CPU) whose every use is in one later group of its size and shape moves into that
+    # group (computed where it is used: a mask made early and used late costs no launch)
     alone = collections.Counter(key[v] for v, n in producer.items() if not n.op.view)
     results = {v for kind, v in graph.outputs if kind == "v"}
     users = {}
@@ -348,8 +301,7 @@ def groups(graph):
     for k in reversed(range(len(nodes))):
         n = nodes[k]
         any_dtype = fus[k] and key[n.out][2] == ANY  # an integer comparison: never alone
-        if not fus[k] or n.out in results or not users.get(n.out) or \
-                n.dev.name not in GPU_TARGETS or n.op.view or \
+        if not fus[k] or n.out in results or not users.get(n.out) or n.op.view or \
                 (alone[key[n.out]] != 1 and not any_dtype):
             continue
         uses = users[n.out]
@@ -366,7 +318,7 @@ def groups(graph):
         if fus[k] and key[n.out][2] == ANY:
             fus[k] = False
             del key[n.out], producer[n.out]
-    # a column sum of a group's value ends the group's kernel (on GPUs; one width per kernel)
+    # a column sum of a group's value ends the group's kernel (one width per kernel)
     sums, cols = {}, {}  # group key -> [(summed value, sum's output)]; group key -> width
     absorbed = set()
     for k, n in enumerate(nodes):
@@ -412,11 +364,11 @@ def groups(graph):
         outs = sorted(outs)
         if len(leaves) + len(outs) + len(summed) > MAX_ARRAYS:
             continue  # too many arrays for one call: those nodes stay unfused
-        # one op (and views) in a kernel saves nothing; on the CPU numpy's loops into reused
-        # buffers win below HOST_MIN_OPS ops and above HOST_MAX_ELEMENTS elements
-        cpu = gkey[3] == "numpy"
-        if sum(not n.op.view for n in order) + len(summed) < (HOST_MIN_OPS if cpu else 2) or \
-                (cpu and gkey[1] > HOST_MAX_ELEMENTS):
+        # one op (and views) in a kernel saves nothing; on the CPU see HOST_MAX_ELEMENTS
+        ops = sum(not n.op.view for n in order) + len(summed)
+        if ops < 2 or gkey[3] == "numpy" and not (
+                all(codegen.exact(n.op.c) for n in order) or
+                (ops >= HOST_MIN_OPS and gkey[1] <= HOST_MAX_ELEMENTS)):
             continue
         first = order[-1]
         kernels.append(Kernel(graph, order, leaves, outs, gkey[1], gkey[2], first.dev,
@@ -426,10 +378,11 @@ def groups(graph):
 
 def _column_sum(graph, node, producer):
     """The width (elements per row) of `node` if it is a sum over leading axes of a fusible
-    value on a GPU (`reduce_sum(v, axis=(0, ..., k-1))`, k below v's rank) that can end the
-    kernel computing v; else None."""
+    value (`reduce_sum(v, axis=(0, ..., k-1))`, k below v's rank) that can end the kernel
+    computing v; else None. Rows of at least two elements: numpy adds those in order from
+    +0.0, as the kernels do (a sum to one element is numpy's pairwise sum)."""
     if node.kind != "op" or node.op.replay != "sum" or node.dev is None or \
-            node.dev.name not in GPU_TARGETS or len(node.ins) != 1 or \
+            node.dev.name not in TARGETS or len(node.ins) != 1 or \
             node.ins[0] not in producer or set(node.params) - {"axis", "keepdims"}:
         return None
     _, shape, dtype, _ = graph.meta[node.ins[0]]
@@ -439,7 +392,7 @@ def _column_sum(graph, node, producer):
             graph.meta[node.out][2] != dtype or producer[node.ins[0]].dev is not node.dev:
         return None
     width = _size(shape[len(axis):])
-    return width if width and _size(shape) else None
+    return width if width >= 2 and _size(shape) else None
 
 
 def fuse(graph):
@@ -535,40 +488,51 @@ def _runner(kernel):
 
 
 def _host_runner(kernel):
-    if kernel.sums:
-        raise AssertionError("column sums end kernels on GPUs only")
+    """`run(*leaves)` and `run.into(*leaves, out)` (the first result written into `out`, a
+    buffer of the replay's plan; a new array where `out` is None)."""
     source = kernel.host_source()
     fn = _compiled.get(("numpy", source))
     if fn is None:
-        path, _ = build.build_host_library(source, kernel.name, HOST_FLAGS)
+        path, _ = build.build_host_library(source, kernel.name,
+                                           EXACT_FLAGS if kernel.exact else HOST_FLAGS)
         fn = _compiled[("numpy", source)] = getattr(ctypes.CDLL(str(path)), kernel.name)
     address = ctypes.cast(fn, ctypes.c_void_p).value
-    dtype = np.dtype(kernel.dtype)
-    shapes = [kernel.graph.meta[v][1] for v in kernel.outputs]
-    counts = tuple(_size(kernel.graph.meta[v][1]) for v in kernel.leaves) + \
-        tuple(_size(s) for s in shapes)
-    n, n_out, item, empty = kernel.n, len(shapes), dtype.itemsize, np.empty
+    meta = kernel.graph.meta
+    in_dtypes = [np.dtype(meta[v][2]) for v in kernel.leaves]
+    outs_meta = [(meta[v][1], np.dtype(meta[v][2])) for v in kernel.results]
+    values = tuple(kernel.leaves) + kernel.results
+    counts = tuple(_size(meta[v][1]) for v in values)
+    sizes = tuple(np.dtype(meta[v][2]).itemsize for v in values)
+    n, n_out, empty = kernel.n, len(outs_meta), np.empty
+    rest = outs_meta[1:]
     if call_fused is None:
         fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_longlong]
         fn.restype = None
 
-        def run(*arrays):
-            arrays = [np.ascontiguousarray(a, dtype) for a in arrays]
-            outs = [empty(s, dtype) for s in shapes]
+        def call(arrays, outs):
+            arrays = [np.ascontiguousarray(a, d) for a, d in zip(arrays, in_dtypes)]
             ptrs = (ctypes.c_void_p * (len(arrays) + n_out))(
                 *[a.ctypes.data for a in arrays + outs])
             fn(ptrs, n)
             return outs
-        return run
+    else:
+        def call(arrays, outs):
+            try:
+                call_fused(address, n, n_out, counts, sizes, *arrays, *outs)
+            except (BufferError, ValueError, TypeError):  # a strided view or a numpy scalar
+                arrays = [np.ascontiguousarray(a, d) for a, d in zip(arrays, in_dtypes)]
+                call_fused(address, n, n_out, counts, sizes, *arrays, *outs)
+            return outs
 
     def run(*arrays):
-        outs = [empty(s, dtype) for s in shapes]
-        try:
-            call_fused(address, n, item, n_out, counts, *arrays, *outs)
-        except (BufferError, ValueError, TypeError):  # a strided view or a numpy scalar
-            arrays = [np.ascontiguousarray(a, dtype) for a in arrays]
-            call_fused(address, n, item, n_out, counts, *arrays, *outs)
-        return outs
+        return call(arrays, [empty(s, d) for s, d in outs_meta])
+
+    def into(*arrays):
+        *arrays, out = arrays
+        if out is None:
+            return run(*arrays)
+        return call(arrays, [out] + [empty(s, d) for s, d in rest])
+    run.into = into
     return run
 
 

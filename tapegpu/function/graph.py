@@ -28,7 +28,6 @@ import threading
 
 import numpy as np
 
-from ..backends import cpu_kernels
 from ..core.tensor import Tensor
 from ..core.options import options
 from ..errors import InvalidArgumentError, OpError
@@ -209,67 +208,7 @@ def _counted(fn, launches, name):
     return run
 
 
-_UINT = {"float32": np.uint32, "float64": np.uint64}
 POOL_BYTES = 1 << 16  # intermediates from this size on are written into the plan's buffers
-
-
-def _is_zero(graph, vid, dtype):
-    """Whether `vid` is a constant +0.0 of `dtype` (one element)."""
-    a = graph.constants.get(vid)
-    return a is not None and a.dtype.name == dtype and a.size == 1 and \
-        a.reshape(()).view(_UINT[dtype]) == 0
-
-
-def _select_zero(graph, node):
-    """`where(mask, x, 0.0)` on numpy arrays of one shape (the gradient of a ReLU-like
-    activation) as a bitwise AND of x's bits with the mask widened to all-ones words: the same
-    bits as numpy's `where` (+0.0 where the mask is false; NaN and -0.0 kept where it is true),
-    ten times faster than its broadcasting loop. None if the node is not such a `where`."""
-    if node.op.replay != "select" or node.dev.name != "numpy" or len(node.ins) != 3:
-        return None
-    c, x, z = node.ins
-    _, shape, dtype, _ = graph.meta[node.out]
-    if not shape or dtype not in _UINT or not _is_zero(graph, z, dtype) or \
-            graph.meta[c][1:3] != (shape, "bool") or graph.meta[x][1:3] != (shape, dtype):
-        return None
-    uint = _UINT[dtype]
-
-    def select_zero(mask, a, _zero, out=None):
-        bits = np.negative(mask, dtype=uint)
-        target = bits if out is None else out.view(uint)
-        return np.bitwise_and(a.view(uint), bits, out=target).view(a.dtype)
-    return select_zero
-
-
-def _contiguous(*arrays):
-    return all(type(a) is np.ndarray and a.flags.c_contiguous for a in arrays)
-
-
-def _relu_backward(y, g, _zero, out=None):
-    """where(y > 0, g, 0.0) in one pass (the CPU kernel; numpy's three passes without it)."""
-    if cpu_kernels is not None and _contiguous(y, g) and y.dtype == g.dtype and g.size and \
-            g.dtype.name in _UINT and (out is None or _contiguous(out)):
-        out = np.empty_like(g) if out is None else out
-        cpu_kernels.relu_backward(y, g, out)
-        return out
-    uint = _UINT[g.dtype.name]
-    bits = np.negative(y > 0, dtype=uint)
-    return np.bitwise_and(g.view(uint), bits, out=bits if out is None else out.view(uint)) \
-        .view(g.dtype)
-
-
-def _relu_backward_sum(y, g, _zero, out=None):
-    """(`where(y > 0, g, 0.0)`, its sum over axis 0) in one pass of the CPU kernel (as numpy's
-    where and sum, bit for bit); numpy's passes where the kernel does not apply."""
-    if cpu_kernels is not None and y.ndim == 2 and y.shape == g.shape and \
-            y.dtype == g.dtype and g.size and g.dtype.name in _UINT and \
-            _contiguous(y, g) and (out is None or _contiguous(out)):
-        out = np.empty_like(g) if out is None else out
-        sums = np.empty(g.shape[1:], g.dtype)
-        cpu_kernels.relu_backward_sum(y, g, out, sums)
-        return out, sums
-    out = _relu_backward(y, g, _zero, out)
-    return out, np.sum(out, axis=0)
 
 
 def _bias_act_into(plain, act):
@@ -331,60 +270,18 @@ def _with_residuals_fn(graph, indices):
     return run
 
 
-def _relu_backward_fusions(graph, uses):
-    """{where node index: greater node index} for `m = greater(y, 0.0); where(m, g, 0.0)` on
-    numpy arrays of one float shape where `m` has no other use: a ReLU's backward."""
-    producer = {n.out: i for i, n in enumerate(graph.nodes) if n.out is not None}
-    fused = {}
-    for i, n in enumerate(graph.nodes):
-        if n.kind != "op" or _select_zero(graph, n) is None:
-            continue
-        j = producer.get(n.ins[0])
-        m = graph.nodes[j] if j is not None else None
-        if m is None or m.kind != "op" or m.op.replay != "greater" or m.params or \
-                uses.get(m.out) != 1:
-            continue
-        y, z = m.ins
-        _, shape, dtype, _ = graph.meta[n.out]
-        if graph.meta[y][1:3] == (shape, dtype) and _is_zero(graph, z, dtype):
-            fused[i] = j
-    return fused
-
-
-def _column_sums(graph, fused):
-    """{where node index: reduce_sum node index} for the ReLU backwards of `fused` whose 2-D
-    result is also summed over axis 0 (a Dense layer's bias gradient) by a node on it alone."""
-    sums = {}
-    users = {}
-    for i, n in enumerate(graph.nodes):
-        for v in n.ins:
-            users.setdefault(v, []).append(i)
-    for i in fused:
-        out = graph.nodes[i].out
-        if len(graph.meta[out][1]) != 2:
-            continue
-        for j in users.get(out, ()):
-            r = graph.nodes[j]
-            if r.kind == "op" and r.op.replay == "sum" and \
-                    r.ins == (out,) and r.params == {"axis": (0,), "keepdims": False}:
-                sums[i] = j
-                break
-    return sums
-
-
 def _out_fn(graph, node, fn):
     """(`fn` with an `out` argument, whether `out` may be one of the inputs) for the ops whose
     result can be written into a buffer of the plan, else None. The function returns `out` or,
     where it cannot use it, a new array."""
-    if fn is _relu_backward_sum:
-        return fn, True
+    if node.kind == "fused":  # a generated kernel writing its first result (fusion.py)
+        into = getattr(fn, "into", None)
+        return (into, False) if into is not None else None
     if node.dev.name != "numpy" or node.kind != "op":
         return None
     role = node.op.replay
     if isinstance(fn, np.ufunc):
         return (lambda *a: fn(*a[:-1], out=a[-1])), True
-    if fn is _relu_backward or getattr(fn, "__name__", "") == "select_zero":
-        return fn, True
     ins = [graph.meta[i] for i in node.ins]
     if role == "bias_act" and set(node.params) == {"act"}:
         return _bias_act_into(fn, node.params["act"]), True
@@ -397,8 +294,7 @@ def _fresh(graph, node, fn):
     """Whether the step's result is a new array (never a view of an input): then an input of
     it may live in a buffer of the plan. A fused kernel's results always are."""
     return node.kind == "fused" or node.kind == "op" and node.dev.name == "numpy" and (
-        isinstance(fn, np.ufunc) or fn is _relu_backward or
-        getattr(fn, "__name__", "") == "select_zero" or node.op.replay is not None)
+        isinstance(fn, np.ufunc) or node.op.replay is not None)
 
 
 OP, READ, ASSIGN, UPDATE, PRINT, GUARD, FUSED = range(7)
@@ -410,35 +306,24 @@ class Plan:
     """The flat schedule of an optimized graph: each step (kind, callable or object, input
     slots, output slot, slots to free after it, params, buffer or None).
 
-    Steps are the graph's nodes, but an op with residuals and the nodes of its residuals run as
-    one step, and for two rewrites on `numpy`: a ReLU's backward
-    (`greater(y, 0)` then `where(mask, g, 0)`) runs as one pass, and `where(mask, x, 0)` as a
-    bitwise select (both bit for bit numpy's results); a ReLU's backward whose result is also
-    summed over axis 0 (a Dense layer's bias gradient) gives both in one pass, and small values
-    of ops on constants alone are computed once, when the plan is made. Intermediates of
-    `POOL_BYTES` or more that only feed ops making new arrays (matmul, elementwise ops, bias_act,
-    sums) are written with `out=` into buffers the plan keeps between calls, assigned from the
-    liveness of the values (a buffer serves every value of its shape and dtype whose life does
-    not overlap; an elementwise op may write over an input that dies there): no allocation, no
-    page faults.
+    Steps are the graph's nodes (with its fused kernels: fusion.py), but an op with residuals
+    and the nodes of its residuals run as one step, and small values of ops on constants alone
+    are computed once, when the plan is made. Intermediates of `POOL_BYTES` or more that only
+    feed ops making new arrays (matmul, elementwise ops, bias_act, sums, fused kernels: their
+    first result) are written with `out=` into buffers the plan keeps between calls, assigned
+    from the liveness of the values (a buffer serves every value of its shape and dtype whose
+    life does not overlap; an elementwise op may write over an input that dies there): no
+    allocation, no page faults.
     Graph outputs are always new arrays (the caller keeps them)."""
 
     def __init__(self, graph):
         self.graph = graph
         nodes = graph.nodes
         outputs = {v for k, v in graph.outputs if k == "v"}
-        uses = {}
-        for n in nodes:
-            for v in n.ins:
-                uses[v] = uses.get(v, 0) + 1
         self.constants = dict(graph.constants)
         folded = _fold_constants(graph, self.constants, outputs)
-        fused = {i: j for i, j in _relu_backward_fusions(graph, uses).items()
-                 if i not in folded}
-        summed = _column_sums(graph, fused)
         grouped = _residual_groups(graph, folded)
-        skip = set(fused.values()) | set(summed.values()) | folded | \
-            {j for g in grouped.values() for j in g[1:]}
+        skip = folded | {j for g in grouped.values() for j in g[1:]}
         plain = []  # (node, kind, fn, ins, out)
         for i, n in enumerate(nodes):
             if i in skip:
@@ -448,14 +333,8 @@ class Plan:
             if i in grouped:
                 kind, fn = FUSED, _with_residuals_fn(graph, grouped[i])
                 out = tuple(nodes[j].out for j in grouped[i])
-            elif i in summed:
-                kind, fn, out = FUSED, _relu_backward_sum, (n.out, nodes[summed[i]].out)
-                ins = (nodes[fused[i]].ins[0], n.ins[1], n.ins[2])
-            elif i in fused:
-                fn = _relu_backward
-                ins = (nodes[fused[i]].ins[0], n.ins[1], n.ins[2])
             elif n.kind == "op":
-                fn = _select_zero(graph, n) or _array_fn(n.op, n.dev, n.params)
+                fn = _array_fn(n.op, n.dev, n.params)
             else:
                 fn = n.op
             plain.append((n, kind, fn, ins, out))

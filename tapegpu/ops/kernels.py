@@ -34,30 +34,44 @@ def _per_backend(make):
     return {name: make(_kernel_set(name)) for name in KERNEL_BACKENDS}
 
 
-def activation_kernels(name, numpy_vjp=None):
-    """An elementwise activation: `tapegpu_<name>_fwd` and `tapegpu_<name>_bwd` of
-    activations.cu (the backward from what the op saves), for the default parameters."""
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation_kernels: activations.cu has no {name!r} kernels; it has "
-                         f"{', '.join(ACTIVATIONS)}")
-    def forward(kernels_of):
-        def fwd(xp, x, **params):
-            if params or not _floats(x):
-                return NotImplemented
-            return kernels_of(x).act_fwd(name, x)
-        return fwd
+def _cpu_index(name):
+    """The activation's index among the CPU kernels (`_cpu.ACTIVATIONS`), or None."""
+    names = getattr(cpu_kernels, "ACTIVATIONS", ())
+    return names.index(name) if name in names else None
 
-    def vjp(kernels_of):
-        def bwd(g, saved, **params):
-            if params or not _floats(g, saved):
-                return NotImplemented
-            return kernels_of(g).act_bwd(name, g, saved)
-        return bwd
 
-    vjps = _per_backend(vjp)
-    if numpy_vjp is not None:
-        vjps["numpy"] = numpy_vjp
-    return {"kernels": _per_backend(forward), "vjp_kernels": vjps}
+def activation_kernels(name):
+    """An elementwise activation with forward and VJP expressions (`c=`, `dc=`): the kernels
+    generated from them, `tapegpu_<name>_fwd` and `tapegpu_<name>_bwd` of activations.cu (the
+    backward from what the op saves) for the default parameters, and on `numpy` the CPU
+    backward where its expressions are exact (one pass; the rule takes several). An op the
+    generated sources do not have yet (`python -m tapegpu.ops.generate` writes them) gets no
+    kernels: the reference and the rule run."""
+    entries = {"kernels": {}, "vjp_kernels": {}}
+    if name in ACTIVATIONS:
+        entries = {"kernels": _per_backend(lambda ks: _act_forward(name, ks)),
+                   "vjp_kernels": _per_backend(lambda ks: _act_backward(name, ks))}
+    k = _cpu_index(name)
+    if k is not None:
+        entries["vjp_kernels"]["numpy"] = lambda g, saved, **params: \
+            NotImplemented if params else cpu_act_backward(k, g, saved)
+    return entries
+
+
+def _act_forward(name, kernels_of):
+    def fwd(xp, x, **params):
+        if params or not _floats(x):
+            return NotImplemented
+        return kernels_of(x).act_fwd(name, x)
+    return fwd
+
+
+def _act_backward(name, kernels_of):
+    def bwd(g, saved, **params):
+        if params or not _floats(g, saved):
+            return NotImplemented
+        return kernels_of(g).act_bwd(name, g, saved)
+    return bwd
 
 
 def _fits_cpu(*arrays):
@@ -66,22 +80,26 @@ def _fits_cpu(*arrays):
                                     for a in arrays)
 
 
-def cpu_relu_backward(g, y):
-    """ReLU's backward from its output on `numpy`, one pass (numpy needs three)."""
-    if cpu_kernels is None or not _fits_cpu(g, y) or g.shape[g.ndim - y.ndim:] != y.shape:
+def cpu_act_backward(k, g, saved):
+    """The backward of the CPU's activation `k` from its saved value on `numpy`, one pass."""
+    if not _fits_cpu(g, saved) or g.shape[g.ndim - saved.ndim:] != saved.shape:
         return NotImplemented
     out = np.empty_like(g)
-    cpu_kernels.relu_backward(y, g, out)
+    cpu_kernels.act_backward(k, saved, g, out)
     return out
 
 
-def cpu_bias_act_into(act, x, b, out):
-    """bias_act's forward on `numpy` written into `out` (tg.function's buffers) by the CPU
-    kernel; NotImplemented where the kernel does not apply."""
-    if act != "relu" or cpu_kernels is None or not _fits_cpu(x, b, out) or b.ndim != 1 or \
-            x.shape[-1:] != b.shape or out.shape != x.shape:
+def cpu_bias_act_into(act, x, b, out=None):
+    """bias_act's forward on `numpy` by the CPU kernel, written into `out` (tg.function's
+    buffers) or a new array; NotImplemented where the kernel does not apply."""
+    k = _cpu_index(act)
+    if k is None or not _fits_cpu(x, b) or b.ndim != 1 or x.shape[-1:] != b.shape:
         return NotImplemented
-    cpu_kernels.bias_relu(x, b, out)
+    if out is None:
+        out = np.empty_like(x)
+    elif not _fits_cpu(out) or out.shape != x.shape or out.dtype != x.dtype:
+        return NotImplemented
+    cpu_kernels.bias_act(k, x, b, out)
     return out
 
 
@@ -130,8 +148,9 @@ def sparse_xent_kernels(labels_in_range):
 
 
 def bias_act_kernels():
-    """act(x + b) in one pass (`tapegpu_bias_<act>_fwd`; on `numpy`, the CPU kernel for ReLU),
-    and its backward as the activation's backward kernel."""
+    """act(x + b) in one pass (`tapegpu_bias_<act>_fwd`; on `numpy`, the CPU kernel of the
+    activations whose expressions are exact), and its backward as the activation's backward
+    kernel."""
     def forward(kernels_of):
         def fwd(xp, x, b, act):
             if act not in ACTIVATIONS or not _floats(x, b):
@@ -148,17 +167,11 @@ def bias_act_kernels():
         return bwd
 
     def cpu_forward(xp, x, b, act):
-        if act != "relu" or cpu_kernels is None or not _fits_cpu(x, b) or b.ndim != 1 or \
-                x.shape[-1:] != b.shape:
-            return NotImplemented
-        out = np.empty_like(x)
-        cpu_kernels.bias_relu(x, b, out)
-        return out
+        return cpu_bias_act_into(act, x, b)
 
     def cpu_vjp(g, out, act):
-        if act != "relu":
-            return NotImplemented
-        gz = cpu_relu_backward(g, out)
+        k = _cpu_index(act)
+        gz = NotImplemented if k is None else cpu_act_backward(k, g, out)
         return NotImplemented if gz is NotImplemented else (gz, gz)
 
     return {"kernels": {**_per_backend(forward), "numpy": cpu_forward},

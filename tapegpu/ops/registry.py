@@ -55,7 +55,18 @@ Contract (what every rule may rely on, and must honour)
   (function/fusion.py) generates its kernels from these expressions only; an op without one
   is never fused. Views that only relabel elements (reshape, broadcasting a single element)
   have `c="x"`. Comparisons give a C `bool` and `where`'s condition is one (`c="c ? x : y"`;
-  kernels with bool values are generated for GPUs only).
+  kernels with bool values are generated for GPUs only). An expression may name the op's
+  params (`alpha`), which a kernel gets as literals of the call's values (or of the forward's
+  defaults); a call whose referenced param is not a number or a bool is not fused.
+* `dc="g * (T(1) - out * out)"`: the VJP rule on one element, as a C expression of `g` (the
+  cotangent's element), the op's declared saves (`x`, `out`) and params, for an elementwise op
+  of one input: the same IEEE operations as the rule on arrays. The rule stays the definition
+  (on tensors it is differentiable, for higher order); the kernels are generated from `c` and
+  `dc` (tapegpu/backends/kernels/codegen.py): the CUDA kernels of cuda_kernels/activations.cu
+  (`python -m tapegpu.ops.generate` writes them), and the CPU kernels of
+  tapegpu/backends/_cpu.c for the ops whose expressions are exact (arithmetic, comparisons,
+  `fabs`, `sqrt`: numpy's bits). tests/backends/kernels/test_expressions.py checks each `dc`
+  against its rule.
 * `zero_when=(("x",), ("y",))`: groups of argument names such that the result is 0 wherever
   every argument of one group is 0, whatever the others hold (a product: either factor; a
   quotient: its numerator; `where`: both branches). tg.function's diagonal pass
@@ -112,18 +123,19 @@ class Op:
     """One registered operation (see the module docstring; built by `def_op`)."""
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
-                 "residuals", "view", "view_when", "tensor_rule", "steps", "c", "batch", "replay",
-                 "zero_when", "residual_ops", "residual_of", "flops", "rewrite",
+                 "residuals", "view", "view_when", "tensor_rule", "steps", "c", "dc", "batch",
+                 "replay", "zero_when", "residual_ops", "residual_of", "flops", "rewrite",
                  "broadcast_only", "diagonal", "replay_into")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None, c=None, batch=None, replay=None, view_when=None,
+                 vjp_kernels=None, c=None, dc=None, batch=None, replay=None, view_when=None,
                  zero_when=(), flops=None, rewrite=None, broadcast_only=False, diagonal=None,
                  replay_into=None):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
+        self.dc = dc  # the VJP as one C expression of `g` and the saves (module docstring)
         self.forward = forward
         self.args = tuple(args)
         if "out" in self.args:  # `saves=("out",)` names the output

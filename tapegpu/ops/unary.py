@@ -11,7 +11,7 @@ from .registry import def_op
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, _thread
 from ._base import EMPTY, apply, apply1, floating, public, tensor
-from .kernels import activation_kernels, cpu_relu_backward
+from .kernels import activation_kernels
 from .registry import InvalidArgumentError, forward_on, passthrough, quiet, ufunc
 
 try:
@@ -23,6 +23,16 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _max0(x):
+    """numpy's maximum(x, 0) as a C expression (NaN kept, -0.0 becomes +0.0)."""
+    return f"({x} > T(0) || {x} != {x} ? {x} : T(0))"
+
+
+def _min0(x):
+    """numpy's minimum(x, 0) as a C expression (NaN kept, -0.0 becomes +0.0)."""
+    return f"({x} < T(0) || {x} != {x} ? {x} : T(0))"
 
 
 def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True, api="tg"):
@@ -93,6 +103,7 @@ tan = _unary("tan", ufunc("tan"), c="tan(x)", vjp=lambda ops, g, out: g * (out *
              saves=("out",), doc="The tangent, elementwise.")
 # tanh' = 1 - tanh^2
 tanh = _unary("tanh", ufunc("tanh"), c="tanh(x)", vjp=lambda ops, g, out: g * (1.0 - out * out),
+              dc="g * (T(1) - out * out)",
               saves=("out",), doc="The hyperbolic tangent, elementwise.",
               **activation_kernels("tanh"))
 # sinh' = cosh, cosh' = sinh
@@ -115,8 +126,11 @@ def _sigmoid(xp, x):
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+_SIGMOID_C = "x >= T(0) ? T(1) / (T(1) + exp(-fabs(x))) : exp(-fabs(x)) / (T(1) + exp(-fabs(x)))"
+
 # sigmoid' = s (1 - s)
 sigmoid = _unary("sigmoid", _sigmoid, vjp=lambda ops, g, out: g * (out * (1.0 - out)),
+                 c=_SIGMOID_C, dc="g * (out * (T(1) - out))",
                  saves=("out",), doc="The logistic function 1 / (1 + e^-x), elementwise.",
                  **activation_kernels("sigmoid"))
 sigmoid.keras_logits = "binary"  # its Keras logits kind (see tapegpu/models/layers.py)
@@ -129,6 +143,7 @@ def _softplus(xp, x):
 
 # softplus' = sigmoid
 softplus = _unary("softplus", _softplus, vjp=lambda ops, g, x: g * ops.sigmoid(x), saves=("x",),
+                  c=_max0("x") + " + log1p(exp(-fabs(x)))", dc=f"g * ({_SIGMOID_C})",
                   doc="log(1 + e^x), elementwise, computed without overflow.",
                   **activation_kernels("softplus"))
 
@@ -150,7 +165,8 @@ _erf = _special("erf")
 
 
 # erf' = 2/sqrt(pi) e^(-x^2)
-erf = _unary("erf", _erf, vjp=lambda ops, g, x: g * (ops.exp(-(x * x)) * _TWO_OVER_SQRT_PI),
+erf = _unary("erf", _erf, c="erf(x)",
+             vjp=lambda ops, g, x: g * (ops.exp(-(x * x)) * _TWO_OVER_SQRT_PI),
              saves=("x",), doc="The error function, elementwise.")
 # erfc' = -2/sqrt(pi) e^(-x^2)
 erfc = _unary("erfc", _special("erfc"), saves=("x",),
@@ -191,7 +207,9 @@ round = _unary("round", ufunc("round"),  # noqa: A001
 # softsign(x) = x / (1 + |x|);  softsign'(x) = 1 / (1 + |x|)^2
 softsign = _unary("softsign", lambda xp, x: x / (1 + xp.abs(x)), saves=("x",),
                   vjp=lambda ops, g, x: g / ops.square(1.0 + ops.abs(x)),
-                  doc="x / (1 + |x|), elementwise.", example="[-1.0, 3.0]")
+                  c="x / (T(1) + fabs(x))", dc="g / ((T(1) + fabs(x)) * (T(1) + fabs(x)))",
+                  doc="x / (1 + |x|), elementwise.", example="[-1.0, 3.0]",
+                  **activation_kernels("softsign"))
 
 # -- activations ---------------------------------------------------------------------------------
 
@@ -255,8 +273,8 @@ def _relu6_vjp(ops, g, x):
 
 
 relu = _unary("relu", lambda xp, x: xp.maximum(x, 0), vjp=_relu_vjp, saves=("out",),
-              doc="max(x, 0), elementwise.",
-              **activation_kernels("relu", numpy_vjp=cpu_relu_backward))
+              c=_max0("x"), dc="out > T(0) ? g : T(0)", doc="max(x, 0), elementwise.",
+              **activation_kernels("relu"))
 relu6 = _unary("relu6", lambda xp, x: xp.clip(x, 0, 6), vjp=_relu6_vjp, saves=("x",),
                doc="min(max(x, 0), 6), elementwise.")
 
@@ -272,6 +290,8 @@ def _elu_forward(xp, x, alpha=1.0):
 _elu_op = def_op("elu", _elu_forward, saves=("out",), elementwise=True,
                  vjp=lambda ops, g, out, alpha=1.0:
                  ops.where(ops.greater(out, 0.0), g, g * (out + alpha)),
+                 c=f"{_max0('x')} + alpha * expm1({_min0('x')})",
+                 dc="out > T(0) ? g : g * (out + alpha)",
                  **activation_kernels("elu"))
 
 
@@ -347,7 +367,20 @@ def _gelu_vjp(ops, g, x, approximate=False):
     return g * (cdf + x * pdf)
 
 
+def _gelu_c():
+    """(c, dc) of gelu: the forward and the rule above, operation for operation."""
+    s, i, p = f"T({_SQRT_2_OVER_PI!r})", f"T({_INV_SQRT_2!r})", f"T({_INV_SQRT_2PI!r})"
+    tanh_c = f"T(0.5) * x * (T(1) + tanh({s} * (x + T(0.044715) * x * x * x)))"
+    erf_c = f"T(0.5) * x * (T(1) + erf(x * {i}))"
+    t = f"tanh((x + x * (x * x) * T(0.044715)) * {s})"
+    du = f"((x * x) * T({3 * 0.044715!r}) + T(1)) * {s}"
+    tanh_dc = f"g * (({t} + T(1)) * T(0.5) + x * (T(1) - {t} * {t}) * ({du}) * T(0.5))"
+    erf_dc = f"g * ((erf(x * {i}) + T(1)) * T(0.5) + x * (exp(x * x * T(-0.5)) * {p}))"
+    return f"approximate ? {tanh_c} : {erf_c}", f"approximate ? {tanh_dc} : {erf_dc}"
+
+
 _gelu_op = def_op("gelu", _gelu_forward, saves=("x",), elementwise=True, vjp=_gelu_vjp,
+                  c=_gelu_c()[0], dc=_gelu_c()[1],
                   **activation_kernels("gelu"))
 
 

@@ -299,7 +299,9 @@ def test_replay_into_the_plans_buffers_is_bit_for_bit_and_never_hands_them_out(m
     plan = traced.get_concrete_function(*batches[0])._plan
     if tg.backends.current().name == "numpy":  # the buffers are for numpy's arrays
         assert plan.slots and plan.buffer_bytes > 0
-        assert any(f is graph_mod._relu_backward_sum for _, f, *_ in plan.steps)  # fused backward
+        # the ReLUs' backwards and bias gradients: generated kernels, writing into buffers
+        assert any(k == graph_mod.FUSED and n.kind == "fused" and buf is not None
+                   for (k, _, _, _, _, _, buf), n in zip(plan.steps, plan.step_nodes))
         for g in results[-1]:
             assert not any(np.shares_memory(g.numpy(), b) for b in plan.buffers)
     # while another call holds the buffers (a thread), a call runs on new arrays
@@ -358,28 +360,10 @@ def _special(shape, seed):
     return a
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_relu_backward_sum_kernel_is_numpys_where_and_sum_bit_for_bit(dtype):
-    kernels = tg.backends.cpu_kernels
-    if kernels is None:
-        pytest.skip("tapegpu._cpu is not built")
-    y = _special((37, 45), 1).astype(dtype)
-    g = _special((37, 45), 2).astype(dtype)
-    g[:, 3] = -0.0  # a column of negative zeros sums to +0.0, as numpy's
-    want = np.where(y > 0, g, dtype(0))
-    out, sums = np.empty_like(g), np.full(45, 7, dtype)
-    kernels.relu_backward_sum(y, g, out, sums)
-    assert out.tobytes() == want.tobytes()
-    assert sums.tobytes() == np.sum(want, axis=0).tobytes()
-    kernels.relu_backward_sum(y, g, g, sums)  # out over g, as the plan's buffers do
-    assert g.tobytes() == want.tobytes()
-    with pytest.raises(ValueError, match="relu_backward_sum"):
-        kernels.relu_backward_sum(y, g, out, np.empty(44, dtype))
-    with pytest.raises(TypeError):
-        kernels.relu_backward_sum(y, g.astype(np.float16), out, sums)
-
-
-def test_relu_backward_and_bias_gradient_replay_as_one_pass_bit_for_bit(monkeypatch):
+def test_relu_backward_and_bias_gradient_replay_as_one_kernel_bit_for_bit(monkeypatch):
+    """A ReLU's select and the bias gradient's column sums are one generated kernel, its mask
+    is made in the forward's (fusion.py, from the ops' expressions) on every device, with
+    numpy's bits."""
     rng = np.random.default_rng(5)
     w1 = tg.Variable(rng.standard_normal((8, 64)).astype(np.float32))
     b1 = tg.Variable(rng.standard_normal(64).astype(np.float32))
@@ -390,6 +374,7 @@ def test_relu_backward_and_bias_gradient_replay_as_one_pass_bit_for_bit(monkeypa
         x[3, 2], x[5, 1], x[7] = np.nan, np.inf, -0.0
         x[9, :] = 0.0
     x = tg.constant(x)
+    kinds = graph_mod.FUSED if numpy else None
 
     def step(x):
         with tg.GradientTape() as tape:
@@ -406,11 +391,16 @@ def test_relu_backward_and_bias_gradient_replay_as_one_pass_bit_for_bit(monkeypa
         for got, want in zip(traced(x), step(x)):
             assert got.numpy().tobytes() == want.numpy().tobytes()
         plan = traced.get_concrete_function(x)._plan
-        if numpy:
-            fused = [s for s in plan.steps if s[1] is graph_mod._relu_backward_sum]
-            assert len(fused) == 1 and len(fused[0][3]) == 2  # the mask and the bias gradient
-            assert not any(getattr(s[1], "__name__", "") == "sum" for s in plan.steps)
-            assert (fused[0][6] is not None) == pooled
+        kernels = [(s, n.params) for s, n in zip(plan.steps, plan.step_nodes)
+                   if n.kind == "fused" and "where" in n.params.ops]
+        (fused_step, kernel), = kernels
+        assert {"where", "reduce_sum"} <= set(kernel.ops)  # the select and the bias gradient
+        assert any("greater" in n.params.ops for n in plan.step_nodes if n.kind == "fused")
+        assert len(fused_step[3]) == 2  # the masked gradient and the bias gradient
+        assert not any(n.kind == "op" and n.op.name == "reduce_sum" and n.ins == kernel.outputs
+                       for n in plan.step_nodes)
+        if kinds is not None:  # numpy's arrays: its first result into the plan's buffer
+            assert (fused_step[6] is not None) == pooled
 
 
 def test_small_values_of_constants_alone_are_computed_once_per_plan():
@@ -442,25 +432,20 @@ def test_small_values_of_constants_alone_are_computed_once_per_plan():
     assert a.numpy().tolist() == [3.0, 6.0] and not np.shares_memory(a.numpy(), b.numpy())
 
 
-def test_the_replays_rewrites_follow_the_ops_replay_tags_not_their_names(monkeypatch):
+def test_the_replays_kernels_follow_the_ops_expressions_not_their_names(monkeypatch):
     step, batches = _mlp_step(2)
     x, y = batches[0]
     want = [g.numpy().tobytes() for g in step(x, y)]
 
-    def plan_functions():
+    def kernel_ops():
         traced = tg.function(step)
         assert [g.numpy().tobytes() for g in traced(x, y)] == want
-        return {getattr(s[1], "__name__", None) for s in traced.get_concrete_function(x, y)
-                ._plan.steps}
+        plan = traced.get_concrete_function(x, y)._plan
+        return [sorted(n.params.ops) for n in plan.step_nodes if n.kind == "fused"]
 
-    if tg.backends.current().name != "numpy":
-        pytest.skip("the rewrites are for numpy's arrays")
-    assert "_relu_backward_sum" in plan_functions()
-    where_op = tg.where.op
-    monkeypatch.setattr(where_op, "replay", None)  # the entry no longer states numpy's where
-    names = plan_functions()
-    assert "_relu_backward_sum" not in names and "_relu_backward" not in names and \
-        "select_zero" not in names
+    assert ["greater", "reduce_sum", "where"] in kernel_ops()
+    monkeypatch.setattr(tg.where.op, "c", None)  # the entry no longer describes an element
+    assert not any("where" in ops for ops in kernel_ops())
 
 
 def test_a_relu_backward_on_constants_alone_is_folded_and_its_sum_still_computed():
