@@ -4,7 +4,10 @@ thread-pool settings.
 TensorFlow lists device types "CPU" and "GPU"; so does tapegpu (the CPU always, each GPU that
 CuPy can use). The CUDA emulator is no TensorFlow device: `tg.config.list_devices()` lists it.
 """
+import os
 from collections import namedtuple
+
+import threadpoolctl
 
 from .. import backends as _backend
 from .device import PhysicalDevice
@@ -89,34 +92,80 @@ def get_memory_growth(device):
 
 
 # -- tg.config.threading ------------------------------------------------------------------------
-# TensorFlow's thread pools size its own kernels. tapegpu's CPU work runs in numpy and its BLAS,
-# whose thread counts are fixed by OMP_NUM_THREADS / OPENBLAS_NUM_THREADS before numpy loads;
-# with threadpoolctl installed, the intra-op setting is applied to the BLAS at once.
+# TensorFlow sizes its own kernels' thread pools. tapegpu's CPU work runs in numpy, whose matrix
+# products run in its BLAS (OpenBLAS in numpy's wheels), by default with one thread per core.
+# OpenBLAS splits a product between its threads and waits for all of them, spinning: when another
+# process holds a core, every product waits for the thread that is not running, while the
+# spinning ones take the time it needs (docs/benchmarks.md, "Threads on a loaded machine": 2.3x
+# slower than one thread on 2 cores with one busy process). tapegpu's default therefore leaves a
+# core to the rest of the machine: cores - 1 BLAS threads (1 on 2 cores), set when tapegpu is
+# imported, unless a BLAS variable (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, ...) says otherwise.
+# threadpoolctl resizes the BLAS already loaded (numpy is often imported before tapegpu, after
+# which the variables no longer act); it is a dependency: small, pure Python, no dependencies.
 
+BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                  "BLIS_NUM_THREADS")
 _threads = {"intra": 0, "inter": 0}
 
 
-def set_intra_op_parallelism_threads(num_threads):
-    """Sets the threads one op may use (0: the system's choice), as
-    `tf.config.threading.set_intra_op_parallelism_threads`; applied to numpy's BLAS when
-    threadpoolctl is installed, else only recorded.
-
-    >>> tg.config.threading.set_intra_op_parallelism_threads(0)
-    >>> tg.config.threading.get_intra_op_parallelism_threads()
-    0
-    """
-    n = _count(num_threads, "set_intra_op_parallelism_threads")
-    _threads["intra"] = n
+def cores():
+    """The cores this process may run on (its CPU affinity), else os.cpu_count()."""
     try:
-        import threadpoolctl  # optional: resizes the BLAS thread pools of this process
-    except ImportError:
-        return
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_blas_threads():
+    """tapegpu's choice of BLAS threads when intra-op is 0: cores - 1, at least 1."""
+    return max(1, cores() - 1)
+
+
+def blas_threads():
+    """The threads of the BLAS that numpy uses now (threadpoolctl's reading), or None when no
+    BLAS is found."""
+    counts = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
+              if lib["user_api"] == "blas"]
+    return max(counts) if counts else None
+
+
+def blas_variables():
+    """{name: value} of the BLAS thread variables set in the environment."""
+    return {k: os.environ[k] for k in BLAS_VARIABLES if os.environ.get(k, "").strip()}
+
+
+def _apply_blas_threads():
+    """Sizes the BLAS for the intra-op setting: N threads, or for 0 tapegpu's default (left
+    as the BLAS variables set it when one is set)."""
+    n = _threads["intra"]
+    if n == 0:
+        if blas_variables():
+            n = _threads.get("from_variables")
+        else:
+            n = default_blas_threads()
     if n:
         threadpoolctl.threadpool_limits(n, user_api="blas")
 
 
+def set_intra_op_parallelism_threads(num_threads):
+    """Sets the threads one op may use, as
+    `tf.config.threading.set_intra_op_parallelism_threads`: numpy's BLAS (matrix products,
+    solves) gets `num_threads` threads at once. 0, the default, is tapegpu's choice: cores - 1
+    (at least 1), which leaves a core to the rest of the machine, because numpy's BLAS slows
+    down by several times when one of its threads waits for a core; or, where
+    OMP_NUM_THREADS / OPENBLAS_NUM_THREADS / MKL_NUM_THREADS is set, what that set.
+
+    >>> tg.config.threading.set_intra_op_parallelism_threads(1)
+    >>> tg.config.threading.get_intra_op_parallelism_threads()
+    1
+    >>> tg.config.threading.set_intra_op_parallelism_threads(0)   # back to the default
+    """
+    _threads["intra"] = _count(num_threads, "set_intra_op_parallelism_threads")
+    _apply_blas_threads()
+
+
 def get_intra_op_parallelism_threads():
-    """The intra-op setting (0: the system's choice)."""
+    """The intra-op setting (0: tapegpu's choice, see `set_intra_op_parallelism_threads`)."""
     return _threads["intra"]
 
 
@@ -142,3 +191,8 @@ def _count(n, fn):
         raise ValueError(f"config.threading.{fn}: num_threads must be an int >= 0 (0: the "
                          f"system's choice), got {n!r}")
     return n
+
+
+# the BLAS's count as its variables left it (restored by intra-op 0), then tapegpu's default
+_threads["from_variables"] = blas_threads()
+_apply_blas_threads()
