@@ -75,12 +75,13 @@ class BatchArray:
     # `batching(op, inputs, params)`, which `registry._failed` calls: `_apply`, set below
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
-              "xor"):
-    setattr(BatchArray, f"__{_name}__", _refuse)
-    setattr(BatchArray, f"__r{_name}__", _refuse)
-for _name in ("lt", "le", "gt", "ge", "eq", "ne", "neg", "pos", "abs", "invert"):
-    setattr(BatchArray, f"__{_name}__", _refuse)
+for _name in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__",
+              "__pow__", "__matmul__", "__and__", "__or__", "__xor__"):
+    setattr(BatchArray, _name, _refuse)
+    setattr(BatchArray, _name.replace("__", "__r", 1), _refuse)
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__neg__", "__pos__",
+              "__abs__", "__invert__"):
+    setattr(BatchArray, _name, _refuse)
 BatchArray.__hash__ = None
 
 

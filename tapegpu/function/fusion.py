@@ -172,7 +172,9 @@ class Kernel:
         self.key = hashlib.sha256(
             f"{dtype}\n{self.n}\n{self.cols}\n{self.stmts}".encode()).hexdigest()[:16]
         self.name = f"tg_fused_{self.key}"
-        self.ops = [node.op.name for node in nodes] + ["reduce_sum"] * len(self.sums)
+        summing = {out for _, out in self.sums}
+        self.ops = [node.op.name for node in nodes] + [
+            node.op.name for node in graph.nodes if node.kind == "op" and node.out in summing]
 
     @property
     def results(self):
@@ -381,7 +383,7 @@ def _column_sum(graph, node, producer):
     value (`reduce_sum(v, axis=(0, ..., k-1))`, k below v's rank) that can end the kernel
     computing v; else None. Rows of at least two elements: numpy adds those in order from
     +0.0, as the kernels do (a sum to one element is numpy's pairwise sum)."""
-    if node.kind != "op" or node.op.replay != "sum" or node.dev is None or \
+    if node.kind != "op" or node.op.reduction != "add" or node.dev is None or \
             node.dev.name not in TARGETS or len(node.ins) != 1 or \
             node.ins[0] not in producer or set(node.params) - {"axis", "keepdims"}:
         return None

@@ -32,7 +32,6 @@ from ..core.tensor import Tensor
 from ..core.options import options
 from ..errors import InvalidArgumentError, OpError
 from ..ops import registry
-from ..ops.kernels import cpu_bias_act_into
 
 EFFECTS = ("assign", "update", "print", "guard")
 
@@ -211,18 +210,6 @@ def _counted(fn, launches, name):
 POOL_BYTES = 1 << 16  # intermediates from this size on are written into the plan's buffers
 
 
-def _bias_act_into(plain, act):
-    """bias_act written into `out` by the CPU kernel where it applies; else `plain` (the op's
-    forward, a new array)."""
-    def bias_act(x, b, out):
-        if out is not None:
-            r = cpu_bias_act_into(act, x, b, out)
-            if r is not NotImplemented:
-                return r
-        return plain(x, b)
-    return bias_act
-
-
 def _fold_constants(graph, constants, outputs):
     """Computes once the small values of `numpy` ops on constants alone (a loss's scale, one-hot
     labels: what a gradient makes of constants), adding them to `constants`; returns the
@@ -261,7 +248,7 @@ def _with_residuals_fn(graph, indices):
     nodes = [graph.nodes[i] for i in indices]
     first = nodes[0]
     op = first.op.residual_of[0] if first.op.residual_of is not None else first.op
-    picks = [-1 if n.op is op else n.op.residual_of[1] for n in nodes]
+    picks = [-1 if n.op.residual_of is None else n.op.residual_of[1] for n in nodes]
     dev, params = first.dev, first.params
 
     def run(*arrays):
@@ -279,14 +266,10 @@ def _out_fn(graph, node, fn):
         return (into, False) if into is not None else None
     if node.dev.name != "numpy" or node.kind != "op":
         return None
-    role = node.op.replay
     if isinstance(fn, np.ufunc):
         return (lambda *a: fn(*a[:-1], out=a[-1])), True
-    ins = [graph.meta[i] for i in node.ins]
-    if role == "bias_act" and set(node.params) == {"act"}:
-        return _bias_act_into(fn, node.params["act"]), True
     if node.op.replay_into is not None:
-        return node.op.replay_into(fn, [m[1] for m in ins], node.params)
+        return node.op.replay_into(fn, [graph.meta[i][1] for i in node.ins], node.params)
     return None
 
 
@@ -294,7 +277,7 @@ def _fresh(graph, node, fn):
     """Whether the step's result is a new array (never a view of an input): then an input of
     it may live in a buffer of the plan. A fused kernel's results always are."""
     return node.kind == "fused" or node.kind == "op" and node.dev.name == "numpy" and (
-        isinstance(fn, np.ufunc) or node.op.replay is not None)
+        isinstance(fn, np.ufunc) or node.op.fresh)
 
 
 OP, READ, ASSIGN, UPDATE, PRINT, GUARD, FUSED = range(7)

@@ -14,7 +14,6 @@ on every elementwise op of several inputs: an input that only broadcasts a value
 import numpy as np
 
 from ..core.options import options
-from ..ops import registry
 from .graph import Node, optimize
 
 
@@ -83,7 +82,7 @@ def rewrite(graph):
     changed = False
     for n in graph.nodes:
         new = None
-        if n.kind == "op" and n.op is registry.REGISTRY.get(n.op.name):  # not a per-call op
+        if n.kind == "op" and n.op.registered:  # not a per-call op
             if n.op.elementwise and len(n.ins) > 1:
                 changed |= _skip_broadcasts(r, n)
             if n.op.rewrite is not None:

@@ -248,7 +248,7 @@ def _encode_graph(cf, label, prefix, objects, arrays):
     for n in g.nodes:
         d = {"kind": n.kind, "ins": list(n.ins)}
         if n.kind == "op":
-            if registry.REGISTRY.get(n.op.name) is not n.op:
+            if not n.op.registered:
                 raise node_error(n, f"applies op {n.op.name!r}, which is not a registry op")
             try:
                 params = {k: enc(v) for k, v in n.params.items()}

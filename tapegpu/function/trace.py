@@ -155,7 +155,7 @@ class Tracer:
         (custom_gradient, recompute_grad) re-wraps its function's result, found by array. The
         residuals an op hands its rule (`out._res`) become nodes of their own ops
         (`op.residual_ops`), so that a rule run in the trace computes with graph values."""
-        if registry.REGISTRY.get(op.name) is not op:
+        if not op.registered:
             self.known(out)
             if op.name not in self.graph.opaque:
                 self.graph.opaque.append(op.name)

@@ -196,7 +196,7 @@ def squared_difference(x, y, name=None):
 # -- where -----------------------------------------------------------------------------------------
 
 _where_op = def_op("where", lambda xp, c, x, y: xp.where(c, x, y), args=("c", "x", "y"),
-                   saves=("c",), elementwise=True, same_dtype=False, replay="select",
+                   saves=("c",), elementwise=True, same_dtype=False, fresh=True,
                    c="c ? x : y", zero_when=(("x", "y"),),
                    vjp=(None, lambda ops, g, c: ops.keep(c, g),
                         lambda ops, g, c: ops.keep(ops.logical_not(c), g)))
@@ -243,8 +243,8 @@ def _true_indices(c):
 # -- comparisons and logic (no gradient) -----------------------------------------------------------
 
 
-def _predicate(name, forward, doc, replay=None, c=None):
-    op = def_op(name, forward, args=("x", "y"), batch="broadcast", replay=replay, c=c)
+def _predicate(name, forward, doc, c=None):
+    op = def_op(name, forward, args=("x", "y"), batch="broadcast", c=c)
     return _public(op, f"""{doc} (a bool tensor; no gradient).
 
     >>> tg.{name}(tg.constant([1.0, 2.0]), 1.5).dtype
@@ -260,7 +260,7 @@ less = _predicate("less", exact_ufunc("less", lambda xp, x, y: xp.less(x, y)), "
 less_equal = _predicate("less_equal", exact_ufunc("less_equal", lambda xp, x, y: xp.less_equal(x, y)),
                         "x <= y, elementwise", c="x <= y")
 greater = _predicate("greater", exact_ufunc("greater", lambda xp, x, y: xp.greater(x, y)), "x > y, elementwise",
-                     replay="greater", c="x > y")
+                     c="x > y")
 greater_equal = _predicate("greater_equal", exact_ufunc("greater_equal", lambda xp, x, y: xp.greater_equal(x, y)),
                            "x >= y, elementwise", c="x >= y")
 

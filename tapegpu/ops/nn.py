@@ -5,7 +5,7 @@ from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
 from ..core.tensor import Tensor, scalar_like
 from .binary import as_tensor_pair, divide_no_nan, greater_equal, maximum, where
-from .kernels import bias_act_kernels, softmax_kernels, sparse_xent_kernels
+from .kernels import bias_act_kernels, cpu_bias_act_into, softmax_kernels, sparse_xent_kernels
 from .random import uniform
 from .reduce import reduce_sum
 from .shape import expand_dims
@@ -59,7 +59,7 @@ def softmax(logits, axis=-1, name=None):
     return apply(_softmax, (x,), _axis_params(x, axis, "softmax"))
 
 
-# a Keras activation's output keeps its input as logits of this kind (models/layers.py), so
+# a Keras activation's output keeps its input as logits of this kind (models/tensor_attributes.py), so
 # that a categorical cross-entropy of it is computed from the logits (models/losses.py)
 softmax.keras_logits = "categorical"
 
@@ -301,9 +301,25 @@ def _bias_act_jvp(ops, ts, out, act):
     return REGISTRY[act].vjp(ops, t, out)  # a diagonal Jacobian is its own transpose
 
 
+def _bias_act_into(forward, in_shapes, params):
+    """tg.function's replay on numpy: bias_act written into a buffer of its plan by the CPU
+    kernel where it applies (else the forward's new array); the buffer may be `x`'s."""
+    if set(params) != {"act"}:
+        return None
+    act = params["act"]
+
+    def run(x, b, out):
+        if out is not None:
+            r = cpu_bias_act_into(act, x, b, out)
+            if r is not NotImplemented:
+                return r
+        return forward(x, b)
+    return run, True
+
+
 _bias_act = def_op("bias_act", _bias_act_forward, args=("x", "b"), saves=("out",),
                    vjp=_bias_act_vjp, jvp=_bias_act_jvp, **bias_act_kernels(), batch="channels",
-                   replay="bias_act")
+                   fresh=True, replay_into=_bias_act_into)
 
 
 def bias_act(x, bias, activation):

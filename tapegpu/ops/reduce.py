@@ -127,9 +127,10 @@ def _forward(fn):
 
 
 _sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
-              linear=True, batch="axis", replay="sum")
+              linear=True, batch="axis", fresh=True,
+              reduction="add")
 _mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, jvp=_mean_jvp,
-               saves=("x.shape",), linear=True, batch="axis", replay="mean")
+               saves=("x.shape",), linear=True, batch="axis", fresh=True)
 _max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, jvp=_extreme_jvp,
               saves=("x", "out"), batch="axis")
 _min = def_op("reduce_min", _forward("min"), vjp=_extreme_vjp, jvp=_extreme_jvp,

@@ -88,11 +88,11 @@ Contract (what every rule may rely on, and must honour)
 * `batch` names how the op runs on values with a batch axis (`tg.vectorized_map`, see
   ops/batching.py): one of `BATCH_KINDS`, or a rule of the op's own. `elementwise=True` gives
   "broadcast"; an op without one runs once per batch element there (and says so).
-* `replay` names what tg.function's replay (function/graph.py) may assume of the forward on
-  numpy arrays, for its rewrites and its buffers: "select" (numpy's `where`), "greater" (`x >
-  y`), "matmul" (`matmul` of the 2-D operands, transposed as `ta`/`tb` say), "bias_act",
-  "sum" and "mean" (numpy's sum and mean over `axis`). A tagged forward always returns a new
-  array, never a view of an input. Untagged ops replay as their forward.
+* `fresh=True` says that the forward on numpy arrays always returns a new array, never a view
+  of an input (numpy's ufuncs are known to): tg.function's plan (function/graph.py) may then
+  keep the op's inputs in its reusable buffers. `reduction="add"` says that the op sums its
+  input over its `axis` param in order, as numpy's sum does: fusion may end a generated kernel
+  with it as a column sum (function/fusion.py).
 
 Adding an op: docs/adding_an_op.md. In short: one `def_op` entry in its family's file under
 `ops/`, its public function beside it, and a row in `tapegpu/testing/op_specs.py` (a meta-test
@@ -124,15 +124,15 @@ class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
                  "residuals", "view", "view_when", "tensor_rule", "steps", "c", "dc", "batch",
-                 "replay", "zero_when", "residual_ops", "residual_of", "flops", "rewrite",
+                 "fresh", "reduction", "registered", "zero_when", "residual_ops", "residual_of", "flops", "rewrite",
                  "broadcast_only", "diagonal", "replay_into")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
                  elementwise=False, linear=False, batched=True, same_dtype=True,
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
-                 vjp_kernels=None, c=None, dc=None, batch=None, replay=None, view_when=None,
+                 vjp_kernels=None, c=None, dc=None, batch=None, fresh=False, view_when=None,
                  zero_when=(), flops=None, rewrite=None, broadcast_only=False, diagonal=None,
-                 replay_into=None):
+                 replay_into=None, reduction=None):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.dc = dc  # the VJP as one C expression of `g` and the saves (module docstring)
@@ -167,7 +167,9 @@ class Op:
             raise ValueError(f"op {name!r}: batch={batch!r} is neither one of {BATCH_KINDS} "
                              f"nor a rule")
         self.batch = batch  # how it runs under tg.vectorized_map (ops/batching.py); None: a loop
-        self.replay = replay  # what tg.function's replay may assume of it (module docstring)
+        self.fresh = fresh  # its forward on numpy makes a new array (module docstring)
+        self.reduction = reduction  # "add": it sums over its `axis` param (module docstring)
+        self.registered = False  # True for the ops of REGISTRY (def_op), not per-call ops
         self.zero_when = tuple(tuple(group) for group in zero_when)  # (module docstring)
         self.flops = 0 if view and flops is None else flops  # (module docstring)
         self.rewrite = rewrite  # tg.function's rewrites of its nodes (module docstring)
@@ -282,6 +284,7 @@ def def_op(name, forward, **entry):
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
     op = REGISTRY[name] = Op(name, forward, **entry)
+    op.registered = True
     op.residual_ops = tuple(_residual_op(op, i) for i in range(len(op.residuals)))
     return op
 
@@ -303,6 +306,7 @@ def _residual_op(op, index):
                               variadic=op.variadic,
                               kernels={b: kernel(b) for b in op.kernels})
     res.residual_of = (op, index)
+    res.registered = True
     return res
 
 

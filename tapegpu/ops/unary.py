@@ -133,7 +133,7 @@ sigmoid = _unary("sigmoid", _sigmoid, vjp=lambda ops, g, out: g * (out * (1.0 - 
                  c=_SIGMOID_C, dc="g * (out * (T(1) - out))",
                  saves=("out",), doc="The logistic function 1 / (1 + e^-x), elementwise.",
                  **activation_kernels("sigmoid"))
-sigmoid.keras_logits = "binary"  # its Keras logits kind (see tapegpu/models/layers.py)
+sigmoid.keras_logits = "binary"  # its Keras logits kind (see tapegpu/models/tensor_attributes.py)
 
 
 def _softplus(xp, x):
