@@ -32,9 +32,18 @@ nothing it did not write itself:
   and the library's size and sha256 match the manifest; this is checked
   before dlopen. Anything else (no manifest, a truncated or empty library, a
   planted one) is rebuilt.
+
+What every emulated library shares is built once per cache directory and flags, not once per
+library: the runtime (``runtime.cpp``) as an object file that each library links, and the
+shim header (``cuda_emu.h``) precompiled (g++'s ``.gch``, found before the header on the
+include path; g++ falls back to the header where the precompiled one does not apply). Both are
+cached and checked as libraries are (manifest, owner, permissions, size, sha256), built under a
+lock so that parallel processes build them once. A kernel's library then costs the compile of
+its own source and a link: about 0.3 s of CPU instead of 1.9 s.
 """
 
 import atexit
+import fcntl
 import functools
 import hashlib
 import json
@@ -319,6 +328,89 @@ def manifest_path(d, stem, key):
     return Path(d) / f"{stem}-{key}.json"
 
 
+# ------------------------------------------------------------------ shared parts
+
+_shared = {}   # (directory, what, key) -> verified path, or None where the part is not used
+
+
+def _shared_key(what, extra_flags):
+    h = hashlib.sha256()
+    for part in (what, HEADER.read_text(), RUNTIME.read_text(), Path(__file__).read_text(),
+                 " ".join(flags() + list(extra_flags)), compiler_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def shared_parts(d, extra_flags=()):
+    """(runtime object, directory holding the precompiled cuda_emu.h or None) for libraries
+    built into `d` with these flags: from the cache, else built once, under a lock (parallel
+    test workers wait for the first instead of building the same parts)."""
+    d = Path(d)
+    parts = []
+    for what in ("emu_runtime", "emu_pch"):
+        key = _shared_key(what, extra_flags)
+        if (str(d), what, key) not in _shared:
+            found = verified_library(d, what, key, _SUFFIX[what])
+            if found is None:
+                with open(d / ".emu-shared.lock", "a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    found = verified_library(d, what, key, _SUFFIX[what]) or \
+                        _build_shared(what, d, key, extra_flags)
+            _shared[str(d), what, key] = found
+        parts.append(_shared[str(d), what, key])
+    obj, pch = parts
+    return obj, (pch.parent if pch is not None else None)
+
+
+_SUFFIX = {"emu_runtime": ".o", "emu_pch": "/cuda_emu.h.gch"}
+
+
+def is_shared_part(path):
+    """True for the files `shared_parts` keeps in a cache directory (and its lock file)."""
+    name = Path(path).name
+    return name.startswith(tuple(f"{what}-" for what in _SUFFIX)) or name == ".emu-shared.lock"
+
+
+def _build_shared(what, d, key, extra_flags):
+    """Compile the runtime's object file or the precompiled header into `d` (a private scratch
+    directory, then renamed into place: the precompiled header keeps its own directory, as g++
+    finds it beside the header's name). The precompiled header is an optimisation: a compiler
+    that cannot make one leaves None."""
+    build = tempfile.mkdtemp(prefix=f".{what}-{key}.", suffix=".build", dir=d)  # mode 0700
+    try:
+        if what == "emu_runtime":
+            out = os.path.join(build, "runtime.o")
+            cmd = [CXX, *flags(), *extra_flags, "-c", "-I", str(HERE), str(RUNTIME), "-o", out]
+        else:
+            out = os.path.join(build, "cuda_emu.h.gch")
+            cmd = [CXX, *flags(), *extra_flags, "-x", "c++-header", str(HEADER), "-o", out]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            if what == "emu_pch":
+                return None
+            raise EmuCompileError(f"g++ failed to compile the emulator's runtime:\n{r.stderr}")
+        with open(out, "rb") as f:
+            data = f.read()
+        sha = hashlib.sha256(data).hexdigest()
+        name = _library_name(what, key, sha, _SUFFIX[what])
+        if what == "emu_runtime":
+            files.atomic_write(Path(d) / name, lambda f: f.write(data), 0o600)
+        else:
+            os.chmod(out, 0o600)
+            try:
+                os.rename(build, Path(d) / Path(name).parent)   # the whole directory, at once
+            except OSError:   # another process put the same one there first
+                pass
+        manifest = {"format": MANIFEST_FORMAT, "key": key, "library": name, "size": len(data),
+                    "sha256": sha}
+        text = (json.dumps(manifest) + "\n").encode()
+        files.atomic_write(manifest_path(d, what, key), lambda f: f.write(text), 0o600)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return verified_library(d, what, key, _SUFFIX[what])
+
+
 def _read_private(path, limit=None):
     """The bytes of `path` if it is a regular file (not a symlink) owned by the
     current user and not writable by group or others, else None."""
@@ -338,31 +430,44 @@ def _read_private(path, limit=None):
         os.close(fd)
 
 
-def verified_library(d, stem, key):
+def verified_library(d, stem, key, suffix=".so"):
     """The path of the cached library for (stem, key) if its manifest and the library
-    pass every check (ownership, permissions, size, sha256), else None."""
+    pass every check (ownership, permissions, size, sha256), else None. `suffix`: ".so", or
+    a shared part's (`shared_parts`)."""
     raw = _read_private(manifest_path(d, stem, key), limit=1 << 16)
     if raw is None:
         return None
     try:
         m = json.loads(raw)
         ok = (m["format"] == MANIFEST_FORMAT and m["key"] == key
-              and m["library"] == _library_name(stem, key, m["sha256"]))
+              and m["library"] == _library_name(stem, key, m["sha256"], suffix))
     except (ValueError, KeyError, TypeError):
         return None
     if not ok:
         return None
     lib = Path(d) / m["library"]
+    if lib.parent != Path(d) and not _private_directory(lib.parent):
+        return None
     data = _read_private(lib)
     if data is None or len(data) != m["size"] or hashlib.sha256(data).hexdigest() != m["sha256"]:
         return None
     return lib
 
 
-def _library_name(stem, key, sha):
+def _private_directory(path):
+    """True if `path` is a directory (not a symlink) owned by the current user and not
+    writable by group or others."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _library_name(stem, key, sha, suffix=".so"):
     if not re.fullmatch(r"[0-9a-f]{64}", sha):
         raise ValueError(f"not a sha256: {sha!r}")
-    return f"{stem}-{key}-{sha[:16]}.so"
+    return f"{stem}-{key}-{sha[:16]}{suffix}"
 
 
 def _compile(text, d, stem, key, extra_flags, emulated=True):
@@ -373,9 +478,15 @@ def _compile(text, d, stem, key, extra_flags, emulated=True):
     src, out = os.path.join(build, stem + ".cpp"), os.path.join(build, stem + ".so")
     try:
         Path(src).write_text(text)
+        if emulated:   # the precompiled header first on the path, the runtime linked in
+            runtime, pch = shared_parts(d, extra_flags)
+            inputs = (*(("-I", str(pch)) if pch is not None else ()), "-I", str(HERE), src,
+                      str(runtime))
+        else:
+            inputs = (src,)
         # the scratch directory's random name is mapped away, so builds are reproducible
-        cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared",
-               *(("-I", str(HERE), src, str(RUNTIME)) if emulated else (src,)), "-o", out]
+        cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared", *inputs,
+               "-o", out]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise EmuCompileError(f"g++ failed to compile {stem}-{key}"
