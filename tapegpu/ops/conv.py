@@ -30,8 +30,9 @@ window's mean is over its valid (unpadded) elements, as in TensorFlow.
 
 On the `numpy` backend, where tapegpu/backends/_cpu.c is built, ungrouped float convolutions
 run im2col/col2im in C with the matmuls over cache-sized blocks of rows (a 3x3 stride-1 2-D
-forward and filter gradient with 32 or more input channels: Winograd F(2x2, 3x3) tiles
-instead), and max_pool and max_pool_grad are one pass in C (`_cpu_*` below); the functions
+forward and filter gradient with 32 or more input channels, and its input gradient with 32 or
+more output channels, at any SAME, VALID or explicit padding up to 2: Winograd F(2x2, 3x3)
+tiles instead), and max_pool and max_pool_grad are one pass in C (`_cpu_*` below); the functions
 above are the reference they are tested against and what every other case and backend runs.
 """
 import math
@@ -287,8 +288,9 @@ def _filter_jvp(ops, ts, x, g, w_shape, **p):
 # the buffer is reused for the next block. Columns are ordered (tap, channel), so the filter
 # (*k, cin, cout) is already the matrix (taps * cin, cout). A 3x3 stride-1 2-D forward and filter
 # gradient with many input channels use Winograd F(2x2, 3x3) instead (the filter gradient as the
-# forward's adjoint), over blocks of tiles. Ungrouped float32/float64 only; every other case is
-# the reference's (the kernels return NotImplemented).
+# forward's adjoint), over blocks of tiles; so does the input gradient with many output channels
+# (a forward of the output gradient with the flipped filter). Ungrouped float32/float64 only;
+# every other case is the reference's (the kernels return NotImplemented).
 
 _CPU_CONV = cpu_kernels is not None and hasattr(cpu_kernels, "im2col")
 _BLOCK_BYTES = 1 << 19  # one block of columns: half a MiB
@@ -408,6 +410,20 @@ def _cpu_conv(xp, x, w, strides, dilations, pads):
     return y.reshape(lead + out + (cout,))
 
 
+def _winograd_input_fits(w_shape, strides, dilations, pads):
+    """The input gradient of a 3x3 stride-1 convolution is a 3x3 convolution of the output
+    gradient (channels cout -> cin) with the flipped filter, padded 2 - lo and 2 - hi: Winograd
+    where that convolution fits (SAME and VALID padding do)."""
+    return (len(strides) == 2 and all(lo <= 2 and hi <= 2 for lo, hi in pads) and
+            _winograd_fits(tuple(w_shape[:2]) + (w_shape[3], w_shape[2]), strides, dilations))
+
+
+def _winograd_conv_input(g, w, spatial, pads):
+    """conv_backprop_input by `_winograd_conv` of g with the flipped, transposed filter."""
+    wf = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
+    return _winograd_conv(g, wf, tuple((2 - lo, 2 - hi) for lo, hi in pads), spatial)
+
+
 def _cpu_conv_input(xp, g, w, in_shape, strides, dilations, pads):
     nd = len(strides)
     ksize, (cin, cout) = w.shape[:nd], w.shape[-2:]
@@ -416,6 +432,8 @@ def _cpu_conv_input(xp, g, w, in_shape, strides, dilations, pads):
     spatial, out = tuple(in_shape[:-1]), g.shape[-nd - 1:-1]
     lead = g.shape[:-nd - 1]
     rows, width = math.prod(lead) * math.prod(out), math.prod(ksize) * cin
+    if rows and _winograd_input_fits(w.shape, strides, dilations, pads):
+        return _winograd_conv_input(g, w, spatial, pads)
     dx = np.zeros(lead + tuple(in_shape), g.dtype)
     if rows and width:
         gm = np.ascontiguousarray(g).reshape(rows, cout)
