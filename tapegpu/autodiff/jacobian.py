@@ -11,6 +11,26 @@ included). The Jacobian itself is checked against `MEMORY_BUDGET` before any swe
 (unless `parallel_iterations` chooses the chunks); chunks are written into one preallocated
 result, so the peak is the Jacobian plus one chunk. Under an outer tape or accumulator the
 chunks are concatenated with tapegpu ops instead (the result must stay differentiable).
+
+Per-example targets (`tape.jacobian(losses, variables)` with `losses` of shape (n,), in one
+chunk): the sweep keeps cotangents in their diagonal form, as tg.function's diagonal pass does
+(function/diagonal.py). The seed is the identity, and a cotangent V of shape (n, ..., n at axis
+p, ...) that is zero wherever k != b is held as D (V's shape without axis 0): `Diagonal(D, p)`.
+`_DiagonalMode` is a mode of the one sweep loop (sweep._sweep) whose steps keep that form:
+
+* an elementwise op: its VJP run once on D, unbatched; an input that has the batch axis gets
+  the diagonal of the result, one broadcast along it (a bias) gets the per-example rows of it;
+* softmax, log_softmax and sparse cross-entropy (independent along their leading axes, the
+  batch axis one of them), and reductions over other axes than the batch axis: their VJP on D,
+  unbatched, diagonal along the inputs' batch axis;
+* matmul of matrices with the batch axis in the rows of the product: D @ B^T stays diagonal,
+  A^T @ V (a kernel's gradient) is the per-example outer products A[k]^T D[k], a plain value.
+
+Anything else gets the full value (identity pattern x D, "materialised") and runs the array
+sweep's batched step. The results are the batched sweep's up to the rounding of sums (the
+additions of exact zeros are not made); where a factor is Inf or NaN the full backward also
+spreads NaN to the off-diagonal entries, which this never forms (as tg.function and
+vectorized_map). `options.diagonal` turns it off.
 """
 import math
 import warnings
@@ -20,7 +40,11 @@ import numpy as np
 from ..core import nest
 from .. import ops
 from . import sweep
+from ..backends import cpu_kernels
+from ..core.options import options
+from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, Variable, _thread
+from ..ops.registry import passthrough
 from .recorder import UnconnectedGradients, source_uid
 
 MEMORY_BUDGET = 256 * 2**20  # bytes: a chunk's cotangents at their widest; a Jacobian at most
@@ -165,7 +189,7 @@ def _value(t):
 
 
 def _float(t):
-    return _value(t)._data.dtype.kind in "fc"
+    return _value(t)._data.dtype.kind in "fcV"
 
 
 def _basis(target, start, k, n):
@@ -220,7 +244,13 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
         if use_pfor or not n:  # an empty target: one empty chunk finds what is connected
             k = rows_per_chunk(n, parallel_iterations, widest(tape, uids, target),
                                y._data.itemsize) if n else 0
-            for start in range(0, n, k) if n else [0]:
+            chunks = range(0, n, k) if n else [0]
+            if k == n and _diagonal_applies(y, record):
+                got = _diagonal_sweep(tape, target, y, uids, reach)
+                for u in uids:
+                    results[u].add(0, got[u])
+                chunks = []
+            for start in chunks:
                 kk = min(k, n - start)
                 got = tape._sweep(tape._entries, [(target._uid, _basis(y, start, kk, n))],
                                      uids, 1, release=start + kk >= n and not tape._persistent,
@@ -249,6 +279,248 @@ def jacobian(tape, target, sources, unconnected, parallel_iterations, use_pfor):
         else:
             out.append(ops.reshape(full, y.shape + v.shape))
     return nest.pack_sequence_as(sources, out)
+
+
+# -- per-example targets: the sweep on diagonal cotangents ---------------------------------------
+
+def _diagonal_applies(y, record):
+    """A per-example target (rank 1, more than one element) whose sweep runs on arrays, on a
+    backend that does not count its launches (the steps here launch uncounted array calls)."""
+    return (y.ndim == 1 and y.shape[0] > 1 and options.diagonal and options.array_sweep and
+            not record and not _profilers and y._data.dtype.kind == "f" and
+            not y._dev.counts_launches)
+
+
+class Diagonal:
+    """The cotangent V of shape (n,) + d.shape with V[k, ..., b at axis p, ...] =
+    (k == b) d[..., b, ...], held as d."""
+    __slots__ = ("d", "p", "shape", "dtype")
+
+    def __init__(self, d, p):
+        self.d = d
+        self.p = p
+        self.shape = (d.shape[p - 1],) + d.shape
+        self.dtype = d.dtype
+
+    def full(self, xp):
+        """V itself: zeros, and d on the diagonal of axes 0 and p."""
+        n, p = self.shape[0], self.p
+        v = xp.zeros(self.shape, dtype=self.dtype)
+        idx = xp.arange(n)
+        xp.moveaxis(v, p, 1)[idx, idx] = xp.moveaxis(self.d, p - 1, 0)
+        return v
+
+
+def _diagonal_sweep(tape, target, y, uids, reach):
+    """{source id: Tensor (n,) + source shape, or None}: the sweep of the identity seed with
+    cotangents kept diagonal where the ops' steps allow it (the module docstring)."""
+    dev = y._dev
+    seed = Diagonal(dev.xp.ones(y.shape, dtype=y._data.dtype), 1)
+    mode = _DiagonalMode(dev)
+    forward, reach = (tape._entries, reach) if reach is not None else \
+        sweep.reachable(tape._entries, uids)
+    release = not tape._persistent
+    try:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grads = sweep._sweep(forward, reach, [(target._uid, seed)], uids, 1, release, mode)
+    except Exception as exc:  # as tape._sweep: a released tape remembers why
+        if release:
+            tape._failed = f"{type(exc).__name__}: {exc}"
+        raise
+    xp = dev.xp
+    return {u: None if a is None else
+            Tensor(a.full(xp) if type(a) is Diagonal else sweep._array(a), dev)
+            for u, a in grads.items()}
+
+
+class _DiagonalMode:
+    """The array sweep (batched) whose cotangents may be `Diagonal`: each op's step keeps the
+    form where a rule below applies, else runs the batched step on the full value."""
+
+    in_place = False  # accumulation makes new arrays (a Diagonal has no buffer to add into)
+    ledger = None
+    watched = False
+
+    def __init__(self, dev):
+        self.dev = dev
+        self.xp = dev.xp
+        self.ns = sweep.array_ops(dev, sweep.TENSOR_OPS)
+        self.restored = []
+
+    @staticmethod
+    def value(g):
+        return g
+
+    @staticmethod
+    def begin(forward):
+        pass
+
+    def restore(self, e):
+        sweep._restore(e, self.restored, None)
+
+    def finish(self, release):
+        if not release:
+            for seg in self.restored:
+                seg.drop()
+
+    def add(self, a, b):
+        if type(a) is Diagonal and type(b) is Diagonal and a.p == b.p:
+            return Diagonal(a.d + b.d, a.p)
+        xp = self.xp
+        return (a.full(xp) if type(a) is Diagonal else a) + \
+            (b.full(xp) if type(b) is Diagonal else b)
+
+    def step(self, op):
+        dev, xp = self.dev, self.xp
+        batched = sweep._ArrayMode(dev, 1, None).step(op)
+        single = sweep._ArrayMode(dev, 0, None).step(op)
+        if op.name == "matmul":
+            rule = _matmul
+        elif op.elementwise:
+            rule = _passthrough if op.vjp is passthrough or (
+                type(op.vjp) is tuple and all(r is passthrough for r in op.vjp)) \
+                else _elementwise
+        elif op.name in _LEADING:
+            rule = _leading
+        elif op.name in _REDUCTIONS:
+            rule = _reduction
+        else:
+            rule = None
+
+        def step(g, e, reach):
+            if type(g) is Diagonal:
+                if rule is not None:
+                    cts = rule(g, e, reach, single, xp)
+                    if cts is not None:
+                        return cts
+                g = g.full(xp)
+            return batched(g, e, reach)
+        return step
+
+
+def _passthrough(g, e, reach, single, xp):
+    """An elementwise op whose VJP is g itself for every input (add, read_variable)."""
+    if any(s != g.d.shape for s in e.in_shapes):
+        return _elementwise(g, e, reach, single, xp)
+    return [g if u in reach else None for u in e.in_uids]
+
+
+def _per_example(c, q, shape, xp):
+    """Cotangent rows `c` (the op's output shape, batch axis q) of an input of `shape` that
+    broadcasts along the batch axis: the per-example cotangents, (n,) + shape."""
+    r = c.ndim
+    lead = r - len(shape)
+    axes = tuple(i for i in range(r) if i != q and (i < lead or shape[i - lead] == 1))
+    if axes:
+        c = xp.sum(c, axis=axes, keepdims=True)
+    c = xp.moveaxis(c, q, 0)
+    return c.reshape((c.shape[0],) + tuple(shape))
+
+
+def _elementwise(g, e, reach, single, xp):
+    """An elementwise op: its VJP of D, unbatched; diagonal for inputs with the batch axis."""
+    d, q = g.d, g.p - 1
+    n, r = g.shape[0], d.ndim
+    cts = single(d, e, reach)
+    out = []
+    for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
+        if c is None or u not in reach:
+            out.append(None)
+            continue
+        lead = r - len(shape)
+        has_b = q >= lead and shape[q - lead] == n
+        if c.shape == tuple(shape) and has_b:
+            out.append(Diagonal(c, q - lead + 1))
+        elif c.shape != d.shape:  # the rule summed over the batch axis already
+            return None
+        elif has_b:
+            axes = tuple(i for i in range(r) if i != q and (i < lead or shape[i - lead] == 1))
+            c = xp.sum(c, axis=axes, keepdims=True) if axes else c
+            out.append(Diagonal(c.reshape(shape), q - lead + 1))
+        else:
+            out.append(_per_example(c, q, shape, xp))
+    return out
+
+
+# ops over their last axes, independent along the leading ones: whether the batch axis q of
+# their output (of rank r) is a leading one, given their params
+_LEADING = {"softmax": lambda q, r, params: q != params.get("axis", -1) % r,
+            "log_softmax": lambda q, r, params: q != params.get("axis", -1) % r,
+            "sparse_softmax_cross_entropy_with_logits": lambda q, r, params: True}
+_REDUCTIONS = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
+
+
+def _leading(g, e, reach, single, xp):
+    """An op over its last axes, independent along the leading ones (the batch axis among
+    them): its VJP of D, unbatched, for inputs with the batch axis in the same place."""
+    d, q = g.d, g.p - 1
+    n = g.shape[0]
+    if not _LEADING[e.op.name](q, d.ndim, e.params) or any(
+            len(s) <= q or s[q] != n or s[:q] != d.shape[:q] for s in e.in_shapes):
+        return None
+    cts = single(d, e, reach)
+    out = []
+    for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
+        if c is None or u not in reach:
+            out.append(None)
+        elif c.shape != tuple(shape):
+            return None
+        else:
+            out.append(Diagonal(c, g.p))
+    return out
+
+
+def _reduction(g, e, reach, single, xp):
+    """A reduction over other axes than the batch axis: its VJP of D, unbatched (D spread over
+    the reduced axes), diagonal along the input's batch axis."""
+    d, q = g.d, g.p - 1
+    (shape,) = e.in_shapes
+    r = len(shape)
+    axis = e.params.get("axis")
+    axes = set(range(r)) if axis is None else {a % r for a in (
+        (axis,) if isinstance(axis, int) else axis)}
+    kept = list(range(r)) if e.params.get("keepdims") else [i for i in range(r) if i not in axes]
+    if len(kept) != d.ndim or kept[q] in axes:
+        return None
+    (c,) = single(d, e, reach)
+    if c is None or e.in_uids[0] not in reach:
+        return [None]
+    if c.shape != tuple(shape):
+        return None
+    return [Diagonal(c, kept[q] + 1)]
+
+
+def _outer(a, d, xp):
+    """Row by row outer products (k, m) x (k, n) -> (k, m, n): numpy's C kernel where built
+    (ops/kernels.py's einsum takes it too), the same products."""
+    if cpu_kernels is not None and xp is np and a.dtype == d.dtype and \
+            a.dtype in (np.float32, np.float64) and a.size and d.size:
+        out = np.empty(a.shape + d.shape[1:], a.dtype)
+        cpu_kernels.outer(np.ascontiguousarray(a), np.ascontiguousarray(d), out)
+        return out
+    return a[:, :, None] * d[:, None, :]
+
+
+def _matmul(g, e, reach, single, xp):
+    """A @ B of matrices with the batch axis in the product's rows: the cotangent of A is
+    diagonal (D @ B^T), B's the per-example outer products A[k]^T D[k]."""
+    if g.p != 1 or len(e.in_shapes[0]) != 2 or len(e.in_shapes[1]) != 2 or \
+            set(e.params) - {"ta", "tb"} or g.dtype.kind != "f":
+        return None
+    ta, tb = e.params.get("ta", False), e.params.get("tb", False)
+    a, b = (s._data for s in e.saved)
+    d = g.d
+    ua, ub = e.in_uids
+    ca = cb = None
+    if ua in reach:
+        ca = d @ (b if tb else b.T)        # (rows, inner): op(a)'s cotangent, diagonal
+        ca = Diagonal(ca, 1) if not ta else Diagonal(xp.ascontiguousarray(ca.T), 2)
+    if ub in reach:
+        am = a.T if ta else a               # op(a): (rows, inner)
+        cb = _outer(am, d, xp)              # (rows = k, inner, cols): op(b)'s cotangent
+        if tb:
+            cb = cb.transpose(0, 2, 1)
+    return [ca, cb]
 
 
 def batch_arguments(tape, target, source, parallel_iterations, use_pfor):
