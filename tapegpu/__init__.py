@@ -13,6 +13,8 @@ from .core import dtypes as _dtypes
 from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
                           float64, int8, int16, int32, int64, uint8)
 double, half = float64, float16  # TensorFlow's aliases
+if hasattr(_dtypes, "bfloat16"):  # ml_dtypes' bfloat16 (absent without ml_dtypes)
+    bfloat16 = _dtypes.bfloat16
 from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
 from .core.shape import TensorShape  # noqa: F401
 from .ops.registry import InvalidArgumentError  # noqa: F401
@@ -74,7 +76,11 @@ for _name in ("list_physical_devices", "list_logical_devices", "get_visible_devi
     setattr(config, _name, getattr(_config, _name))
 config.experimental = _namespace("config.experimental",
                                  set_memory_growth=_config.set_memory_growth,
-                                 get_memory_growth=_config.get_memory_growth)
+                                 get_memory_growth=_config.get_memory_growth,
+                                 enable_tensor_float_32_execution=(
+                                     _config.enable_tensor_float_32_execution),
+                                 tensor_float_32_execution_enabled=(
+                                     _config.tensor_float_32_execution_enabled))
 config.threading = _namespace("config.threading", **{
     _name: getattr(_config, _name) for _name in (
         "set_intra_op_parallelism_threads", "get_intra_op_parallelism_threads",

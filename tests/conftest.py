@@ -33,6 +33,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a real GPU (skips without one)")
+    # float32 products in full float32, as TensorFlow's own tests run: the suite checks float32
+    # at float32's tolerances; the TF32 tests turn it on themselves
+    tg.config.experimental.enable_tensor_float_32_execution(False)
     if _wants_sim(config) and _real_cupy() is None:
         cupy_sim.install()
 

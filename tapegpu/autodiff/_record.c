@@ -103,8 +103,8 @@ static PyObject *saved_values(PyObject *op, PyObject *inputs, PyObject *out, Py_
 
 static PyObject *record(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 
-/* Whether an array's dtype is floating or complex (`out.dtype.kind in "fc"`); dtypes are
- * long-lived objects, so the last answer is kept for the last dtype. */
+/* Whether an array's dtype is floating or complex (`out.dtype.kind in "fcV"`, V: bfloat16);
+ * dtypes are long-lived objects, so the last answer is kept for the last dtype. */
 static PyObject *last_dtype;
 static int last_floating;
 static int floating(PyObject *out)
@@ -120,7 +120,8 @@ static int floating(PyObject *out)
         return -1;
     }
     int r = PyUnicode_Check(kind) && PyUnicode_GET_LENGTH(kind) == 1 &&
-            (PyUnicode_READ_CHAR(kind, 0) == 'f' || PyUnicode_READ_CHAR(kind, 0) == 'c');
+            (PyUnicode_READ_CHAR(kind, 0) == 'f' || PyUnicode_READ_CHAR(kind, 0) == 'c' ||
+             PyUnicode_READ_CHAR(kind, 0) == 'V');
     Py_DECREF(kind);
     Py_XSETREF(last_dtype, dtype);  /* keeps the reference */
     last_floating = r;

@@ -280,7 +280,7 @@ def numpy_function(func, inp, Tout, grad=None, stateful=True, name=None):
     results = [result] if single else _as_list(result, len(touts), label)
     dev = inputs[0]._dev if inputs else _backend.current()
     outs = [_as_output(r, dt, dev, label, k) for k, (r, dt) in enumerate(zip(results, touts))]
-    if _thread.recorders and any(x._data.dtype.kind in "fc" for x in inputs):
+    if _thread.recorders and any(x._data.dtype.kind in "fcV" for x in inputs):
         _record(func, grad, estimator, inputs, outs, label, single)
     return outs[0] if single else outs
 
@@ -329,7 +329,7 @@ def _record(func, grad, estimator, inputs, outs, label, single):
         return cache["J"]
 
     for k, out in enumerate(outs):
-        if out._data.dtype.kind not in "fc":
+        if out._data.dtype.kind not in "fcV":
             continue
         saves = args
         if estimator is not None:

@@ -114,7 +114,7 @@ def _custom_call(f, bound, args, kwargs):
     inputs += [_Slot(v) for v in variables]
     specs = [_spec(flat_args[i]) for i in arg_pos] + [_spec(v) for v in variables]
     for k, out in enumerate(outs):
-        if out._data.dtype.kind not in "fc":
+        if out._data.dtype.kind not in "fcV":
             continue  # no gradient flows into an integer output; grad_fn still gets its slot
         rule = _rule(grad_fn, k, outs, len(flat_args), arg_pos, variables, specs, name)
         op = Op(name, args=tuple(f"a{i}" for i in range(len(inputs))), vjp=rule,
@@ -158,7 +158,7 @@ def _rule(grad_fn, k, outs, n_args, arg_pos, variables, specs, name):
 def _checked(g, spec, i, name):
     """grad_fn's gradient for input i, which must have the input's shape and dtype."""
     shape, dtype = spec
-    if g is None or dtype.kind not in "fc":
+    if g is None or dtype.kind not in "fcV":
         return None
     if not isinstance(g, Tensor):
         g = convert_to_tensor(g, dtype=dtype) if isinstance(g, (int, float)) else \
@@ -315,7 +315,7 @@ def recompute_grad(f):
         outs = [Tensor(r._data, r._dev) for r in flat]
         inputs = tensors + [_Slot(v) for v in variables]
         for k, out in enumerate(outs):
-            if out._data.dtype.kind not in "fc":
+            if out._data.dtype.kind not in "fcV":
                 continue
             op = Op(name, args=tuple(f"a{i}" for i in range(len(inputs))),
                     vjp=_recompute_rule(f, args, tensors, variables, k),

@@ -169,7 +169,7 @@ class ForwardAccumulator:
         if t is None:  # TensorFlow raises ValueError too (None converts to no tensor)
             raise ValueError(f"ForwardAccumulator: the tangent of the primal {p!r} is None; "
                              "pass a tensor of the primal's shape (zeros for no direction)")
-        if v._data.dtype.kind not in "fc":
+        if v._data.dtype.kind not in "fcV":
             return  # integer primals carry no tangent (TensorFlow only warns)
         t = ops.convert_to_tensor(t, dtype=v.dtype)
         nb = self._batch_ndim

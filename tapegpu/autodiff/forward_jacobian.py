@@ -44,7 +44,7 @@ def _value(t):
 
 
 def _float(t):
-    return _value(t)._data.dtype.kind in "fc"
+    return _value(t)._data.dtype.kind in "fcV"
 
 
 def tangents(entries, seeds, targets):

@@ -186,7 +186,7 @@ class GradientTape(Recorder):
                 self._variables.setdefault(t._uid, t)
                 self._watch_uid(t._uid)
             elif isinstance(t, Tensor):
-                if t._data.dtype.kind in "fc":  # only floating tensors carry gradients
+                if t._data.dtype.kind in "fcV":  # only floating tensors carry gradients
                     self._watch_uid(t._uid)
             else:  # TensorFlow raises ValueError ("Passed in object ... not tf.Tensor")
                 raise ValueError(f"GradientTape.watch: expected a tg.Tensor or tg.Variable, got "
@@ -431,7 +431,7 @@ def _value(t):
 
 
 def _is_float(t):
-    return _value(t)._data.dtype.kind in "fc"
+    return _value(t)._data.dtype.kind in "fcV"
 
 
 def _target_uid(t):
@@ -444,7 +444,7 @@ def _target_uid(t):
 def _finalize(g, source, unconnected, batch):
     """None for integer sources; zeros or None for unconnected ones; else the cotangent."""
     v = _value(source)
-    if v._data.dtype.kind not in "fc":
+    if v._data.dtype.kind not in "fcV":
         return None
     if g is None:
         if unconnected is UnconnectedGradients.ZERO:

@@ -170,7 +170,7 @@ def _apply(op, inputs, params):
             recs.remove(capture)
         recs.extend(inner)
     y = Tensor(BatchArray(out, trace), out._dev)
-    if len(inner) > 1 and op.vjp is not None and out._data.dtype.kind in "fc":
+    if len(inner) > 1 and op.vjp is not None and out._data.dtype.kind in "fcV":
         if capture is not None:
             res = capture.residuals(trace.size, None if looped else op.batch)
             y._res = tuple(trace.batched(r) for r in res)

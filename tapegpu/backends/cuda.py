@@ -40,6 +40,8 @@ class CudaBackend:
         self.xp = cupy
         self.launches = collections.Counter()
         self._kernels = None
+        from ..core.config import apply_tensor_float_32
+        apply_tensor_float_32()  # TF32 for float32 products, as tg.config.experimental says
 
     @property
     def kernels(self):

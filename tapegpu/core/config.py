@@ -196,3 +196,61 @@ def _count(n, fn):
 # the BLAS's count as its variables left it (restored by intra-op 0), then tapegpu's default
 _threads["from_variables"] = blas_threads()
 _apply_blas_threads()
+
+
+# -- tg.config.experimental: TensorFloat-32 ----------------------------------------------------
+# TF32 rounds the float32 inputs of matrix products (and so of convolutions, which are products
+# here) to 10 bits of mantissa on tensor cores: about 8x float32's speed on Ampere and newer
+# GPUs. TensorFlow and JAX enable it by default; CuPy leaves it off unless CUPY_TF32=1. tapegpu
+# follows TensorFlow: on by default, applied to CuPy's cuBLAS products through its compute type
+# for float32 (cupy._core.set_compute_type) on GPUs of compute capability 8.0 or newer (older
+# ones and the CPU compute in full float32 whatever the switch says, as TensorFlow).
+
+_COMPUTE_TYPE_DEFAULT, _COMPUTE_TYPE_TF32 = 1, 7  # cupy._core._routines_linalg's values
+_tf32 = {"enabled": True}
+
+
+def enable_tensor_float_32_execution(enabled):
+    """Enables or disables TensorFloat-32 for float32 matrix products and convolutions on GPUs
+    of compute capability 8.0 (Ampere) or newer, as
+    `tf.config.experimental.enable_tensor_float_32_execution`; on by default, as TensorFlow.
+    Other hardware (the CPU, older GPUs) computes in full float32 either way.
+
+    >>> tg.config.experimental.enable_tensor_float_32_execution(False)
+    >>> tg.config.experimental.tensor_float_32_execution_enabled()
+    False
+    >>> tg.config.experimental.enable_tensor_float_32_execution(True)
+    """
+    _tf32["enabled"] = bool(enabled)
+    apply_tensor_float_32()
+
+
+def tensor_float_32_execution_enabled():
+    """Whether TensorFloat-32 is enabled (True by default), as
+    `tf.config.experimental.tensor_float_32_execution_enabled`.
+
+    >>> tg.config.experimental.tensor_float_32_execution_enabled()
+    True
+    """
+    return _tf32["enabled"]
+
+
+def apply_tensor_float_32():
+    """Sets CuPy's compute type for float32 products from the switch, where tapegpu's GPU
+    backend has loaded CuPy and its first GPU has tensor cores with TF32 (compute capability
+    8.0+); a no-op otherwise (the backend calls this when it is created)."""
+    import sys
+    if "tapegpu.backends.cuda" not in sys.modules:
+        return  # CuPy not loaded yet: the GPU backend applies the switch when it is created
+    cupy = sys.modules["tapegpu.backends.cuda"].cupy
+    core = getattr(cupy, "_core", None)
+    if core is None or not hasattr(core, "set_compute_type"):
+        return
+    try:
+        tf32 = int(cupy.cuda.Device(0).compute_capability) >= 80
+    except Exception:  # no usable device: nothing computes on it
+        return
+    import numpy as np
+    core.set_compute_type(np.float32, _COMPUTE_TYPE_TF32 if tf32 and _tf32["enabled"]
+                          else _COMPUTE_TYPE_DEFAULT)
+

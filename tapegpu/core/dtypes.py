@@ -3,8 +3,18 @@
 A `DType` wraps one numpy dtype. It compares equal to itself, to the numpy dtype, to the numpy
 scalar type and to its name, so `x.dtype == tg.float32`, `x.dtype == np.float32` and
 `x.dtype == "float32"` all hold.
+
+`tg.bfloat16` is ml_dtypes' bfloat16 (as TensorFlow's and JAX's `.numpy()` give it): 8 bits of
+exponent as float32, 8 of precision. numpy files it as kind "V"; it is the only such dtype a
+tensor can have, so "V" among a dtype's kinds means bfloat16. Without ml_dtypes installed
+(`pip install ml_dtypes`, a dependency of tapegpu) `tg.bfloat16` is absent.
 """
 import numpy as np
+
+try:
+    import ml_dtypes as _ml_dtypes
+except ImportError:  # optional at run time: everything but bfloat16 works without it
+    _ml_dtypes = None
 
 
 class DType:
@@ -23,7 +33,7 @@ class DType:
 
     @property
     def is_floating(self):
-        return self._np.kind == "f"
+        return self._np.kind in "fV"  # V: bfloat16 (see the module's docstring)
 
     @property
     def is_complex(self):
@@ -73,6 +83,9 @@ complex128 = DType(np.complex128)
 
 _BY_NUMPY = {d._np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8,
                                  bool, complex64, complex128)}
+if _ml_dtypes is not None:
+    bfloat16 = DType(_ml_dtypes.bfloat16)
+    _BY_NUMPY[bfloat16._np] = bfloat16
 
 
 def as_dtype(value):
@@ -109,4 +122,4 @@ def np_dtype(value):
 
 
 def is_float(npd):
-    return npd.kind == "f" or npd.kind == "c"
+    return npd.kind in "fcV"  # V: bfloat16

@@ -420,7 +420,7 @@ def _infer_dtype(value, op="convert_to_tensor"):
 
 def _check_lossless(src, arr, target, op):
     """Refuse float -> int conversions that would truncate (TF raises TypeError here too)."""
-    if target.kind in "iub" and src.dtype.kind in "fc" and not np.array_equal(arr, src):
+    if target.kind in "iub" and src.dtype.kind in "fcV" and not np.array_equal(arr, src):
         raise TypeError(f"{op}: cannot convert {src.tolist()!r} to dtype {np.dtype(target).name} "
                         "without losing its value")
 
@@ -539,7 +539,7 @@ def _own(arr, value):
 
 def _fits(src, npd):
     """Whether a Python scalar/list may adopt dtype `npd` (ints may become floats, not reverse)."""
-    if npd.kind == "f" or npd.kind == "c":
+    if npd.kind in "fcV":  # V: bfloat16
         return True
     kind = np.asarray(src).dtype.kind
     return kind in "iub" if npd.kind in "iu" else kind == "b"

@@ -12,7 +12,7 @@ def tensor(x):
 def floating(x, op):
     """`x` as a tensor, which must be floating (math functions are not defined on integers)."""
     x = x if type(x) is Tensor else convert_to_tensor(x)
-    if x._data.dtype.kind not in "fc":
+    if x._data.dtype.kind not in "fcV":
         raise InvalidArgumentError(f"{op}: expected a floating tensor, got {x.dtype.name} of "
                                    f"shape {x.shape}; use tg.cast(x, tg.float32) first")
     return x

@@ -30,6 +30,9 @@ _SKINNY = 128  # rows up to which a b^T runs as (b a^T)^T (see _matmul_forward)
 
 
 def _matmul_forward(xp, a, b, ta=False, tb=False):
+    if a.dtype.kind == "V":  # bfloat16: numpy's product of ml_dtypes' is float32 (accumulated in
+        return _matmul_forward(xp, a.astype(np.float32), b.astype(np.float32),  # float32, as
+                               ta, tb).astype(a.dtype)  # TF's and cuBLAS's), rounded back
     if ta:
         a = _mT(a)
     elif tb and b.ndim == 2 and a.ndim >= 2 and \

@@ -336,7 +336,7 @@ def bias_act(x, bias, activation):
     if b.ndim != 1 or v.ndim < 1 or b.shape[0] != v.shape[-1]:
         raise InvalidArgumentError(f"bias_act: bias must have shape ({v.shape[-1:]}) for x of "
                                    f"shape {v.shape}, got {b.shape}")
-    if v._data.dtype.kind != "f":
+    if v._data.dtype.kind not in "fV":  # V: bfloat16
         raise InvalidArgumentError(f"bias_act: expected floating tensors, got {v.dtype.name}")
     return apply(_bias_act, (v, b), {"act": activation})
 

@@ -52,7 +52,7 @@ def _stream(dev, op, seed, make):
 
 def _float_dtype(dtype, op):
     dt = np_dtype(dtype) or np.dtype(np.float32)
-    if dt.kind != "f":
+    if dt.kind not in "fV":  # V: bfloat16
         raise InvalidArgumentError(f"{op}: dtype must be floating, got {dt.name}")
     return dt
 
@@ -217,7 +217,7 @@ def _uniform_draw(gen, shape, minval, maxval, dt, op):
             raise InvalidArgumentError(f"{op}: for integer dtypes give both minval and maxval, "
                                        f"or neither (the full range)")
         return gen.integers(minval, maxval, size=shape, dtype=dt)
-    if dt.kind != "f":
+    if dt.kind not in "fV":  # V: bfloat16
         raise InvalidArgumentError(f"{op}: dtype must be floating or integer, got {dt.name}")
     lo = 0.0 if minval is None else minval
     hi = 1.0 if maxval is None else maxval

@@ -388,7 +388,7 @@ def wrap(op, inputs, out, dev, params):
     recorder (autodiff/_record.c) replaces it with the same in C."""
     y = Tensor(out, dev)
     active = _thread.recorders
-    if active and op.vjp is not None and out.dtype.kind in "fc":
+    if active and op.vjp is not None and out.dtype.kind in "fcV":
         for rec in active:
             rec.record(op, inputs, y, params)
     return y
@@ -419,7 +419,7 @@ def _observe_then_record(op, inputs, y, params):
     for observe in OBSERVERS:
         observe(op, inputs, y, params)
     active = _thread.recorders
-    if active and op.vjp is not None and y._data.dtype.kind in "fc":
+    if active and op.vjp is not None and y._data.dtype.kind in "fcV":
         for rec in active:
             rec.record(op, inputs, y, params)
 
@@ -431,7 +431,7 @@ def _with_residuals(op, inputs, result, dev, params, reference):
     if dev.counts_launches and reference and op.launches(params):
         dev.launches[op.name] += 1
     y = Tensor(out, dev)
-    if _thread.recorders and op.vjp is not None and out.dtype.kind in "fc":
+    if _thread.recorders and op.vjp is not None and out.dtype.kind in "fcV":
         y._res = tuple(Tensor(r, dev) for r in res)
         _observe_then_record(op, inputs, y, params)
         del y._res

@@ -39,7 +39,7 @@ def _public(op, doc, example_input="[0.5, 1.0]", floats_only=True, api="tg"):
     """The public function of a one-input elementwise op."""
     if floats_only:
         def fn(x, name=None):
-            if type(x) is not Tensor or x._data.dtype.kind not in "fc":
+            if type(x) is not Tensor or x._data.dtype.kind not in "fcV":
                 x = floating(x, op.name)
             return apply1(op, x, EMPTY)
     else:
@@ -436,7 +436,7 @@ def _cast_forward(xp, x, dtype, src):
 # d cast(x)/dx = 1: the cotangent is cast back to the input's dtype
 _cast_op = def_op("cast", _cast_forward, elementwise=True, linear=True, flops=0,
                   c="x",  # the kernel's (T) conversion: fused from bool (GPUs) or T to itself
-                  vjp=lambda ops, g, dtype, src: ops.cast(g, src) if src.kind in "fc" else None)
+                  vjp=lambda ops, g, dtype, src: ops.cast(g, src) if src.kind in "fcV" else None)
 
 
 def cast(x, dtype, name=None):

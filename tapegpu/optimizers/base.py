@@ -248,7 +248,7 @@ class Optimizer:
         if not isinstance(var, Variable):
             raise TypeError(f"{self.name}.apply_gradients: expected tg.Variable, got "
                             f"{type(var).__name__}")
-        if var._value._data.dtype.kind not in "fc":
+        if var._value._data.dtype.kind not in "fcV":
             raise TypeError(f"{self.name}.apply_gradients: variable {var.name!r} has dtype "
                             f"{var.dtype.name} (shape {list(var.shape)}); optimizers update "
                             "floating-point variables only (make it trainable=False, or create "

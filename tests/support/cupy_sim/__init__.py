@@ -1491,6 +1491,55 @@ def _fill(mod, ns, npmod, overrides):
             setattr(mod, name, _function(v, name))
 
 
+# cupy._core's compute types for products (cuBLAS's math mode): float16, float32 (and
+# complex64), float64. TBD until first asked: then CuPy's default, except float32 under
+# CUPY_TF32=1 (TF32). Under TF32 the stand-in's float32 products round their inputs to TF32
+# (10 bits of mantissa, to nearest even), as tensor cores do.
+_COMPUTE_TYPES = {"e": 0, "f": 0, "d": 0}
+COMPUTE_TYPE_DEFAULT, COMPUTE_TYPE_TF32 = 1, 7
+
+
+def _compute_index(dtype):
+    c = np.dtype(dtype).char
+    key = {"e": "e", "f": "f", "F": "f", "d": "d", "D": "d"}.get(c)
+    if key is None:
+        raise TypeError(f"dtype is not supported: {dtype}")
+    return key
+
+
+def get_compute_type(dtype):
+    key = _compute_index(dtype)
+    if _COMPUTE_TYPES[key] == 0:
+        tf32 = key == "f" and int(os.environ.get("CUPY_TF32", "0")) > 0
+        _COMPUTE_TYPES[key] = COMPUTE_TYPE_TF32 if tf32 else COMPUTE_TYPE_DEFAULT
+    return _COMPUTE_TYPES[key]
+
+
+def set_compute_type(dtype, compute_type):
+    if compute_type not in range(8):
+        raise ValueError(f"Unknown compute type: {compute_type}")
+    _COMPUTE_TYPES[_compute_index(dtype)] = compute_type
+
+
+def to_tf32(a):
+    """float32 values rounded to TF32 (10 bits of mantissa, to nearest even; NaN and inf
+    kept)."""
+    u = a.view(np.uint32)
+    r = ((u + np.uint32(0x0FFF) + ((u >> np.uint32(13)) & np.uint32(1)))
+         & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(a), r, a)
+
+
+class _ProductUfunc(ufunc):
+    """matmul: float32 operands rounded to TF32 first when the compute type says TF32."""
+
+    def _call(self, fn, args, kwargs):
+        if get_compute_type(np.float32) == COMPUTE_TYPE_TF32 and \
+                all(isinstance(a, ndarray) and a.dtype == np.float32 for a in args[:2]):
+            args = tuple(_wrap(to_tf32(a._a)) for a in args[:2]) + tuple(args[2:])
+        return ufunc._call(self, fn, args, kwargs)
+
+
 def _module(name):
     m = types.ModuleType(name)
     m.__spec__ = importlib.machinery.ModuleSpec(name, None)
@@ -1526,6 +1575,10 @@ def build():
         "get_default_pinned_memory_pool": lambda: _POOL,
         "is_available": lambda: True})
     cupy.lib = lib
+    cupy.matmul = _ProductUfunc(np.matmul, "matmul")
+    core = _module("cupy._core")  # CuPy's compute types (cupy._core.set_compute_type)
+    core.get_compute_type, core.set_compute_type = get_compute_type, set_compute_type
+    cupy._core = core
     cupy.__version__ = SIM_VERSION
     cupy.cupy_sim = sys.modules[__name__]
     cupyx = _module("cupyx")
