@@ -79,7 +79,10 @@ class Tensor(TensorBase):
     """
 
     __slots__ = ()  # the fields are TensorBase's
-    __array_ufunc__ = None  # numpy defers to our reflected operators: np_array + tensor -> Tensor
+    # as TensorFlow's EagerTensor: numpy's operators defer to ours by priority (np_array +
+    # tensor -> Tensor, as are CuPy's, whose arrays have priority 100), while numpy functions
+    # read the value through __array__ (np.exp(tensor) -> numpy array)
+    __array_priority__ = 1000
     __hash__ = None  # `==` is elementwise, as in TensorFlow 2; use `.ref()` as a key
 
     # -- attributes -----------------------------------------------------------------------
@@ -234,7 +237,7 @@ class Variable:
     2.0
     """
 
-    __array_ufunc__ = None
+    __array_priority__ = 1000  # as Tensor's: numpy operators defer, numpy functions read
     __hash__ = None  # `==` is elementwise, as in TensorFlow 2; use `.ref()` as a key
     _count = itertools.count()
 
@@ -597,9 +600,37 @@ def scalar_like(value, like):
     return t
 
 
+def _compatible(desired, given):
+    """TensorFlow's rule for converting a numpy operand to a tensor's dtype (its EagerTensor
+    conversion's IsCompatible): integers to any integer type, integers and floats to floats,
+    and those and complex to complex; bools only to bool."""
+    d, g = "f" if desired.kind == "V" else desired.kind, given.kind  # V: bfloat16
+    if d == g or (d in "iu" and g in "iu"):
+        return True
+    return (d == "f" and g in "iuf") or (d == "c" and g in "iufc")
+
+
+def numpy_like(value, like, op):
+    """A numpy array or scalar operand of a binary op as a tensor of `like`'s dtype, as
+    TensorFlow converts it (`t * np.sqrt(2)` and `t + float64_array` stay float32); a dtype it
+    cannot take (floats for an integer tensor, numbers for a bool one) is TensorFlow's
+    TypeError."""
+    npd = like._data.dtype
+    if value.dtype == npd:
+        return _convert(value, None, None, op)
+    if value.dtype.kind not in _KINDS or npd.kind not in _KINDS + "V" or \
+            not _compatible(npd, value.dtype):
+        raise TypeError(f"{op}: cannot convert a numpy operand of dtype {value.dtype.name} and "
+                        f"shape {np.shape(value)} to the tensor's dtype {npd.name} (numpy "
+                        "operands take the tensor's dtype: integers convert to integer, float "
+                        "and complex tensors, floats to float and complex ones); cast one of "
+                        "them first (tg.cast or .astype)")
+    return _convert(value, npd, None, op)
+
+
 def as_tensor_pair(x, y, op="convert_to_tensor"):
-    """Converts a binary op's operands: Python scalars adopt the other operand's dtype (errors
-    name `op`)."""
+    """Converts a binary op's operands: Python scalars and numpy operands adopt the other
+    operand's dtype, as TensorFlow's (errors name `op`)."""
     tx = type(x)
     ty = type(y)
     if tx is Tensor:
@@ -607,10 +638,14 @@ def as_tensor_pair(x, y, op="convert_to_tensor"):
             return x, y
         if ty in (float, int, bool):
             return x, scalar_like(y, x)
+        if isinstance(y, (np.ndarray, np.generic)):
+            return x, numpy_like(y, x, op)
         return x, _convert(y, None, x.dtype, op)
     if ty is Tensor:
         if tx in (float, int, bool):
             return scalar_like(x, y), y
+        if isinstance(x, (np.ndarray, np.generic)):
+            return numpy_like(x, y, op), y
         return _convert(x, None, y.dtype, op), y
     x = _convert(x, None, None, op)
     if ty in (float, int, bool):

@@ -104,6 +104,41 @@ def _concretes(f, where):
     return out
 
 
+def _has_graphs(f):
+    """Whether a tg.function has a concrete function (a trace that raised leaves none)."""
+    return any(variants for entry in f._entries.values() for variants in entry.variants.values())
+
+
+def _trace_signature(f, where, objects):
+    """Traces a tg.function that has an `input_signature` of known shapes but was never
+    called, as TF traces it at save. tapegpu traces by running the function, so it runs once
+    on zeros of the signature's shapes, and every variable reachable from the saved object
+    gets its value back afterwards (a traced `assign` changes nothing). A signature with
+    unknown dimensions is not traced (tapegpu's graphs are concrete in their shapes, so no
+    one trace serves it). Returns {where: why} for what the caller should hear: a signature
+    left untraced, or a trace that failed (saved without a graph)."""
+    specs = nest.flatten(f.input_signature)
+    if any(s.shape is None or None in s.shape for s in specs):
+        return {where: f"{f._name} was never called and its input_signature "
+                       f"{list(f.input_signature)} has unknown dimensions, so it is saved "
+                       f"without graphs (tapegpu's graphs are concrete in their shapes): call "
+                       f"it on each shape to export before saving"}
+    examples = [convert_to_tensor(np.zeros(s.shape, dtype=dtypes.np_dtype(s.dtype)))
+                for s in specs]
+    args = nest.pack_sequence_as(list(f.input_signature), examples)
+    kept = [(v, v._value) for v in objects.variables.values()]
+    try:
+        with np.errstate(all="ignore"):
+            f.get_concrete_function(*args)
+    except Exception as e:  # noqa: BLE001 (any error of the user's function: reported)
+        return {where: f"tracing {f._name} on its input_signature raised "
+                       f"{type(e).__name__}: {e}; it is saved without graphs"}
+    finally:
+        for v, value in kept:
+            v._value = value
+    return {}
+
+
 # -- the tagged encoding of params and Python values ---------------------------------------------
 class _Leaf:
     """A placeholder leaf of an encoded structure."""
@@ -355,6 +390,10 @@ def save(obj, export_dir, signatures=None, options=None):
     of each `tg.function` attribute or method of `obj` (call a function on each input shape you
     export: tapegpu's graphs are concrete in their shapes); and `signatures`: a tg.function, a
     ConcreteFunction, or a dict {name: either} (a single one is named "serving_default").
+    A tg.function with an `input_signature` of known shapes that was never called is traced
+    here, as TF does: it runs once on zeros of those shapes, and the variables reachable from
+    `obj` are given their values back (one with unknown dimensions is saved without graphs,
+    with a warning).
     A graph that cannot be saved (optimizer updates, custom_gradient, recompute_grad or
     numpy_function, a variable not reachable from `obj`) raises ValueError naming the function
     and the node. See docs/function.md ("Saving").
@@ -404,17 +443,29 @@ def save(obj, export_dir, signatures=None, options=None):
             ids.append(graph_ids[id(cf)])
         return ids
 
+    # functions with an input_signature that were never called: traced now, as TF traces
+    # them at save (the signature is the shape to export)
+    probed = {}
+    for where, f in [(f"attribute {n!r}", f) for n, f in objects.functions.items()] + \
+            [(f"signature {n!r}", f) for n, f in signatures.items()]:
+        if isinstance(f, Function) and not _has_graphs(f) and f.input_signature is not None:
+            probed.update(_trace_signature(f, where, objects))
     untraced = []
     for name, f in objects.functions.items():
-        if isinstance(f, Function) and not f._entries:  # never called: no graph (TF saves it
-            untraced.append(name)                       # without concrete functions too)
+        if isinstance(f, Function) and not _has_graphs(f):  # never traced: no graph (TF
+            untraced.append(name)                  # saves it without concrete functions too)
             index_fns[name] = []
             continue
         index_fns[name] = graph_ids_of(f, f"attribute {name!r}")
+    untraced = [n for n in untraced if f"attribute {n!r}" not in probed]
     if untraced:
         warnings.warn(f"tg.saved_model.save: {untraced} were never traced, so they are saved "
                       f"without graphs (the loaded ones raise when called); call each once on "
-                      f"arguments of each shape to export", UserWarning, stacklevel=2)
+                      f"arguments of each shape to export, or give it an input_signature",
+                      UserWarning, stacklevel=2)
+    if probed:
+        warnings.warn("tg.saved_model.save: " + "; ".join(
+            f"{where}: {why}" for where, why in probed.items()), UserWarning, stacklevel=2)
     index_sigs = {name: graph_ids_of(f, f"signature {name!r}") for name, f in signatures.items()}
     values, var_arrays = [], []
     for path, var in objects.variables.items():

@@ -287,16 +287,78 @@ def test_untracked_variable_cannot_be_saved(tmp_path):
 def test_an_untraced_function_is_saved_without_graphs_with_a_warning(tmp_path):
     """As TF saves a never-traced tf.function without concrete functions: the save warns, the
     variables are saved, and the loaded function raises when called; as a signature, an
-    untraced function cannot be saved."""
+    untraced function cannot be saved. A function whose input_signature has unknown
+    dimensions is not traced at save (no one graph serves it) and says so."""
+    holder = tg.Module()
+    holder.v = tg.Variable(2.0)
+    holder.f = tg.function(lambda x: x * holder.v)
+    with pytest.warns(UserWarning, match=r"\['f'\] were never traced"):
+        tg.saved_model.save(holder, tmp_path / "h")
+    assert float(tg.saved_model.load(tmp_path / "h").v) == 2.0
     model = MLP()
-    with pytest.warns(UserWarning, match=r"\['__call__'\] were never traced"):
+    with pytest.warns(UserWarning, match=r"__call__ was never called and its input_signature "
+                                         r".*unknown dimensions, so it is saved without"):
         tg.saved_model.save(model, tmp_path / "m")
     loaded = tg.saved_model.load(tmp_path / "m")
     with pytest.raises(ValueError, match="__call__ was saved without graphs"):
         loaded(tg.ones((2, 5)))
-    with pytest.warns(UserWarning, match="never traced"), \
+    with pytest.warns(UserWarning, match="never called"), \
             pytest.raises(ValueError, match="tg.function __call__ .*has not been traced"):
         tg.saved_model.save(model, tmp_path / "s", signatures=model.__call__)
+
+
+class _Counter(tg.Module):
+    """TF's SavedModel guide's module: `mutate` has an input_signature and is never called
+    before the save."""
+
+    def __init__(self):
+        super().__init__()
+        self.v = tg.Variable(1.0)
+
+    @tg.function(input_signature=[tg.TensorSpec([2], tg.float32)])
+    def __call__(self, x):
+        return x * self.v
+
+    @tg.function(input_signature=[tg.TensorSpec([], tg.float32)])
+    def mutate(self, new_v):
+        self.v.assign(new_v)
+        return self.v * 2.0
+
+
+def test_functions_with_an_input_signature_are_traced_at_save_as_tensorflow(tmp_path,
+                                                                              tg_device):
+    """TF traces a tf.function's input_signature when it saves it: the loaded object's
+    functions work though the original's were never called. Tracing runs the function
+    (tapegpu traces by running it) but leaves the saved object's variables as they were."""
+    import warnings
+    m = _Counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tg.saved_model.save(m, tmp_path / "m")
+    assert float(m.v) == 1.0  # the traced assign of zeros was undone
+    loaded = tg.saved_model.load(tmp_path / "m")
+    assert loaded(tg.constant([1.0, 2.0])).numpy().tolist() == [1.0, 2.0]
+    assert float(loaded.mutate(tg.constant(3.0))) == 6.0
+    assert float(loaded.v) == 3.0 and float(m.v) == 1.0
+    assert loaded(tg.constant([1.0, 2.0])).numpy().tolist() == [3.0, 6.0]
+    # as a signature too
+    m2 = _Counter()
+    tg.saved_model.save(m2, tmp_path / "s", signatures={"serve": m2.__call__})
+    served = tg.saved_model.load(tmp_path / "s").signatures["serve"]
+    assert served(tg.constant([2.0, 4.0])).numpy().tolist() == [2.0, 4.0]
+
+
+def test_a_signature_whose_trace_fails_is_saved_without_graphs_naming_the_error(tmp_path):
+    holder = tg.Module()
+    holder.v = tg.Variable(1.0)
+
+    def bad(x):
+        raise RuntimeError("no trace today")
+    holder.f = tg.function(bad, input_signature=[tg.TensorSpec([3], tg.float32)])
+    with pytest.warns(UserWarning, match="tracing bad on its input_signature raised "
+                                         "RuntimeError: no trace today"):
+        tg.saved_model.save(holder, tmp_path / "h")
+    assert float(tg.saved_model.load(tmp_path / "h").v) == 1.0
 
 
 # -- damaged files ---------------------------------------------------------------------------
