@@ -19,6 +19,7 @@ from ..autodiff.tape import GradientTape
 from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..data import Dataset
+from ..distribute import strategy as _distribute
 from ..function import function as _tg_function
 from ..models import losses as _losses
 from .. import optimizers as _optimizers
@@ -525,6 +526,9 @@ class Trainer:
             if value is not None and not isinstance(value, (list, tuple)):
                 raise TypeError(f"compile: {label} must be a list, got {value!r}")
         self._compiled = _Compiled(optimizer, loss, metrics, loss_weights, weighted_metrics)
+        # compiled in a tg.distribute strategy's scope: fit splits each batch over its replicas
+        self._compiled.strategy = _distribute.get_strategy() if _distribute.has_strategy() \
+            else None
         self._compiled.run_eagerly = bool(run_eagerly)
         self.optimizer = self._compiled.optimizer
 
@@ -594,8 +598,16 @@ class Trainer:
     def _overrides(self, step):
         return getattr(type(self), step) is not getattr(Trainer, step)
 
+    def _distributed(self, step, what):
+        """`step(x, y, sw)` as it runs for `fit`, `evaluate` or `predict` (`what`): under the
+        tg.distribute strategy of `compile`'s scope, once per replica on its share of the
+        batch (tapegpu/distribute/strategy.py); else `step` itself."""
+        strategy = getattr(getattr(self, "_compiled", None), "strategy", None)
+        return step if strategy is None else strategy._keras_step(self, step, what)
+
     def _run_test_step(self, batch):
-        logs = self.test_step(pack_x_y_sample_weight(*batch))
+        logs = self._distributed(lambda *b: self.test_step(pack_x_y_sample_weight(*b)),
+                                 "evaluate")(*batch)
         if self._overrides("test_step"):
             self._step_logs = logs
         return logs
@@ -631,6 +643,8 @@ class Trainer:
                 logs = self.train_step(pack_x_y_sample_weight(x, y, sw))
                 return logs if keep else None
             step = run if c.run_eagerly else _tg_function(run)
+            if c.strategy is not None:  # per replica, eagerly (replicas run as threads)
+                step = self._distributed(run, "fit")
 
             def train_function(data):
                 logs = step(*data)
@@ -773,8 +787,8 @@ class Trainer:
         outs = []
         for step, batch in enumerate(data):
             cbs.on_predict_batch_begin(step)
-            outs.append(nest.map_structure(_np, self.predict_step(
-                pack_x_y_sample_weight(*batch))))
+            outs.append(nest.map_structure(_np, self._distributed(
+                lambda *b: self.predict_step(pack_x_y_sample_weight(*b)), "predict")(*batch)))
             cbs.on_predict_batch_end(step, {"outputs": outs[-1]})
         cbs.on_predict_end()
         if not outs:

@@ -11,6 +11,7 @@ when no kernel exists). Both kernels compute the same per-element step, so resul
 depend on which ran.
 """
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -20,6 +21,11 @@ from ..backends.kernels import KERNELS
 from ..core import nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from .schedules import LearningRateSchedule
+
+# Inside a tg.distribute strategy's replica (strategy.run), the strategy sets `apply` for the
+# thread: apply_gradients then reduces the gradients over the replicas before updating, as
+# TensorFlow's optimizers do through merge_call (tapegpu/distribute/replicas.py).
+in_replica = threading.local()
 
 
 def _fused_update(kind, var, g, slots, hyper):
@@ -162,6 +168,9 @@ class Optimizer:
         `zip(grads, vars)`. Variables with a `None` gradient are skipped with a warning naming
         them. Returns `iterations` after the update.
         """
+        merge = getattr(in_replica, "apply", None)
+        if merge is not None:  # in a replica of a tg.distribute strategy
+            return merge(self, grads_and_vars)
         pairs = list(grads_and_vars)
         for _, v in pairs:
             self._check_variable(v)
