@@ -19,7 +19,6 @@ import warnings
 
 import numpy as np
 
-from ..core.floatx import floatx as _floatx
 from ..core.tensor import Tensor, Variable, _thread, constant
 from ..models import initializers as _initializers
 from ..models import losses as _losses
@@ -146,7 +145,7 @@ class Metric:
 
     def __init__(self, name=None, dtype=None):
         self.name = name or _snake(type(self).__name__)
-        self.dtype = dtype or _floatx()
+        self.dtype = dtype or "float32"
         self._metric_variables = []
 
     def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum",
