@@ -7,6 +7,7 @@
         y = tg.reduce_sum(tg.sin(x) * x)
     tape.gradient(y, x)
 """
+import sys as _sys
 import types as _types
 
 from .core import dtypes as _dtypes
@@ -135,3 +136,10 @@ image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.
 from .autodiff.vectorize import vectorized_map  # noqa: E402,F401
 from . import summary  # noqa: E402,F401  (tg.summary: scalars for TensorBoard)
 from . import debugging  # noqa: E402,F401  (tg.debugging: check_numerics, asserts)
+# -- tg.compat (tf.compat, tf.compat.v1) and the rest of TF's and Keras' public names: each one
+# resolves, to tapegpu's object or to a refusal saying why and what to use instead
+# (tapegpu/compat/surface.py; the list: tapegpu/testing/api_surface/names.txt)
+from . import compat  # noqa: E402,F401
+compat.tf_names.install(_sys.modules[__name__])
+compat.private_paths.install(_sys.modules[__name__])
+compat.surface.install(_sys.modules[__name__], keras)

@@ -9,7 +9,6 @@ import collections
 import cupy  # noqa: F401  (ImportError here means no GPU backend; backend.lookup says so)
 
 from . import checks
-from .kernels.launch import NVRTC_OPTIONS, KernelSet
 
 
 def device_count():
@@ -23,8 +22,8 @@ def special(name):
 
 
 def _load_module(path, names):
-    with open(path) as f:  # one FMA policy with the generated kernels (NVRTC_OPTIONS)
-        return cupy.RawModule(code=f.read(), options=NVRTC_OPTIONS)
+    with open(path) as f:
+        return cupy.RawModule(code=f.read(), options=("-std=c++17",))
 
 
 class CudaBackend:
@@ -47,8 +46,9 @@ class CudaBackend:
     @property
     def kernels(self):
         if self._kernels is None:
+            from .kernels import KernelSet
             with cupy.cuda.Device(self.index):
-                self._kernels = KernelSet(cupy, _load_module, context=self.context)
+                self._kernels = KernelSet(cupy, _load_module)
             self._kernels.launches = self.launches
         return self._kernels
 

@@ -522,7 +522,9 @@ class Function:
 
 
 def function(func=None, input_signature=None, reduce_retracing=False, jit_compile=None,
-             autograph=True):
+             autograph=True, experimental_compile=None, experimental_relax_shapes=None,
+             experimental_implements=None, experimental_autograph_options=None,
+             experimental_attributes=None, experimental_follow_type_hints=None):
     """Compiles a Python function by tracing it into a graph (TensorFlow's `tf.function`).
 
     The function runs once per new input signature (tensors by shape and dtype, other arguments
@@ -541,6 +543,14 @@ def function(func=None, input_signature=None, reduce_retracing=False, jit_compil
     >>> float(f(tg.constant(2.0))), float(f(tg.constant(3.0))), f.experimental_get_tracing_count()
     (5.0, 10.0, 1)
     """
+    # TF's deprecated spellings: experimental_compile is jit_compile, experimental_relax_shapes
+    # is reduce_retracing; the other experimental_* arguments carry graph annotations tapegpu
+    # has no use for (accepted, as TF accepts them)
+    if experimental_compile is not None and jit_compile is None:
+        jit_compile = experimental_compile
+    if experimental_relax_shapes is not None and not reduce_retracing:
+        reduce_retracing = bool(experimental_relax_shapes)
+
     def decorate(fn):
         return Function(fn, input_signature=input_signature, reduce_retracing=reduce_retracing,
                         jit_compile=jit_compile, autograph=autograph)

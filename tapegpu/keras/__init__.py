@@ -39,7 +39,8 @@ from . import datasets as _datasets
 from .model import Functional, Model, Sequential  # noqa: F401
 from .training import get_optimizer as _get_optimizer
 from . import training as _training
-from .extras import backend, utils  # noqa: F401
+from .extras import utils  # noqa: F401
+from . import backend  # noqa: F401
 utils.unpack_x_y_sample_weight = _training.unpack_x_y_sample_weight
 utils.pack_x_y_sample_weight = _training.pack_x_y_sample_weight
 from . import applications  # noqa: F401
@@ -146,3 +147,70 @@ for _name in ("Adamax", "Nadam", "Adadelta", "Lion", "Ftrl"):  # also by name in
 from . import mixed_precision  # noqa: E402,F401
 optimizers.LossScaleOptimizer = _optimizers.LossScaleOptimizer
 DTypePolicy = mixed_precision.DTypePolicy
+
+# -- more of Keras' public names (tapegpu/compat/surface.py lists the rest as refusals) --------
+from . import random  # noqa: E402,F401  (keras.random)
+from . import initializers_extra as _initializers_extra  # noqa: E402
+from . import legacy_preprocessing as _legacy  # noqa: E402
+from . import ops_more as _ops_more  # noqa: E402
+from .cloning import Variable, clone_model  # noqa: E402,F401
+from .layers.base import Layer  # noqa: E402,F401  (keras.Layer)
+from .metrics import Metric  # noqa: E402,F401
+from .. import optimizers as _tg_optimizers  # noqa: E402
+
+Optimizer = _tg_optimizers.Optimizer
+Loss = getattr(losses, "Loss", None)
+Initializer = _initializers.Initializer
+Regularizer = _regularizers.Regularizer
+for _k, _v in _initializers_extra.members().items():
+    setattr(initializers, _k, _v)
+    if not hasattr(_initializers, _k):  # tf.initializers is tg.initializers
+        setattr(_initializers, _k, _v)
+for _k in ("truncated_normal", "lecun_uniform", "identity"):
+    _initializers._BY_NAME.setdefault(_k, getattr(_initializers_extra, "".join(
+        p.title() for p in _k.split("_")) if _k != "identity" else "Identity"))
+for _k, _v in _ops_more.NAMES.items():
+    if not hasattr(ops, _k):
+        setattr(ops, _k, _v)
+models.clone_model = clone_model
+
+
+class _Reduction:
+    """Keras 2's `tf.keras.losses.Reduction`: the names a loss's `reduction=` takes."""
+    AUTO, NONE, SUM, SUM_OVER_BATCH_SIZE = "auto", "none", "sum", "sum_over_batch_size"
+
+    @classmethod
+    def all(cls):
+        return (cls.AUTO, cls.NONE, cls.SUM, cls.SUM_OVER_BATCH_SIZE)
+
+    @classmethod
+    def validate(cls, key):
+        if key not in cls.all():
+            raise ValueError(f"Invalid Reduction Key: {key}. Expected keys are {cls.all()}")
+
+
+_Reduction.__name__ = _Reduction.__qualname__ = "Reduction"
+losses.Reduction = _Reduction
+for _name in ("img_to_array", "array_to_img", "load_img", "save_img", "get_file"):
+    setattr(utils, _name, getattr(_legacy, _name))
+utils.clear_session = backend.clear_session
+utils.standardize_dtype = backend.standardize_dtype
+utils.is_keras_tensor = backend.is_keras_tensor
+
+preprocessing = _namespace(
+    "preprocessing", "Keras 2's `keras.preprocessing`: `text`, `sequence` and `image` helpers "
+    "(tapegpu/keras/legacy_preprocessing.py), and the dataset helpers.",
+    text=_namespace("preprocessing.text", "Keras 2's text helpers.",
+                    Tokenizer=_legacy.Tokenizer, text_to_word_sequence=_legacy.text_to_word_sequence,
+                    one_hot=_legacy.one_hot, hashing_trick=_legacy.hashing_trick,
+                    tokenizer_from_json=_legacy.tokenizer_from_json),
+    sequence=_namespace("preprocessing.sequence", "Keras 2's sequence helpers.",
+                        pad_sequences=utils.pad_sequences, skipgrams=_legacy.skipgrams,
+                        make_sampling_table=_legacy.make_sampling_table),
+    image=_namespace("preprocessing.image", "Keras 2's image helpers.",
+                     img_to_array=_legacy.img_to_array, array_to_img=_legacy.array_to_img,
+                     load_img=_legacy.load_img, save_img=_legacy.save_img),
+    timeseries_dataset_from_array=utils.timeseries_dataset_from_array)
+for _ns in (preprocessing, preprocessing.text, preprocessing.sequence, preprocessing.image,
+            random):
+    _sys.modules.setdefault(_ns.__name__, _ns)

@@ -1,6 +1,5 @@
 """The functions of `keras.utils` (`to_categorical`, `set_random_seed`, `pad_sequences`,
-`normalize`, `timeseries_dataset_from_array`, `Progbar`) and `keras.backend`
-(`clear_session`, `epsilon`)."""
+`normalize`, `timeseries_dataset_from_array`, `Progbar`); `keras.backend` is backend.py."""
 import random as _py_random
 import sys
 import time
@@ -12,8 +11,6 @@ from .. import ops as _ops
 from ..core.tensor import Tensor
 from ..data import Dataset
 from ..ops import random as _tg_random
-from ..models.tensor_attributes import get_keras_mask, set_keras_mask
-from .layers.base import Layer
 
 
 def to_categorical(x, num_classes=None):
@@ -255,16 +252,6 @@ class Progbar:
         return f"{bar} {elapsed:.0f}s{metrics}"
 
 
-def clear_session():
-    """Resets Keras' layer-name counters (new layers are named 'dense', 'dense_1', ... again)."""
-    Layer._name_counts.clear()
-
-
-def epsilon():
-    """The fuzz factor of the losses and metrics (1e-7)."""
-    return 1e-7
-
-
 utils = types.ModuleType("tapegpu.keras.utils", "`to_categorical`, `set_random_seed`, "
                         "`pad_sequences`, `normalize`, `timeseries_dataset_from_array`, "
                         "`Progbar`.")
@@ -274,9 +261,3 @@ utils.pad_sequences = pad_sequences
 utils.normalize = normalize
 utils.timeseries_dataset_from_array = timeseries_dataset_from_array
 utils.Progbar = Progbar
-backend = types.ModuleType("tapegpu.keras.backend", "`clear_session`, `epsilon`, "
-                          "`get_keras_mask`, `set_keras_mask`.")
-backend.clear_session = clear_session
-backend.epsilon = epsilon
-backend.get_keras_mask = get_keras_mask  # Keras on TensorFlow's `x._keras_mask`
-backend.set_keras_mask = set_keras_mask

@@ -19,6 +19,7 @@ import warnings
 
 import numpy as np
 
+from ..core.floatx import floatx as _floatx
 from ..core.tensor import Tensor, Variable, _thread, constant
 from ..models import initializers as _initializers
 from ..models import losses as _losses
@@ -145,7 +146,7 @@ class Metric:
 
     def __init__(self, name=None, dtype=None):
         self.name = name or _snake(type(self).__name__)
-        self.dtype = dtype or "float32"
+        self.dtype = dtype or _floatx()
         self._metric_variables = []
 
     def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum",

@@ -6,6 +6,7 @@ the layer once on a batch of zeros (building its variables and finding the outpu
 returns a new `KerasTensor` that remembers the call. `keras.Model(inputs, outputs)` then
 replays those calls, in order, on real tensors.
 """
+import inspect
 import os
 import zipfile
 
@@ -19,7 +20,7 @@ from ..core.tensor import Tensor, convert_to_tensor
 from ..models.module import Module
 from . import layers as _layers
 from . import training
-from .layers.base import Layer, _symbolic_input, _takes_training
+from .layers.base import Layer, _floatx, _symbolic_input, _takes_training
 from .layers.core import InputLayer, KerasTensor
 
 
@@ -30,6 +31,16 @@ def _as_tensors(structure):
     return nest.map_structure(
         lambda v: convert_to_tensor(v) if isinstance(v, (np.ndarray, np.generic)) else v,
         structure)
+
+
+def _training_is_second(model):
+    """Whether `model.call`'s parameter after the inputs is `training` (so that
+    `model(x, True)` means training=True, as in Keras)."""
+    try:
+        params = list(inspect.signature(model.call).parameters)
+    except (TypeError, ValueError):
+        return False
+    return len(params) > 1 and params[1] == "training"
 
 
 class Model(training.Trainer, Layer):
@@ -84,7 +95,7 @@ class Model(training.Trainer, Layer):
             return
         shape = [1 if d is None else int(d) for d in input_shape]
         self.built = True  # call() must not re-enter build
-        self.call(ops.zeros(shape, dtype=(self._dtype or np.dtype(np.float32)).name))
+        self.call(ops.zeros(shape, dtype=(self._dtype or np.dtype(_floatx())).name))
 
     def __call__(self, inputs, *args, training=None, **kwargs):
         return self._tracked(self._model_call, inputs, *args, training=training, **kwargs)
@@ -95,6 +106,8 @@ class Model(training.Trainer, Layer):
             if training is not None:
                 kwargs["training"] = training
             return symbolic._symbolic_call(self, inputs, args, kwargs)
+        if args and training is None and _training_is_second(self):
+            training, args = args[0], args[1:]  # model(x, True): training passed positionally
         inputs = _as_tensors(inputs)
         if not self.built:
             self._build_on_first_call(inputs)
@@ -496,7 +509,7 @@ class Sequential(Model):
         if not self._stack and self._input_spec is None and \
                 getattr(layer, "_input_shape_arg", None) is not None:
             self._input_spec = KerasTensor((None,) + layer._input_shape_arg,
-                                           layer.dtype or np.float32)
+                                           layer.dtype or _floatx())
         self._stack.append(layer)
         if self._input_spec is not None:
             self._build_symbolic()
@@ -515,7 +528,7 @@ class Sequential(Model):
             raise ValueError(f"Sequential {self.name!r}: build() needs an input_shape when the "
                              "model declares none (keras.Input or input_shape=)")
         if input_shape is not None and self._input_spec is None:
-            self._input_spec = KerasTensor(tuple(input_shape), self._dtype or np.float32)
+            self._input_spec = KerasTensor(tuple(input_shape), self._dtype or _floatx())
         self._build_symbolic()
 
     def _build_on_first_call(self, inputs):

@@ -19,7 +19,6 @@ from ..autodiff.tape import GradientTape
 from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..data import Dataset
-from ..distribute import strategy as _distribute
 from ..function import function as _tg_function
 from ..models import losses as _losses
 from .. import optimizers as _optimizers
@@ -384,6 +383,48 @@ class _DatasetData:
             yield _weighted(_unpack(batch), self.class_weight, self.who)
 
 
+class _GeneratorData:
+    """A Python generator (or iterator) of batches, or a `keras.utils.PyDataset` /
+    `Sequence` (indexable batches with `len`), as Keras 3's fit takes them: each item is
+    `(x,)`, `(x, y)` or `(x, y, sample_weight)`. A generator is consumed as it goes (with
+    `steps_per_epoch`, the next epoch continues it, as Keras); a PyDataset is indexed from 0
+    each pass and its `on_epoch_end` called after."""
+
+    def __init__(self, source, steps, class_weight=None, who="fit"):
+        self.source, self._steps = source, steps
+        self.class_weight, self.who = class_weight, who
+        self._indexed = _is_py_dataset(source)
+        self._it = None if self._indexed else iter(source)
+
+    def steps(self):
+        return self._steps if self._steps is not None else self.full_steps()
+
+    def full_steps(self):
+        return len(self.source) if self._indexed else None
+
+    def __iter__(self):
+        if self._indexed:
+            n = len(self.source) if self._steps is None else min(self._steps, len(self.source))
+            for i in range(n):
+                yield _weighted(_unpack(self.source[i]), self.class_weight, self.who)
+            if hasattr(self.source, "on_epoch_end"):
+                self.source.on_epoch_end()
+            return
+        for i, batch in enumerate(self._it):
+            yield _weighted(_unpack(batch), self.class_weight, self.who)
+            if self._steps is not None and i + 1 >= self._steps:
+                break
+
+
+def _is_py_dataset(x):
+    return hasattr(x, "__getitem__") and hasattr(x, "__len__") and \
+        not isinstance(x, (np.ndarray, list, tuple, dict, Tensor, Variable))
+
+
+def _is_generator(x):
+    return _is_py_dataset(x) or (hasattr(x, "__next__") and hasattr(x, "__iter__"))
+
+
 class _Epochs:
     """The batches of each epoch. Without `steps_per_epoch` an epoch is one pass over the data.
     With it, as Keras, the data's iterator continues from one epoch to the next; when it runs
@@ -460,7 +501,10 @@ def _model_float(model):
     if len(kinds) == 1:
         return kinds.pop()
     own = getattr(model, "_dtype", None)
-    return np.dtype(own) if own is not None and np.dtype(own).kind == "f" else np.dtype("float32")
+    if own is not None and np.dtype(own).kind == "f":
+        return np.dtype(own)
+    from ..core.floatx import floatx
+    return np.dtype(floatx())
 
 
 def _floatx(model, data, who):
@@ -496,6 +540,12 @@ def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who, class_weight=
             raise ValueError(f"{who}: batch_size must not be given when x is a Dataset (batch "
                              "the dataset with .batch())")
         return _DatasetData(x, steps, class_weight, who)
+    if _is_generator(x):
+        if y is not None or sample_weight is not None or batch_size is not None:
+            raise ValueError(f"{who}: y, sample_weight and batch_size must not be given when "
+                             f"x is a generator or PyDataset (it yields batches (x, y[, "
+                             f"sample_weight]))")
+        return _GeneratorData(x, steps, class_weight, who)
     if x is None:
         raise ValueError(f"{who}: x must be given (arrays, tensors or a tg.data.Dataset)")
     return _ArrayData(x, y, sample_weight, batch_size, shuffle, who, class_weight)
@@ -536,9 +586,6 @@ class Trainer:
             if value is not None and not isinstance(value, (list, tuple)):
                 raise TypeError(f"compile: {label} must be a list, got {value!r}")
         self._compiled = _Compiled(optimizer, loss, metrics, loss_weights, weighted_metrics)
-        # compiled in a tg.distribute strategy's scope: fit splits each batch over its replicas
-        self._compiled.strategy = _distribute.get_strategy() if _distribute.has_strategy() \
-            else None
         self._compiled.run_eagerly = bool(run_eagerly)
         if auto_scale_loss and _mixed_float16(self) and \
                 not isinstance(self._compiled.optimizer, _optimizers.LossScaleOptimizer):
@@ -578,6 +625,43 @@ class Trainer:
         for m in self.metrics:
             m.reset_state()
 
+    # -- Keras 2's spellings (docs/porting_from_tensorflow.md) -------------------------------------
+    @property
+    def compiled_loss(self):
+        """Keras 2's `model.compiled_loss(y, y_pred, sample_weight=None,
+        regularization_losses=None)` of a custom train_step: the compiled loss plus the given
+        regularization losses; it updates the 'loss' tracker, as Keras 2 does."""
+        model = self
+
+        def compiled_loss(y_true, y_pred, sample_weight=None, regularization_losses=None):
+            c = model._require_compiled("compiled_loss")
+            loss = c.loss_value(y_true, y_pred, sample_weight, _output_names(model))
+            if regularization_losses:
+                loss = loss + ops.add_n([ops.cast(p, loss.dtype)
+                                         for p in regularization_losses])
+            rows = _num_rows(y_pred, "compiled_loss")
+            c.loss_tracker.update_state(loss, sample_weight=rows)
+            return loss
+        return compiled_loss
+
+    @property
+    def compiled_metrics(self):
+        """Keras 2's `model.compiled_metrics`: `update_state(y, y_pred, sample_weight=None)`
+        updates the compiled metrics; `result()` is a dict of their values."""
+        return _CompileMetrics(self._require_compiled("compiled_metrics"))
+
+    def fit_generator(self, generator, *args, **kwargs):
+        """Keras 2's `fit_generator`: `fit` on the generator (Keras 2 deprecated it for that)."""
+        return self.fit(generator, *args, **kwargs)
+
+    def evaluate_generator(self, generator, *args, **kwargs):
+        """Keras 2's `evaluate_generator`: `evaluate` on the generator."""
+        return self.evaluate(generator, *args, **kwargs)
+
+    def predict_generator(self, generator, *args, **kwargs):
+        """Keras 2's `predict_generator`: `predict` on the generator."""
+        return self.predict(generator, *args, **kwargs)
+
     # -- steps ----------------------------------------------------------------------------------
     # A step gets its batch as Keras 3 gives it: `(x,)`, `(x, y)` or `(x, y, sample_weight)`
     # (`keras.utils.unpack_x_y_sample_weight` splits it). An overridden train_step or test_step
@@ -615,16 +699,8 @@ class Trainer:
     def _overrides(self, step):
         return getattr(type(self), step) is not getattr(Trainer, step)
 
-    def _distributed(self, step, what):
-        """`step(x, y, sw)` as it runs for `fit`, `evaluate` or `predict` (`what`): under the
-        tg.distribute strategy of `compile`'s scope, once per replica on its share of the
-        batch (tapegpu/distribute/strategy.py); else `step` itself."""
-        strategy = getattr(getattr(self, "_compiled", None), "strategy", None)
-        return step if strategy is None else strategy._keras_step(self, step, what)
-
     def _run_test_step(self, batch):
-        logs = self._distributed(lambda *b: self.test_step(pack_x_y_sample_weight(*b)),
-                                 "evaluate")(*batch)
+        logs = self.test_step(pack_x_y_sample_weight(*batch))
         if self._overrides("test_step"):
             self._step_logs = logs
         return logs
@@ -660,8 +736,6 @@ class Trainer:
                 logs = self.train_step(pack_x_y_sample_weight(x, y, sw))
                 return logs if keep else None
             step = run if c.run_eagerly else _tg_function(run)
-            if c.strategy is not None:  # per replica, eagerly (replicas run as threads)
-                step = self._distributed(run, "fit")
 
             def train_function(data):
                 logs = step(*data)
@@ -804,8 +878,8 @@ class Trainer:
         outs = []
         for step, batch in enumerate(data):
             cbs.on_predict_batch_begin(step)
-            outs.append(nest.map_structure(_np, self._distributed(
-                lambda *b: self.predict_step(pack_x_y_sample_weight(*b)), "predict")(*batch)))
+            outs.append(nest.map_structure(_np, self.predict_step(
+                pack_x_y_sample_weight(*batch))))
             cbs.on_predict_batch_end(step, {"outputs": outs[-1]})
         cbs.on_predict_end()
         if not outs:

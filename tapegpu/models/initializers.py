@@ -13,6 +13,7 @@ import numpy as np
 from ..ops import random as _random
 from ..ops.creation import fill
 from ..core.dtypes import np_dtype
+from ..core.floatx import np_floatx as _floatx
 from ..core.tensor import Tensor, constant
 
 
@@ -44,7 +45,7 @@ class Zeros(Initializer):
     """
 
     def __call__(self, shape, dtype=None):
-        return fill(tuple(shape), np.zeros((), np_dtype(dtype) or np.float32))
+        return fill(tuple(shape), np.zeros((), np_dtype(dtype) or _floatx()))
 
 
 class Ones(Initializer):
@@ -55,7 +56,7 @@ class Ones(Initializer):
     """
 
     def __call__(self, shape, dtype=None):
-        return fill(tuple(shape), np.ones((), np_dtype(dtype) or np.float32))
+        return fill(tuple(shape), np.ones((), np_dtype(dtype) or _floatx()))
 
 
 class Constant(Initializer):
@@ -69,7 +70,7 @@ class Constant(Initializer):
         self.value = float(value)
 
     def __call__(self, shape, dtype=None):
-        return fill(tuple(shape), np.asarray(self.value, np_dtype(dtype) or np.float32))
+        return fill(tuple(shape), np.asarray(self.value, np_dtype(dtype) or _floatx()))
 
 
 class RandomNormal(Initializer):
@@ -88,7 +89,7 @@ class RandomNormal(Initializer):
         z = rng.standard_normal(tuple(shape))
         while truncated and (bad := np.abs(z) > 2).any():
             z[bad] = rng.standard_normal(int(bad.sum()))
-        return constant((z * stddev + self.mean).astype(np_dtype(dtype) or np.float32))
+        return constant((z * stddev + self.mean).astype(np_dtype(dtype) or _floatx()))
 
     def __call__(self, shape, dtype=None):
         return self._normal(shape, dtype, self.stddev)
@@ -108,7 +109,7 @@ class RandomUniform(Initializer):
     def __call__(self, shape, dtype=None):
         rng = self._rng if self._rng is not None else _random._gen(None)
         u = rng.uniform(self.minval, self.maxval, size=tuple(shape))
-        return constant(u.astype(np_dtype(dtype) or np.float32))
+        return constant(u.astype(np_dtype(dtype) or _floatx()))
 
 
 class VarianceScaling(Initializer):
@@ -135,7 +136,7 @@ class VarianceScaling(Initializer):
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[self.mode]
         var = self.scale / max(1.0, n)
         rng = self._rng if self._rng is not None else _random._gen(None)
-        dt = np_dtype(dtype) or np.float32
+        dt = np_dtype(dtype) or _floatx()
         if self.distribution == "uniform":
             limit = math.sqrt(3.0 * var)
             return constant(rng.uniform(-limit, limit, size=tuple(shape)).astype(dt))
@@ -147,49 +148,59 @@ class VarianceScaling(Initializer):
         return constant((z * math.sqrt(var)).astype(dt))
 
 
-def GlorotUniform(seed=None):  # noqa: N802 (Keras' class-like name)
+class GlorotUniform(VarianceScaling):
     """U[-l, l] with l = sqrt(6 / (fan_in + fan_out)) (Xavier uniform).
 
     >>> tg.initializers.GlorotUniform(seed=0)((64, 32)).shape
     (64, 32)
     """
-    return VarianceScaling(1.0, "fan_avg", "uniform", seed)
+
+    def __init__(self, seed=None):
+        super().__init__(1.0, "fan_avg", "uniform", seed)
 
 
-def GlorotNormal(seed=None):  # noqa: N802
+class GlorotNormal(VarianceScaling):
     """Truncated normal with variance 2 / (fan_in + fan_out).
 
     >>> tg.initializers.GlorotNormal(seed=0)((64, 32)).shape
     (64, 32)
     """
-    return VarianceScaling(1.0, "fan_avg", "truncated_normal", seed)
+
+    def __init__(self, seed=None):
+        super().__init__(1.0, "fan_avg", "truncated_normal", seed)
 
 
-def HeUniform(seed=None):  # noqa: N802
+class HeUniform(VarianceScaling):
     """U[-l, l] with l = sqrt(6 / fan_in).
 
     >>> tg.initializers.HeUniform(seed=0)((64, 32)).shape
     (64, 32)
     """
-    return VarianceScaling(2.0, "fan_in", "uniform", seed)
+
+    def __init__(self, seed=None):
+        super().__init__(2.0, "fan_in", "uniform", seed)
 
 
-def HeNormal(seed=None):  # noqa: N802
+class HeNormal(VarianceScaling):
     """Truncated normal with variance 2 / fan_in.
 
     >>> tg.initializers.HeNormal(seed=0)((64, 32)).shape
     (64, 32)
     """
-    return VarianceScaling(2.0, "fan_in", "truncated_normal", seed)
+
+    def __init__(self, seed=None):
+        super().__init__(2.0, "fan_in", "truncated_normal", seed)
 
 
-def LecunNormal(seed=None):  # noqa: N802
+class LecunNormal(VarianceScaling):
     """Truncated normal with variance 1 / fan_in.
 
     >>> tg.initializers.LecunNormal(seed=0)((64, 32)).shape
     (64, 32)
     """
-    return VarianceScaling(1.0, "fan_in", "truncated_normal", seed)
+
+    def __init__(self, seed=None):
+        super().__init__(1.0, "fan_in", "truncated_normal", seed)
 
 
 class Orthogonal(Initializer):
@@ -218,7 +229,7 @@ class Orthogonal(Initializer):
         q = q * np.where(np.diag(r) < 0, -1.0, 1.0)  # a unique Q: R's diagonal made positive
         if rows < cols:
             q = q.T
-        return constant((self.gain * q.reshape(shape)).astype(np_dtype(dtype) or np.float32))
+        return constant((self.gain * q.reshape(shape)).astype(np_dtype(dtype) or _floatx()))
 
 
 _BY_NAME = {
@@ -243,6 +254,8 @@ def get(identifier):
             raise ValueError(f"unknown initializer {identifier!r}; valid names: "
                              f"{sorted(_BY_NAME)}, or pass a callable (shape, dtype) -> tensor")
         return _BY_NAME[key]()
+    if isinstance(identifier, type) and issubclass(identifier, Initializer):
+        return identifier()  # the class itself (kernel_initializer=GlorotUniform), as Keras
     if callable(identifier):
         return identifier
     raise TypeError(f"an initializer must be a name or a callable (shape, dtype), got "

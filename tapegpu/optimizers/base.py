@@ -11,7 +11,6 @@ when no kernel exists). Both kernels compute the same per-element step, so resul
 depend on which ran.
 """
 import numbers
-import threading
 import warnings
 
 import numpy as np
@@ -20,12 +19,8 @@ from ..autodiff.tape import GradientTape
 from ..backends.kernels import KERNELS
 from ..core import nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
+from ..core.dtypes import float32 as _float32
 from .schedules import LearningRateSchedule
-
-# Inside a tg.distribute strategy's replica (strategy.run), the strategy sets `apply` for the
-# thread: apply_gradients then reduces the gradients over the replicas before updating, as
-# TensorFlow's optimizers do through merge_call (tapegpu/distribute/replicas.py).
-in_replica = threading.local()
 
 
 def _fused_update(kind, var, g, slots, hyper):
@@ -61,6 +56,24 @@ def _scale(xp, c, norm, dtype):
     return xp.minimum(1.0, c / xp.maximum(norm, 1e-38)).astype(dtype)
 
 
+class _LearningRate(float):
+    """An optimizer's current learning rate as a float that can be assigned (Keras 2's
+    `K.set_value(optimizer.lr, value)`)."""
+
+    dtype = property(lambda self: _float32)
+
+    def __new__(cls, optimizer):
+        obj = super().__new__(cls, optimizer._current_lr())
+        obj._optimizer = optimizer
+        return obj
+
+    def assign(self, value):
+        self._optimizer.learning_rate = float(value)
+
+    def numpy(self):
+        return np.float32(self)
+
+
 class Optimizer:
     """Base class of the gradient-based optimizers (Keras' API).
 
@@ -76,7 +89,14 @@ class Optimizer:
     _slot_names = ()
 
     def __init__(self, learning_rate, name=None, clipnorm=None, clipvalue=None,
-                 global_clipnorm=None):
+                 global_clipnorm=None, lr=None, decay=None):
+        # Keras 2's spellings: `lr` is learning_rate (it wins over the default, as in Keras
+        # 2); `decay` is Keras 2's time-based decay, lr / (1 + decay * iterations)
+        if lr is not None:
+            learning_rate = lr
+        if decay:
+            from .schedules import InverseTimeDecay
+            learning_rate = InverseTimeDecay(learning_rate, 1, decay)
         if clipnorm is not None and global_clipnorm is not None:
             raise ValueError(f"{type(self).__name__}: set clipnorm or global_clipnorm, not both")
         for label, c in (("clipnorm", clipnorm), ("clipvalue", clipvalue),
@@ -115,6 +135,16 @@ class Optimizer:
     @learning_rate.setter
     def learning_rate(self, value):
         self._learning_rate = value
+
+    @property
+    def lr(self):
+        """Keras 2's name of `learning_rate` (a float that `keras.backend.set_value(opt.lr, v)`
+        and `opt.lr.assign(v)` set)."""
+        return _LearningRate(self)
+
+    @lr.setter
+    def lr(self, value):
+        self.learning_rate = value
 
     def _current_lr(self):
         lr = self._learning_rate
@@ -168,9 +198,6 @@ class Optimizer:
         `zip(grads, vars)`. Variables with a `None` gradient are skipped with a warning naming
         them. Returns `iterations` after the update.
         """
-        merge = getattr(in_replica, "apply", None)
-        if merge is not None:  # in a replica of a tg.distribute strategy
-            return merge(self, grads_and_vars)
         pairs = list(grads_and_vars)
         for _, v in pairs:
             self._check_variable(v)

@@ -147,3 +147,37 @@ def _scale(x, fmt, mode, xp):
         return (x / 255.0 - mean) / std
     bgr = ops.gather(x, [2, 1, 0], axis=axis) if xp is ops else np.flip(x, axis)
     return bgr - np.reshape(np.asarray(_CAFFE_MEAN, dtype), shape)
+
+
+CLASS_INDEX_PATH = ("https://storage.googleapis.com/download.tensorflow.org/data/"
+                    "imagenet_class_index.json")
+_CLASS_INDEX = []
+
+
+def decode_predictions(preds, top=5):
+    """The `top` (class id, name, score) triples of each row of ImageNet predictions (batch,
+    1000), as Keras: the class index is `imagenet_class_index.json`, fetched once with
+    `keras.utils.get_file` into `~/.keras/models` (where Keras keeps it; put the file there
+    on a machine without network).
+
+    >>> tg.keras.applications.imagenet_utils.decode_predictions(np.zeros((1, 10)))
+    Traceback (most recent call last):
+    ValueError: decode_predictions expects a batch of predictions (i.e. a 2D array of shape (samples, 1000)). Received array with shape: (1, 10)
+    """
+    import json
+    from ..legacy_preprocessing import get_file
+    preds = preds.numpy() if isinstance(preds, Tensor) else np.asarray(preds)
+    if preds.ndim != 2 or preds.shape[1] != 1000:
+        raise ValueError(f"decode_predictions expects a batch of predictions (i.e. a 2D array "
+                         f"of shape (samples, 1000)). Received array with shape: {preds.shape}")
+    if not _CLASS_INDEX:
+        path = get_file("imagenet_class_index.json", CLASS_INDEX_PATH, cache_subdir="models",
+                        file_hash="c2c37ea517e94d9795004a39431a14cb")
+        with open(path, encoding="utf-8") as f:
+            _CLASS_INDEX.append(json.load(f))
+    index = _CLASS_INDEX[0]
+    results = []
+    for row in preds:
+        best = row.argsort()[-top:][::-1]
+        results.append([tuple(index[str(i)]) + (row[i],) for i in best])
+    return results

@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from ... import ops
+from ...core import floatx as _floatx_setting
 from ...core.dtypes import np_dtype
 from ...core.tensor import Tensor, Variable, convert_to_tensor
 from ...models import initializers, regularizers
@@ -81,7 +82,8 @@ class Layer(Module):
     _makes_mask = False
     _IGNORED_ATTRIBUTES = frozenset({"_regularized", "_init_args"})
 
-    def __init__(self, dtype=None, name=None, input_shape=None, trainable=True):
+    def __init__(self, dtype=None, name=None, input_shape=None, trainable=True,
+                 input_dim=None):
         super().__init__(name=name if name is not None else _unique_name(type(self)))
         # the dtype, or a policy (tg.keras.mixed_precision): its variables' dtype in _dtype
         compute, variable, policy = _mixed_precision.layer_dtypes(dtype)
@@ -90,6 +92,8 @@ class Layer(Module):
         if _mixed_precision.needs_install(compute, variable):
             _mixed_precision.install(self, compute, variable)
         self.built = False
+        if input_dim is not None and input_shape is None:  # Keras 2: Dense(4, input_dim=3)
+            input_shape = (input_dim,)
         if input_shape is not None:
             try:
                 input_shape = tuple(None if d is None else int(d) for d in input_shape)
@@ -188,6 +192,19 @@ class Layer(Module):
         """The layer built from `get_config()`'s dict (new, unbuilt variables)."""
         return cls(**config)
 
+    def count_params(self):
+        """The number of scalars in the layer's variables (Keras' `count_params`); a layer
+        not built yet raises ValueError, as in Keras.
+
+        >>> layer = tg.keras.layers.Dense(2); _ = layer(np.ones((1, 3))); layer.count_params()
+        8
+        """
+        if not self.built:
+            raise ValueError(f"You tried to call `count_params` on layer {self.name!r}, but "
+                             f"the layer isn't built. You can build it manually via: "
+                             f"`{self.name}.build(batch_input_shape)`.")
+        return int(sum(int(np.prod(v.shape)) for v in self.variables))
+
     def get_weights(self):
         """The variables' values as numpy arrays (Keras' `get_weights`)."""
         return [v.numpy() for v in self.variables]
@@ -244,7 +261,7 @@ class Layer(Module):
             n = self.__dict__.get("_weight_count", 0)
             self.__dict__["_weight_count"] = n + 1
             name = "variable" if n == 0 else f"variable_{n}"
-        dt = np_dtype(dtype) or self._dtype or np.dtype(np.float32)
+        dt = np_dtype(dtype) or self._dtype or np.dtype(_floatx())
         if initializer is None:
             initializer = "glorot_uniform" if np.dtype(dt).kind == "f" else "zeros"
         value = initializers.make(initializers.get(initializer), tuple(shape), dt)
@@ -301,7 +318,7 @@ class Layer(Module):
         x = self._convert(inputs)
         if not self.built:
             if self._dtype is None:
-                self._dtype = x._data.dtype if x._data.dtype.kind == "f" else np.dtype(np.float32)
+                self._dtype = _default_dtype(x._data.dtype)
                 x = self._convert(inputs)
             self.build(x.shape)
             self.built = True
@@ -334,8 +351,7 @@ class Layer(Module):
         xs = [self._convert(x) for x in inputs]
         if not self.built:
             if self._dtype is None:
-                first = xs[0]._data.dtype
-                self._dtype = first if first.kind == "f" else np.dtype(np.float32)
+                self._dtype = _default_dtype(xs[0]._data.dtype)
                 xs = [self._convert(x) for x in inputs]
             self.build([x.shape for x in xs])
             self.built = True
@@ -357,6 +373,19 @@ class Layer(Module):
                             f"variables are {self._dtype.name}; cast the input with tg.cast "
                             f"(tapegpu never converts floating dtypes silently)")
         return x
+
+
+def _floatx():
+    """Keras' floatx (tg.keras.backend.floatx())."""
+    return _floatx_setting.floatx()
+
+
+def _default_dtype(first):
+    """The dtype of a layer made without one, from its first input's dtype `first`: Keras'
+    floatx once `set_floatx` has changed it (as Keras), else the input's floating dtype
+    (float32 for integer inputs)."""
+    fx = _floatx()
+    return first if first.kind == "f" and fx == "float32" else np.dtype(fx)
 
 
 def _keras_snake(name):

@@ -16,7 +16,7 @@ from ...models import initializers, regularizers
 from ...ops.nn import bias_act
 from ...ops.registry import InvalidArgumentError
 from .activations import _FUSABLE, _activate, _keeps_logits, get_activation
-from .base import Layer, _symbolic_input, _unique_name
+from .base import Layer, _floatx, _symbolic_input, _unique_name
 
 
 class Dense(Layer):
@@ -113,7 +113,7 @@ class Embedding(Layer):
 
     def build(self, input_shape):
         self._dtype = self._dtype if self._dtype is not None and self._dtype.kind == "f" \
-            else np.dtype(np.float32)
+            else np.dtype(_floatx())
         self.embeddings = self.add_weight("embeddings", (self.input_dim, self.output_dim),
                                           self.embeddings_initializer)
 
@@ -302,13 +302,15 @@ class InputLayer(Layer):
         if shape is None:
             raise ValueError("InputLayer: give shape= (the shape of one example, without the "
                              "batch axis), e.g. keras.Input(shape=(28, 28))")
+        if isinstance(shape, (int, np.integer)):  # Keras 2's spelling: Input(2) is (2,)
+            shape = (int(shape),)
         try:
             shape = tuple(None if d is None else int(d) for d in shape)
         except TypeError:
             raise TypeError(f"InputLayer: shape must be a tuple of dimensions, got {shape!r}") \
                 from None
         self.batch_shape = (batch_size,) + shape
-        self.output = KerasTensor(self.batch_shape, self._dtype or np.float32, name=self.name)
+        self.output = KerasTensor(self.batch_shape, self._dtype or _floatx(), name=self.name)
         self.output._input_layer = self
         self.built = True
 

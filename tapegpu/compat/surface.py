@@ -1,0 +1,361 @@
+"""Every public name of TensorFlow 2.21 and Keras 3 resolves: implemented, or refused clearly.
+
+The list is data: `tapegpu/testing/api_surface/names.txt` (regenerated from TensorFlow's API
+golden files and Keras 3's `keras/api/` by the scripts beside it). A name that tapegpu does not
+implement resolves to a *refusal*: an object that raises `NotImplementedError` naming the name,
+why it is not there and what to use instead, when called or when an attribute of it is read;
+never an AttributeError. A name that is in neither list is still an AttributeError (a typo stays
+a typo).
+
+Mechanics: each tapegpu namespace that stands for listed modules (`tg` for `tf`, `tg.math` for
+`tf.math`, `tg.keras.layers` for `keras.layers` and `tf.keras.layers`, ...) gets a module
+`__getattr__` (PEP 562), called only for names the namespace lacks. Listed modules tapegpu lacks
+(`tf.tpu`, `tf.raw_ops`, ...) are created on first access as empty namespaces whose names are
+all refusals.
+
+>>> tg.raw_ops.MatMul(a=1, b=2)
+Traceback (most recent call last):
+NotImplementedError: tf.raw_ops.MatMul is not available in tapegpu: tf.raw_ops exposes TensorFlow's C++ kernels one by one, and tapegpu has no such kernel layer. Instead: the public op of the same purpose (tg.matmul, tg.math.*, tg.nn.*, ...)
+"""
+import os
+import types
+
+_NAMES_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "testing", "api_surface", "names.txt")
+_names = None
+
+# Why a name is refused and what to use instead, by the longest matching prefix.
+RULES = {
+    "": ("tapegpu does not implement it",
+         "the implemented names are listed in docs/api_coverage.md; tapegpu's nearest "
+         "equivalent, or the computation written with tg ops"),
+    "tf.raw_ops": ("tf.raw_ops exposes TensorFlow's C++ kernels one by one, and tapegpu has no "
+                   "such kernel layer", "the public op of the same purpose (tg.matmul, "
+                   "tg.math.*, tg.nn.*, ...)"),
+    "tf.compat.v1": ("it belongs to TF1's graph-mode API (sessions, placeholders, collections, "
+                     "variable scopes, queues), which has no meaning in eager tapegpu",
+                     "the TF2 way: run eagerly or in a tg.function, tg.Variable for "
+                     "get_variable, keras optimizers for tf.compat.v1.train.*Optimizer, "
+                     "tg.train.Checkpoint for Saver"),
+    "tf.tpu": ("TPUs: tapegpu runs on NVIDIA GPUs and CPUs",
+               "tg.device('gpu') and tapegpu.distribute for several GPUs"),
+    "tf.experimental.dtensor": ("DTensor shards tensors over meshes of devices; tapegpu has no "
+                                "sharded tensors", "tapegpu.distribute (data parallelism)"),
+    "tf.distribute": ("tf.distribute's strategies and cluster resolvers are not implemented",
+                      "tapegpu.distribute (Horovod's API over MPI and NCCL) for several "
+                      "processes or GPUs"),
+    "tf.lite": ("TensorFlow Lite converts TF graphs to .tflite flatbuffers; tapegpu has no TF "
+                "graphs", "tg.saved_model.save for tapegpu's own export"),
+    "tf.feature_column": ("feature columns (deprecated in TF 2.x) are not implemented",
+                          "Keras preprocessing layers or tg ops in a tg.data map"),
+    "tf.estimator": ("Estimators (removed in TF 2.16) are not implemented", "tg.keras.Model"),
+    "tf.xla": ("XLA compiles TF graphs; tapegpu has no XLA", "tg.function (traced, fused)"),
+    "tf.mlir": ("MLIR bridges TF graphs; tapegpu has no TF graphs", "tg.function(...).graph"),
+    "tf.sysconfig": ("it describes TensorFlow's C++ build (headers, libraries, flags)",
+                     "python -m tapegpu info"),
+    "tf.queue": ("TF1 queues feed graphs; tapegpu runs eagerly", "tg.data.Dataset"),
+    "tf.lookup": ("lookup tables are not implemented", "a Python dict in a tg.data map or "
+                  "keras.layers.StringLookup/IntegerLookup where available"),
+    "tf.audio": ("audio decoding is not implemented", "decode with the wave module or "
+                 "soundfile, then tg.constant"),
+    "tf.quantization": ("quantized kernels are not implemented", "float16 tensors (tg.cast)"),
+    "tf.sparse": ("sparse tensors are not implemented", "dense tensors: tg.scatter_nd builds "
+                  "one from indices and values"),
+    "tf.ragged": ("ragged tensors are not implemented", "padded dense tensors with a mask "
+                  "(keras.utils.pad_sequences, tg.sequence_mask)"),
+    "tf.signal": ("tf.signal's transforms are not implemented", "numpy.fft on .numpy() "
+                  "values (not differentiable) or the transform written with tg ops"),
+    "tf.profiler": ("TensorFlow's profiler service is not implemented", "tg.profiler() "
+                    "(FLOPs, bytes and kernel launches per op)"),
+    "tf.autograph": ("AutoGraph rewrites Python control flow into graph ops; tg.function "
+                     "traces instead", "tg.cond / tg.while_loop in a tg.function"),
+    "tf.graph_util": ("it edits TF GraphDefs; tapegpu has no TF graphs",
+                      "tg.function(...).get_concrete_function().graph"),
+    "tf.saved_model": ("this part of TF's SavedModel format is not implemented",
+                       "tg.saved_model.save / tg.saved_model.load"),
+    "tf.types": ("TF's type-annotation protocols are not implemented", "tg.Tensor, "
+                 "tg.Variable and tg.TensorSpec"),
+    "keras.distribution": ("Keras' JAX-backend distribution API is not implemented",
+                           "tapegpu.distribute"),
+    "keras.quantizers": ("Keras' quantizers are not implemented", "float16 weights"),
+    "keras.export": ("Keras' export formats are not implemented", "tg.saved_model.save"),
+    "keras.saving": ("tapegpu has no .keras whole-model file format",
+                     "model.save_weights / model.load_weights, tg.train.Checkpoint or "
+                     "tg.saved_model"),
+    "keras.dtype_policies": ("Keras' dtype policies are not implemented",
+                             "the layers' dtype= argument"),
+    "keras.mixed_precision": ("mixed-precision policies are not implemented",
+                              "the layers' dtype= argument"),
+    "keras.wrappers": ("the scikit-learn wrappers are not implemented", "model.fit / predict "
+                       "called from your own estimator class"),
+    "keras.visualization": ("Keras' plotting helpers are not implemented",
+                            "matplotlib on model.predict's output"),
+    "keras.distillation": ("Keras' distillation API is not implemented", "a custom "
+                           "train_step with both models"),
+    "keras.legacy": ("Keras' legacy saving is not implemented", "model.save_weights"),
+    "keras.backend": ("this Keras 2 backend function is not implemented", "the keras.ops or "
+                      "tg function of the same name"),
+    "keras.applications": ("this application model is not implemented",
+                           "the implemented ones: see docs/api_coverage.md"),
+}
+for _k in [k for k in RULES if k.startswith("keras.")]:
+    RULES["tf." + _k] = RULES[_k]
+for _k in [k for k in RULES if k.startswith("tf.") and not k.startswith("tf.compat")]:
+    RULES.setdefault("tf.compat.v1." + _k[3:], RULES[_k])
+
+
+# Names implemented in modules imported when first used (their imports are slow):
+# {dotted name: "module:attribute"}.
+LAZY = {
+    "tf.test.TestCase": "tapegpu.compat.tf_test:TestCase",
+    "tf.test.main": "tapegpu.compat.tf_test:main",
+    "tf.test.Benchmark": "tapegpu.compat.tf_test:Benchmark",
+    "tf.test.benchmark_config": "tapegpu.compat.tf_test:benchmark_config",
+}
+
+
+def _lazy(dotted):
+    import importlib
+    module, _, attr = LAZY[dotted].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def names():
+    """{dotted name: kind ('m' module, 'c' class, 'f' function or value)} of the listed API."""
+    global _names
+    if _names is None:
+        out = {}
+        try:
+            with open(_NAMES_FILE, encoding="utf-8") as f:
+                for line in f:
+                    name, _, kind = line.strip().partition(" ")
+                    if name:
+                        out[name] = kind or "f"
+        except OSError:  # an install without the data: no refusals, plain AttributeErrors
+            pass
+        _names = out
+    return _names
+
+
+def reason(dotted):
+    """(why, instead) for a refused name: the rule of its longest listed prefix."""
+    parts = dotted.split(".")
+    for n in range(len(parts), -1, -1):
+        key = ".".join(parts[:n])
+        if key in RULES:
+            return RULES[key]
+    return RULES[""]
+
+
+def message(dotted):
+    why, instead = reason(dotted)
+    return f"{dotted} is not available in tapegpu: {why}. Instead: {instead}"
+
+
+class _Refused(type):
+    """The type of refusals: calling one (or instantiating a subclass) raises, and so does
+    reading a public attribute of it."""
+
+    def __call__(cls, *args, **kwargs):
+        raise NotImplementedError(message(cls._tapegpu_refused))
+
+    def __getattr__(cls, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise NotImplementedError(message(f"{cls._tapegpu_refused}.{name}"))
+
+    def __repr__(cls):
+        return f"<refused {cls._tapegpu_refused}: {reason(cls._tapegpu_refused)[0]}>"
+
+
+def refusal(dotted):
+    """The refusal object standing for `dotted` (a name tapegpu does not implement).
+
+    >>> f = tg.compat.surface.refusal("tf.raw_ops.Foo")
+    >>> f()
+    Traceback (most recent call last):
+    NotImplementedError: tf.raw_ops.Foo is not available in tapegpu: tf.raw_ops exposes TensorFlow's C++ kernels one by one, and tapegpu has no such kernel layer. Instead: the public op of the same purpose (tg.matmul, tg.math.*, tg.nn.*, ...)
+    """
+    last = dotted.rsplit(".", 1)[-1]
+    return _Refused(last, (), {"_tapegpu_refused": dotted, "__doc__": message(dotted),
+                               "__module__": "tapegpu.compat.surface"})
+
+
+def is_refused(obj):
+    """Whether `obj` is a refusal (a stub, a namespace of stubs, or a function marked so)."""
+    try:
+        return bool(getattr(obj, "_tapegpu_refused", None))
+    except Exception:  # noqa: BLE001  (an object whose attributes raise is not a refusal)
+        return False
+
+
+def refused_function(dotted, why, instead):
+    """A function that raises NotImplementedError naming `dotted`, `why` and `instead` (for a
+    name whose refusal needs its own words)."""
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"{dotted} is not available in tapegpu: {why}. "
+                                  f"Instead: {instead}")
+    fn.__name__ = dotted.rsplit(".", 1)[-1]
+    fn.__doc__ = f"{dotted}: not available in tapegpu ({why}). Instead: {instead}."
+    fn._tapegpu_refused = True
+    return fn
+
+
+def _namespace(dotted):
+    ns = types.ModuleType("tapegpu." + dotted.split(".", 1)[1] if "." in dotted else "tapegpu",
+                          f"{dotted}: not implemented by tapegpu ({reason(dotted)[0]}); each of "
+                          f"its names raises NotImplementedError saying what to use instead.")
+    ns._tapegpu_refused = dotted
+    hook(ns, dotted)
+    return ns
+
+
+def hook(module, *prefixes):
+    """Give `module` (a namespace standing for the listed modules `prefixes`) a `__getattr__`
+    that answers listed names it lacks with refusals (and listed submodules with namespaces of
+    refusals); other names stay AttributeErrors. Prefixes accumulate over calls."""
+    d = module.__dict__
+    known = d.get("_tapegpu_prefixes")
+    if known is not None:
+        known.extend(p for p in prefixes if p not in known)
+        return module
+    known = d["_tapegpu_prefixes"] = list(prefixes)
+    previous = d.get("__getattr__")
+    cache = {}
+
+    def __getattr__(name):
+        if previous is not None:
+            try:
+                return previous(name)
+            except AttributeError:
+                pass
+        if name in cache:
+            return cache[name]
+        if not name.startswith("_") or name == "__version__":
+            table = names()
+            for prefix in known:
+                dotted = f"{prefix}.{name}"
+                if dotted in LAZY:
+                    cache[name] = _lazy(dotted)
+                    return cache[name]
+                kind = table.get(dotted)
+                if kind is not None:
+                    cache[name] = _namespace(dotted) if kind == "m" else refusal(dotted)
+                    if kind == "m":
+                        hook(cache[name], *[f"{p}.{name}" for p in known
+                                            if f"{p}.{name}" in table])
+                    return cache[name]
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+    d["__getattr__"] = __getattr__
+    return module
+
+
+def install(root, keras):
+    """Hook every tapegpu namespace that stands for a listed module (called once, at the end of
+    `import tapegpu`): `tf.X...` is `root.X...`, `tf.keras.X...` and `keras.X...` are
+    `keras.X...`, and `tf.compat.v1`'s tree is `root.compat.v1`'s."""
+    hook(root, "tf")
+    hook(keras, "keras", "tf.keras")
+    modules = sorted(k for k, v in names().items() if v == "m")
+    for dotted in modules:
+        parts = dotted.split(".")
+        if parts[0] == "tf" and len(parts) > 1 and parts[1] == "keras":
+            obj, rest = keras, parts[2:]
+        elif parts[0] == "keras":
+            obj, rest = keras, parts[1:]
+        else:
+            obj, rest = root, parts[1:]
+        parent = None
+        for part in rest:
+            parent, obj = obj, vars(obj).get(part) if hasattr(obj, "__dict__") else None
+            if obj is None:
+                break
+            if isinstance(obj, types.SimpleNamespace) and isinstance(parent, types.ModuleType):
+                # a namespace object standing for a listed module becomes a module (the same
+                # attributes), so that it can answer the names it lacks
+                module = types.ModuleType(f"{parent.__name__}.{part}", getattr(obj, "__doc__", None))
+                module.__dict__.update(vars(obj))
+                setattr(parent, part, module)
+                obj = module
+        if isinstance(obj, types.ModuleType):
+            hook(obj, dotted)
+        elif isinstance(obj, type) and not isinstance(obj, _Refused):
+            # a class standing for a module (tg.profiler): its listed names it lacks are set
+            prefix = dotted + "."
+            for name, kind in names().items():
+                child = name[len(prefix):]
+                if name.startswith(prefix) and "." not in child and not hasattr(obj, child):
+                    setattr(obj, child, _namespace(name) if kind == "m" else refusal(name))
+
+
+def resolve(dotted):
+    """The tapegpu object for a listed dotted name: `tf.X` is `tg.X`, `keras.X` and
+    `tf.keras.X` are `tg.keras.X` (a refusal where tapegpu lacks it; AttributeError for a name
+    in neither list).
+
+    >>> tg.compat.surface.resolve("tf.math.reduce_sum") is tg.math.reduce_sum
+    True
+    """
+    import tapegpu
+    parts = dotted.split(".")
+    if parts[0] == "keras":
+        obj, rest = tapegpu.keras, parts[1:]
+    elif parts[0] == "tf" and parts[1:2] == ["keras"]:
+        obj, rest = tapegpu.keras, parts[2:]
+    elif parts[0] == "tf":
+        obj, rest = tapegpu, parts[1:]
+    else:
+        raise ValueError(f"resolve: {dotted!r} starts with neither 'tf.' nor 'keras.'")
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+def alias_namespace(dotted, target_dotted, doc=None):
+    """A namespace for the listed module `dotted` whose names are those of `target_dotted`
+    where both lists have them (`tf.compat.v1.nn.relu` is `tg.nn.relu`), submodules alike, and
+    refusals for the rest."""
+    ns = types.ModuleType("tapegpu." + dotted.split(".", 1)[1], doc or
+                          f"{dotted}: the names it shares with {target_dotted} are tapegpu's; "
+                          f"the others raise NotImplementedError saying what to use instead.")
+    cache = {}
+
+    def __getattr__(name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in cache:
+            return cache[name]
+        table = names()
+        mine, theirs = f"{dotted}.{name}", f"{target_dotted}.{name}"
+        if mine in table and table[mine] == "m":
+            cache[name] = alias_namespace(mine, theirs)
+            return cache[name]
+        if mine in table and theirs in table:
+            try:
+                target = resolve(theirs)
+            except (AttributeError, NotImplementedError):
+                target = None
+            if target is not None and not is_refused(target):
+                return target
+        raise AttributeError(f"module {ns.__name__!r} has no attribute {name!r}")
+
+    ns.__getattr__ = __getattr__
+    hook(ns, dotted)
+    return ns
+
+
+def status(dotted):
+    """'implemented', 'refused' (a refusal, or reading it raises NotImplementedError) or
+    'missing' (an AttributeError: a gap the API test reports) for a listed name.
+
+    >>> tg.compat.surface.status("tf.GradientTape"), tg.compat.surface.status("tf.tpu.XLAOptions")
+    ('implemented', 'refused')
+    """
+    try:
+        obj = resolve(dotted)
+    except NotImplementedError:
+        return "refused"
+    except AttributeError:
+        return "missing"
+    return "refused" if is_refused(obj) else "implemented"
