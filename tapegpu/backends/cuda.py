@@ -9,6 +9,7 @@ import collections
 import cupy  # noqa: F401  (ImportError here means no GPU backend; backend.lookup says so)
 
 from . import checks
+from .kernels.launch import NVRTC_OPTIONS, KernelSet
 
 
 def device_count():
@@ -22,8 +23,8 @@ def special(name):
 
 
 def _load_module(path, names):
-    with open(path) as f:
-        return cupy.RawModule(code=f.read(), options=("-std=c++17",))
+    with open(path) as f:  # one FMA policy with the generated kernels (NVRTC_OPTIONS)
+        return cupy.RawModule(code=f.read(), options=NVRTC_OPTIONS)
 
 
 class CudaBackend:
@@ -46,9 +47,8 @@ class CudaBackend:
     @property
     def kernels(self):
         if self._kernels is None:
-            from .kernels import KernelSet
             with cupy.cuda.Device(self.index):
-                self._kernels = KernelSet(cupy, _load_module)
+                self._kernels = KernelSet(cupy, _load_module, context=self.context)
             self._kernels.launches = self.launches
         return self._kernels
 

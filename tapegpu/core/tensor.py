@@ -32,6 +32,7 @@ class _ThreadState(threading.local):
         # rebound (a tape keeps the list it was pushed on)
         self.recorders = []
         self.variable_watchers = []  # told about every variable read (custom_gradient)
+        self.variable_creators = []  # told about every variable created (tg.distribute)
         # tapegpu.function traces recording, innermost last: told when a tensor's value leaves
         # as a Python value (a guard) and about variable assignments (graph side effects)
         self.tracers = []
@@ -252,6 +253,8 @@ class Variable:
         self._lock = threading.Lock()  # the assignments hold it (see assign)
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{next(Variable._count)}"
+        for hook in _thread.variable_creators:
+            hook(self)
 
     # A variable reads like a tensor.
     shape = property(lambda self: _new_tuple(TensorShape, self._value._data.shape))

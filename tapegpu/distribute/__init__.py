@@ -11,8 +11,19 @@
                             model.trainable_variables))
 
 Run it with `python -m tapegpu.distribute.run -n 2 script.py` (or `mpiexec -n 2 python
-script.py`). Needs mpi4py and an MPI library: `pip install -e ".[distributed]"`. See
-docs/distribute.md.
+script.py`). Needs mpi4py and an MPI library: `pip install -e ".[distributed]"`; device tensors
+travel by NCCL with `pip install -e ".[nccl]"`.
+
+TensorFlow's strategies speak the same machinery, with TensorFlow's names
+(`tf.distribute.MirroredStrategy` ports as `tg.distribute.MirroredStrategy`):
+
+    strategy = tg.distribute.MirroredStrategy()            # or MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = make_model()
+        model.compile(optimizer="adam", loss=loss)
+    model.fit(dataset, epochs=2)
+
+See docs/distribute.md.
 """
 from .collectives import (Average, Compression, Max, Min, ReduceOp, Sum, allgather,  # noqa: F401
                           allgather_object, allreduce, broadcast, broadcast_object)
@@ -21,8 +32,23 @@ from .gradients import (BUCKET_BYTES, DistributedGradientTape, DistributedOptimi
                         broadcast_variables)
 from .runtime import (init, is_initialized, local_rank, local_size, rank, shutdown,  # noqa: F401
                       size)
+from . import experimental  # noqa: F401,E402  (CommunicationOptions, CommunicationImplementation)
+from .cross_device import (CrossDeviceOps, HierarchicalCopyAllReduce,  # noqa: F401,E402
+                           NcclAllReduce, ReductionToOneDevice)
+from .input import DistributedDataset, DistributedIterator, InputContext, InputOptions  # noqa
+from .replicas import ReplicaContext  # noqa: F401,E402
+from .strategy import (MirroredStrategy, MultiWorkerMirroredStrategy, Strategy,  # noqa: F401
+                       StrategyExtended, get_replica_context, get_strategy, has_strategy,
+                       in_cross_replica_context)
+from .values import DistributedValues  # noqa: F401,E402
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
            "allreduce", "allgather", "broadcast", "broadcast_object", "allgather_object",
            "broadcast_variables", "DistributedGradientTape", "DistributedOptimizer",
-           "Compression", "ReduceOp", "Average", "Sum", "Min", "Max", "shard", "BUCKET_BYTES"]
+           "Compression", "ReduceOp", "Average", "Sum", "Min", "Max", "shard", "BUCKET_BYTES",
+           # TensorFlow's tf.distribute
+           "MirroredStrategy", "MultiWorkerMirroredStrategy", "Strategy", "StrategyExtended",
+           "ReplicaContext", "InputContext", "InputOptions", "DistributedDataset",
+           "DistributedIterator", "DistributedValues", "CrossDeviceOps", "NcclAllReduce",
+           "HierarchicalCopyAllReduce", "ReductionToOneDevice", "get_strategy", "has_strategy",
+           "in_cross_replica_context", "get_replica_context", "experimental"]

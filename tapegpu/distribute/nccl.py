@@ -18,9 +18,11 @@ the current stream waits for the second event before anything reads the result (
 optimizer's update included). Nothing blocks the host and nothing goes through it: no
 synchronize, no copy between host and device.
 """
+import contextlib
 import importlib
 import os
 import pickle
+import threading
 import warnings
 
 import numpy as np
@@ -45,9 +47,28 @@ def module(what):
     return nccl
 
 
+class _Forced(threading.local):
+    route = None  # 'mpi' inside `forced('mpi')`
+
+
+_forced = _Forced()
+
+
+@contextlib.contextmanager
+def forced(name):
+    """Within the block, this thread's device tensors take route `name` ('mpi': through the
+    host; None changes nothing): MultiWorkerMirroredStrategy's RING implementation."""
+    saved = _forced.route
+    _forced.route = name or saved
+    try:
+        yield
+    finally:
+        _forced.route = saved
+
+
 def route(dev):
     """'nccl' for a tensor of the `cuda` backend when NCCL is usable, else 'mpi'."""
-    if getattr(dev, "name", None) != "cuda":
+    if getattr(dev, "name", None) != "cuda" or _forced.route == "mpi":
         return "mpi"
     if os.environ.get("TAPEGPU_DISTRIBUTE_NCCL", "") == "0":
         return "mpi"

@@ -24,10 +24,13 @@ buffer of the replay's plan (graph.py).
 
 A sum over leading axes of a group's value (`reduce_sum(v, axis=(0, ..., k-1))`, rows of two
 elements or more: a bias gradient) ends the group's kernel instead of being a launch or a pass
-of its own (one sum width per kernel; the rows are added in order from +0.0, numpy's order for
-such sums, so its bits on `numpy` and `cuda_emu`; CuPy's reduction adds in another order, so
-on `cuda` the sum differs from the unfused one by rounding: at most (rows - 1) ulp of the sum
-of magnitudes, as any reordering). An op alone in its group (a launch or a pass of its own)
+of its own (one sum width per kernel). On the CPU, and in GPU kernels over at most
+SUM_ROWS_PER_THREAD rows, the rows are added in order from +0.0, numpy's order for such sums,
+so its bits. Over more rows a GPU kernel sums in two stages (codegen.fused_column_sums: many
+threads per column, then a tree per column; 802816 x 64 runs on 4096 threads per column, not
+1): the same bits at every run, another order than numpy's, so on `cuda_emu` (and on `cuda`,
+whose unfused sum is CuPy's reduction) the sum differs from the unfused one by rounding: at
+most (rows - 1) ulp of the sum of magnitudes, as any reordering. An op alone in its group (a launch or a pass of its own)
 whose every use is in one later group of its shape is computed in that group (an activation's
 mask, made right after the forward, joins its backward's kernel).
 
@@ -69,6 +72,7 @@ from ..backends import emu
 from ..backends.emu import build
 from ..backends.kernels import codegen
 from ..backends.kernels.codegen import broadcasts as _broadcasts, index
+from ..backends.kernels.launch import NVRTC_OPTIONS
 from .graph import Node
 
 try:
@@ -85,6 +89,10 @@ GPU_TARGETS = ("cuda_emu", "cuda")  # where integer comparisons are fused
 MAX_ARRAYS = 64  # inputs + outputs of one kernel (tapegpu.backends._cpu.call_fused's limit)
 BLOCK = 256
 MAX_BLOCKS = 1024
+# A column sum on a GPU over more than SUM_ROWS_PER_THREAD rows takes two stages (codegen.
+# fused_column_sums): the rows split into `parts` interleaved shares of at least that many
+# rows, one thread per (share, column), up to BLOCK * MAX_BLOCKS threads.
+SUM_ROWS_PER_THREAD = 16
 
 _failed = {}  # target -> why it cannot compile (set at the first failure)
 
@@ -97,6 +105,26 @@ def unavailable_reason(target="numpy"):
 
 def _size(shape):
     return math.prod(shape)
+
+
+def column_sum_parts(n, cols):
+    """Into how many interleaved shares of rows a GPU kernel's column sums over `n` elements
+    of `cols` columns split (1: a thread per column walks every row in order, numpy's bits)."""
+    rows = n // cols
+    parts = min(-(-rows // SUM_ROWS_PER_THREAD), (BLOCK * MAX_BLOCKS) // cols)
+    return max(1, parts)
+
+
+def launch_geometry(n, cols=None, n_sums=0):
+    """The launches of a generated kernel over `n` elements on a GPU, with `n_sums` column
+    sums of `cols` columns: [(entry name suffix, grid, block)], in order. Without sums (or
+    with one share of rows) one grid-stride launch, a thread per element (per column with
+    sums); else the two stages of codegen.fused_column_sums."""
+    parts = column_sum_parts(n, cols) if n_sums else 1
+    if parts == 1:
+        return [("", min(MAX_BLOCKS, -(-(cols if n_sums else n) // BLOCK)), BLOCK)]
+    return [("", -(-(parts * cols) // BLOCK), BLOCK),
+            ("_sum", min(MAX_BLOCKS, n_sums * cols), codegen.column_sum_block(parts))]
 
 
 def compute_dtype(graph, node):
@@ -168,6 +196,7 @@ class Kernel:
         # column sums ending the group: (value summed, the reduce_sum's output), over the
         # leading n // cols rows of elements, each a sum of `cols` columns
         self.sums, self.cols = tuple(sums), cols
+        self.parts = column_sum_parts(n, cols) if self.sums else 1  # on a GPU
         self.stmts = _statements(graph, nodes, leaves, outputs, [v for v, _ in self.sums])
         self.key = hashlib.sha256(
             f"{dtype}\n{self.n}\n{self.cols}\n{self.stmts}".encode()).hexdigest()[:16]
@@ -187,10 +216,17 @@ class Kernel:
 
     def cuda_source(self):
         """The kernel as CUDA C: what NVRTC compiles for `cuda` and the emulator runs. With
-        column sums, a thread per column walks the rows in order (numpy's order for a sum
-        over leading axes: its bits)."""
+        column sums over at most SUM_ROWS_PER_THREAD rows, a thread per column walks the rows
+        in order (numpy's order for a sum over leading axes: its bits); over more, the sums
+        take two stages on `parts * cols` threads (codegen.fused_column_sums: deterministic,
+        within rounding of the sum in order)."""
         return codegen.fused_cuda(self.name, self.dtype, *self._types(), self.stmts,
-                                  len(self.sums), self.cols)
+                                  len(self.sums), self.cols, self.parts)
+
+    def launches(self):
+        """The kernel's launches on a GPU: [(entry name, grid, block)], in order."""
+        return [(self.name + suffix, grid, block)
+                for suffix, grid, block in launch_geometry(self.n, self.cols, len(self.sums))]
 
     @property
     def exact(self):
@@ -542,27 +578,53 @@ def _module(dev, source):
     """The CUDA C `source` loaded for `dev`: by the emulator, or by NVRTC through CuPy."""
     if dev.name == "cuda_emu":  # many kernels per process: no stacks kept between launches
         return emu.RawModule(code=source, keep_stacks=False)
-    return dev.xp.RawModule(code=source, options=("-std=c++17", "--fmad=false"))
+    with dev.context():  # the module belongs to its device's GPU
+        return dev.xp.RawModule(code=source, options=NVRTC_OPTIONS)
 
 
 def _device_runner(kernel):
     dev = kernel.dev
     xp = dev.xp
     source = kernel.cuda_source()
-    fn = _compiled.get((dev.name, source))
-    if fn is None:
-        fn = _compiled[(dev.name, source)] = _module(dev, source).get_function(kernel.name)
+    entries = _compiled.get((dev.name, source))
+    if entries is None:
+        module = _module(dev, source)
+        entries = _compiled[(dev.name, source)] = [
+            module.get_function(entry) for entry, _, _ in kernel.launches()]
+    fn = entries[0]
     meta = kernel.graph.meta
     in_dtypes = [np.dtype(meta[v][2]) for v in kernel.leaves]
     outs_meta = [(meta[v][1], np.dtype(meta[v][2])) for v in kernel.results]
     n = kernel.n
-    grid = (min(MAX_BLOCKS, -(-(kernel.cols or n) // BLOCK)),)  # threads: columns or elements
     launches, name = dev.launches, kernel.name
+    (_, grid, block), *second = kernel.launches()
+    context = dev.context if hasattr(dev, "context") else None
+    if not second:
+        def launch(arrays, outs):
+            fn((grid,), (block,), (*arrays, *outs, np.int64(n)))
+            launches[name] += 1
+    else:  # a two-stage column sum: the partial sums in a scratch array, then their sums
+        fn2 = entries[1]
+        (_, grid2, block2), = second
+        n_sums, scratch = len(kernel.sums), len(kernel.sums) * kernel.parts * kernel.cols
+        dtype = np.dtype(kernel.dtype)
+
+        def launch(arrays, outs):
+            part = xp.empty(scratch, dtype)
+            fn((grid,), (block,), (*arrays, *outs[:-n_sums], part, np.int64(n)))
+            fn2((grid2,), (block2,), (part, *outs[-n_sums:]))
+            launches[name] += 1
+            launches[name + "_sum"] += 1
 
     def run(*arrays):
+        if context is not None:
+            with context():  # the kernel runs on its arrays' GPU
+                return run_here(arrays)
+        return run_here(arrays)
+
+    def run_here(arrays):
         arrays = [xp.ascontiguousarray(xp.asarray(a), d) for a, d in zip(arrays, in_dtypes)]
         outs = [xp.empty(s, d) for s, d in outs_meta]
-        fn(grid, (BLOCK,), (*arrays, *outs, np.int64(n)))
-        launches[name] += 1
+        launch(arrays, outs)
         return outs
     return run

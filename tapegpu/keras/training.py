@@ -19,6 +19,7 @@ from ..autodiff.tape import GradientTape
 from ..core import nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..data import Dataset
+from ..distribute import strategy as _distribute
 from ..function import function as _tg_function
 from ..models import losses as _losses
 from .. import optimizers as _optimizers
@@ -551,16 +552,6 @@ def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who, class_weight=
     return _ArrayData(x, y, sample_weight, batch_size, shuffle, who, class_weight)
 
 
-def _mixed_float16(model):
-    """Whether the model (or, for a model without a policy of its own, one of its layers)
-    computes under the 'mixed_float16' policy."""
-    for m in (model,) + tuple(getattr(model, "submodules", ())):
-        policy = getattr(m, "_dtype_policy", None)
-        if policy is not None and policy.name == "mixed_float16":
-            return True
-    return False
-
-
 class Trainer:
     """compile / fit / evaluate / predict for `keras.Model` (a mixin)."""
 
@@ -586,13 +577,10 @@ class Trainer:
             if value is not None and not isinstance(value, (list, tuple)):
                 raise TypeError(f"compile: {label} must be a list, got {value!r}")
         self._compiled = _Compiled(optimizer, loss, metrics, loss_weights, weighted_metrics)
+        # compiled in a tg.distribute strategy's scope: fit splits each batch over its replicas
+        self._compiled.strategy = _distribute.get_strategy() if _distribute.has_strategy() \
+            else None
         self._compiled.run_eagerly = bool(run_eagerly)
-        if auto_scale_loss and _mixed_float16(self) and \
-                not isinstance(self._compiled.optimizer, _optimizers.LossScaleOptimizer):
-            # Keras 3: a mixed_float16 model's optimizer scales the loss (float16 gradients
-            # underflow otherwise)
-            self._compiled.optimizer = _optimizers.LossScaleOptimizer(
-                self._compiled.optimizer, name="loss_scale_optimizer")
         self.optimizer = self._compiled.optimizer
 
     def _require_compiled(self, who):
@@ -683,9 +671,8 @@ class Trainer:
         with GradientTape() as tape:
             y_pred = self(x, training=True)
             loss = self.compute_loss(x, y, y_pred, sw)
-            scaled = c.optimizer.scale_loss(loss)  # Keras 3 (a LossScaleOptimizer scales it)
         variables = self.trainable_variables
-        grads = tape.gradient(scaled, variables)
+        grads = tape.gradient(loss, variables)
         c.optimizer.apply_gradients(zip(grads, variables))
         return self._update_metrics(loss, y, y_pred, sw, x)
 
@@ -699,8 +686,16 @@ class Trainer:
     def _overrides(self, step):
         return getattr(type(self), step) is not getattr(Trainer, step)
 
+    def _distributed(self, step, what):
+        """`step(x, y, sw)` as it runs for `fit`, `evaluate` or `predict` (`what`): under the
+        tg.distribute strategy of `compile`'s scope, once per replica on its share of the
+        batch (tapegpu/distribute/strategy.py); else `step` itself."""
+        strategy = getattr(getattr(self, "_compiled", None), "strategy", None)
+        return step if strategy is None else strategy._keras_step(self, step, what)
+
     def _run_test_step(self, batch):
-        logs = self.test_step(pack_x_y_sample_weight(*batch))
+        logs = self._distributed(lambda *b: self.test_step(pack_x_y_sample_weight(*b)),
+                                 "evaluate")(*batch)
         if self._overrides("test_step"):
             self._step_logs = logs
         return logs
@@ -736,6 +731,8 @@ class Trainer:
                 logs = self.train_step(pack_x_y_sample_weight(x, y, sw))
                 return logs if keep else None
             step = run if c.run_eagerly else _tg_function(run)
+            if c.strategy is not None:  # per replica, eagerly (replicas run as threads)
+                step = self._distributed(run, "fit")
 
             def train_function(data):
                 logs = step(*data)
@@ -878,8 +875,8 @@ class Trainer:
         outs = []
         for step, batch in enumerate(data):
             cbs.on_predict_batch_begin(step)
-            outs.append(nest.map_structure(_np, self.predict_step(
-                pack_x_y_sample_weight(*batch))))
+            outs.append(nest.map_structure(_np, self._distributed(
+                lambda *b: self.predict_step(pack_x_y_sample_weight(*b)), "predict")(*batch)))
             cbs.on_predict_batch_end(step, {"outputs": outs[-1]})
         cbs.on_predict_end()
         if not outs:

@@ -11,6 +11,7 @@ when no kernel exists). Both kernels compute the same per-element step, so resul
 depend on which ran.
 """
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -21,6 +22,11 @@ from ..core import nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..core.dtypes import float32 as _float32
 from .schedules import LearningRateSchedule
+
+# Inside a tg.distribute strategy's replica (strategy.run), the strategy sets `apply` for the
+# thread: apply_gradients then reduces the gradients over the replicas before updating, as
+# TensorFlow's optimizers do through merge_call (tapegpu/distribute/replicas.py).
+in_replica = threading.local()
 
 
 def _fused_update(kind, var, g, slots, hyper):
@@ -198,6 +204,9 @@ class Optimizer:
         `zip(grads, vars)`. Variables with a `None` gradient are skipped with a warning naming
         them. Returns `iterations` after the update.
         """
+        merge = getattr(in_replica, "apply", None)
+        if merge is not None:  # in a replica of a tg.distribute strategy
+            return merge(self, grads_and_vars)
         pairs = list(grads_and_vars)
         for _, v in pairs:
             self._check_variable(v)
@@ -212,11 +221,6 @@ class Optimizer:
         for tracer in _thread.tracers:  # inside tg.function: one graph node replays the update
             tracer.on_update(self._apply_arrays, grads, variables)
         return self._apply_arrays([g._data for g in grads], variables)
-
-    def scale_loss(self, loss):
-        """The loss to differentiate: `loss` itself (Keras 3; a `LossScaleOptimizer` scales
-        it). `fit` calls it on every step."""
-        return loss
 
     def apply(self, grads, trainable_variables):
         """`apply_gradients(zip(grads, trainable_variables))`: Keras 3's form (its custom

@@ -579,7 +579,14 @@ def test_exact_groups_fuse_on_the_cpu_at_any_size_and_their_sums_are_numpys(tg_d
     col = tg.constant(rng.standard_normal((5000, 1)).astype(dtype))
     fused, plain, out, ref = _both(f, tg.constant(y), tg.constant(g), col)
     for o, r in zip(out, ref):
-        _same_bits(o.numpy(), r.numpy())
+        if tg_device == "numpy" or o is not out[1]:
+            _same_bits(o.numpy(), r.numpy())
+        else:  # on a GPU 300 rows are summed in two stages (fusion.SUM_ROWS_PER_THREAD):
+            # another order of the same additions, so within rounding of numpy's
+            o, r, mag = o.numpy(), r.numpy(), np.abs(np.where(y > 0, g, 0)).sum(axis=0)
+            np.testing.assert_array_equal(np.isnan(o), np.isnan(r))
+            ok = ~np.isnan(r)
+            assert np.all(np.abs(o - r)[ok] <= 300 * np.finfo(dtype).eps * mag[ok])
     assert not np.signbit(out[1].numpy()[3])
     kernels = _fused(fused.get_concrete_function(tg.constant(y), tg.constant(g), col))
     assert sorted(sorted(k.ops) for k in kernels) == [

@@ -266,12 +266,16 @@ def broadcasts(shape, to):
         a == b or a == 1 for a, b in zip(shape[::-1], to[::-1]))
 
 
-def fused_cuda(name, dtype, in_types, out_types, stmts, n_sums=0, cols=None):
+def fused_cuda(name, dtype, in_types, out_types, stmts, n_sums=0, cols=None, parts=1):
     """A fused group as a CUDA C kernel `name(in0.., out0.., n)`: a grid-stride loop over the
     elements; with column sums (the sums' outputs last), a thread per column walks the rows in
-    order from +0.0 (numpy's order for a sum over leading axes: its bits)."""
+    order from +0.0 (numpy's order for a sum over leading axes: its bits). With `parts` > 1,
+    the column sums take two stages (`fused_column_sums`)."""
     params = [f"const {t} *__restrict__ in{j}" for j, t in enumerate(in_types)]
     params += [f"{t} *__restrict__ out{j}" for j, t in enumerate(out_types)]
+    if n_sums and parts > 1:
+        return fused_column_sums(name, dtype, params, stmts, len(out_types) - n_sums, n_sums,
+                                 cols, parts)
     params += ["long long n"]
     head = (f"typedef {C_TYPES[dtype]} T;\n"
             f'extern "C" __global__ void {name}({", ".join(params)}) {{\n')
@@ -290,6 +294,60 @@ def fused_cuda(name, dtype, in_types, out_types, stmts, n_sums=0, cols=None):
             f"    for (long long r = 0; r < n / {cols}LL; ++r) {{\n"
             f"    const long long i = r * {cols}LL + j;\n"
             f"{_cuda_body(stmts)}    }}\n" + done + "  }\n}\n")
+
+
+def fused_column_sums(name, dtype, params, stmts, n_out, n_sums, cols, parts):
+    """Column sums in two stages, so that a tall sum (a bias gradient over 800k rows and 64
+    columns) runs on `parts * cols` threads instead of `cols`:
+
+    1. `name(in0.., out0.., part, n)`: thread t < parts * cols visits the flat elements t,
+       t + parts * cols, t + 2 parts * cols, ... (the rows t / cols, that plus parts, ... of
+       column t % cols: a warp reads consecutive elements), stores the group's outputs there
+       and adds the summed values in that order from +0.0 into `part[k * parts * cols + t]`;
+    2. `name_sum(part, sum0..)`: a block per (sum, column) adds its `parts` partial sums, its
+       threads each a strided share in order, then a tree over the block's threads in shared
+       memory, halving.
+
+    Every addition's operands are fixed by (n, cols, parts), never by timing: the bits are the
+    same at every run. They differ from the rows' sum in order by rounding only (as any
+    reordering: at most (rows - 1) ulp of the sum of magnitudes)."""
+    threads, block = parts * cols, column_sum_block(parts)
+    head = f"typedef {C_TYPES[dtype]} T;\n"
+    acc = "".join(f"  T s{k} = (T)0;\n" for k in range(n_sums))
+    done = "".join(f"  part[{k}LL * {threads}LL + t] = s{k};\n" for k in range(n_sums))
+    stage1 = (f'extern "C" __global__ void {name}({", ".join(params[:-n_sums])}, '
+              "T *__restrict__ part, long long n) {\n"
+              "  const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+              f"  if (t >= {threads}LL) return;\n" + acc +
+              f"  for (long long i = t; i < n; i += {threads}LL) {{\n"
+              f"{_cuda_body(stmts)}  }}\n" + done + "}\n")
+    outs = ", ".join(f"T *__restrict__ sum{k}" for k in range(n_sums))
+    store = " else ".join(f"if (k == {k}) sum{k}[c] = acc[0];" for k in range(n_sums))
+    stage2 = (f'extern "C" __global__ void {name}_sum(const T *__restrict__ part, {outs}) {{\n'
+              f"  __shared__ T acc[{block}];\n"
+              f"  for (long long p = blockIdx.x; p < {n_sums * cols}LL; p += gridDim.x) {{\n"
+              f"    const long long k = p / {cols}LL, c = p - k * {cols}LL;\n"
+              "    T s = (T)0;\n"
+              f"    for (long long r = threadIdx.x; r < {parts}LL; r += {block}LL)\n"
+              f"      s = s + part[k * {threads}LL + r * {cols}LL + c];\n"
+              "    acc[threadIdx.x] = s;\n"
+              "    __syncthreads();\n"
+              f"    for (int h = {block // 2}; h > 0; h >>= 1) {{\n"
+              "      if (threadIdx.x < h) acc[threadIdx.x] = acc[threadIdx.x] + acc[threadIdx.x + h];\n"
+              "      __syncthreads();\n"
+              "    }\n"
+              f"    if (threadIdx.x == 0) {{ {store} }}\n"
+              "    __syncthreads();\n"
+              "  }\n}\n")
+    return head + stage1 + stage2
+
+
+def column_sum_block(parts):
+    """Threads per block of a two-stage column sum's second stage (`fused_column_sums`)."""
+    block = 32
+    while block < min(parts, 256):
+        block *= 2
+    return block
 
 
 def _cuda_body(stmts, sums="s{k}"):

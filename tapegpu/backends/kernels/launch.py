@@ -48,6 +48,13 @@ KERNEL_DIR = _kernel_dir()
 
 DTYPES = {"float32": "f32", "float64": "f64"}
 
+# NVRTC's options for every kernel tapegpu compiles on a GPU, hand-written (cuda_kernels/) and
+# generated (tg.function's fused kernels) alike: one FMA policy. `--fmad=false` keeps a * b + c
+# two roundings, as numpy, g++ (ISO C++: -ffp-contract=off) and so the emulator compute it:
+# a kernel's result on a GPU then equals the emulator's bit for bit where it calls no
+# library function.
+NVRTC_OPTIONS = ("-std=c++17", "--fmad=false")
+
 
 def _activations():
     """The activations of activations.cu: one `TAPEGPU_ACTIVATION(name, T, suffix)` line per
@@ -108,13 +115,18 @@ class KernelSet:
       load_module: ``load_module(path, names)`` -> object with ``get_function``.
       block: threads per block (a multiple of 32, at most 1024).
       max_blocks: grid-size cap; kernels loop (grid-stride) over what is left.
+      context: a function returning a context manager entered around each module load and
+        launch (a GPU's `cupy.cuda.Device`: kernels run on the GPU of their arrays, whatever
+        CuPy's current device is), or None.
     """
 
-    def __init__(self, xp, load_module, *, block=256, max_blocks=1024, kernel_dir=KERNEL_DIR):
+    def __init__(self, xp, load_module, *, block=256, max_blocks=1024, kernel_dir=KERNEL_DIR,
+                 context=None):
         if block % 32 or not 32 <= block <= 1024:
             raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
         self.xp, self.load_module = xp, load_module
         self.block, self.max_blocks, self.kernel_dir = block, max_blocks, kernel_dir
+        self.context = context
         self.launches = collections.Counter()
         self._modules = {}
 
@@ -140,8 +152,13 @@ class KernelSet:
         return self._modules[file].get_function(name), name
 
     def _launch(self, op, dtype, grid, block, args):
-        fn, name = self._kernel(op, dtype)
-        fn((grid,), (block,), args)
+        if self.context is None:
+            fn, name = self._kernel(op, dtype)
+            fn((grid,), (block,), args)
+        else:
+            with self.context():
+                fn, name = self._kernel(op, dtype)
+                fn((grid,), (block,), args)
         self.launches[name] += 1
 
     def _elementwise_grid(self, n):

@@ -18,6 +18,10 @@ cupy_sim.install()  # before tapegpu looks for CuPy
 import numpy as np  # noqa: E402
 
 import tapegpu as tg  # noqa: E402
+
+# float32 products in full float32 (the suite's setting, as TensorFlow's own tests): the
+# comparisons with one process below are at float32's tolerances
+tg.config.experimental.enable_tensor_float_32_execution(False)
 from tapegpu.autodiff import sweep  # noqa: E402
 from tapegpu.distribute import nccl, runtime  # noqa: E402
 

@@ -314,8 +314,10 @@ def _root(a):
 
 
 def _note_device(a):
-    """Records the current device as the device of `a`'s memory, if `a` owns it."""
-    if a.base is None and id(a) not in _owners:
+    """Records the current device as the device of `a`'s memory, if `a` owns it (an entry
+    left by an array that is gone, whose id `a` reuses, is replaced)."""
+    entry = _owners.get(id(a))
+    if a.base is None and (entry is None or entry[0]() is not a):
         if len(_owners) > 4096:  # forget the arrays that are gone
             for k in [k for k, (r, _) in _owners.items() if r() is None]:
                 del _owners[k]
