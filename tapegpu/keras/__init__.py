@@ -142,6 +142,12 @@ for _name in ("Adamax", "Nadam", "Adadelta", "Lion", "Ftrl"):  # also by name in
     setattr(optimizers, _name, getattr(_optimizers, _name))
     _training._OPTIMIZERS.setdefault(_name.lower(), getattr(_optimizers, _name))
 
+# keras.mixed_precision (Keras 3: policies, LossScaleOptimizer); the optimizer in
+# keras.optimizers too
+from . import mixed_precision  # noqa: E402,F401
+optimizers.LossScaleOptimizer = _optimizers.LossScaleOptimizer
+DTypePolicy = mixed_precision.DTypePolicy
+
 # -- more of Keras' public names (tapegpu/compat/surface.py lists the rest as refusals) --------
 from . import random  # noqa: E402,F401  (keras.random)
 from . import initializers_extra as _initializers_extra  # noqa: E402

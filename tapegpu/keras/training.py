@@ -552,6 +552,16 @@ def _adapter(x, y, sample_weight, batch_size, shuffle, steps, who, class_weight=
     return _ArrayData(x, y, sample_weight, batch_size, shuffle, who, class_weight)
 
 
+def _mixed_float16(model):
+    """Whether the model (or, for a model without a policy of its own, one of its layers)
+    computes under the 'mixed_float16' policy."""
+    for m in (model,) + tuple(getattr(model, "submodules", ())):
+        policy = getattr(m, "_dtype_policy", None)
+        if policy is not None and policy.name == "mixed_float16":
+            return True
+    return False
+
+
 class Trainer:
     """compile / fit / evaluate / predict for `keras.Model` (a mixin)."""
 
@@ -581,6 +591,12 @@ class Trainer:
         self._compiled.strategy = _distribute.get_strategy() if _distribute.has_strategy() \
             else None
         self._compiled.run_eagerly = bool(run_eagerly)
+        if auto_scale_loss and _mixed_float16(self) and \
+                not isinstance(self._compiled.optimizer, _optimizers.LossScaleOptimizer):
+            # Keras 3: a mixed_float16 model's optimizer scales the loss (float16 gradients
+            # underflow otherwise)
+            self._compiled.optimizer = _optimizers.LossScaleOptimizer(
+                self._compiled.optimizer, name="loss_scale_optimizer")
         self.optimizer = self._compiled.optimizer
 
     def _require_compiled(self, who):
@@ -671,8 +687,9 @@ class Trainer:
         with GradientTape() as tape:
             y_pred = self(x, training=True)
             loss = self.compute_loss(x, y, y_pred, sw)
+            scaled = c.optimizer.scale_loss(loss)  # Keras 3 (a LossScaleOptimizer scales it)
         variables = self.trainable_variables
-        grads = tape.gradient(loss, variables)
+        grads = tape.gradient(scaled, variables)
         c.optimizer.apply_gradients(zip(grads, variables))
         return self._update_metrics(loss, y, y_pred, sw, x)
 

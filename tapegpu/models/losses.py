@@ -360,6 +360,15 @@ def _clipped_probabilities(p, axis=-1):
     return ops.clip_by_value(p, EPSILON, 1.0 - EPSILON)
 
 
+def _float32_if_16_bit(y):
+    """A float16 or bfloat16 prediction (a mixed-precision model's output) cast to float32:
+    Keras 3's losses compute in float32."""
+    d = getattr(getattr(y, "_data", None), "dtype", None)
+    if d is not None and d.itemsize == 2 and d.kind in "fV":  # V: bfloat16
+        return ops.cast(y, "float32")
+    return y
+
+
 class Loss:
     """Base class: `call(y_true, y_pred)` gives per-example values; `__call__` weights and
     reduces them."""
@@ -381,6 +390,7 @@ class Loss:
         `return_sequences=True`) counts its unmasked positions only: masked values are 0 and
         "sum_over_batch_size" divides by the number of unmasked positions, as Keras."""
         mask = get_keras_mask(y_pred)
+        y_pred = _float32_if_16_bit(y_pred)
         values = self.call(y_true, y_pred)
         if sample_weight is not None:
             if _holds_none(sample_weight):

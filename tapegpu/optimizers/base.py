@@ -222,6 +222,11 @@ class Optimizer:
             tracer.on_update(self._apply_arrays, grads, variables)
         return self._apply_arrays([g._data for g in grads], variables)
 
+    def scale_loss(self, loss):
+        """The loss to differentiate: `loss` itself (Keras 3; a `LossScaleOptimizer` scales
+        it). `fit` calls it on every step."""
+        return loss
+
     def apply(self, grads, trainable_variables):
         """`apply_gradients(zip(grads, trainable_variables))`: Keras 3's form (its custom
         training steps call `self.optimizer.apply(gradients, trainable_vars)`)."""

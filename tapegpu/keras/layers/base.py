@@ -30,6 +30,7 @@ from ...core.tensor import Tensor, Variable, convert_to_tensor
 from ...models import initializers, regularizers
 from ...models.module import Module
 from ...models.tensor_attributes import get_keras_mask, set_keras_mask
+from .. import mixed_precision as _mixed_precision
 
 
 class _Calls(threading.local):
@@ -84,7 +85,12 @@ class Layer(Module):
     def __init__(self, dtype=None, name=None, input_shape=None, trainable=True,
                  input_dim=None):
         super().__init__(name=name if name is not None else _unique_name(type(self)))
-        self._dtype = None if dtype is None else np.dtype(np_dtype(dtype))
+        # the dtype, or a policy (tg.keras.mixed_precision): its variables' dtype in _dtype
+        compute, variable, policy = _mixed_precision.layer_dtypes(dtype)
+        self._dtype = compute if variable is None else variable
+        self._dtype_policy = policy
+        if _mixed_precision.needs_install(compute, variable):
+            _mixed_precision.install(self, compute, variable)
         self.built = False
         if input_dim is not None and input_shape is None:  # Keras 2: Dense(4, input_dim=3)
             input_shape = (input_dim,)
@@ -118,6 +124,27 @@ class Layer(Module):
     def dtype(self):
         """The variables' numpy dtype (None until built when not given)."""
         return self._dtype
+
+    @property
+    def dtype_policy(self):
+        """The layer's dtype policy (`tg.keras.mixed_precision.DTypePolicy`).
+
+        Its own or the global one when it was made under one; else its dtype's (floatx's
+        until built, when it follows its input)."""
+        if self._dtype_policy is not None:
+            return self._dtype_policy
+        from ..mixed_precision import DTypePolicy
+        return DTypePolicy(None if self._dtype is None else self._dtype.name)
+
+    @property
+    def compute_dtype(self):
+        """The dtype of the layer's computations, as a string (Keras 3)."""
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self):
+        """The dtype of the layer's variables, as a string (Keras 3)."""
+        return self.dtype_policy.variable_dtype
 
     def build(self, input_shape):
         """Creates the layer's variables; `input_shape` is the first input's shape."""

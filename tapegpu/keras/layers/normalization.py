@@ -29,6 +29,7 @@ class BatchNormalization(Layer):
     """
 
     supports_masking = True  # passes its input's mask on (Keras)
+    _float32_compute = True  # in float32 under a mixed policy (Keras 3)
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
@@ -106,6 +107,7 @@ class LayerNormalization(Layer):
     """
 
     supports_masking = True  # passes its input's mask on (Keras)
+    _float32_compute = True  # in float32 under a mixed policy (Keras 3)
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", dtype=None, name=None,
@@ -189,6 +191,7 @@ class GroupNormalization(Layer):
     """
 
     supports_masking = True
+    _float32_compute = True  # in float32 under a mixed policy (Keras 3)
 
     def __init__(self, groups=32, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
