@@ -16,7 +16,7 @@ from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..data.iterators import unseen
 from ..optimizers import base as _optimizer_base
 from .collectives import Average, Sum
-from .values import PerReplica, component, map_leaves, regroup
+from .values import PerReplica, component, effect, map_leaves, regroup
 
 
 class _Context(threading.local):
@@ -152,6 +152,26 @@ def _merged_apply(strategy, optimizer, pairs, grad_op):
         return optimizer.apply_gradients(zip(grads, variables))  # ThreadedRun broadcasts it
 
 
+def _traced_apply(strategy, optimizer, pairs, grad_op):
+    """`optimizer.apply_gradients` in the one local replica while a tg.function traces it
+    (Keras `fit` under a strategy with one replica per process): the reduction over the
+    replicas is one effect of the graph, run again at every call on that call's gradients, and
+    the optimizer's update is traced after it, as it is without a strategy."""
+    variables = [v for _, v in pairs]
+    reduced = [g for g, _ in pairs]
+    if strategy.num_replicas_in_sync > 1:
+        reduced = effect(lambda grads: strategy._reduce_gradients([list(grads)], variables,
+                                                                  grad_op),
+                         reduced, f"{type(strategy).__name__} allreduce")
+    hook = _optimizer_base.in_replica.apply
+    _optimizer_base.in_replica.apply = None
+    try:
+        with _device_scope(strategy._devices[0].backend):
+            return optimizer.apply_gradients(zip(reduced, variables))
+    finally:
+        _optimizer_base.in_replica.apply = hook
+
+
 class Replica:
     """Sets up this thread as local replica `r` of a strategy while `call` runs: its device,
     its replica context, the variable watcher, and apply_gradients merging over replicas."""
@@ -169,13 +189,16 @@ class Replica:
         grad_op = self.grad_op
 
         def apply(optimizer, grads_and_vars):
+            if self.run is None and _thread.tracers:  # one local replica, traced
+                return _traced_apply(s, optimizer, list(grads_and_vars), grad_op)
             return ctx.merge_call(_merged_apply, args=(optimizer, list(grads_and_vars),
                                                        grad_op))
 
         def watch(var):
             if var._uid not in s._mirrors and var._uid not in s._synced and \
                     (s._processes > 1 or len(s._devices) > 1):
-                s._adopt(var, r)
+                with unseen():  # a trace records no broadcast: it happens once, here
+                    s._adopt(var, r)
 
         _ctx.replica = ctx
         _optimizer_base.in_replica.apply = apply

@@ -400,6 +400,8 @@ class Strategy:
     def _reduce_gradients(self, per_replica, variables, op):
         """`per_replica[r]`: replica r's gradients of `variables` -> their sum (op Sum) or mean
         (op Average) over every replica of the job, on the first replica's device."""
+        if self.num_replicas_in_sync == 1:  # nothing to combine
+            return list(per_replica[0])
         local = self._xops.reduce(self._devices, [list(parts) for parts in zip(*per_replica)])
         if self._processes > 1:
             local = gradients.reduce_gradients(
@@ -527,22 +529,31 @@ class Strategy:
         return DistributedDataset.from_function(self, dataset_fn, options)
 
     # -- Keras ----------------------------------------------------------------------------------
-    def _keras_step(self, model, step, what):
+    def _keras_step(self, model, step, what, traced=None):
         """Keras' `step(*batch)` for `fit`, `evaluate` or `predict` (`what`) under this
         strategy: the global batch split over the replicas, `step` once per replica on its
         share; `fit`'s gradients are averaged (Keras' losses are means over each replica's
         share); `predict` returns the replicas' outputs concatenated in replica order (every
         rank's), the others replica 0's result. The model is built (on the first replica's
         device, from one row) before its first step, so that its variables are mirrored
-        from the start."""
+        from the start.
+
+        `traced`: `step` through tg.function, which runs instead of `step` when this process
+        has one replica (the replica runs in the calling thread; the reduction over the
+        replicas is an effect of the graph). Several local replicas run `step` eagerly: they
+        are threads that meet in the middle of the step. The returned function's `function`
+        is the tg.function in use, or None."""
+        use = traced if traced is not None and len(self._devices) == 1 else step
+
         def run(*batch):
             shares = self._split(batch, what)
             self._prepare_model(model, shares[0])
             grad_op = Average if what == "fit" else Sum
-            results = self._replicas(step, shares, [{}] * len(shares), grad_op)
+            results = self._replicas(use, shares, [{}] * len(shares), grad_op)
             if what != "predict":
                 return results[0]
             return nest.map_structure(lambda *parts: self._concat(parts, what), *results)
+        run.function = use if use is not step else None
         return run
 
     def _prepare_model(self, model, share):

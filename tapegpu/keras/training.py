@@ -703,12 +703,13 @@ class Trainer:
     def _overrides(self, step):
         return getattr(type(self), step) is not getattr(Trainer, step)
 
-    def _distributed(self, step, what):
+    def _distributed(self, step, what, traced=None):
         """`step(x, y, sw)` as it runs for `fit`, `evaluate` or `predict` (`what`): under the
         tg.distribute strategy of `compile`'s scope, once per replica on its share of the
-        batch (tapegpu/distribute/strategy.py); else `step` itself."""
+        batch (tapegpu/distribute/strategy.py; `traced`, step's tg.function, where the
+        strategy can trace it); else `step` itself."""
         strategy = getattr(getattr(self, "_compiled", None), "strategy", None)
-        return step if strategy is None else strategy._keras_step(self, step, what)
+        return step if strategy is None else strategy._keras_step(self, step, what, traced)
 
     def _run_test_step(self, batch):
         logs = self._distributed(lambda *b: self.test_step(pack_x_y_sample_weight(*b)),
@@ -748,8 +749,8 @@ class Trainer:
                 logs = self.train_step(pack_x_y_sample_weight(x, y, sw))
                 return logs if keep else None
             step = run if c.run_eagerly else _tg_function(run)
-            if c.strategy is not None:  # per replica, eagerly (replicas run as threads)
-                step = self._distributed(run, "fit")
+            if c.strategy is not None:  # per replica (traced with one replica per process)
+                step = self._distributed(run, "fit", None if c.run_eagerly else step)
 
             def train_function(data):
                 logs = step(*data)

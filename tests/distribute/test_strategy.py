@@ -99,6 +99,45 @@ def test_keras_fit_with_mirrored_strategy_on_two_simulated_gpus(two_gpus):
         assert [v._data.device.id for v in values] == [0, 1]
 
 
+@pytest.mark.parametrize("where", ["cpu", "gpu"], ids=["cpu", "simulated_gpu"])
+def test_keras_fit_with_one_replica_is_traced(where, request):
+    """With one replica per process, fit's step runs through tg.function (one trace; the
+    reduction over the replicas an effect of its graph): the same bits as fit without a
+    strategy, BatchNormalization's moving statistics included, and a replica run eagerly
+    (run_eagerly=True) agrees."""
+    if where == "gpu":
+        if not backend.CudaEmuBackend.available():
+            pytest.skip("the CuPy stand-in runs kernels in the emulator")
+        request.getfixturevalue("cupy_gpu")
+    device = "cpu" if where == "cpu" else "gpu:0"
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 5)).astype(np.float32)
+    y = rng.integers(0, 3, size=64).astype(np.int64)
+
+    def program(strategy, run_eagerly=False):
+        tf.random.set_seed(2)
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu"),
+                                         tf.keras.layers.BatchNormalization(),
+                                         tf.keras.layers.Dense(3)])
+            model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9),
+                          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          metrics=["accuracy"], run_eagerly=run_eagerly)
+        history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
+        return model, history.history
+
+    with tf.device(device):
+        plain, plain_history = program(tf.distribute.get_strategy())
+    model, history = program(tf.distribute.MirroredStrategy([device]))
+    assert model.make_train_function().step.function.experimental_get_tracing_count() == 1
+    assert history == plain_history
+    for a, b in zip(model.weights, plain.weights):
+        assert a.numpy().tobytes() == b.numpy().tobytes(), a.name
+    eager, eager_history = program(tf.distribute.MirroredStrategy([device]), run_eagerly=True)
+    assert eager.make_train_function().step.function is None
+    np.testing.assert_allclose(eager_history["loss"], plain_history["loss"], rtol=1e-5)
+
+
 # -- a custom training loop under tf.function ------------------------------------------------
 def custom_loop(strategy, steps=4):
     rng = np.random.default_rng(1)

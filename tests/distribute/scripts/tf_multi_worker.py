@@ -194,6 +194,8 @@ with strategy.scope():
         metrics=["accuracy"])
 history = fit_model.fit(mnist_dataset(global_batch_size), epochs=2, steps_per_epoch=3,
                         verbose=0)
+# one replica per worker: fit's step is traced once, the reduction an effect of its graph
+assert fit_model.make_train_function().step.function.experimental_get_tracing_count() == 1
 reference = build_cnn_model()
 reference.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   optimizer=tf.keras.optimizers.SGD(learning_rate=0.05))
