@@ -20,6 +20,15 @@ one captured graph. For the MLP training step (W2) the data-parallel step on 1-8
 and on 4 nodes of 8 is estimated from the same counts (ring allreduce of its float32 gradients,
 bucketed as tg.distribute does). If this tapegpu has no `cuda_emu` device, the script says so
 and exits 0.
+
+    python -m benchmarks.gpu_cost --models [mlp,cnn,transformer,lstm] [--markdown] [--json F]
+
+counts issue 30's models instead, as Keras training steps (GradientTape, SGD): the MLP
+784-1024-1024-10 at batch 256, benchmarks/conv.py's CNN at batch 64, a Transformer encoder
+block under 'mixed_bfloat16' and an LSTM(256) step; launches eager, traced and fused, and
+captured, the profiler's bytes and FLOPs (its FLOPs leave out the convolutions, which declare
+none), and a roofline on an H200 (4.8 TB/s; 67 TFLOP/s float32, 495 TF32, 990 bfloat16) per
+precision: eager, replayed from one graph, and the work alone.
 """
 import argparse
 import collections
@@ -133,12 +142,187 @@ def scaling(entry, grad_bytes):
     return rows
 
 
+# -- issue 30's models: training steps against the H200's peaks by precision ------------------
+# An H200 SXM (datasheet figures): 4.8 TB/s of HBM3e; dense 67 TFLOP/s float32 on CUDA cores,
+# 495 TFLOP/s TF32 and 990 TFLOP/s bfloat16/float16 on tensor cores. Launch costs as gpu_model's.
+H200 = gpu_model.Machine(name="H200 SXM", hbm_bytes_per_s=4.8e12, fp32_flops_per_s=67e12)
+PEAKS = {"float32": 67e12, "tf32": 495e12, "bfloat16": 990e12}
+
+
+def _mlp_step(tg, batch=256):
+    """MLP 784-1024-1024-10 ReLU, batch 256, softmax cross-entropy, SGD (W2's model as Keras
+    layers)."""
+    model = tg.keras.Sequential([tg.keras.layers.Dense(1024, activation="relu"),
+                                 tg.keras.layers.Dense(1024, activation="relu"),
+                                 tg.keras.layers.Dense(10)])
+    return _keras_step(tg, model, (batch, 784), 10)
+
+
+def _cnn_step(tg, batch=64):
+    """benchmarks/conv.py's net: conv 3x3 32 relu, max pool 2, conv 3x3 64 relu, max pool 2,
+    dense 10, batch 64 of 28x28x1, VALID."""
+    L = tg.keras.layers
+    model = tg.keras.Sequential([L.Conv2D(32, 3, activation="relu"), L.MaxPooling2D(2),
+                                 L.Conv2D(64, 3, activation="relu"), L.MaxPooling2D(2),
+                                 L.Flatten(), L.Dense(10)])
+    return _keras_step(tg, model, (batch, 28, 28, 1), 10)
+
+
+def _transformer_step(tg, batch=16, length=128, width=256, heads=4, ff=1024):
+    """A post-norm Transformer encoder block under 'mixed_bfloat16': multi-head self-attention
+    (4 heads of 64), residual + LayerNormalization, a 256-1024-256 ReLU feed-forward, residual +
+    LayerNormalization, mean over the sequence, dense 10; batch 16 of 128 tokens."""
+    L = tg.keras.layers
+    tg.keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        inp = tg.keras.Input(shape=(length, width))
+        a = L.MultiHeadAttention(num_heads=heads, key_dim=width // heads)(inp, inp)
+        h = L.LayerNormalization()(L.Add()([inp, a]))
+        f = L.Dense(width)(L.Dense(ff, activation="relu")(h))
+        h = L.LayerNormalization()(L.Add()([h, f]))
+        out = L.Dense(10, dtype="float32")(L.GlobalAveragePooling1D()(h))
+        model = tg.keras.Model(inp, out)
+        return _keras_step(tg, model, (batch, length, width), 10)
+    finally:
+        tg.keras.mixed_precision.set_global_policy(None)
+
+
+def _lstm_step(tg, batch=64, steps=32, features=128, units=256):
+    """LSTM(256) over 32 steps of 128 features, batch 64, then dense 10."""
+    L = tg.keras.layers
+    model = tg.keras.Sequential([L.LSTM(units), L.Dense(10)])
+    return _keras_step(tg, model, (batch, steps, features), 10)
+
+
+def _keras_step(tg, model, shape, classes):
+    """One training step of `model` (GradientTape, sparse softmax cross-entropy, SGD) as a
+    function of no arguments, on the current device."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x = tg.constant(rng.standard_normal(shape).astype(np.float32))
+    y = tg.constant(rng.integers(0, classes, shape[0]).astype(np.int32))
+    opt = tg.keras.optimizers.SGD(1e-3)
+    loss_fn = tg.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model(x)  # build
+
+    def step():
+        with tg.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return step
+
+
+MODELS = {"MLP 784-1024-1024-10, batch 256, float32": (_mlp_step, ("float32", "tf32")),
+          "CNN step (benchmarks/conv.py's net), batch 64, float32": (_cnn_step,
+                                                                     ("float32", "tf32")),
+          "Transformer encoder block, mixed_bfloat16, batch 16 x 128 tokens": (
+              _transformer_step, ("bfloat16",)),
+          "LSTM(256) step, 32 steps, batch 64, float32": (_lstm_step, ("float32", "tf32"))}
+
+
+def model_roofline_us(bytes_moved, flops, launches, precision, graph=False):
+    """H200 µs of one step: max(bytes / bandwidth, FLOPs / the precision's peak) plus the
+    launches' serial latency (gpu_model's per-launch figures)."""
+    m = gpu_model.Machine(name=H200.name, hbm_bytes_per_s=H200.hbm_bytes_per_s,
+                          fp32_flops_per_s=PEAKS[precision])
+    return gpu_model.roofline_s(bytes_moved, flops, launches, machine=m, graph=graph) * 1e6
+
+
+def count_models(dev, names=None):
+    """{model: {"launches", "traced, fused", "captured", "per_kernel", "bytes", "flops",
+    "roofline_us"}} for issue 30's models on the emulator device."""
+    import tapegpu as tg
+    report = {}
+    for name, (make, precisions) in MODELS.items():
+        if names and not any(n.lower() in name.lower() for n in names):
+            continue
+        entry = {}
+        try:
+            with tg.device("cuda_emu"):
+                step = make(tg)
+                launches = count(dev, step)
+                entry.update(launches=sum(launches.values()), per_kernel=launches)
+                moved = _profiler_bytes(tg, step)
+                if moved is not None:
+                    entry.update(moved)
+                for mode, jit in (("traced, fused", None), ("captured", True)):
+                    try:
+                        traced = tg.function(step, jit_compile=jit)
+                        entry[mode] = sum(count(dev, traced, warmup=2 if jit else 1).values())
+                    except Exception as e:
+                        entry[mode] = f"{type(e).__name__}: {e}"
+        except Exception as e:
+            entry["error"] = f"{type(e).__name__}: {e}"
+            report[name] = entry
+            print(f"{name}: {entry['error']}", flush=True)
+            continue
+        if "bytes" in entry:
+            best = entry["traced, fused"] if isinstance(entry["traced, fused"], int) \
+                else entry["launches"]
+            entry["roofline_us"] = {
+                p: {"eager": model_roofline_us(entry["bytes"], entry["flops"],
+                                               entry["launches"], p),
+                    "one graph": model_roofline_us(entry["bytes"], entry["flops"], best, p,
+                                                   graph=True),
+                    "work only": model_roofline_us(entry["bytes"], entry["flops"], 0, p)}
+                for p in precisions}
+        report[name] = entry
+        line = f"{name}: launches eager {entry['launches']}, traced and fused " \
+               f"{entry['traced, fused']}, captured {entry['captured']}"
+        if "bytes" in entry:
+            line += f"; {entry['bytes'] / 2**20:,.1f} MiB moved, {entry['flops'] / 1e9:,.2f} " \
+                    f"GFLOP"
+            for p, r in entry["roofline_us"].items():
+                line += f"; H200 {p}: {r['eager']:.0f} µs eager, {r['one graph']:.0f} µs one " \
+                        f"graph, {r['work only']:.1f} µs work"
+        print(line, flush=True)
+        top = sorted(entry["per_kernel"].items(), key=lambda kv: -kv[1])[:6]
+        print("    " + ", ".join(f"{k} x{v}" for k, v in top), flush=True)
+    return report
+
+
+def models_markdown(report):
+    """The models' counts and H200 estimates as a markdown table."""
+    lines = ["| model | launches eager | traced, fused | captured | MiB moved | GFLOP | precision "
+             "| H200 µs eager | one graph | work only |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for name, e in report.items():
+        for p, r in (e.get("roofline_us") or {"": {}}).items():
+            cells = [name, e.get("launches", e.get("error", "")), e.get("traced, fused", ""),
+                     e.get("captured", ""),
+                     f"{e['bytes'] / 2**20:.1f}" if "bytes" in e else "",
+                     f"{e['flops'] / 1e9:.2f}" if "flops" in e else "", p,
+                     *(f"{r[k]:.1f}" if k in r else "" for k in ("eager", "one graph",
+                                                                "work only"))]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="comma-separated workloads (default: W1-W6)")
     p.add_argument("--json", help="also write the counts here")
     p.add_argument("--markdown", action="store_true", help="also print a markdown table")
+    p.add_argument("--models", nargs="?", const="all",
+                   help="issue 30's models instead of W1-W6 (MLP, CNN, Transformer, LSTM: "
+                        "all, or comma-separated words of their names)")
     args = p.parse_args(argv)
+    if args.models:
+        dev, why = emu_device()
+        if dev is None:
+            print(f"gpu_cost: the cuda_emu device is not available in this tapegpu ({why}); "
+                  "nothing to count.")
+            return 0
+        names = None if args.models == "all" else args.models.split(",")
+        report = count_models(dev, names)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(report, fh, indent=1)
+        if args.markdown:
+            print(models_markdown(report))
+        return 0
     import tapegpu as tg
     from tapegpu.core.options import options
     from benchmarks import workloads

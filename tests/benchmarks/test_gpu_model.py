@@ -95,3 +95,24 @@ def test_gpu_cost_reports_roofline_and_data_parallel_estimates_from_counts(tmp_p
     assert eight == {"config": "8 GPUs, NVLink", "gpus": 8,
                      **gm.data_parallel(r["eager"] * 1e-6, r["eager"] * 1e-6 * 2 / 3, grads, 8)}
     assert "one graph" in capsys.readouterr().out
+
+
+def test_gpu_cost_models_count_a_keras_step_and_its_h200_roofline_by_precision(tmp_path):
+    """issue 30's models (--models): the MLP step's launches, bytes and FLOPs, and its H200
+    estimate for float32 and TF32 from them."""
+    gc = _load("gpu_cost")
+    out = tmp_path / "models.json"
+    assert gc.main(["--models", "mlp", "--json", str(out)]) == 0
+    (name, e), = json.loads(out.read_text()).items()
+    assert name.startswith("MLP 784-1024-1024-10") and e["launches"] >= e["traced, fused"] > 0
+    # the forward's GEMMs, the weights' gradients and the inputs' gradients but the first
+    # layer's (the data needs none)
+    gemm = 2 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10)
+    assert e["flops"] >= 3 * gemm - 2 * 256 * 784 * 1024
+    r = e["roofline_us"]
+    assert set(r) == {"float32", "tf32"}
+    assert r["float32"]["eager"] == pytest.approx(gm.roofline_s(
+        e["bytes"], e["flops"], e["launches"], machine=gm.Machine(
+            hbm_bytes_per_s=4.8e12, fp32_flops_per_s=67e12)) * 1e6)
+    assert r["tf32"]["work only"] < r["float32"]["work only"]
+    assert r["tf32"]["one graph"] < r["tf32"]["eager"]
