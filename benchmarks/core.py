@@ -1,6 +1,8 @@
-"""Issue-2 figures: eager per-op overhead, Jacobian of an MLP, an MLP training step.
+"""Issue-2 figures: eager per-op overhead, Jacobian of an MLP, an MLP training step; and the
+small-tensor workloads as TensorFlow code writes them, against PyTorch eager (issue 33).
 
     python -m benchmarks.core          (one thread, pinned; prints ratios; --json FILE)
+    python -m benchmarks.core --eager-peers   (W1, W2, W4, W5, W6 against PyTorch eager only)
 
 Each figure is a ratio to a baseline timed in the same run, interleaved round by round.
 """
@@ -216,14 +218,115 @@ def training_cases(batch=256):
     return cases
 
 
+# -- issue 33: the small-tensor rows against PyTorch eager -----------------------------------------
+
+def _tanh_layer_bj(batch=128):
+    """W4 as TF code writes it: `tape.batch_jacobian` of a (128, 16) -> (128, 32) tanh layer;
+    PyTorch: vmap(jacrev) of the layer."""
+    rng = np.random.default_rng(4)
+    x0 = rng.standard_normal((batch, 16)).astype(np.float32)
+    w0 = (rng.standard_normal((16, 32)) / 4).astype(np.float32)
+    b0 = (rng.standard_normal(32) * 0.1).astype(np.float32)
+    xt, wt, bt = tg.constant(x0), tg.constant(w0), tg.constant(b0)
+
+    def tapegpu_bj():
+        with tg.GradientTape() as tape:
+            tape.watch(xt)
+            y = tg.tanh(tg.matmul(xt, wt) + bt)
+        return tape.batch_jacobian(y, xt)
+
+    def floor():
+        d = 1 - np.tanh(x0 @ w0 + b0) ** 2            # (b, 32)
+        return d[:, :, None] * w0.T[None]              # (b, 32, 16)
+    cases = {"numpy (floor)": floor, "tapegpu": tapegpu_bj}
+    if torch is not None:
+        qw, qb, qx = torch.tensor(w0), torch.tensor(b0), torch.tensor(x0)
+        bjq = torch.func.vmap(torch.func.jacrev(lambda x: torch.tanh(x @ qw + qb)))
+        cases["pytorch"] = lambda: bjq(qx)
+    return cases
+
+
+def eager_peer_suites():
+    """{title: (cases, tolerance)}: each workload's tapegpu eager case beside PyTorch eager
+    (and the numpy floor where one is written): the rows of issue 33's table."""
+    from benchmarks import workloads as W
+    fw = {"torch": torch} if torch is not None else {}
+    names = {W.TAPEGPU: "tapegpu", W.FLOOR: "numpy (floor)", "pytorch": "pytorch"}
+
+    def rows(w, pick):
+        row = next(r for r in w.rows() if r.startswith(pick))
+        return {names[f]: fn for (r, f), fn in w.cases.items() if r == row and f in names}
+    w1 = W.w1_overhead(fw)
+    w4 = W.w4_batch_jacobian(fw)
+    w5 = W.w5_hvp(fw)
+    w6 = W.w6_per_example(fw)
+    out = {"W1 eager overhead: 100 x (sin, *, +) on (16,), fwd+bwd": (rows(w1, "100 x"),
+                                                                        w1.tol),
+           "W2 MLP step 784-1024-1024-10 ReLU, batch 256 (gradients)": (
+               {("pytorch" if "pytorch" in k else "numpy (floor)" if "floor" in k else
+                 "tapegpu"): v for k, v in training_cases().items()}, None),
+           "W4 batch_jacobian (128,16,32) of a 32-64-64-16 ELU MLP": (
+               rows(w4, "batch_jacobian"), w4.tol),
+           "W4 batch_jacobian of a (128,16)->(128,32) tanh layer": (_tanh_layer_bj(),
+                                                                   (1e-4, 1e-6))}
+    for label, pick in (("gradient", "gradient"), ("HVP fwd-over-rev", "HVP, forward"),
+                        ("HVP rev-over-rev", "HVP, reverse")):
+        out[f"W5 784-256-10 tanh MLP, batch 64: {label}"] = (rows(w5, pick), w5.tol)
+    out["W6 per-example gradients by tape.jacobian, 100-128-10 tanh, batch 64 "
+        "(PyTorch: vmap(grad))"] = (rows(w6, "per-example gradients,"), w6.tol)
+    out["W6 per-example gradients by vectorized_map, 100-128-10 tanh, batch 64"] = (
+        rows(w6, "per-example gradients by"), w6.tol)
+    return out
+
+
+def _check_same(cases, tol):
+    if tol is None or "tapegpu" not in cases:
+        return
+    want = [np.asarray(a) for a in _flat(cases["tapegpu"]())]
+    for name, fn in cases.items():
+        for a, b in zip(_flat(fn()), want):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=tol[0], atol=tol[1],
+                                       err_msg=name)
+
+
+def _flat(x):
+    from benchmarks.workloads import to_numpy
+    return to_numpy(x)
+
+
+def eager_peers(repeats):
+    """The issue-33 rows: each ratio to PyTorch eager in the same rounds (to tapegpu where
+    PyTorch is missing); CPU time over wall time per case."""
+    from benchmarks.timing import cpu_over_wall
+    results = {}
+    for title, (cases, tol) in eager_peer_suites().items():
+        _check_same(cases, tol)
+        base = "pytorch" if "pytorch" in cases else "tapegpu"
+        r = compare(cases, base, repeats=repeats)
+        for n, fn in cases.items():
+            r[n]["cpu_over_wall"] = cpu_over_wall(fn, 0.2)
+        print(table(title, r, base))
+        print("  cpu/wall: " + ", ".join(f"{n} {r[n]['cpu_over_wall']:.2f}" for n in r))
+        results[title] = r
+    return results
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--json", help="write the results here")
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--eager-peers", action="store_true",
+                   help="issue 33's rows only: W1, W2, W4, W5, W6 against PyTorch eager")
     args = p.parse_args(argv)
     results = {}
     print(f"tapegpu {tg.__version__}, numpy {np.__version__}"
           f"{', torch ' + torch.__version__ if torch is not None else ''}; one thread")
+    if args.eager_peers:
+        results = eager_peers(args.repeats)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        return results
     r = compare(overhead_cases(), "numpy by hand", repeats=args.repeats)
     print(table("W1 eager overhead: 100 x (sin, *, +) on (16,), forward + backward", r,
                 "numpy by hand"))

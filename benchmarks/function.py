@@ -3,7 +3,8 @@
     python -m benchmarks.function      (one thread, pinned; prints ratios; --json FILE)
 
 W1: 100 x (sin, *, +) on a (16,) vector, forward + gradient (workloads.w1_overhead) against
-hand-written numpy. W2: the gradient step of core.training_cases against the 8-matmul floor,
+hand-written numpy. W3b: the Jacobian wrt the first kernel (64x256x512). W8: the conv net's
+step with SAME padding (benchmarks/conv.py), TensorFlow's the same code. W2: the gradient step of core.training_cases against the 8-matmul floor,
 and the step with its SGD update (workloads.w2_training) against tapegpu eager. W3a (Jacobian
 wrt the input, vectorized), W4 (batch Jacobian), W5 (gradient; HVP reverse-over-reverse and
 forward-over-reverse), W6 (per-example gradients): each workload's tapegpu code under
@@ -19,6 +20,8 @@ pin_one_thread()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -98,6 +101,32 @@ def w2_grads(fw):
         "W2 training step 784-1024-1024-10 ReLU, batch 256 (gradients) vs the 8-matmul floor"
 
 
+def w8_conv_net(fw, batch=64):
+    """W8: the conv net's training step as TensorFlow code writes it, SAME padding
+    (benchmarks/conv.py's net: conv 3x3 32 - max_pool 2 - conv 3x3 64 - max_pool 2 - dense 10,
+    batch 64 of 28x28x1), the gradients of its three weights; TensorFlow's the same code."""
+    from benchmarks.conv import net_cases
+    cases, (x, labels, ws, step, _) = net_cases(batch, padding="SAME")
+    row = "conv net step, SAME, batch 64 28x28x1"
+    out = {(row, W.TAPEGPU): step, (row, W.FLOOR): cases["numpy floor (hand im2col)"]}
+    if fw.get("tf"):
+        tf = fw["tf"]
+        xf, yf = tf.constant(x), tf.constant(labels)
+        vf = [tf.Variable(w) for w in ws]
+
+        def tf_step():
+            with tf.GradientTape() as tape:
+                h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(xf, vf[0], 1, "SAME")), 2, 2,
+                                     "SAME")
+                h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, vf[1], 1, "SAME")), 2, 2,
+                                     "SAME")
+                logits = tf.matmul(tf.reshape(h, (batch, -1)), vf[2])
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(yf, logits))
+            return tape.gradient(loss, vf)
+        out[row, "tensorflow"] = tf_step
+    return W.Workload("W8", "conv net step, SAME padding", out, tol=(2e-3, 2e-4))
+
+
 def _workload_row(build, pick, title, stateful=False):
     def make(fw):
         w = build(fw)
@@ -111,11 +140,13 @@ SUITES = {
     "w2": w2_grads,
     "w2_sgd": _workload_row(W.w2_training, "SGD", "W2 step with SGD update", stateful=True),
     "w3a": _workload_row(W.w3_jacobian, "J wrt input (64x256), vectorized", "W3a"),
+    "w3b": _workload_row(W.w3_jacobian, "J wrt W1 (64x256x512), vectorized", "W3b"),
     "w4": _workload_row(W.w4_batch_jacobian, "batch_jacobian", "W4"),
     "w5_grad": _workload_row(W.w5_hvp, "gradient w.r.t. all", "W5"),
     "w5_rr": _workload_row(W.w5_hvp, "reverse-over-reverse", "W5"),
     "w5_fr": _workload_row(W.w5_hvp, "forward-over-reverse", "W5"),
     "w6": _workload_row(W.w6_per_example, "per-example", "W6"),
+    "w8": _workload_row(w8_conv_net, "conv net", "W8"),
 }
 
 
@@ -125,10 +156,17 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--only", nargs="*", choices=sorted(SUITES), help="these workloads only")
     p.add_argument("--no-peers", action="store_true", help="without JAX and TensorFlow")
+    p.add_argument("--cold", action="store_true",
+                   help="an empty kernel cache (a new private directory) for tapegpu's first "
+                        "calls, as on a fresh install; JAX and TF keep no compiled code between "
+                        "processes by default, so theirs are always cold")
     args = p.parse_args(argv)
+    if args.cold:
+        os.environ["TAPEGPU_EMU_CACHE"] = tempfile.mkdtemp(prefix="tapegpu-cold-cache-")
     fw, versions, _ = ({}, {}, {}) if args.no_peers else import_peers("1", {"jax", "tf"})
     print(f"tapegpu {tg.__version__}, numpy {np.__version__}"
-          + "".join(f", {k} {v}" for k, v in versions.items()) + "; one thread")
+          + "".join(f", {k} {v}" for k, v in versions.items()) + "; one thread"
+          + ("; tapegpu's kernel cache empty at the start" if args.cold else ""))
     results = {}
     for name in args.only or list(SUITES):
         (cases, first), base, title = SUITES[name](fw)
