@@ -203,6 +203,22 @@ def _default_device():
         return f"error: TAPEGPU_DEVICE={os.environ.get('TAPEGPU_DEVICE')!r}: {e}"
 
 
+def _kernel_cache():
+    from ..backends.emu import build
+    return build.cache_summary()
+
+
+def _blas_threads():
+    from ..core import config
+    n = config.blas_threads()
+    if n is None:
+        return "no BLAS found (threadpoolctl)"
+    why = (f"as {', '.join(f'{k}={v}' for k, v in config.blas_variables().items())} set"
+           if config.blas_variables() else f"tapegpu's default for {config.cores()} cores")
+    intra = config.get_intra_op_parallelism_threads()
+    return f"{n} ({why})" if not intra else f"{n} (set_intra_op_parallelism_threads({intra}))"
+
+
 def report(check_kernels=True):
     """A dict: versions, devices, GPUs, kernel status, default device."""
     out = {
@@ -215,6 +231,8 @@ def report(check_kernels=True):
         "backends": [f"{b.name} ({b.short})" for b in backend.available()],
         "gpus": _gpus() or f"none: {why_no_gpu() or 'no device'}",
         "default_device": _default_device(),
+        "kernel cache": _kernel_cache(),
+        "blas threads": _blas_threads(),
     }
     if check_kernels:
         out["kernels_compile (nvrtc)"] = _nvrtc()

@@ -172,6 +172,23 @@ def configured_cache_dir():
         os.path.expanduser("~"), ".cache", "tapegpu", "emu")
 
 
+def cache_summary():
+    """Where the kernel cache is and what it holds: "<dir>: N libraries, X MB", read without
+    creating the directory (`python -m tapegpu info`)."""
+    d = configured_cache_dir()
+    if not os.path.isdir(d):
+        return f"{d}: empty (each kernel is compiled at its first use, then kept here)"
+    libraries, size = 0, 0
+    for root, _dirs, names in os.walk(d):
+        for name in names:
+            try:
+                size += os.lstat(os.path.join(root, name)).st_size
+            except OSError:   # removed meanwhile
+                continue
+            libraries += name.endswith(".so")
+    return f"{d}: {libraries} libraries, {size / 1e6:.1f} MB (TAPEGPU_EMU_CACHE sets the place)"
+
+
 def cache_dir():
     """The directory to build into: the configured one if it is safe and usable,
     else (with an EmuCacheWarning) a private temporary directory of this process."""
