@@ -13,7 +13,7 @@ from tapegpu.testing.api_surface import coverage
 NAMES = coverage.load_names()
 SINGLE_DEVICE = True  # names, not numerics: one device is enough
 # usage-weighted coverage (docs/api_coverage.md) may only grow
-COVERAGE_FLOOR = 0.84
+COVERAGE_FLOOR = 0.875
 
 
 def _spellings(name):

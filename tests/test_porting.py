@@ -320,3 +320,70 @@ def test_private_module_paths_map_to_public_objects():
     assert float(Custom()(tg.constant(1.0))) == 2.0
     with pytest.raises(ModuleNotFoundError, match="private module"):
         import tapegpu.python.util.nest_secret  # noqa: F401
+
+
+def test_sparse_tensors_as_tf_documents():
+    st = tg.sparse.SparseTensor(indices=[[0, 0], [1, 2]], values=[1.0, 2.0], dense_shape=[3, 4])
+    assert tg.SparseTensor is tg.sparse.SparseTensor and st.shape == (3, 4)
+    dense = np.zeros((3, 4), np.float32)
+    dense[0, 0], dense[1, 2] = 1.0, 2.0
+    np.testing.assert_array_equal(tg.sparse.to_dense(st).numpy(), dense)
+    np.testing.assert_array_equal(
+        tg.sparse.to_dense(tg.SparseTensor([[1]], [3], [3]), default_value=-1).numpy(),
+        [-1, 3, -1])
+    back = tg.sparse.from_dense(tg.constant(dense))
+    np.testing.assert_array_equal(back.indices.numpy(), [[0, 0], [1, 2]])
+    np.testing.assert_array_equal(back.values.numpy(), [1.0, 2.0])
+    b = np.arange(8, dtype=np.float32).reshape(4, 2)
+    np.testing.assert_allclose(tg.sparse.sparse_dense_matmul(st, b).numpy(), dense @ b)
+    np.testing.assert_array_equal(tg.sparse.reorder(
+        tg.SparseTensor([[1], [0]], [1, 2], [2])).values.numpy(), [2, 1])
+    np.testing.assert_allclose(tg.sparse.reduce_sum(st, axis=1).numpy(), [1.0, 2.0, 0.0])
+    # gradients reach the values through to_dense and the matmul
+    v = tg.Variable([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        y = tg.reduce_sum(tg.sparse.sparse_dense_matmul(
+            tg.SparseTensor([[0, 0], [1, 2]], v, [3, 4]), tg.constant(b)))
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), [b[0].sum(), b[2].sum()])
+    with pytest.raises(tg.errors.InvalidArgumentError, match="out of bounds"):
+        tg.sparse.to_dense(tg.SparseTensor([[5]], [1], [3]))
+    with pytest.raises(ValueError, match="one per index"):
+        tg.SparseTensor([[0], [1]], [1.0], [3])
+    with pytest.raises(NotImplementedError, match="tf.sparse.sparse_dense_matmul|tf.sparse.cross"):
+        tg.sparse.cross([])
+
+
+def test_ragged_tensors_as_tf_documents():
+    rt = tg.ragged.constant([[3, 1, 4, 1], [], [5, 9, 2], [6], []])
+    assert tg.RaggedTensor is tg.ragged.RaggedTensor
+    assert rt.shape == (5, None) and rt.dtype == tg.int32 and rt.ragged_rank == 1
+    np.testing.assert_array_equal(rt.row_splits.numpy(), [0, 4, 4, 7, 8, 8])
+    np.testing.assert_array_equal(rt.row_lengths().numpy(), [4, 0, 3, 1, 0])
+    np.testing.assert_array_equal(rt.value_rowids().numpy(), [0, 0, 0, 0, 2, 2, 2, 3])
+    np.testing.assert_array_equal(rt[2].numpy(), [5, 9, 2])
+    assert rt[1:3].to_list() == [[], [5, 9, 2]]
+    np.testing.assert_array_equal(rt.to_tensor(default_value=-1).numpy()[:2],
+                                  [[3, 1, 4, 1], [-1, -1, -1, -1]])
+    np.testing.assert_array_equal(rt.bounding_shape().numpy(), [5, 4])
+    # the guide's constructors
+    values = [3, 1, 4, 1, 5, 9, 2]
+    assert tg.RaggedTensor.from_value_rowids(values, [0, 0, 0, 0, 2, 2, 3]).to_list() == \
+        [[3, 1, 4, 1], [], [5, 9], [2]]
+    assert tg.RaggedTensor.from_row_lengths(values, [4, 0, 2, 1]).to_list() == \
+        [[3, 1, 4, 1], [], [5, 9], [2]]
+    assert tg.RaggedTensor.from_row_splits(values, [0, 4, 4, 6, 7]).to_list() == \
+        [[3, 1, 4, 1], [], [5, 9], [2]]
+    assert tg.RaggedTensor.from_tensor([[1, 2, 0], [3, 0, 0]], padding=0).to_list() == \
+        [[1, 2], [3]]
+    nested = tg.ragged.constant([[[1, 2], [3]], [[4]]])
+    assert nested.ragged_rank == 2 and nested[0].to_list() == [[1, 2], [3]]
+    assert tg.ragged.map_flat_values(tg.square, rt).to_list()[0] == [9, 1, 16, 1]
+    assert tg.ragged.range([3, 1]).to_list() == [[0, 1, 2], [0]]
+    with pytest.raises(ValueError, match="row_splits"):
+        tg.RaggedTensor.from_row_splits(values, [1, 4])
+    # differentiable in the values through to_tensor
+    v = tg.Variable([1.0, 2.0, 3.0])
+    with tg.GradientTape() as tape:
+        y = tg.reduce_sum(tg.RaggedTensor.from_row_lengths(v, [2, 1]).to_tensor() *
+                          tg.constant([[1.0, 2.0], [3.0, 4.0]]))
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), [1.0, 2.0, 3.0])

@@ -59,10 +59,12 @@ RULES = {
     "tf.audio": ("audio decoding is not implemented", "decode with the wave module or "
                  "soundfile, then tg.constant"),
     "tf.quantization": ("quantized kernels are not implemented", "float16 tensors (tg.cast)"),
-    "tf.sparse": ("sparse tensors are not implemented", "dense tensors: tg.scatter_nd builds "
-                  "one from indices and values"),
-    "tf.ragged": ("ragged tensors are not implemented", "padded dense tensors with a mask "
-                  "(keras.utils.pad_sequences, tg.sequence_mask)"),
+    "tf.sparse": ("this sparse-tensor function is not implemented (tg.sparse has SparseTensor, "
+                  "to_dense, from_dense, sparse_dense_matmul and a few more)",
+                  "tg.sparse.to_dense, then the dense op"),
+    "tf.ragged": ("this ragged-tensor function is not implemented (tg.ragged has RaggedTensor, "
+                  "constant, range, map_flat_values and the row-partition helpers)",
+                  "RaggedTensor.to_tensor() or flat_values, then the dense op"),
     "tf.signal": ("tf.signal's transforms are not implemented", "numpy.fft on .numpy() "
                   "values (not differentiable) or the transform written with tg ops"),
     "tf.profiler": ("TensorFlow's profiler service is not implemented", "tg.profiler() "
