@@ -387,3 +387,16 @@ def test_ragged_tensors_as_tf_documents():
         y = tg.reduce_sum(tg.RaggedTensor.from_row_lengths(v, [2, 1]).to_tensor() *
                           tg.constant([[1.0, 2.0], [3.0, 4.0]]))
     np.testing.assert_allclose(tape.gradient(y, v).numpy(), [1.0, 2.0, 3.0])
+
+
+def test_accuracy_spelled_acc_with_any_loss():
+    # Keras 2 programs write metrics=['acc'] (and 'accuracy' with a mean-squared-error loss):
+    # the metric is chosen from the shapes inside the traced step
+    rng = np.random.default_rng(0)
+    x = rng.random((16, 3)).astype(np.float32)
+    y = (x.sum(axis=1, keepdims=True) > 1.5).astype(np.float32)
+    for name in ("acc", "accuracy"):
+        m = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
+        m.compile("sgd", "mse", metrics=[name])
+        history = m.fit(x, y, epochs=1, batch_size=8, verbose=0).history
+        assert 0.0 <= history[name][0] <= 1.0

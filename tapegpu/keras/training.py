@@ -233,7 +233,9 @@ def _accuracy_for(loss, y, y_pred):
         return _metrics.CategoricalAccuracy()
     if isinstance(loss, _losses.BinaryCrossentropy):
         return _metrics.BinaryAccuracy()
-    yt, yp = tuple(np.shape(_np(y))), tuple(y_pred.shape)
+    # the shapes only: reading y's value here would leave a traced train step after the update
+    yt = tuple(y.shape) if isinstance(y, (Tensor, Variable)) else tuple(np.shape(y))
+    yp = tuple(y_pred.shape)
     if yp and yp[-1] == 1:
         return _metrics.BinaryAccuracy()
     if yt == yp:
