@@ -4,10 +4,11 @@
 
 W1: 100 x (sin, *, +) on a (16,) vector, forward + gradient (workloads.w1_overhead) against
 hand-written numpy. W3b: the Jacobian wrt the first kernel (64x256x512). W8: the conv net's
-step with SAME padding (benchmarks/conv.py), TensorFlow's the same code. W2: the gradient step of core.training_cases against the 8-matmul floor,
-and the step with its SGD update (workloads.w2_training) against tapegpu eager. W3a (Jacobian
-wrt the input, vectorized), W4 (batch Jacobian), W5 (gradient; HVP reverse-over-reverse and
-forward-over-reverse), W6 (per-example gradients): each workload's tapegpu code under
+step with SAME padding (benchmarks/conv.py), TensorFlow's the same code. W2: the gradient step
+of core.training_cases against the 8-matmul floor, and the step with its SGD update
+(workloads.w2_training) against tapegpu eager. W3a (Jacobian wrt the input, vectorized), W4
+(batch Jacobian), W5 (gradient; HVP reverse-over-reverse and forward-over-reverse), W6
+(per-example gradients): each workload's tapegpu code under
 `@tg.function`, unchanged, against the same code eagerly. Where JAX and TensorFlow import
 (a peers venv: docs/benchmarks.md), their cases run beside: JAX under `jax.jit` as the workloads
 write it, TensorFlow's eager step under `tf.function`. Each case's result is checked against
