@@ -7,8 +7,9 @@ data) compiled four ways: without a strategy (fit's default: the step through tg
 without a strategy and `run_eagerly=True`, and under `MirroredStrategy` with one and with two
 logical CPU devices (each replica's step eager; two replicas compute 64 rows each, in turn, and
 their gradients are combined). The cases are timed in interleaved rounds (benchmarks/timing.py);
-the figure is each case's median time per step and the median of its per-round ratios to the
-traced fit. All cases compute the same arithmetic per step on one core; what differs is
+the figures are each case's median wall and process CPU time per step and the medians of its
+per-round ratios to the traced fit (the CPU ratio is the steadier one on a shared machine: a
+process waiting for the CPU does not count). All cases compute the same arithmetic per step on one core; what differs is
 tg.function's replay and fusion, and the strategy's work around the replicas.
 """
 from benchmarks.timing import pin_one_thread
@@ -19,10 +20,12 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 
+import statistics  # noqa: E402
+import time  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 import tapegpu as tg  # noqa: E402
-from benchmarks.timing import compare, table  # noqa: E402
 
 BATCH, STEPS = 128, 16
 
@@ -48,7 +51,7 @@ def make_fit(strategy=None, run_eagerly=False):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the results to this file (atomically)")
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=15)
     args = ap.parse_args(argv)
     cases = {
         "fit, traced (no strategy)": make_fit(),
@@ -58,11 +61,35 @@ def main(argv=None):
             tg.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
     }
     base = "fit, traced (no strategy)"
-    results = compare(cases, base, repeats=args.repeats, warmup=2, target=0.2)
-    for r in results.values():
-        r["median_s"] /= STEPS  # per step
-    print(table(f"fit per step (MLP 784-256-10, batch {BATCH}, one pinned CPU)", results,
-                base))
+    names = list(cases)
+    for fn in cases.values():  # warm-up: traces, first-run work
+        fn()
+        fn()
+    wall = {n: [] for n in names}
+    cpu = {n: [] for n in names}
+    for r in range(args.repeats):  # interleaved rounds, the order rotating
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            w0, c0 = time.perf_counter(), time.process_time()
+            cases[n]()
+            wall[n].append((time.perf_counter() - w0) / STEPS)
+            cpu[n].append((time.process_time() - c0) / STEPS)
+    results = {}
+    for n in names:
+        results[n] = {
+            "wall_ms": statistics.median(wall[n]) * 1e3,
+            "cpu_ms": statistics.median(cpu[n]) * 1e3,
+            "wall_ratio": statistics.median(a / b for a, b in zip(wall[n], wall[base])),
+            "cpu_ratio": statistics.median(a / b for a, b in zip(cpu[n], cpu[base])),
+            "rounds": args.repeats}
+    results["load_average_1min"] = os.getloadavg()[0]
+    print(f"fit per step (MLP 784-256-10, batch {BATCH}, one pinned CPU; medians of "
+          f"{args.repeats} interleaved rounds; 1-minute load average "
+          f"{results['load_average_1min']:.1f})")
+    print(f"  {'case':<34} {'wall ms':>9} {'cpu ms':>9} {'wall ratio':>11} {'cpu ratio':>10}")
+    for n in names:
+        r = results[n]
+        print(f"  {n:<34} {r['wall_ms']:>9.2f} {r['cpu_ms']:>9.2f} {r['wall_ratio']:>11.3f} "
+              f"{r['cpu_ratio']:>10.3f}")
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
