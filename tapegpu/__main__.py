@@ -14,10 +14,13 @@ commands:
   info    versions, backends, GPUs, whether the CPU kernels are built and the
           CUDA kernels compile (NVRTC) and run (the emulator)
   selftest
-          on a GPU: the gpu-marked tests, every CUDA kernel against the
-          emulator, a short training run and benchmarks/gpu.py, into one JSON
-          and a table (the first thing to run on a GPU machine; without a GPU
-          it says what it would do)
+          on a GPU, in at most 8 minutes: every hand-written and generated
+          CUDA kernel against the emulator, CUDA graph captures against
+          uncaptured replays, an MLP and Keras fits of a CNN and an LSTM, the
+          tests parametrized on the GPU and benchmarks/gpu.py, each step with
+          a timeout, into one JSON written as results come and a table (the
+          first thing to run on a GPU machine; without a GPU it says what it
+          would do)
   help    this message (also -h, --help)
 
 `python -m tapegpu COMMAND --help` describes a command's options."""

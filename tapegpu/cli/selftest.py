@@ -1,134 +1,276 @@
-"""`python -m tapegpu selftest`: the first thing to run on a machine with an NVIDIA GPU.
+"""`python -m tapegpu selftest`: the first thing to run on a machine with an NVIDIA GPU, a verdict
+in minutes (8 at most by default, `--budget`).
 
-On the first GPU (or `--device gpu:N`) it runs, each as one step of a report:
+On the first GPU (or `--device gpu:N`) it runs these steps, each in a process of its own with a
+timeout (its share of the budget, and never past the budget's end):
 
-1. tests: the test suite's `gpu`-marked tests on that device (from a source checkout);
-2. kernels: every CUDA kernel of the table on fixed inputs, its result against the emulator's on
-   the same inputs (bit-exact, or within rtol 1e-5 for float32 and 1e-12 for float64: nvcc
-   contracts a * b + c into FMAs and CUDA's math functions differ from glibc's by an ulp or two);
-3. training: a short MLP run (dense layers, dropout, sparse cross-entropy, clipping by global
-   norm, Adam) whose loss must fall, timed per step;
-4. benchmarks: `benchmarks/gpu.py` (from a source checkout), its output kept.
+1. kernels: every hand-written CUDA kernel (cuda_kernels/) on the GPU and in the emulator on
+   the same inputs, at a small size and at sizes that wrap the grid and exceed one block;
+2. generated: every kernel tg.function generates for the op spec table's fusible ops, their
+   VJPs, column sums (one and two stages) and a training step, on the GPU and in the emulator;
+3. capture: steps captured as CUDA graphs against the same steps uncaptured, call by call;
+4. training: an MLP by hand, Keras `fit` of a CNN and of an LSTM (each loss must fall);
+5. tests: the test suite's tests parametrized on that GPU (`pytest --device gpu:N -n 8`, from a
+   source checkout), each outcome logged as it comes;
+6. benchmarks: `benchmarks/gpu.py` (tapegpu against PyTorch and JAX on the same GPU).
 
-It writes one JSON file (`--json`, default tapegpu-selftest.json) and prints a table; the exit
-status is 0 when every step passed or was skipped, 1 otherwise. On a machine without a usable
-GPU it prints what it would do and why it cannot, and exits 0.
+Bit-exact means the same bits; kernels that call CUDA's math functions (exp, tanh, ...) may
+differ from the emulator's glibc by an ulp or two, within selftest_checks.RTOL/ATOL.
+
+Results go to one JSON file (`--json`, default tapegpu-selftest.json), rewritten (atomically)
+whenever a step ends; while a step runs, each case it finishes is appended to
+`<json>.parts/<step>.jsonl`, so a step killed at its timeout (or a machine lost) keeps what it
+did. A table is printed last. The exit status is 0 when every step passed or was skipped, 1
+otherwise. Without a usable GPU it prints what it would do and why it cannot, and exits 0.
+It installs nothing: a step whose tools are missing (pytest, the benchmarks' peers, a C++
+compiler for the emulator) is skipped or reduced, and says so.
 """
 import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
 
-import numpy as np
-
 import tapegpu as tg
 from .. import backends as backend
-from ..backends.kernels.launch import KERNELS, KernelSet, parity_cases
+from ..core import files
 from .info import why_no_gpu
 
 STEPS = {
-    "tests": "the gpu-marked tests of the test suite on the device (pytest -m gpu)",
-    "kernels": "every CUDA kernel against the emulator's result on the same inputs",
-    "training": "a short MLP training run on the device (its loss must fall)",
-    "benchmarks": "benchmarks/gpu.py: the workloads on the device",
+    "kernels": "every hand-written CUDA kernel against the emulator on the same inputs, at "
+               "sizes that wrap the grid and exceed one block",
+    "generated": "every kernel tg.function generates (fused ops, VJPs, column sums, a "
+                 "training step) against the emulator",
+    "capture": "steps captured as CUDA graphs against the same steps uncaptured",
+    "training": "an MLP by hand, Keras fit of a CNN and of an LSTM (each loss must fall)",
+    "tests": "the test suite's tests parametrized on the device (pytest --device DEV -n 8)",
+    "benchmarks": "benchmarks/gpu.py: tapegpu against PyTorch and JAX on the same GPU",
 }
+# each step's timeout in seconds (its share of the default 480 s budget; an H200 with 16 cores)
+BUDGET = {"kernels": 60, "generated": 90, "capture": 20, "training": 45, "tests": 160,
+          "benchmarks": 90}
+TOTAL_BUDGET = 470
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RTOL = {"float32": 1e-5, "float64": 1e-12}
+CHILD = "import sys; from tapegpu.cli import selftest; sys.exit(selftest.child(sys.argv[1:]))"
 
 
 def plan(steps=STEPS):
     return "\n".join(f"  {i}. {name}: {STEPS[name]}" for i, name in enumerate(steps, 1))
 
 
-def run_tests(device):
-    tests = os.path.join(ROOT, "tests")
-    if not os.path.isfile(os.path.join(tests, "conftest.py")):
+def _simulated_cupy():
+    """The directory of the CuPy stand-in (tests/support) when it is this process's `cupy`
+    (the test suite's `cuda_sim`): the steps' processes install it too."""
+    cupy = sys.modules.get("cupy")
+    sim = getattr(cupy, "cupy_sim", None)
+    return os.path.dirname(os.path.dirname(os.path.abspath(sim.__file__))) if sim else None
+
+
+def _python(code):
+    """[python, -c, code] for a step's process, the stand-in installed first where it is here."""
+    sim = _simulated_cupy()
+    if sim:
+        code = (f"import sys; sys.path.insert(0, {sim!r}); import cupy_sim; "
+                f"cupy_sim.install(); {code}")
+    return [sys.executable, "-c", code]
+
+
+def _env(extra=()):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def _run(cmd, timeout, log, env, cwd=ROOT):
+    """Runs `cmd` in a session of its own (its children too: pytest's workers), output to `log`;
+    kills the whole session at `timeout`. Returns (returncode or None on timeout, seconds)."""
+    start = time.perf_counter()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            if proc.poll() is None or rc is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+    return rc, time.perf_counter() - start
+
+
+def _records(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:  # a line cut by a kill
+                    pass
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def _tail(path, n=3000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def run_check(name, device, timeout, parts, quick=False):
+    """A check of selftest_checks in a process of its own."""
+    log, path = os.path.join(parts, f"{name}.log"), os.path.join(parts, f"{name}.jsonl")
+    for p in (log, path):
+        if os.path.exists(p):
+            os.unlink(p)
+    rc, _ = _run(_python(CHILD) + [name, device, path] + (["quick"] if quick else []),
+                 timeout, log, _env())
+    records = _records(path)
+    cases = [r["case"] for r in records if "case" in r]
+    results = [r["result"] for r in records if "result" in r]
+    if results:
+        status, detail, data = results[-1]
+    elif rc is None:
+        bad = [c for c in cases if not c.get("ok", True)]
+        status, detail, data = "TIMEOUT", f"killed after {timeout:.0f} s with {len(cases)} " \
+            f"cases done ({len(bad)} failed); the last: {cases[-1]['case'] if cases else '-'}", {}
+    else:
+        status, detail, data = "FAILED", f"its process exited with status {rc} without a " \
+            f"result: {_tail(log, 300).strip().splitlines()[-1:] or ['no output']}", {}
+    return status, detail, {**data, "cases": cases, "output_tail": _tail(log)}
+
+
+def child(argv):
+    """A step's process: `child([step, device, log path[, "quick"]])` runs
+    selftest_checks.CHECKS[step] on the device, appending each case and then the result to the
+    log as JSON lines."""
+    from . import selftest_checks
+    name, device, path = argv[:3]
+    quick = argv[3:] == ["quick"]
+    with open(path, "a", buffering=1) as f:
+        def emit(record):
+            f.write(json.dumps({"case": record}, default=str) + "\n")
+            f.flush()
+        try:
+            result = selftest_checks.CHECKS[name](backend.lookup(device), emit, quick=quick)
+        except Exception as e:  # the step's crash is its result
+            import traceback
+            result = ("FAILED", f"{type(e).__name__}: {e}"[:500],
+                      {"traceback": traceback.format_exc()[-3000:]})
+        f.write(json.dumps({"result": result}, default=str) + "\n")
+    return 0
+
+
+def _pytest_device(device):
+    """The `--device` the test suite knows this GPU by (`cuda_sim` for the stand-in)."""
+    return "cuda_sim" if _simulated_cupy() else device
+
+
+def run_tests(device, timeout, parts, tests=None, workers=None):
+    """The tests parametrized on `device` (and the `gpu`-marked ones) by pytest with xdist,
+    each outcome appended to parts/tests.jsonl as it comes (tapegpu/cli/pytest_log.py)."""
+    from importlib.util import find_spec
+    if not os.path.isfile(os.path.join(ROOT, "tests", "conftest.py")):
         return "skipped", "the tests are not here (run from a source checkout)", {}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p",
-                           "no:cacheprovider", "--device", device, tests],
-                          capture_output=True, text=True, cwd=ROOT)
-    last = (proc.stdout.strip().splitlines() or [""])[-1]
-    status = "passed" if proc.returncode in (0, 5) else "FAILED"  # 5: no test selected
-    return status, last, {"returncode": proc.returncode, "output": proc.stdout[-4000:]}
+    if find_spec("pytest") is None:
+        return "skipped", "pytest is not installed here", {}
+    log, path = os.path.join(parts, "tests.log"), os.path.join(parts, "tests.jsonl")
+    for p in (log, path):
+        if os.path.exists(p):
+            os.unlink(p)
+    dev = _pytest_device(device)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+           "tapegpu.cli.pytest_log", "--device", dev, "-rN"]
+    workers = workers if workers is not None else min(8, os.cpu_count() or 1)
+    if find_spec("xdist") is not None and workers > 1:
+        cmd += ["-n", str(workers)]
+    if find_spec("pytest_timeout") is not None:
+        cmd += ["--timeout", str(int(min(120, max(10, timeout / 2))))]
+    cmd += list(tests) if tests else [os.path.join(ROOT, "tests")]
+    rc, _ = _run(cmd, timeout, log, _env({"TAPEGPU_SELFTEST_LOG": path,
+                                          "TAPEGPU_SELFTEST_DEVICE": dev}))
+    records = _records(path)
+    outcomes, started = {}, set()
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    for r in records:
+        if "start" in r:
+            started.add(r["start"])
+        elif "test" in r:
+            old = outcomes.get(r["test"])
+            if old is None or rank.get(r["outcome"], 0) > rank.get(old["outcome"], 0):
+                outcomes[r["test"]] = r
+    # each xdist worker collects (and reports) every selected test
+    selected = max((r["selected"] for r in records if "selected" in r), default=0)
+    counts = {k: sum(1 for r in outcomes.values() if r["outcome"] == k) for k in rank}
+    unfinished = sorted(started - set(outcomes))
+    bad = [{"test": t, "outcome": r["outcome"], "message": r.get("message", "")[-600:]}
+           for t, r in outcomes.items() if r["outcome"] in ("failed", "error")]
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no test ran"
+    if rc is None:
+        status = "TIMEOUT"
+        detail = f"killed after {timeout:.0f} s: {summary} of {selected or '?'} selected; " \
+            f"{len(unfinished)} started and unfinished"
+    else:
+        status = "passed" if rc == 0 and outcomes else "FAILED"  # 5: no test selected
+        detail = f"{summary} of {selected or len(outcomes)} selected (pytest status {rc})"
+    return status, detail, {"returncode": rc, "selected": selected, "counts": counts,
+                            "failures": bad[:200], "unfinished": unfinished[:50],
+                            "output_tail": _tail(log)}
 
 
-def run_kernels(dev):
-    """Each parity case on the GPU's kernel set and in the emulator."""
-    emu = KernelSet.emulated()
-    rows, failed, exact = [], [], 0
-    for label, run in parity_cases():
-        want = run(emu, lambda a: np.array(a, copy=True))
-        got = [dev.to_numpy(a) for a in run(dev.kernels, dev.asarray)]
-        dtype = label.rsplit(" ", 1)[1]
-        same = all(np.array_equal(w, h, equal_nan=True) for w, h in zip(want, got))
-        close = same or all(np.allclose(h, w, rtol=RTOL[dtype], atol=RTOL[dtype],
-                                        equal_nan=True) for w, h in zip(want, got))
-        err = max((float(np.max(np.abs(h.astype(np.float64) - w), initial=0.0))
-                   for w, h in zip(want, got)), default=0.0)
-        exact += same
-        rows.append({"case": label, "bit_exact": same, "max_abs_diff": err, "ok": close})
-        if not close:
-            failed.append(label)
-    missing = sorted({name for _, name in KERNELS.values()} - set(emu.launches))
-    status = "FAILED" if failed or missing else "passed"
-    detail = f"{len(rows)} cases, {exact} bit-exact, {len(failed)} beyond tolerance" + \
-        (f": {', '.join(failed[:5])}" if failed else "") + \
-        (f"; kernels never launched: {', '.join(missing)}" if missing else "")
-    return status, detail, {"cases": rows, "not_launched": missing}
-
-
-def run_training(device, steps=30):
-    tg.random.set_seed(0)
-    rng = np.random.default_rng(0)
-    with tg.device(device):
-        x = tg.constant(rng.normal(size=(256, 32)).astype(np.float32))
-        y = tg.constant((rng.normal(size=256) > 0).astype(np.int64) +
-                        2 * (rng.normal(size=256) > 0))
-        model = [tg.layers.Dense(64, activation="gelu"), tg.layers.Dropout(0.2),
-                 tg.layers.Dense(4)]
-        loss_fn = tg.losses.SparseCategoricalCrossentropy(from_logits=True)
-        opt = tg.optimizers.Adam(0.01)
-        losses, times = [], []
-        for _ in range(steps):
-            start = time.perf_counter()
-            with tg.GradientTape() as tape:
-                loss = loss_fn(y, model[2](model[1](model[0](x), training=True)))
-            variables = [v for layer in model for v in layer.trainable_variables]
-            grads, _ = tg.clip_by_global_norm(tape.gradient(loss, variables), 1.0)
-            opt.apply_gradients(zip(grads, variables))
-            loss._dev.synchronize()
-            times.append(time.perf_counter() - start)
-            losses.append(loss)
-        values = [float(v) for v in losses]
-    ok = all(np.isfinite(values)) and values[-1] < values[0]
-    step_ms = 1e3 * float(np.median(times[1:]))
-    return ("passed" if ok else "FAILED",
-            f"loss {values[0]:.4f} -> {values[-1]:.4f} in {steps} steps, {step_ms:.2f} ms/step",
-            {"losses": values, "median_step_ms": step_ms})
-
-
-def run_benchmarks():
+def run_benchmarks(device, timeout, parts, quick=False):
     if not os.path.isfile(os.path.join(ROOT, "benchmarks", "gpu.py")):
         return "skipped", "benchmarks/ is not here (run from a source checkout)", {}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "--repeats", "5"],
-                          capture_output=True, text=True, cwd=ROOT)
-    lines = proc.stdout.strip().splitlines()
-    return ("passed" if proc.returncode == 0 else "FAILED",
-            f"{len(lines)} lines of results (in the JSON)",
-            {"returncode": proc.returncode, "output": proc.stdout[-20000:],
-             "stderr": proc.stderr[-4000:]})
+    log, path = os.path.join(parts, "benchmarks.log"), os.path.join(parts, "benchmarks.json")
+    for p in (log, path):
+        if os.path.exists(p):
+            os.unlink(p)
+    code = "import sys, runpy; sys.argv = ['benchmarks.gpu'] + sys.argv[1:]; " \
+        "runpy.run_module('benchmarks.gpu', run_name='__main__')"
+    cmd = _python(code) + ["--device", device, "--json", path, "--budget",
+                           str(int(max(10, timeout - 10)))] + (["--quick"] if quick else [])
+    rc, _ = _run(cmd, timeout, log, _env())
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        report = {}
+    rows = report.get("results", [])
+    failed = [r["name"] for r in rows if r.get("status") not in ("ok", "skipped")]
+    if rc is None:
+        status = "TIMEOUT"
+    else:
+        status = "passed" if rc == 0 and not failed else "FAILED"
+    detail = f"{len(rows)} results ({len(failed)} failed" + \
+        (f": {', '.join(failed[:4])}" if failed else "") + f"), in {path}"
+    return status, detail, {"returncode": rc, "report": report, "output_tail": _tail(log)}
 
 
 def table(results):
-    width = max(len(r["step"]) for r in results)
+    width = max([len(r["step"]) for r in results] + [4])
     lines = [f"{'step':<{width}}  {'status':<8} {'seconds':>8}  detail"]
     for r in results:
         lines.append(f"{r['step']:<{width}}  {r['status']:<8} {r['seconds']:>8.1f}  "
                      f"{r['detail']}")
     return "\n".join(lines)
+
+
+def _write_report(path, report):
+    text = json.dumps(report, indent=1, default=str).encode()
+    files.atomic_write(path, lambda f: f.write(text))
 
 
 def main(argv=None):
@@ -139,11 +281,32 @@ def main(argv=None):
                         help=f"comma-separated steps among {', '.join(STEPS)} (default: all)")
     parser.add_argument("--json", default="tapegpu-selftest.json",
                         help="where to write the results (default tapegpu-selftest.json)")
+    parser.add_argument("--budget", type=float, default=TOTAL_BUDGET,
+                        help=f"seconds for all the steps together (default {TOTAL_BUDGET})")
+    parser.add_argument("--timeouts", default="",
+                        help="per-step timeouts in seconds, e.g. 'tests=300,kernels=90' "
+                             f"(defaults: {', '.join(f'{k}={v}' for k, v in BUDGET.items())})")
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller sizes and fewer cases (a check of the self-test itself)")
+    parser.add_argument("--tests", default=None,
+                        help="comma-separated test paths for the tests step (default: tests/)")
     args = parser.parse_args(argv)
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]
     if unknown:
         parser.error(f"unknown steps {unknown}; choose among {', '.join(STEPS)}")
+    if args.budget <= 0:
+        parser.error(f"--budget must be a positive number of seconds, got {args.budget}")
+    budget = dict(BUDGET)
+    for item in filter(None, (t.strip() for t in args.timeouts.split(","))):
+        name, _, value = item.partition("=")
+        try:
+            budget[name.strip()] = float(value)
+        except ValueError:
+            budget[name.strip()] = -1.0
+        if name.strip() not in STEPS or not budget[name.strip()] > 0:
+            parser.error(f"--timeouts: {item!r} must be STEP=SECONDS with STEP among "
+                         f"{', '.join(STEPS)} and SECONDS > 0")
     if backend.gpu_count() == 0:
         print(f"python -m tapegpu selftest: no usable GPU here ({why_no_gpu() or 'none'}).\n"
               f"On a GPU it would run, on {args.device}:\n{plan(steps)}\n"
@@ -154,24 +317,45 @@ def main(argv=None):
     except (RuntimeError, ValueError) as e:
         print(f"python -m tapegpu selftest: error: {e}", file=sys.stderr)
         return 2
-    runners = {"tests": lambda: run_tests(args.device), "kernels": lambda: run_kernels(dev),
-               "training": lambda: run_training(args.device), "benchmarks": run_benchmarks}
-    results = []
-    for name in steps:
-        start = time.perf_counter()
-        try:
-            status, detail, data = runners[name]()
-        except Exception as e:  # a step's crash is its result; the others still run
-            status, detail, data = "FAILED", f"{type(e).__name__}: {e}", {}
-        results.append({"step": name, "status": status, "detail": detail,
-                        "seconds": time.perf_counter() - start, "data": data})
+    out = os.path.abspath(args.json)
+    parts = os.path.splitext(out)[0] + ".parts"
+    os.makedirs(parts, exist_ok=True)
+    deadline = time.monotonic() + args.budget
     report = {"tapegpu": tg.__version__, "python": platform.python_version(),
-              "device": dev.device, "properties": _properties(dev), "steps": results}
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=1, default=str)
-    print(table(results))
-    print(f"results: {os.path.abspath(args.json)}")
-    return 0 if all(r["status"] != "FAILED" for r in results) else 1
+              "device": dev.device, "properties": _properties(dev),
+              "simulated": bool(_simulated_cupy()), "budget_s": args.budget,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "steps": [], "running": None, "finished": False}
+    tests = args.tests.split(",") if args.tests else None
+    runners = {"tests": lambda t: run_tests(args.device, t, parts, tests),
+               "benchmarks": lambda t: run_benchmarks(args.device, t, parts, args.quick)}
+    for i, name in enumerate(steps):
+        left = deadline - time.monotonic()
+        timeout = min(budget[name], left)
+        start = time.perf_counter()
+        if timeout < 5:
+            status, detail, data = "skipped", f"no time left in the {args.budget:.0f} s " \
+                "budget", {}
+        else:
+            report["running"] = name
+            _write_report(out, report)
+            print(f"[selftest] {name} (timeout {timeout:.0f} s) ...", flush=True)
+            try:
+                run = runners.get(name) or (lambda t, name=name: run_check(
+                    name, args.device, t, parts, args.quick))
+                status, detail, data = run(timeout)
+            except Exception as e:  # the orchestration's own failure is the step's result
+                status, detail, data = "FAILED", f"{type(e).__name__}: {e}", {}
+        report["steps"].append({"step": name, "status": status, "detail": detail,
+                                "seconds": time.perf_counter() - start,
+                                "timeout_s": round(timeout, 1), "data": data})
+        report["running"] = None
+        _write_report(out, report)
+    report["finished"] = True
+    _write_report(out, report)
+    print(table(report["steps"]))
+    print(f"results: {out}")
+    return 0 if all(r["status"] in ("passed", "skipped") for r in report["steps"]) else 1
 
 
 def _properties(dev):

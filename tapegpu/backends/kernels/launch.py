@@ -423,22 +423,24 @@ def reduction_groups(g_shape, batch_ndim, in_shape):
     return groups
 
 
-def parity_cases(seed=0):
-    """Every kernel of the table on fixed inputs, as `(label, run)` pairs: `run(ks, put)` calls
-    one `KernelSet` method with host arrays placed by `put` (numpy -> the set's arrays, a fresh
-    copy each time) and returns its outputs as a tuple (in-place updates: the updated arrays).
-    `python -m tapegpu selftest` runs each on a GPU and in the emulator and compares them."""
+def parity_cases(seed=0, shape=(37, 70)):
+    """Every kernel of the table on fixed inputs of `shape` (rows, columns), as `(label, run)`
+    pairs: `run(ks, put)` calls one `KernelSet` method with host arrays placed by `put` (numpy
+    -> the set's arrays, a fresh copy each time) and returns its outputs as a tuple (in-place
+    updates: the updated arrays). `python -m tapegpu selftest` runs each on a GPU and in the
+    emulator and compares them, at a small shape and at one that wraps the grid."""
     rng = np.random.default_rng(seed)
+    rows, cols = shape
     for name in DTYPES:
         dt = np.dtype(name)
-        x = rng.uniform(-3.0, 3.0, (37, 70)).astype(dt)
-        g = rng.uniform(-1.0, 1.0, (37, 70)).astype(dt)
-        b = rng.uniform(-1.0, 1.0, 70).astype(dt)
-        probs = rng.uniform(0.01, 1.0, (37, 70)).astype(dt)
+        x = rng.uniform(-3.0, 3.0, (rows, cols)).astype(dt)
+        g = rng.uniform(-1.0, 1.0, (rows, cols)).astype(dt)
+        b = rng.uniform(-1.0, 1.0, cols).astype(dt)
+        probs = rng.uniform(0.01, 1.0, (rows, cols)).astype(dt)
         probs /= probs.sum(axis=-1, keepdims=True)
-        labels = rng.integers(0, 70, 37)
-        g_rows = rng.uniform(-1.0, 1.0, 37).astype(dt)
-        g3 = rng.uniform(-1.0, 1.0, (5, 37, 70)).astype(dt)
+        labels = rng.integers(0, cols, rows)
+        g_rows = rng.uniform(-1.0, 1.0, rows).astype(dt)
+        g3 = rng.uniform(-1.0, 1.0, (5, rows, cols)).astype(dt)
         for a in ACTIVATIONS:
             yield f"{a}_fwd {name}", lambda ks, put, a=a, x=x: (ks.act_fwd(a, put(x)),)
             yield f"{a}_bwd {name}", lambda ks, put, a=a, g=g, x=x: (
@@ -454,7 +456,7 @@ def parity_cases(seed=0):
             tuple(ks.sparse_xent_fwd(put(x), put(y)))
         yield f"sparse_xent_bwd {name}", lambda ks, put, g=g_rows, p=probs, y=labels: (
             ks.sparse_xent_bwd(put(g), put(p), put(y)),)
-        for in_shape in ((1, 70), (37, 1), ()):  # sum_middle_fwd, sum_last_fwd, both
+        for in_shape in ((1, cols), (rows, 1), ()):  # sum_middle_fwd, sum_last_fwd, both
             yield f"unbroadcast to {in_shape} {name}", lambda ks, put, g=g3, s=in_shape: (
                 ks.unbroadcast(put(g), 0, s),)
 
