@@ -26,7 +26,7 @@ import tapegpu as tg  # noqa: E402
 NAMESPACES = ("math", "nn", "linalg", "random", "test", "autodiff", "config")
 OPTIONAL = ("layers", "losses", "optimizers", "initializers", "estimators", "profiler",
             "experimental", "train", "data", "saved_model", "image", "errors",
-            "keras", "summary", "debugging")
+            "keras", "summary", "debugging", "sparse", "ragged")
 
 
 # Op-author helpers that `from .ops import *` in tapegpu/__init__.py leaks into `tg`; they are

@@ -363,11 +363,21 @@ def map_flat_values(op, *args, **kwargs):
 
 
 def row_splits_to_segment_ids(splits, name=None, out_type="int64"):
+    """The row of each value from row splits.
+
+    >>> tg.ragged.row_splits_to_segment_ids([0, 2, 3]).numpy()
+    array([0, 0, 1])
+    """
     s = _splits(splits, "row_splits_to_segment_ids")
     return convert_to_tensor(np.repeat(np.arange(len(s) - 1), np.diff(s)).astype(out_type))
 
 
 def segment_ids_to_row_splits(segment_ids, num_segments=None, out_type="int64", name=None):
+    """Row splits from the row of each value.
+
+    >>> tg.ragged.segment_ids_to_row_splits([0, 0, 1]).numpy()
+    array([0, 2, 3])
+    """
     ids = np.asarray(segment_ids, np.int64)
     n = num_segments if num_segments is not None else (int(ids.max()) + 1 if len(ids) else 0)
     return convert_to_tensor(np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=n))])

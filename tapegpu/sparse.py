@@ -124,7 +124,12 @@ def from_dense(tensor, name=None):
 
 
 def sparse_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=None):
-    """`sp_a @ b` with a SparseTensor `sp_a` (either may be the sparse one, as TF)."""
+    """`sp_a @ b` with a SparseTensor `sp_a` (either may be the sparse one, as TF).
+
+    >>> tg.sparse.sparse_dense_matmul(tg.SparseTensor([[0, 1]], [2.0], [1, 2]),
+    ...                               tg.ones((2, 1))).numpy()
+    array([[2.]], dtype=float32)
+    """
     tg = _tg()
     a = to_dense(sp_a) if isinstance(sp_a, SparseTensor) else convert_to_tensor(sp_a)
     b = to_dense(b) if isinstance(b, SparseTensor) else convert_to_tensor(b)
@@ -148,7 +153,11 @@ def reorder(sp_input, name=None):
 
 
 def add(a, b, threshold=0):
-    """a + b: a SparseTensor when both are sparse, else a dense tensor."""
+    """a + b: a SparseTensor when both are sparse, else a dense tensor.
+
+    >>> tg.sparse.add(tg.SparseTensor([[0]], [1.0], [2]), tg.constant([1.0, 1.0])).numpy()
+    array([2., 1.], dtype=float32)
+    """
     if isinstance(a, SparseTensor) and isinstance(b, SparseTensor):
         return from_dense(to_dense(a) + to_dense(b))
     a = to_dense(a) if isinstance(a, SparseTensor) else a
@@ -157,23 +166,42 @@ def add(a, b, threshold=0):
 
 
 def reduce_sum(sp_input, axis=None, keepdims=False, output_is_sparse=False, name=None):
+    """The sum over `axis` (all by default) of the dense values, as TF's.
+
+    >>> float(tg.sparse.reduce_sum(tg.SparseTensor([[0], [2]], [1.0, 2.0], [3])))
+    3.0
+    """
     out = _tg().reduce_sum(to_dense(sp_input), axis=axis, keepdims=keepdims)
     return from_dense(out) if output_is_sparse else out
 
 
 def reduce_max(sp_input, axis=None, keepdims=False, output_is_sparse=False, name=None):
+    """The maximum over `axis` of the dense values (absent entries count as 0).
+
+    >>> float(tg.sparse.reduce_max(tg.SparseTensor([[0]], [-1.0], [2])))
+    0.0
+    """
     out = _tg().reduce_max(to_dense(sp_input), axis=axis, keepdims=keepdims)
     return from_dense(out) if output_is_sparse else out
 
 
 def retain(sp_input, to_retain):
-    """The entries where the boolean vector `to_retain` is True."""
+    """The entries where the boolean vector `to_retain` is True.
+
+    >>> tg.sparse.retain(tg.SparseTensor([[0], [1]], [5, 6], [2]), [False, True]).values.numpy()
+    array([6], dtype=int32)
+    """
     keep = np.flatnonzero(np.asarray(convert_to_tensor(to_retain).numpy(), bool))
     return SparseTensor(sp_input.indices.numpy()[keep], _tg().gather(sp_input.values, keep),
                         sp_input.dense_shape)
 
 
 def reset_shape(sp_input, new_shape=None):
+    """The same entries with `new_shape`, or the tightest shape holding them.
+
+    >>> tg.sparse.reset_shape(tg.SparseTensor([[1, 2]], [1], [5, 5])).shape
+    (2, 3)
+    """
     shape = new_shape if new_shape is not None else \
         (sp_input.indices.numpy().max(axis=0) + 1 if int(sp_input.indices.shape[0]) else
          np.zeros(len(sp_input.shape), np.int64))
@@ -181,6 +209,11 @@ def reset_shape(sp_input, new_shape=None):
 
 
 def transpose(sp_input, perm=None, name=None):
+    """The SparseTensor with its dimensions permuted (reversed by default).
+
+    >>> tg.sparse.transpose(tg.SparseTensor([[0, 1]], [1], [2, 3])).indices.numpy()
+    array([[1, 0]])
+    """
     rank = len(sp_input.shape)
     perm = list(range(rank))[::-1] if perm is None else list(perm)
     idx = sp_input.indices.numpy()[:, perm]
@@ -189,6 +222,11 @@ def transpose(sp_input, perm=None, name=None):
 
 
 def expand_dims(sp_input, axis=None, name=None):
+    """The SparseTensor with a dimension of size 1 inserted at `axis` (last by default).
+
+    >>> tg.sparse.expand_dims(tg.SparseTensor([[1]], [1], [3]), 0).shape
+    (1, 3)
+    """
     rank = len(sp_input.shape)
     axis = -1 if axis is None else axis
     axis = axis % (rank + 1)
@@ -198,7 +236,11 @@ def expand_dims(sp_input, axis=None, name=None):
 
 
 def slice(sp_input, start, size, name=None):  # noqa: A001  (TF's name)
-    """The entries in the box [start, start + size), re-indexed from `start`."""
+    """The entries in the box [start, start + size), re-indexed from `start`.
+
+    >>> tg.sparse.slice(tg.SparseTensor([[0], [3]], [1, 2], [4]), [2], [2]).indices.numpy()
+    array([[1]])
+    """
     idx = sp_input.indices.numpy()
     start, size = np.asarray(start, np.int64), np.asarray(size, np.int64)
     shape = np.minimum(start + size, sp_input.dense_shape.numpy()) - start
@@ -208,7 +250,11 @@ def slice(sp_input, start, size, name=None):  # noqa: A001  (TF's name)
 
 
 def to_indicator(sp_input, vocab_size, name=None):
-    """A dense bool tensor (..., vocab_size): True at each row's values (TF's to_indicator)."""
+    """A dense bool tensor (..., vocab_size): True at each row's values (TF's to_indicator).
+
+    >>> tg.sparse.to_indicator(tg.SparseTensor([[0, 0]], [2], [1, 1]), 3).numpy()
+    array([[False, False,  True]])
+    """
     tg = _tg()
     idx = sp_input.indices.numpy()
     vals = np.asarray(sp_input.values.numpy(), np.int64)
@@ -225,7 +271,12 @@ def _check(sp, who):
 
 
 def eye(num_rows, num_columns=None, dtype="float32", name=None):
-    """The identity matrix as a SparseTensor."""
+    """The identity matrix as a SparseTensor.
+
+    >>> tg.sparse.to_dense(tg.sparse.eye(2)).numpy()
+    array([[1., 0.],
+           [0., 1.]], dtype=float32)
+    """
     n = min(num_rows, num_columns or num_rows)
     return SparseTensor(np.stack([np.arange(n)] * 2, axis=1), constant(np.ones(n, np.dtype(
         getattr(dtype, "name", dtype)))), [num_rows, num_columns or num_rows])

@@ -322,6 +322,18 @@ def test_private_module_paths_map_to_public_objects():
         import tapegpu.python.util.nest_secret  # noqa: F401
 
 
+def test_sparse_and_ragged_import_when_first_used():
+    import subprocess
+    import sys
+    code = ("import sys, tapegpu as tg; assert 'tapegpu.sparse' not in sys.modules; "
+            "tg.SparseTensor; tg.RaggedTensor\n"
+            "for f in (lambda: tg.sparse.cross([]), lambda: tg.ragged.boolean_mask(1, 2)):\n"
+            "    try: f()\n"
+            "    except NotImplementedError as e: assert 'tf.' in str(e), e\n"
+            "    else: raise AssertionError('not refused')\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_sparse_tensors_as_tf_documents():
     st = tg.sparse.SparseTensor(indices=[[0, 0], [1, 2]], values=[1.0, 2.0], dense_shape=[3, 4])
     assert tg.SparseTensor is tg.sparse.SparseTensor and st.shape == (3, 4)

@@ -113,13 +113,23 @@ LAZY = {
     "tf.test.main": "tapegpu.compat.tf_test:main",
     "tf.test.Benchmark": "tapegpu.compat.tf_test:Benchmark",
     "tf.test.benchmark_config": "tapegpu.compat.tf_test:benchmark_config",
+    "tf.sparse": "tapegpu.sparse",
+    "tf.SparseTensor": "tapegpu.sparse:SparseTensor",
+    "tf.ragged": "tapegpu.ragged",
+    "tf.RaggedTensor": "tapegpu.ragged:RaggedTensor",
 }
 
 
 def _lazy(dotted):
+    """The object LAZY names for `dotted`, its module imported now; a module standing for a
+    listed module answers the names it lacks with refusals, as the others."""
     import importlib
     module, _, attr = LAZY[dotted].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    obj = importlib.import_module(module)
+    for key, value in LAZY.items():  # however it was first reached (tg.SparseTensor first)
+        if value == module:
+            hook(obj, key)
+    return getattr(obj, attr) if attr else obj
 
 
 def names():

@@ -238,10 +238,8 @@ def install(tg):
         if name not in vars(tg):
             setattr(tg, name, getattr(mod, name))
     tg.metrics = tg.keras.metrics  # TF's lazy alias of Keras' metrics
-    from .. import sparse  # tg.sparse, tg.SparseTensor
-    tg.SparseTensor = sparse.SparseTensor
-    from .. import ragged  # tg.ragged, tg.RaggedTensor
-    tg.RaggedTensor = ragged.RaggedTensor
+    # tg.sparse, tg.SparseTensor, tg.ragged, tg.RaggedTensor: imported when first used
+    # (tapegpu/compat/surface.py, LAZY)
     for name in ("gpu_device_name", "is_gpu_available", "is_built_with_cuda",
                  "is_built_with_gpu_support", "is_built_with_rocm", "is_built_with_xla",
                  "is_cpu_target_available"):
