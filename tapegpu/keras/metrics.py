@@ -46,7 +46,9 @@ def _effect(update, *values):
     that reruns it with each call's tensor values (the others are constants of the trace).
     `update` is a host metric's method: it runs holding the metric's lock, since its `+=` on
     the state are read-modify-writes that concurrent threads would otherwise lose."""
+    metric = update.__self__
     update = _locked(update)
+    metric._flush()  # the updates a replay deferred come first
     arrays = [None if v is None else _np(v) for v in values]
     update(*arrays)
     if not _thread.tracers:
@@ -58,11 +60,33 @@ def _effect(update, *values):
     def replay(raw, _variables):
         current = list(arrays)
         for i, a in zip(positions, raw):
-            current[i] = _host(a)
-        update(*current)
+            current[i] = a
+        _defer(metric, update, current)
 
     for tracer in _thread.tracers:
         tracer.on_update(replay, tensors, [])
+
+
+# A replay's metric update whose values are on a GPU waits, as device copies, until the metric
+# is read (`result`, fit's logs) or its waiting updates hold more than DEFER_BYTES: reading them
+# at every step would be host syncs (a steady `fit` step makes none).
+DEFER_BYTES = 64 << 20
+
+
+def _defer(metric, update, values):
+    """`update(*values)` now where every value is on the host, else later (see DEFER_BYTES),
+    device arrays copied on their device (a replay may reuse its buffers)."""
+    if all(v is None or isinstance(v, np.ndarray) for v in values):
+        update(*values)
+        return
+    held = [v if v is None or isinstance(v, np.ndarray) else v.copy() for v in values]
+    size = sum(getattr(v, "nbytes", 0) for v in held)
+    with metric._lock:
+        metric._pending.append((update, held))
+        metric._pending_bytes += size
+        full = metric._pending_bytes > DEFER_BYTES
+    if full:
+        metric._flush()
 
 
 def _locked(update):
@@ -204,9 +228,29 @@ class _HostMetric(Metric):
     def __init__(self, name=None, dtype=None):
         super().__init__(name=name, dtype=dtype)
         self._lock = threading.Lock()
+        self._pending, self._pending_bytes = [], 0  # deferred updates (`_defer`)
         self.reset_state()
 
+    def __init_subclass__(cls, **kwargs):
+        for name in ("result", "_value"):  # a read applies the deferred updates first
+            if name in cls.__dict__:
+                setattr(cls, name, _flushing(cls.__dict__[name]))
+        if "reset_state" in cls.__dict__:
+            setattr(cls, "reset_state", _dropping(cls.__dict__["reset_state"]))
+        super().__init_subclass__(**kwargs)  # then Metric's (a live result in a trace)
+
+    def _flush(self):
+        """Applies the updates a replay deferred, in order (one host read each)."""
+        if not self._pending:
+            return
+        with self._lock:
+            pending, self._pending, self._pending_bytes = self._pending, [], 0
+        for update, values in pending:
+            update(*[v if v is None or isinstance(v, np.ndarray) else _host(v)
+                     for v in values])
+
     def __getstate__(self):  # a copy (or a pickle) gets a lock of its own
+        self._flush()
         state = dict(self.__dict__)
         del state["_lock"]
         return state
@@ -214,6 +258,24 @@ class _HostMetric(Metric):
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def _flushing(read):
+    @functools.wraps(read)
+    def flushed(self):
+        self._flush()
+        return read(self)
+    return flushed
+
+
+def _dropping(reset):
+    @functools.wraps(reset)
+    def dropped(self):
+        if getattr(self, "_pending", None):
+            with self._lock:  # updates from before the reset: the reset discards them
+                self._pending, self._pending_bytes = [], 0
+        return reset(self)
+    return dropped
 
 
 def _snake(name):

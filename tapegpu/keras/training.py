@@ -353,6 +353,8 @@ class _ArrayData:
     def __iter__(self):
         order = np.random.permutation(self.n) if self.shuffle else None
         x, y, sw = self.x, self.y, self.sw
+        if order is not None:  # on the arrays' device once per epoch: no upload per batch
+            order = nest.flatten(x)[0]._dev.asarray(order)
         plain = isinstance(x, Tensor) and isinstance(y, (Tensor, type(None))) and sw is None
         for start in range(0, self.n, self.batch_size):
             idx = slice(start, start + self.batch_size) if order is None else \

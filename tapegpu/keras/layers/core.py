@@ -9,6 +9,7 @@ that remembers the call (`tapegpu/keras/model.py`'s `Functional` replays them).
 import numpy as np
 
 from ... import ops
+from ...backends import checks
 from ...core import nest
 from ...core.dtypes import np_dtype
 from ...core.tensor import Tensor, Variable, convert_to_tensor
@@ -119,11 +120,17 @@ class Embedding(Layer):
 
     def call(self, inputs):
         data = inputs._data
-        if data.size and (int(data.min()) < 0 or int(data.max()) >= self.input_dim):
-            raise InvalidArgumentError(f"Embedding {self.name!r}: indices must be in [0, "
-                                       f"{self.input_dim}), got values in [{int(data.min())}, "
-                                       f"{int(data.max())}]")
+        xp = inputs._dev.xp
+        if data.size and checks.deferred(xp):  # on a GPU: read with the next host read
+            checks.check(xp, (data < 0) | (data >= self.input_dim), self._out_of_range, data)
+        elif data.size and (int(data.min()) < 0 or int(data.max()) >= self.input_dim):
+            raise self._out_of_range(data)
         return ops.gather(self.embeddings, inputs)
+
+    def _out_of_range(self, data):
+        return InvalidArgumentError(f"Embedding {self.name!r}: indices must be in [0, "
+                                    f"{self.input_dim}), got values in [{int(data.min())}, "
+                                    f"{int(data.max())}]")
 
     def compute_mask(self, inputs, mask=None):
         """`inputs != 0` with `mask_zero=True`, else None (Keras)."""
