@@ -157,7 +157,17 @@ class Optimizer:
         if isinstance(lr, LearningRateSchedule) or (callable(lr) and
                                                     not isinstance(lr, (Tensor, Variable))):
             lr = lr(self._step)
-        return float(lr.numpy() if isinstance(lr, (Tensor, Variable)) else lr)
+        return self._host_lr(lr) if isinstance(lr, (Tensor, Variable)) else float(lr)
+
+    def _host_lr(self, lr):
+        """A tensor learning rate's value, read from its device once per value: an assign gives
+        a variable a new value tensor (its arrays are never written in place), so the read is
+        kept with that tensor and a step with an unchanged rate reads nothing (no host sync)."""
+        value = lr._value if isinstance(lr, Variable) else lr
+        cached = getattr(self, "_lr_read", None)
+        if cached is None or cached[0] is not value:
+            cached = self._lr_read = (value, float(value.numpy()))
+        return cached[1]
 
     def get_slot(self, var, name):
         """A copy of one of the optimizer's slots for `var` (e.g. 'momentum', 'm', 'v')."""

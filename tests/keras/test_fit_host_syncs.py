@@ -43,14 +43,14 @@ def _data(kind, rng):
     return x, rng.integers(0, 3, 96)
 
 
-def _fit(kind, counter=None, epochs=2):
+def _fit(kind, counter=None, epochs=2, lr=0.01):
     rng = np.random.default_rng(0)
     x, y = _data(kind, rng)
     tg.random.set_seed(0)
     np.random.seed(0)
     with tg.device("gpu:0"):
         model = _models()[kind]()
-        model.compile(optimizer=keras.optimizers.Adam(0.01), metrics=["accuracy"],
+        model.compile(optimizer=keras.optimizers.Adam(lr), metrics=["accuracy"],
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         history = model.fit(x, y, batch_size=16, epochs=epochs, verbose=0, shuffle=True,
                             callbacks=[counter] if counter else None)
@@ -69,6 +69,21 @@ def test_a_steady_fit_step_makes_no_host_sync_and_no_upload(cupy_gpu, kind, monk
     monkeypatch.setattr(metrics_module, "DEFER_BYTES", -1)
     assert _fit(kind) == history
     assert history["loss"][1] < history["loss"][0]
+
+
+def test_a_variable_learning_rate_is_read_once_per_value(cupy_gpu):
+    with tg.device("gpu:0"):
+        lr = tg.Variable(0.01)
+    counter = Counter()
+    history = _fit("dense", counter, lr=lr)
+    for syncs, transfers in counter.per_batch[2:6] + counter.per_batch[7:]:
+        assert syncs == {} and transfers == {}
+    assert history == _fit("dense", lr=0.01)
+    opt = keras.optimizers.SGD(lr)
+    assert opt.learning_rate == np.float32(0.01)
+    with tg.device("gpu:0"):
+        lr.assign(0.5)  # a new value: read at the next step
+    assert opt.learning_rate == 0.5
 
 
 def test_an_embedding_index_out_of_range_is_reported_at_the_next_read(cupy_gpu):
