@@ -488,12 +488,13 @@ def test_argument_errors():
         L.Conv2D(2, 3, activation="nope")
 
 
-def test_layers_keep_float64_and_refuse_mixed_floats():
+def test_layers_keep_float64_and_autocast_other_floats():
     conv = L.Conv2D(2, 3, dtype="float64")
     y = conv(np.ones((1, 4, 4, 1)))
     assert y.dtype == tg.float64 and conv.kernel.dtype == tg.float64
-    with pytest.raises(TypeError, match="cast the input"):
-        conv(np.ones((1, 4, 4, 1), np.float32))
+    # Keras' autocast: a float32 input into a float64 layer is cast to float64
+    assert conv(np.ones((1, 4, 4, 1), np.float32)).dtype == tg.float64
+    assert conv(tg.ones((1, 4, 4, 1))).dtype == tg.float64
     assert L.MaxPooling2D()(np.ones((1, 4, 4, 1), np.float32)).dtype == tg.float32
 
 

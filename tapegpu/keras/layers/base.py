@@ -358,9 +358,18 @@ class Layer(Module):
         return self.call(xs, *args, **kwargs)
 
     def _convert(self, inputs):
+        """The call's input as a tensor of the layer's dtype. Keras' autocasting: floating
+        inputs (numpy arrays, tensors) are cast to the layer's floating dtype (a float64 array
+        into a float32 layer gives float32), and so are integer and bool ones. A layer without
+        a dtype takes its first input's floating dtype (see `_default_dtype`)."""
         x = inputs._read() if isinstance(inputs, Variable) else inputs
         if not isinstance(x, Tensor):
-            x = convert_to_tensor(x, dtype_hint=self._dtype) if self._dtype is not None \
+            target = self._dtype
+            if isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "f" and \
+                    target is not None and target.kind == "f":
+                # cast on the host: no device cast, no gradient to keep
+                return convert_to_tensor(np.asarray(x, dtype=target))
+            x = convert_to_tensor(x, dtype_hint=target) if target is not None \
                 else convert_to_tensor(x)
         if self._dtype is None:
             return x
@@ -368,10 +377,12 @@ class Layer(Module):
         if kind in "iub":  # integer inputs are cast to the layer's dtype, as Keras does
             return ops.cast(x, self._dtype)
         if x._data.dtype != self._dtype:
+            if kind in "fV" and self._dtype.kind in "fV":  # Keras' autocast (V: bfloat16)
+                return ops.cast(x, self._dtype)
             raise TypeError(f"{type(self).__name__} {self.name!r}: input of dtype "
                             f"{x._data.dtype.name} and shape {x.shape}, but the layer's "
                             f"variables are {self._dtype.name}; cast the input with tg.cast "
-                            f"(tapegpu never converts floating dtypes silently)")
+                            f"(layers cast floating and integer inputs only)")
         return x
 
 

@@ -85,7 +85,9 @@ def check_channels(layer, shape, expected):
 
 
 def conv_output_length(size, kernel, stride, dilation, padding):
-    """Keras' output length of a convolution (or pooling) along one axis."""
+    """Keras' output length of a convolution (or pooling) along one axis (None: unknown)."""
+    if size is None:
+        return None
     effective = (kernel - 1) * dilation + 1
     if padding == "same":
         return -(-size // stride)
@@ -143,7 +145,7 @@ class _Conv(Layer):
         return tuple(shape[2:]) if self.data_format == "channels_first" else tuple(shape[1:-1])
 
     def _check_output(self, input_shape, lengths):
-        if any(n <= 0 for n in lengths):
+        if any(n is not None and n <= 0 for n in lengths):
             raise ValueError(f"{type(self).__name__} {self.name!r}: computed output size would "
                              f"be negative or zero. Received inputs shape={tuple(input_shape)}, "
                              f"kernel_size={self.kernel_size}, strides={self.strides}, "

@@ -235,12 +235,19 @@ class KerasTensor:
             if isinstance(a, KerasTensor):
                 raise ValueError(f"{type(layer).__name__} {layer.name!r}: symbolic tensors must "
                                  "be passed as the first argument (a tensor or a list of them)")
+        node = _Node(layer, inputs, args, kwargs)
+        symbolic = _symbolic_outputs(layer, inputs)
+        if symbolic is not None:  # unknown dimensions: shapes by the layer's rule, no probe
+            out = nest.pack_sequence_as(symbolic, [
+                KerasTensor(s.shape, s.dtype, name=f"{layer.name}_{i}", history=(node, i))
+                for i, s in enumerate(nest.flatten(symbolic))])
+            node.outputs = nest.flatten(out)
+            return out
         concrete = nest.map_structure(
             lambda t: t._concrete() if isinstance(t, KerasTensor) else t, inputs)
         out = layer(concrete, *args, **kwargs)
         unknown_batch = any(isinstance(t, KerasTensor) and t.shape and t.shape[0] is None
                             for t in nest.flatten(inputs))
-        node = _Node(layer, inputs, args, kwargs)
         flat = nest.flatten(out)
         sym = []
         for i, t in enumerate(flat):
@@ -252,6 +259,187 @@ class KerasTensor:
                                    history=(node, i)))
         node.outputs = sym
         return nest.pack_sequence_as(out, sym)
+
+
+# -- symbolic shapes: layers on inputs with unknown dimensions --------------------------------------
+# A functional graph on `Input((None, None, 3))` builds without running any layer: each layer
+# with a rule below gets its output shape from its input shapes (None stays None where it
+# depends on an unknown size), as Keras' compute_output_shape, and builds its variables from
+# the known dimensions. A layer without a rule (and without its own `compute_output_shape`) is
+# run on stand-in values instead, twice with different sizes for the unknown dimensions;
+# dimensions that differ between the two are unknown.
+
+class _Shape:
+    """An output's (shape, dtype) from the symbolic rules (a leaf for nest)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def _unknown_inner(inputs):
+    return any(isinstance(t, KerasTensor) and None in t.shape[1:] for t in nest.flatten(inputs))
+
+
+def _symbolic_outputs(layer, inputs):
+    """The (shape, dtype) structure of `layer(inputs)` when some input has an unknown
+    dimension besides the batch axis, else None (the caller runs the layer on stand-ins of the
+    known shapes)."""
+    if not _unknown_inner(inputs):
+        return None
+    flat = nest.flatten(inputs)
+    if not all(isinstance(t, KerasTensor) for t in flat):
+        return _probed_outputs(layer, inputs)
+    shapes = [tuple(t.shape) for t in flat]
+    first = flat[0].dtype
+    own = getattr(type(layer), "compute_output_shape", None)
+    rule = None if own is not None else _rule_of(layer)
+    if own is None and rule is None:
+        return _probed_outputs(layer, inputs)
+    arg = shapes if layer._MULTI_INPUT or len(shapes) > 1 else shapes[0]
+    if not layer.built:
+        if layer._dtype is None:
+            layer._dtype = first if first.kind == "f" else np.dtype(_floatx())
+        layer.build(arg)
+        layer.built = True
+    out = layer.compute_output_shape(arg) if own is not None else rule(layer, arg)
+    dtype = layer._dtype if layer._dtype is not None else first
+    if isinstance(out, list):
+        return [_Shape(s, dtype) for s in out]
+    return _Shape(out, dtype)
+
+
+def _probed_outputs(layer, inputs):
+    """`layer` run on stand-ins twice, unknown dimensions of size 8 then 16 (the batch axis 1
+    then 2); output dimensions that differ are unknown."""
+    outs = []
+    for size in (8, 16):
+        concrete = nest.map_structure(
+            lambda t: ops.zeros([(size // 8 if i == 0 else size) if d is None else d
+                                 for i, d in enumerate(t.shape)], dtype=t.dtype.name)
+            if isinstance(t, KerasTensor) else t, inputs)
+        try:
+            outs.append(nest.flatten(layer(concrete)))
+        except Exception as e:
+            raise ValueError(
+                f"{type(layer).__name__} {layer.name!r}: cannot infer its output shape on "
+                f"inputs with unknown dimensions (shapes "
+                f"{[getattr(t, 'shape', t) for t in nest.flatten(inputs)]}): running it on "
+                f"stand-in values raised {type(e).__name__}: {e}. Define "
+                f"compute_output_shape(input_shape) on the layer (Keras' rule), or give the "
+                f"Input a known shape") from None
+    res = []
+    for a, b in zip(*outs):
+        a, b = convert_to_tensor(a), convert_to_tensor(b)
+        if a.ndim != b.ndim:
+            raise ValueError(f"{type(layer).__name__} {layer.name!r}: its output rank depends "
+                             "on the input's unknown dimensions; define compute_output_shape")
+        res.append(_Shape((x if x == y else None for x, y in zip(a.shape, b.shape)),
+                          a._data.dtype))
+    return res[0] if len(res) == 1 else res
+
+
+def _conv_len(n, k, s, d, padding):
+    if n is None:
+        return None
+    eff = (k - 1) * d + 1
+    if padding == "same":
+        return -(-n // s)
+    if padding == "causal":
+        return (n - 1) // s + 1
+    return (n - eff) // s + 1
+
+
+def _channels_first(layer):
+    return getattr(layer, "data_format", "channels_last") == "channels_first"
+
+
+def _spatial_rule(layer, shape, lengths, channels):
+    if _channels_first(layer):
+        return (shape[0], channels) + tuple(lengths)
+    return (shape[0],) + tuple(lengths) + (channels,)
+
+
+def _spatial_of(layer, shape):
+    return shape[2:] if _channels_first(layer) else shape[1:-1]
+
+
+def _conv_rule(layer, shape):
+    lengths = [_conv_len(n, k, s, d, layer.padding) for n, k, s, d in
+               zip(_spatial_of(layer, shape), layer.kernel_size, layer.strides,
+                   layer.dilation_rate)]
+    return _spatial_rule(layer, shape, lengths, layer.filters)
+
+
+def _pool_rule(layer, shape):
+    lengths = [_conv_len(n, k, s, 1, layer.padding)
+               for n, k, s in zip(_spatial_of(layer, shape), layer.pool_size, layer.strides)]
+    return _spatial_rule(layer, shape, lengths, shape[1] if _channels_first(layer) else shape[-1])
+
+
+def _upsampling_rule(layer, shape):
+    sizes = layer.size if isinstance(layer.size, tuple) else (layer.size,)
+    lengths = [None if n is None else n * k for n, k in zip(_spatial_of(layer, shape), sizes)]
+    return _spatial_rule(layer, shape, lengths, shape[1] if _channels_first(layer) else shape[-1])
+
+
+def _merged(dims):
+    known = [d for d in dims if d is not None and d != 1]
+    return known[0] if known else (1 if all(d == 1 for d in dims) else None)
+
+
+def _concatenate_rule(layer, shapes):
+    ndim = len(shapes[0])
+    axis = layer.axis % ndim
+    if any(len(s) != ndim for s in shapes):
+        raise ValueError(f"Concatenate {layer.name!r}: inputs must have the same rank, got "
+                         f"shapes {shapes}")
+    out = []
+    for i in range(ndim):
+        dims = [s[i] for s in shapes]
+        if i == axis:
+            out.append(None if None in dims else sum(dims))
+            continue
+        known = {d for d in dims if d is not None}
+        if i and len(known) > 1:
+            raise ValueError(f"Concatenate {layer.name!r}: inputs must match in every axis but "
+                             f"the concatenation axis ({layer.axis}), got shapes {shapes}")
+        out.append(known.pop() if known else None)
+    return tuple(out)
+
+
+def _merge_rule(layer, shapes):
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    return tuple(_merged([s[i] for s in padded]) for i in range(ndim))
+
+
+def _dense_rule(layer, shape):
+    return tuple(shape[:-1]) + (layer.units,)
+
+
+def _same_rule(layer, shape):
+    return tuple(shape)
+
+
+def _rule_of(layer):
+    from . import activations, convolutional, merging, normalization, pooling, regularization, \
+        reshaping
+    rules = [(convolutional._ConvND, _conv_rule), (pooling._Pooling, _pool_rule),
+             (reshaping.UpSampling1D, _upsampling_rule),
+             (reshaping.UpSampling2D, _upsampling_rule),
+             (merging.Concatenate, _concatenate_rule), (merging.Add, _merge_rule),
+             (merging._Merge, _merge_rule), (Dense, _dense_rule),
+             ((activations.Activation, activations.ReLU, activations.LeakyReLU,
+               activations.ELU, activations.Softmax, activations.PReLU,
+               normalization.BatchNormalization, normalization.LayerNormalization,
+               regularization.Dropout, regularization._SpatialDropout,
+               regularization.GaussianNoise, regularization.GaussianDropout, Identity),
+              _same_rule)]
+    for kinds, rule in rules:
+        if isinstance(layer, kinds) and not (rule is _merge_rule and
+                                            isinstance(layer, merging.Dot)):
+            return rule
+    return None
 
 
 def _operator(fn, label, reflected=False):

@@ -31,7 +31,7 @@ class _Pooling(Layer):
         spatial = input_shape[2:] if self.data_format == "channels_first" else input_shape[1:-1]
         lengths = [conv_output_length(n, k, s, 1, self.padding)
                    for n, k, s in zip(spatial, self.pool_size, self.strides)]
-        if any(n <= 0 for n in lengths):
+        if any(n is not None and n <= 0 for n in lengths):
             raise ValueError(f"{type(self).__name__} {self.name!r}: computed output size would "
                              f"be negative or zero. Received inputs shape={tuple(input_shape)}, "
                              f"pool_size={self.pool_size}, strides={self.strides}, "
