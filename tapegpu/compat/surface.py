@@ -149,6 +149,33 @@ def names():
     return _names
 
 
+_lines = []
+
+
+def _text_lines():
+    """names.txt's lines ([] for an install without it), read once."""
+    if not _lines:
+        try:
+            with open(_NAMES_FILE, encoding="utf-8") as f:
+                _lines.extend(f.read().split("\n"))
+        except OSError:
+            pass
+    return _lines
+
+
+def _listed_modules():
+    """The listed modules, sorted: read from the file's lines, so that `import tapegpu` does not
+    build the table of every name (`names()` does, when a name a namespace lacks is first
+    looked up)."""
+    return sorted(line[:-2] for line in _text_lines() if line.endswith(" m"))
+
+
+def _children(dotted):
+    """[(name, kind)] of the listed names directly or deeper under `dotted`."""
+    prefix = dotted + "."
+    return [tuple(line.split(" ", 1)) for line in _text_lines() if line.startswith(prefix)]
+
+
 def reason(dotted):
     """(why, instead) for a refused name: the rule of its longest listed prefix."""
     parts = dotted.split(".")
@@ -269,7 +296,7 @@ def install(root, keras):
     `keras.X...`, and `tf.compat.v1`'s tree is `root.compat.v1`'s."""
     hook(root, "tf")
     hook(keras, "keras", "tf.keras")
-    modules = sorted(k for k, v in names().items() if v == "m")
+    modules = _listed_modules()
     for dotted in modules:
         parts = dotted.split(".")
         if parts[0] == "tf" and len(parts) > 1 and parts[1] == "keras":
@@ -295,9 +322,9 @@ def install(root, keras):
         elif isinstance(obj, type) and not isinstance(obj, _Refused):
             # a class standing for a module (tg.profiler): its listed names it lacks are set
             prefix = dotted + "."
-            for name, kind in names().items():
+            for name, kind in _children(dotted):
                 child = name[len(prefix):]
-                if name.startswith(prefix) and "." not in child and not hasattr(obj, child):
+                if "." not in child and not hasattr(obj, child):
                     setattr(obj, child, _namespace(name) if kind == "m" else refusal(name))
 
 
