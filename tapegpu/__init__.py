@@ -12,7 +12,7 @@ import types as _types
 
 from .core import dtypes as _dtypes
 from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
-                          float64, int8, int16, int32, int64, uint8)
+                          float64, int8, int16, int32, int64, string, uint8)
 double, half = float64, float16  # TensorFlow's aliases
 if hasattr(_dtypes, "bfloat16"):  # ml_dtypes' bfloat16 (absent without ml_dtypes)
     bfloat16 = _dtypes.bfloat16
@@ -109,6 +109,7 @@ from .autodiff.blackbox import NoGradientError, numpy_function, py_function  # n
 from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
 from .function import saved_model  # noqa: E402,F401  (tg.saved_model: save, load)
+from . import io, strings  # noqa: E402,F401  (tg.io, tg.strings: host-resident string tensors)
 from .function import api as _function_api  # noqa: E402
 config.run_functions_eagerly = _function_api.run_functions_eagerly
 config.functions_run_eagerly = _function_api.functions_run_eagerly

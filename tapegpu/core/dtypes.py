@@ -4,6 +4,9 @@ A `DType` wraps one numpy dtype. It compares equal to itself, to the numpy dtype
 scalar type and to its name, so `x.dtype == tg.float32`, `x.dtype == np.float32` and
 `x.dtype == "float32"` all hold.
 
+`tg.string` is TensorFlow's string dtype: its tensors hold byte strings in a host numpy array
+of dtype object (as TensorFlow's `.numpy()` gives them), never on a GPU, and carry no gradient.
+
 `tg.bfloat16` is ml_dtypes' bfloat16 (as TensorFlow's and JAX's `.numpy()` give it): 8 bits of
 exponent as float32, 8 of precision. numpy files it as kind "V"; it is the only such dtype a
 tensor can have, so "V" among a dtype's kinds means bfloat16. Without ml_dtypes installed
@@ -28,7 +31,7 @@ class DType:
 
     def __init__(self, np_dtype):
         self._np = np.dtype(np_dtype)
-        self.name = "bool" if self._np == np.bool_ else self._np.name
+        self.name = {"b": "bool", "O": "string"}.get(self._np.kind, self._np.name)
         self.as_numpy_dtype = self._np.type
 
     @property
@@ -48,14 +51,20 @@ class DType:
         return self._np.kind == "b"
 
     @property
+    def is_string(self):
+        return self._np.kind == "O"
+
+    @property
     def size(self):
         return self._np.itemsize
 
     def __eq__(self, other):
         if isinstance(other, DType):
             return self._np == other._np
+        if isinstance(other, str) and other in _STRING_NAMES:
+            return self._np.kind == "O"
         try:
-            return self._np == np.dtype(other)
+            return self._np == _numpy_of(other)
         except TypeError:
             return False
 
@@ -80,12 +89,26 @@ uint8 = DType(np.uint8)
 bool = DType(np.bool_)  # noqa: A001 (TensorFlow's name)
 complex64 = DType(np.complex64)
 complex128 = DType(np.complex128)
+string = DType(object)  # byte strings, host-resident (see the module's docstring)
 
 _BY_NUMPY = {d._np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8,
-                                 bool, complex64, complex128)}
+                                 bool, complex64, complex128, string)}
 if _ml_dtypes is not None:
     bfloat16 = DType(_ml_dtypes.bfloat16)
     _BY_NUMPY[bfloat16._np] = bfloat16
+# what names the string dtype: TensorFlow's name, and numpy's str and bytes types (whose
+# arrays convert to string tensors)
+_STRING_NAMES = ("string", "str", "bytes", "object")
+
+
+def _numpy_of(value):
+    """The numpy dtype `value` names; str and bytes (types or numpy dtypes) name object, the
+    string tensors' numpy dtype."""
+    if isinstance(value, str) and value in _STRING_NAMES or value in (str, bytes, np.str_,
+                                                                       np.bytes_):
+        return string._np
+    npd = np.dtype(value)
+    return string._np if npd.kind in "SU" else npd
 
 
 def as_dtype(value):
@@ -97,7 +120,7 @@ def as_dtype(value):
     if isinstance(value, DType):
         return value
     try:
-        npd = np.dtype(value)
+        npd = _numpy_of(value)
     except TypeError:
         raise TypeError(f"as_dtype: cannot interpret {value!r} as a dtype; valid are "
                         f"{sorted(d.name for d in _BY_NUMPY.values())}") from None

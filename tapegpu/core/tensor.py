@@ -119,7 +119,8 @@ class Tensor(TensorBase):
         """A host numpy copy of the value."""
         if _thread.tracers:
             _leaving(self)
-        return np.array(self._dev.to_numpy(self._data), copy=True)
+        a = np.array(self._dev.to_numpy(self._data), copy=True)
+        return a[()] if a.dtype == object and not a.ndim else a  # a string scalar: bytes, as TF
 
     def item(self):
         if _thread.tracers:
@@ -508,6 +509,9 @@ def _convert(value, dtype, dtype_hint, op):
             hasattr(value, "__cuda_array_interface__") and hasattr(value, "device"):
         # a GPU array for a CPU tensor: an explicit copy to the host (implicit ones raise)
         value = _backend.gpu(getattr(value.device, "id", 0)).to_numpy(value)
+    strings = _strings(value, dtype, op)
+    if strings is not None:
+        return strings
     scalar = isinstance(value, numbers.Number) and not isinstance(value, np.generic)
     src = value if scalar or isinstance(value, (np.ndarray, np.generic)) else _host(value, op)
     if not scalar and src.dtype.kind not in _KINDS:
@@ -530,6 +534,49 @@ def _convert(value, dtype, dtype_hint, op):
         _check_lossless(np.asarray(src), host, target, op)
     arr = dev.asarray(host) if dev.xp is not np else host
     return Tensor(arr, dev)
+
+
+def _is_text(v):
+    return isinstance(v, (str, bytes, np.str_, np.bytes_))
+
+
+def _strings(value, dtype, op):
+    """A string tensor (tg.string) of `value` if it holds text: str, bytes, numpy text arrays
+    or (nested) lists of them. Its elements are bytes (str is UTF-8 encoded), in a host numpy
+    array of dtype object on the CPU whatever the current device: strings never go to a GPU,
+    as TensorFlow keeps them in host memory. None when `value` holds no text."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "SU" and not (value.dtype.kind == "O" and value.size and
+                                                  _is_text(value.flat[0])):
+            return None
+        src = value
+    elif _is_text(value):
+        src = np.array(value, dtype=object)
+    elif isinstance(value, (list, tuple)) and value and _is_text(nest_first(value)):
+        try:
+            src = np.array(value, dtype=object)
+        except ValueError as e:
+            raise ValueError(f"{op}: cannot convert {_short(value)} to a tensor ({e})") from None
+        if src.dtype != object or any(not _is_text(v) for v in src.flat):
+            raise TypeError(f"{op}: cannot convert {_short(value)} to a string tensor: every "
+                            "element must be str or bytes")
+    else:
+        return None
+    if dtype is not None and not dtypes.as_dtype(dtype).is_string:
+        raise TypeError(f"{op}: cannot convert text {_short(value)} to dtype "
+                        f"{dtypes.as_dtype(dtype).name}; text becomes tg.string tensors (use "
+                        "tg.strings.to_number to parse numbers)")
+    flat = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in np.ravel(src)]
+    arr = np.empty(len(flat), dtype=object)
+    arr[:] = flat
+    return Tensor(arr.reshape(np.shape(src)), _backend.lookup("cpu"))
+
+
+def nest_first(value):
+    """The first leaf of a nested list."""
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return value
 
 
 def _own(arr, value):

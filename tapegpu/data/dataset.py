@@ -980,9 +980,16 @@ class _Map(_Unary):
         dev = _backend.lookup("cpu")
         outs = []
         with np.errstate(all="ignore"), iterators.Context(dev).scope:
-            for size in (1, 2):
-                element = nest.map_structure(lambda s: _placeholder(s, size, dev), spec)
-                outs.append(structure.spec_of(self._apply(element)))
+            try:
+                for size in (1, 2):
+                    element = nest.map_structure(lambda s: _placeholder(s, size, dev), spec)
+                    outs.append(structure.spec_of(self._apply(element)))
+            except Exception:  # noqa: BLE001 (map_func needs real values: a file name it
+                # reads, text it parses): the spec of its output on the first element
+                for element in self._input._iterate(iterators.Context(dev)):
+                    out = structure.spec_of(self._apply(element))
+                    return out
+                raise
         unknown_rank = any(s.shape is None for s in nest.flatten(spec))
         return nest.map_structure(
             lambda s: TensorSpec(None, s.dtype) if unknown_rank else s,

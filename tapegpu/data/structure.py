@@ -6,6 +6,8 @@ numpy arrays to tensors on the current device, describe elements by `tg.TensorSp
 (`batch`), pad (`padded_batch`) and split (`unbatch`) them with the arrays' own module, outside
 any tape (an input pipeline is not differentiated, as in TensorFlow).
 """
+import numpy as np
+
 from .. import backends as _backend
 from ..core import dtypes, nest
 from ..core.tensor import Tensor, Variable, convert_to_tensor
@@ -47,7 +49,7 @@ def to_device(t, dev=None):
     dev = _backend.current() if dev is None else dev
     if isinstance(t, Variable):
         t = t._read()
-    if t._dev is dev:
+    if t._dev is dev or t._data.dtype == object:  # strings stay on the host
         return t
     return Tensor(dev.asarray(t._dev.to_numpy(t._data)), dev)
 
@@ -112,6 +114,9 @@ def stack(elements, dev):
                 raise InvalidArgumentError(
                     f"Dataset.batch: component {c} has dtype {first.dtype.name} in the first "
                     f"element and {p.dtype.name} in element {i}")
+        if first._data.dtype == object:  # strings: stacked on the host, where they live
+            out.append(Tensor(np.stack([p._data for p in parts]), first._dev))
+            continue
         out.append(Tensor(dev.xp.stack([to_device(p, dev)._data for p in parts]), dev))
     return pack(elements[0], out)
 
@@ -176,13 +181,17 @@ def split(element, who, dev):
                                        f"each component. Component 0 had size {n} but another "
                                        f"component had size {t.shape[0]}")
     for i in range(n or 0):
-        yield pack(element, [Tensor(t._data[i], dev) for t in leaves])
+        yield pack(element, [Tensor(t._data[i], dev) if t._data.dtype != object else
+                             Tensor(t._data[i:i + 1].reshape(t._data.shape[1:]), t._dev)
+                             for t in leaves])
 
 
 def placeholder(spec, size, dev):
     """A tensor matching `spec`, its unknown dimensions of length `size`, filled with `size`
     (so that shapes computed from values vary with `size` too)."""
     shape = () if spec.shape is None else tuple(size if d is None else d for d in spec.shape)
+    if spec.dtype.is_string:  # strings of `size` characters
+        return Tensor(np.full(shape, b"x" * size, dtype=object), _backend.lookup("cpu"))
     return Tensor(dev.xp.full(shape, size, dtype=dtypes.np_dtype(spec.dtype)), dev)
 
 

@@ -473,6 +473,8 @@ def roll(input, shift, axis, name=None):  # noqa: A002
 def _getitem_forward(xp, x, key, inner):
     lead = x.ndim - inner
     out = x[(_py_slice(None),) * lead + key]
+    if x.dtype.kind == "O" and not isinstance(out, xp.ndarray):  # one string: a 0-d array
+        out = xp.asarray(out, dtype=object)
     if lead and _separated_advanced(key):
         k = _advanced_ndim(key)
         out = xp.moveaxis(out, tuple(range(k, k + lead)), tuple(range(lead)))

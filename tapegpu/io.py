@@ -1,0 +1,50 @@
+"""`tg.io`: TensorFlow's file functions on string tensors (`read_file`, `write_file`).
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "f.txt")
+>>> tg.io.write_file(path, tg.constant("hello"))
+>>> tg.io.read_file(path).numpy()
+b'hello'
+"""
+import os
+
+from .core import files
+from .core.tensor import convert_to_tensor
+
+__all__ = ["read_file", "write_file"]
+
+
+def _path(filename, who):
+    if hasattr(filename, "numpy") and hasattr(filename, "dtype") and filename.dtype.is_string:
+        filename = filename.numpy()
+        filename = filename.item() if hasattr(filename, "item") else filename
+    if isinstance(filename, bytes):
+        filename = filename.decode("utf-8")
+    if not isinstance(filename, (str, os.PathLike)):
+        raise TypeError(f"tg.io.{who}: filename must be a str, bytes, path or scalar string "
+                        f"tensor, got {filename!r}")
+    return os.fspath(filename)
+
+
+def read_file(filename, name=None):
+    """The whole contents of the file, as a scalar tg.string tensor (bytes)."""
+    path = _path(filename, "read_file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        from .errors import NotFoundError
+        raise NotFoundError(f"tg.io.read_file: {path}; No such file or directory") from None
+    return convert_to_tensor(data)
+
+
+def write_file(filename, contents, name=None):
+    """Writes a scalar string (tensor, str or bytes) as the file's contents, atomically
+    (a temporary file renamed into place)."""
+    path = _path(filename, "write_file")
+    t = convert_to_tensor(contents)
+    if not t.dtype.is_string or t.ndim != 0:
+        raise ValueError(f"tg.io.write_file: contents must be a scalar string, got "
+                         f"{t.dtype.name} of shape {t.shape}")
+    data = t._data.item()
+    files.atomic_write(path, lambda f: f.write(data))
