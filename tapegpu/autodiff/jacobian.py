@@ -333,9 +333,10 @@ def _diagonal_sweep(tape, target, y, uids, reach):
             for u, a in grads.items()}
 
 
-class _DiagonalMode:
+class _DiagonalMode(sweep._ArrayMode):
     """The array sweep (batched) whose cotangents may be `Diagonal`: each op's step keeps the
-    form where a rule below applies, else runs the batched step on the full value."""
+    form where a rule below applies, else runs the batched step on the full value. Restoring
+    dropped saved values and finishing are the array sweep's (without a ledger)."""
 
     in_place = False  # accumulation makes new arrays (a Diagonal has no buffer to add into)
     ledger = None
@@ -351,18 +352,6 @@ class _DiagonalMode:
     def value(g):
         return g
 
-    @staticmethod
-    def begin(forward):
-        pass
-
-    def restore(self, e):
-        sweep._restore(e, self.restored, None)
-
-    def finish(self, release):
-        if not release:
-            for seg in self.restored:
-                seg.drop()
-
     def add(self, a, b):
         if type(a) is Diagonal and type(b) is Diagonal and a.p == b.p:
             return Diagonal(a.d + b.d, a.p)
@@ -374,18 +363,13 @@ class _DiagonalMode:
         dev, xp = self.dev, self.xp
         batched = sweep._ArrayMode(dev, 1, None).step(op)
         single = sweep._ArrayMode(dev, 0, None).step(op)
-        if op.name == "matmul":
-            rule = _matmul
-        elif op.elementwise:
+        kind = op.per_example[0] if isinstance(op.per_example, tuple) else op.per_example
+        if op.elementwise:
             rule = _passthrough if op.vjp is passthrough or (
                 type(op.vjp) is tuple and all(r is passthrough for r in op.vjp)) \
                 else _elementwise
-        elif op.name in _LEADING:
-            rule = _leading
-        elif op.name in _REDUCTIONS:
-            rule = _reduction
         else:
-            rule = None
+            rule = _RULES.get(kind)  # None: the batched step on the full value
 
         def step(g, e, reach):
             if type(g) is Diagonal:
@@ -444,18 +428,12 @@ def _elementwise(g, e, reach, single, xp):
 
 # ops over their last axes, independent along the leading ones: whether the batch axis q of
 # their output (of rank r) is a leading one, given their params
-_LEADING = {"softmax": lambda q, r, params: q != params.get("axis", -1) % r,
-            "log_softmax": lambda q, r, params: q != params.get("axis", -1) % r,
-            "sparse_softmax_cross_entropy_with_logits": lambda q, r, params: True}
-_REDUCTIONS = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
-
-
 def _leading(g, e, reach, single, xp):
     """An op over its last axes, independent along the leading ones (the batch axis among
     them): its VJP of D, unbatched, for inputs with the batch axis in the same place."""
     d, q = g.d, g.p - 1
     n = g.shape[0]
-    if not _LEADING[e.op.name](q, d.ndim, e.params) or any(
+    if not e.op.per_example[1](q, d.ndim, e.params) or any(
             len(s) <= q or s[q] != n or s[:q] != d.shape[:q] for s in e.in_shapes):
         return None
     cts = single(d, e, reach)
@@ -521,6 +499,10 @@ def _matmul(g, e, reach, single, xp):
         if tb:
             cb = cb.transpose(0, 2, 1)
     return [ca, cb]
+
+
+# the rules by the kind an op declares (`Op.per_example`, ops/registry.py)
+_RULES = {"leading": _leading, "reduction": _reduction, "product": _matmul}
 
 
 def batch_arguments(tape, target, source, parallel_iterations, use_pfor):

@@ -144,7 +144,8 @@ def _matmul_into(forward, in_shapes, params):
 
 _matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
                  vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch=_batch_matmul,
-                 fresh=True, flops=_matmul_flops, replay_into=_matmul_into)
+                 fresh=True, flops=_matmul_flops, replay_into=_matmul_into,
+                 per_example="product")
 
 
 # -- tg.function's rewrite of a product with a constant (function/rewrite.py) --------------------

@@ -31,17 +31,24 @@ def _softmax_vjp(ops, g, out, axis=-1):
     return out * (g - ops.reduce_sum(g * out, axis=axis, keepdims=True))
 
 
+def _outside_axis(q, r, params):
+    """Whether a softmax is independent along axis q of its rank-r output: q is not its axis."""
+    return q != params.get("axis", -1) % r
+
+
 # softmax' g = y (g - <g, y>): the Jacobian diag(y) - y y^T is symmetric, so the JVP is the
 # same map
 _softmax = def_op("softmax", _softmax_forward, saves=("out",), vjp=_softmax_vjp,
-                  jvp=_softmax_vjp, **softmax_kernels("softmax"), batch="leading")
+                  jvp=_softmax_vjp, **softmax_kernels("softmax"), batch="leading",
+                  per_example=("leading", _outside_axis))
 # log_softmax' g = g - softmax * sum(g);  its JVP: t - <softmax, t>
 _log_softmax = def_op("log_softmax", _log_softmax_forward, saves=("out",),
                       vjp=lambda ops, g, out, axis=-1:
                       g - ops.exp(out) * ops.reduce_sum(g, axis=axis, keepdims=True),
                       jvp=lambda ops, t, out, axis=-1:
                       t - ops.reduce_sum(t * ops.exp(out), axis=axis, keepdims=True),
-                      **softmax_kernels("log_softmax"), batch="leading")
+                      **softmax_kernels("log_softmax"), batch="leading",
+                      per_example=("leading", _outside_axis))
 
 
 def _axis_params(x, axis, op):
@@ -133,7 +140,7 @@ _sparse_xent = def_op("sparse_softmax_cross_entropy_with_logits", _sparse_xent_f
                       args=("labels", "logits"), saves=("labels", "logits", "probs"),
                       residuals=("probs",), vjp=(None, _sparse_xent_vjp), jvp=_sparse_xent_jvp,
                       same_dtype=False, **sparse_xent_kernels(_labels_in_range),
-                      batch="leading")
+                      batch="leading", per_example=("leading", lambda q, r, params: True))
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):

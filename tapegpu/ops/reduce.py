@@ -128,13 +128,14 @@ def _forward(fn):
 
 _sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
               linear=True, batch="axis", fresh=True,
-              reduction="add")
+              reduction="add", per_example="reduction")
 _mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, jvp=_mean_jvp,
-               saves=("x.shape",), linear=True, batch="axis", fresh=True)
+               saves=("x.shape",), linear=True, batch="axis", fresh=True,
+               per_example="reduction")
 _max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, jvp=_extreme_jvp,
-              saves=("x", "out"), batch="axis")
+              saves=("x", "out"), batch="axis", per_example="reduction")
 _min = def_op("reduce_min", _forward("min"), vjp=_extreme_vjp, jvp=_extreme_jvp,
-              saves=("x", "out"), batch="axis")
+              saves=("x", "out"), batch="axis", per_example="reduction")
 _prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, saves=("x", "out"),
                batch="axis")
 

@@ -93,6 +93,11 @@ Contract (what every rule may rely on, and must honour)
   keep the op's inputs in its reusable buffers. `reduction="add"` says that the op sums its
   input over its `axis` param in order, as numpy's sum does: fusion may end a generated kernel
   with it as a column sum (function/fusion.py).
+* `per_example` says how an eager `tape.jacobian` of per-example values keeps its cotangent in
+  diagonal form through the op's VJP (autodiff/jacobian.py; elementwise ops need nothing):
+  "reduction" (a reduction over its `axis` param), "product" (matmul's `ta`/`tb` products), or
+  ("leading", when): the op is independent along a leading axis q of its output (rank r) where
+  `when(q, r, params)` holds.
 
 Adding an op: docs/adding_an_op.md. In short: one `def_op` entry in its family's file under
 `ops/`, its public function beside it, and a row in `tapegpu/testing/op_specs.py` (a meta-test
@@ -124,7 +129,7 @@ class Op:
     __slots__ = ("name", "forward", "vjp", "jvp", "args", "saves", "save_plan", "elementwise",
                  "linear", "batched", "same_dtype", "kernels", "vjp_kernels", "variadic",
                  "residuals", "view", "view_when", "tensor_rule", "steps", "c", "dc", "batch",
-                 "fresh", "reduction", "registered", "zero_when", "residual_ops", "residual_of", "flops", "rewrite",
+                 "fresh", "reduction", "registered", "per_example", "zero_when", "residual_ops", "residual_of", "flops", "rewrite",
                  "broadcast_only", "diagonal", "replay_into")
 
     def __init__(self, name, forward=None, *, args=("x",), vjp=None, jvp=None, saves=(),
@@ -132,7 +137,7 @@ class Op:
                  variadic=False, residuals=(), view=False, tensor_rule=False, kernels=None,
                  vjp_kernels=None, c=None, dc=None, batch=None, fresh=False, view_when=None,
                  zero_when=(), flops=None, rewrite=None, broadcast_only=False, diagonal=None,
-                 replay_into=None, reduction=None):
+                 replay_into=None, reduction=None, per_example=None):
         self.name = name
         self.c = c  # the forward as one C expression of `args` (see the module docstring)
         self.dc = dc  # the VJP as one C expression of `g` and the saves (module docstring)
@@ -170,6 +175,7 @@ class Op:
         self.fresh = fresh  # its forward on numpy makes a new array (module docstring)
         self.reduction = reduction  # "add": it sums over its `axis` param (module docstring)
         self.registered = False  # True for the ops of REGISTRY (def_op), not per-call ops
+        self.per_example = per_example  # eager per-example Jacobians (module docstring)
         self.zero_when = tuple(tuple(group) for group in zero_when)  # (module docstring)
         self.flops = 0 if view and flops is None else flops  # (module docstring)
         self.rewrite = rewrite  # tg.function's rewrites of its nodes (module docstring)
