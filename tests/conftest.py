@@ -118,3 +118,16 @@ def cupy_gpu():
         backend._gpus.update(saved)
         if not was:
             cupy_sim.uninstall()
+
+
+@pytest.fixture
+def two_gpus(cupy_gpu):
+    """tapegpu's gpu:0 and gpu:1 on the CuPy stand-in with two devices, fresh backends and
+    kernel caches; yields the stand-in."""
+    old = cupy_sim.set_device_count(2)
+    backend._gpus.clear()
+    try:
+        yield cupy_gpu
+    finally:
+        backend._gpus.clear()
+        cupy_sim.set_device_count(old)

@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-import cupy_sim
 import tapegpu as tg
 from tapegpu import backends as backend
 from tapegpu.backends.kernels import KERNEL_DIR, kernel_files, nvrtc
@@ -14,18 +13,6 @@ from tapegpu.backends.kernels.launch import NVRTC_OPTIONS
 from tapegpu.function import fusion
 
 SINGLE_DEVICE = True
-
-
-@pytest.fixture
-def two_gpus(cupy_gpu):
-    """gpu:0 and gpu:1 on the stand-in with two devices, fresh backends and kernel caches."""
-    old = cupy_sim.set_device_count(2)
-    backend._gpus.clear()
-    try:
-        yield cupy_gpu
-    finally:
-        backend._gpus.clear()
-        cupy_sim.set_device_count(old)
 
 
 @pytest.fixture

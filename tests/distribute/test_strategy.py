@@ -17,18 +17,6 @@ SINGLE_DEVICE = True
 CPUS = ["/cpu:0", "/cpu:1"]
 
 
-@pytest.fixture
-def two_gpus(cupy_gpu):
-    """tapegpu's gpu:0 and gpu:1 on the CuPy stand-in with two devices."""
-    old = cupy_sim.set_device_count(2)
-    backend._gpus.clear()
-    try:
-        yield cupy_gpu
-    finally:
-        backend._gpus.clear()
-        cupy_sim.set_device_count(old)
-
-
 # -- TensorFlow's "Distributed training with Keras" ------------------------------------------
 def keras_program(strategy, replicas=None):
     """The tutorial's program (MNIST replaced by 8x8 random images; fewer filters). The
