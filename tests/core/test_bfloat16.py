@@ -128,3 +128,22 @@ def test_tapegpu_imports_and_runs_without_ml_dtypes():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[3.0, 3.0]"
+
+
+def test_a_captured_graph_rounds_its_products_to_tensor_float_32_at_every_launch(cupy_gpu):
+    """Under TF32 a captured step's products round the operands of each launch (the CuPy
+    stand-in once rounded copies made at capture, which a graph's later launches read as the
+    capture's freed arrays: NaN from the second call)."""
+    was = tg.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tg.config.experimental.enable_tensor_float_32_execution(True)
+        with tg.device("gpu:0"):
+            w = tg.Variable(np.full((3, 2), 1.0001, np.float32))
+            f = tg.function(lambda x: tg.matmul(x, w) + 1.0, jit_compile=True)
+            for i in range(4):
+                x = tg.constant(np.full((4, 3), i + 1, np.float32))
+                want = (i + 1) * 3.0 + 1.0  # 1.0001 rounds to 1.0 in TF32
+                np.testing.assert_array_equal(f(x).numpy(), np.full((4, 2), want, np.float32))
+            assert f.get_concrete_function(x).capture_info["captured"]
+    finally:
+        tg.config.experimental.enable_tensor_float_32_execution(was)

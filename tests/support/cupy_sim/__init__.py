@@ -1538,7 +1538,10 @@ class _ProductUfunc(ufunc):
     def _call(self, fn, args, kwargs):
         if get_compute_type(np.float32) == COMPUTE_TYPE_TF32 and \
                 all(isinstance(a, ndarray) and a.dtype == np.float32 for a in args[:2]):
-            args = tuple(_wrap(to_tf32(a._a)) for a in args[:2]) + tuple(args[2:])
+            # rounded inside the call, so that a captured graph's launch rounds its operands'
+            # values then (rounded copies made at capture would be arrays of the capture)
+            def fn(x, y, *rest, _fn=fn, **kw):
+                return _fn(to_tf32(x), to_tf32(y), *rest, **kw)
         return ufunc._call(self, fn, args, kwargs)
 
 
