@@ -307,8 +307,8 @@ def test_images_build_on_a_debian_base_and_run_the_demo():
                       "test -f tests/conftest.py && cd /tmp && python -m tapegpu selftest"],
                      300, "python -m tapegpu selftest in the GPU image's first stage")
         print(report)
-        assert "no usable GPU here" in report and "1. tests: the gpu-marked tests" in report, \
-            report
+        assert "no usable GPU here" in report and re.search(r"\d\. tests: ", report) and \
+            "Nothing was run" in report, report
     finally:   # the base stays; what this run built goes
         subprocess.run([*buildah, "rm", "--all"], capture_output=True, timeout=300)
         subprocess.run([*buildah, "rmi", "--force", "localhost/tapegpu-test-cpu",

@@ -100,12 +100,14 @@ def test_glorot_uniform_limit():
     assert np.abs(w).max() <= limit and np.abs(w).max() > 0.9 * limit
 
 
-def test_dense_dtype_follows_the_input_and_refuses_silent_conversion():
+def test_dense_dtype_follows_the_first_input_and_autocasts_floating_inputs():
     layer = tg.layers.Dense(2)
     y = layer(np.ones((3, 4)))  # float64 array
     assert y.dtype == tg.float64 and layer.kernel.dtype == tg.float64
-    with pytest.raises(TypeError, match=r"Dense 'dense.*float32.*float64.*tg.cast"):
-        layer(tg.ones((3, 4)))
+    # a float32 input is cast to the layer's dtype, as Keras' autocast does
+    z = layer(tg.ones((3, 4)))
+    assert z.dtype == tg.float64
+    np.testing.assert_array_equal(z.numpy(), y.numpy())
     f32 = tg.layers.Dense(2)
     assert f32(tg.constant([[1, 2]])).dtype == tg.float32  # integers are cast (Keras)
     with pytest.raises(ValueError, match="last dimension 2, got shape \\(3, 5\\)"):
