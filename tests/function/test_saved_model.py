@@ -73,6 +73,7 @@ CHILD = textwrap.dedent("""
         sys.argv[2] = "gpu:0"
     import numpy as np
     import tapegpu as tg
+    tg.config.experimental.enable_tensor_float_32_execution(False)  # as the tests (conftest.py)
     export_dir, device, data, out = sys.argv[1:5]
     with tg.device(device):
         loaded = tg.saved_model.load(export_dir)
