@@ -1275,11 +1275,11 @@ def _diagonal_getitem(ps, n):
     r = len(ps.shape(v))
     if not isinstance(key, tuple) or set(n.params) != {"key", "inner"}:
         return None
-    full = (slice(None),) * (r - inner) + key
-    if not full or full[0] is None or any(
-            k is not None and not (isinstance(k, slice) and k == slice(None)) for k in full):
+    full = (_py_slice(None),) * (r - inner) + key
+    if not full or full[0] is None or any(k is not None and not (
+            isinstance(k, _py_slice) and k == _py_slice(None)) for k in full):
         return None
-    full = full + (slice(None),) * (r - sum(1 for k in full if k is not None))
+    full = full + (_py_slice(None),) * (r - sum(1 for k in full if k is not None))
     out_axis, axis, newp = 0, 0, None
     for k in full:
         if k is not None:

@@ -142,6 +142,8 @@ CASES = [
     ("Vt @ y^T", lambda x: tg.matmul(_vt(x), c("YB"), transpose_b=True), True),
     ("y @ Vt^T", lambda x: tg.matmul(c("YB"), _vt(x), transpose_b=True), True),
     ("V @ V^T (both diagonal)", lambda x: tg.matmul(_v(x), _v(x), transpose_b=True), False),
+    ("a new axis by indexing", lambda x: tg.reduce_sum(_v(x)[:, :, None] * 2.0, axis=[1, 2]),
+     True),
     ("the full value out", lambda x: _v(x) * 2.0, False),
     ("a batch-mixing cumsum",
      lambda x: tg.reduce_sum(tg.math.cumsum(_v(x), axis=1), axis=1), False),
