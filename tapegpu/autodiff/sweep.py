@@ -140,7 +140,9 @@ def _sweep(forward, reach, seeds, sources, batch_ndim, release, mode):
             mode.account(e, g, cts, out in keep, release)
         if release:
             e.saved = None
-        if fast and len(cts) == 1:  # (elementwise chains) the input's first cotangent, as is
+        if fast and (len(cts) == 1 or len(cts) == 2 and cts[1] is None):
+            # (elementwise chains, constants as second operands) the one cotangent, the first
+            # for its input and of its shape, is stored as it is
             u = e.in_uids[0]
             c = cts[0]
             if u not in grads and c is not None and c.shape == e.in_shapes[0]:
