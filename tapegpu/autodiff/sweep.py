@@ -112,7 +112,7 @@ def _sweep(forward, reach, seeds, sources, batch_ndim, release, mode):
     in_place = mode.in_place
     ledger = mode.ledger
     watched = mode.watched
-    steps = {}  # op -> its step in this sweep
+    steps = {}  # op -> (its step in this sweep,) + its shape (_unary_step, _binary_step)
     mode.begin(forward)
     grads = {}
     get = grads.get
@@ -132,10 +132,32 @@ def _sweep(forward, reach, seeds, sources, batch_ndim, release, mode):
         if e.saved is None:
             mode.restore(e)
         op = e.op
-        step = steps.get(op)
-        if step is None:
-            step = steps[op] = mode.step(op)
-        cts = step(g, e, reach)
+        how = steps.get(op)
+        if how is None:
+            step = mode.step(op)
+            how = steps[op] = (step,) + getattr(step, "shape", _CALLED)
+        step, kind, r0, r1, rns = how
+        if kind is None:
+            cts = step(g, e, reach)
+        elif kind is _UNARY:  # the step's computation, inline (see _unary_step)
+            p = e.params
+            x = e.saved[0]._data
+            cts = (r0(rns, g, x, **p) if p else r0(rns, g, x),)
+        elif kind is _ADD:
+            u0, u1 = e.in_uids
+            cts = (g if u0 in reach else None, g if u1 in reach else None)
+        else:  # _BINARY, both inputs saved
+            u0, u1 = e.in_uids
+            s = e.saved
+            x = s[0]._data
+            y = s[1]._data
+            p = e.params
+            if p:
+                cts = (r0(rns, g, x, y, **p) if u0 in reach else None,
+                       r1(rns, g, x, y, **p) if u1 in reach else None)
+            else:
+                cts = (r0(rns, g, x, y) if u0 in reach else None,
+                       r1(rns, g, x, y) if u1 in reach else None)
         if watched:
             mode.account(e, g, cts, out in keep, release)
         if release:
@@ -375,6 +397,13 @@ def _rule_step(op, ns, read, tensors):
     return step
 
 
+# The rule shapes of elementwise code, which the sweep's loop runs itself (a step's `shape`:
+# (kind, rule of the first input, rule of the second, namespace)): the same computation as the
+# step, without a call per entry. Any other step is called.
+_UNARY, _ADD, _BINARY = 1, 2, 3
+_CALLED = (None, None, None, None)
+
+
 def _unary_step(r, ns, read, tensors):
     # the hot path of elementwise code: one call of the rule, no argument packing
     if r is passthrough:
@@ -384,6 +413,7 @@ def _unary_step(r, ns, read, tensors):
             p = e.params
             x = e.saved[0]._data
             return (r(ns, g, x, **p) if p else r(ns, g, x),)
+        step.shape = (_UNARY, r, None, ns)  # the sweep's loop runs it without the call
         return step
 
     def step(g, e, reach):
@@ -398,6 +428,7 @@ def _binary_step(rule, ns, read, tensors):
         def step(g, e, reach):
             u0, u1 = e.in_uids
             return (g if u0 in reach else None, g if u1 in reach else None)
+        step.shape = (_ADD, None, None, ns)
         return step
 
     if r0 is not None and r1 is not None and passthrough not in rule and tensors == 2:
@@ -412,6 +443,7 @@ def _binary_step(rule, ns, read, tensors):
                         r1(ns, g, x, y, **p) if u1 in reach else None)
             return (r0(ns, g, x, y) if u0 in reach else None,
                     r1(ns, g, x, y) if u1 in reach else None)
+        step.shape = (_BINARY, r0, r1, ns)
         return step
 
     if r0 is not None and r1 is not None and passthrough not in rule:
