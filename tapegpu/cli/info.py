@@ -212,7 +212,8 @@ def _blas_threads():
     from ..core import config
     n = config.blas_threads()
     if n is None:
-        return "no BLAS found (threadpoolctl)"
+        return ("no BLAS found (threadpoolctl)" if config.threadpoolctl is not None else
+                "numpy's own (threadpoolctl is not installed: pip install threadpoolctl)")
     why = (f"as {', '.join(f'{k}={v}' for k, v in config.blas_variables().items())} set"
            if config.blas_variables() else f"tapegpu's default for {config.cores()} cores")
     intra = config.get_intra_op_parallelism_threads()

@@ -7,7 +7,10 @@ CuPy can use). The CUDA emulator is no TensorFlow device: `tg.config.list_device
 import os
 from collections import namedtuple
 
-import threadpoolctl
+try:  # a dependency; an environment installed before it was one imports tapegpu without it
+    import threadpoolctl
+except ImportError:
+    threadpoolctl = None
 
 from .. import backends as _backend
 from .device import PhysicalDevice
@@ -123,7 +126,9 @@ def default_blas_threads():
 
 def blas_threads():
     """The threads of the BLAS that numpy uses now (threadpoolctl's reading), or None when no
-    BLAS is found."""
+    BLAS is found (or threadpoolctl is not installed)."""
+    if threadpoolctl is None:
+        return None
     counts = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
               if lib["user_api"] == "blas"]
     return max(counts) if counts else None
@@ -143,7 +148,7 @@ def _apply_blas_threads():
             n = _threads.get("from_variables")
         else:
             n = default_blas_threads()
-    if n:
+    if n and threadpoolctl is not None:  # without it the BLAS keeps numpy's threads
         threadpoolctl.threadpool_limits(n, user_api="blas")
 
 

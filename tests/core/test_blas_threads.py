@@ -13,6 +13,7 @@ import pytest
 SINGLE_DEVICE = True  # the BLAS is the CPU's, whatever the device (see conftest.py)
 VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
+pytest.importorskip("threadpoolctl")
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
                                 reason="needs os.sched_setaffinity (Linux) to choose the cores")
 

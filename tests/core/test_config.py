@@ -73,3 +73,23 @@ def test_tf_dtypes_namespace_holds_the_dtypes_aliases_and_cast():
     # naming it (every listed TF name resolves: tapegpu/compat/surface.py), or the dtype itself
     string = tg.dtypes.string
     assert not isinstance(string, tg.DType) or string.name == "string"
+
+
+def test_tapegpu_imports_and_reports_without_threadpoolctl():
+    """An environment installed before threadpoolctl became a dependency: the BLAS keeps numpy's
+    threads and `info` says why."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'threadpoolctl': raise ImportError('blocked')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import tapegpu as tg\n"
+            "tg.config.threading.set_intra_op_parallelism_threads(1)\n"
+            "from tapegpu.cli import info\n"
+            "print(info._blas_threads())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "threadpoolctl is not installed" in out.stdout
