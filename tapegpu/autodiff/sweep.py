@@ -137,39 +137,46 @@ def _sweep(forward, reach, seeds, sources, batch_ndim, release, mode):
             step = mode.step(op)
             how = steps[op] = (step,) + getattr(step, "shape", _CALLED)
         step, kind, r0, r1, rns = how
-        if kind is None:
-            cts = step(g, e, reach)
-        elif kind is _UNARY:  # the step's computation, inline (see _unary_step)
+        # the elementwise rule shapes run here, without the step's call: `c` is the first
+        # input's cotangent, `c1` the second's; other steps are called (`cts`, all inputs)
+        c1 = cts = None
+        if kind is _UNARY:
             p = e.params
             x = e.saved[0]._data
-            cts = (r0(rns, g, x, **p) if p else r0(rns, g, x),)
+            c = r0(rns, g, x, **p) if p else r0(rns, g, x)
         elif kind is _ADD:
             u0, u1 = e.in_uids
-            cts = (g if u0 in reach else None, g if u1 in reach else None)
-        else:  # _BINARY, both inputs saved
+            c = g if u0 in reach else None
+            if u1 in reach:
+                c1 = g
+        elif kind is _BINARY:  # both inputs saved
             u0, u1 = e.in_uids
             s = e.saved
             x = s[0]._data
             y = s[1]._data
             p = e.params
-            if p:
-                cts = (r0(rns, g, x, y, **p) if u0 in reach else None,
-                       r1(rns, g, x, y, **p) if u1 in reach else None)
-            else:
-                cts = (r0(rns, g, x, y) if u0 in reach else None,
-                       r1(rns, g, x, y) if u1 in reach else None)
+            c = (r0(rns, g, x, y, **p) if p else r0(rns, g, x, y)) if u0 in reach else None
+            if u1 in reach:
+                c1 = r1(rns, g, x, y, **p) if p else r1(rns, g, x, y)
+        else:
+            cts = step(g, e, reach)
+            c = cts[0]
+            if len(cts) > 2 or len(cts) == 2 and cts[1] is not None:
+                c1 = cts  # more than one cotangent: the general loop below
         if watched:
-            mode.account(e, g, cts, out in keep, release)
+            mode.account(e, g, cts or ((c,) if kind is _UNARY else (c, c1)), out in keep,
+                         release)
         if release:
             e.saved = None
-        if fast and (len(cts) == 1 or len(cts) == 2 and cts[1] is None):
-            # (elementwise chains, constants as second operands) the one cotangent, the first
+        if c1 is None and c is not None and fast:
+            # (elementwise chains, constants as second operands) a lone cotangent, the first
             # for its input and of its shape, is stored as it is
             u = e.in_uids[0]
-            c = cts[0]
-            if u not in grads and c is not None and c.shape == e.in_shapes[0]:
+            if u not in grads and c.shape == e.in_shapes[0]:
                 grads[u] = c
                 continue
+        if cts is None:
+            cts = (c,) if kind is _UNARY else (c, c1)
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
             if c is None or u not in reach:
                 continue
