@@ -10,7 +10,7 @@ runs the same in Python and numpy, with the same results:
   activations' backward, their per-element functions generated from the ops' expressions into
   tapegpu/backends/_activations.h; per-example outer products, convolution's im2col/col2im and
   Winograd transforms, max pooling, the caller of tg.function's fused kernels);
-- tapegpu/autodiff/_record.c: Recorder.record, the per-op bookkeeping of a recording tape."""
+- tapegpu/core/_record.c: Recorder.record and registry.wrap, the per-op bookkeeping of a recording tape."""
 from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 
@@ -33,5 +33,5 @@ setup(packages=find_namespace_packages(include=["tapegpu*"], exclude=["tapegpu.c
                     "tapegpu.cuda_kernels": ["*.cu"]},
       ext_modules=[Extension(name, [name.replace(".", "/") + ".c"], optional=True,
                              depends=DEPENDS.get(name, []))
-                   for name in ("tapegpu.backends._cpu", "tapegpu.autodiff._record")],
+                   for name in ("tapegpu.backends._cpu", "tapegpu.core._record")],
       cmdclass={"build_ext": BuildExt})

@@ -16,7 +16,8 @@ from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16,
 double, half = float64, float16  # TensorFlow's aliases
 if hasattr(_dtypes, "bfloat16"):  # ml_dtypes' bfloat16 (absent without ml_dtypes)
     bfloat16 = _dtypes.bfloat16
-from .core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
+from .core.tensor import (Tensor, Variable, constant, convert_to_tensor,  # noqa: F401
+                          register_tensor_conversion_function)
 from .core.shape import TensorShape  # noqa: F401
 from .ops.registry import InvalidArgumentError  # noqa: F401
 from .ops import EXPORTS as _EXPORTS

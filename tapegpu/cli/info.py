@@ -15,7 +15,7 @@ import tapegpu as tg
 from .. import backends as backend
 from ..backends import cpu_kernels
 from ..backends.kernels import ACTIVATIONS, KERNEL_DIR, kernel_files, nvrtc
-from ..autodiff import recorder
+from ..core import recording
 from ..function import fusion
 from ..ops.registry import REGISTRY
 
@@ -188,9 +188,9 @@ def cpu_kernels_status(long=True):
 
 
 def recorder_status():
-    """Whether the per-op recording runs compiled (autodiff/_record.c) or in Python."""
-    if recorder._record is not None:
-        return "compiled (tapegpu.autodiff._record)"
+    """Whether the per-op recording runs compiled (core/_record.c) or in Python."""
+    if recording.compiled is not None:
+        return "compiled (tapegpu.core._record)"
     if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
         return "Python (TAPEGPU_PURE_PYTHON is set)"
     return "Python (not built: a C compiler at install builds it; same results, slower per op)"

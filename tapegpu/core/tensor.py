@@ -465,10 +465,62 @@ def _short(value):
     return r if len(r) <= 80 else r[:77] + "..."
 
 
-def stack_tensors(tensors):
-    """tg.stack, installed by tapegpu.ops (a nested list holding tensors is a differentiable
-    stack of them)."""
-    raise RuntimeError("tapegpu.ops is not imported")
+# Conversion functions for other types (tg.register_tensor_conversion_function), as
+# (priority, order of registration, base types, function), tried in that order. tapegpu.ops
+# registers one: a (nested) list or tuple holding tensors is a differentiable stack of them.
+_CONVERSIONS = []
+_BUILT_IN = frozenset((float, int, bool, complex, str, bytes, np.ndarray))
+
+
+def register_tensor_conversion_function(base_type, conversion_func, priority=100):
+    """Registers `conversion_func(value, dtype=None, name=None, as_ref=False)` to convert
+    instances of `base_type` (a type or a tuple of types) to a Tensor, as TensorFlow's:
+    convert_to_tensor (and every op, for its tensor arguments) calls it for such a value, in
+    order of `priority` (smaller first), then of registration. It returns a Tensor of the
+    requested `dtype` (when given), or NotImplemented to let the next function try.
+
+    >>> class Meters:
+    ...     def __init__(self, value):
+    ...         self.value = value
+    >>> tg.register_tensor_conversion_function(
+    ...     Meters, lambda m, dtype=None, name=None, as_ref=False: tg.constant(m.value, dtype))
+    >>> tg.add(Meters(2.0), 1.0).numpy()
+    np.float32(3.0)
+    """
+    types = base_type if isinstance(base_type, tuple) else (base_type,)
+    if not types or not all(isinstance(t, type) for t in types):
+        raise TypeError("register_tensor_conversion_function: base_type must be a type or a "
+                        f"tuple of types, got {base_type!r}")
+    if any(issubclass(t, (int, float, np.generic, np.ndarray)) for t in types):
+        raise TypeError("register_tensor_conversion_function: cannot register conversions for "
+                        f"Python numeric types and NumPy scalars and arrays, got {base_type!r}")
+    if not callable(conversion_func):
+        raise TypeError("register_tensor_conversion_function: conversion_func must be "
+                        f"callable, got {conversion_func!r}")
+    _CONVERSIONS.append((priority, len(_CONVERSIONS), types, conversion_func))
+    _CONVERSIONS.sort(key=lambda c: c[:2])
+
+
+def _registered(value, dtype, name, op):
+    """The first registered conversion of `value` that applies, or None."""
+    for _, _, types, fn in _CONVERSIONS:
+        if not isinstance(value, types):
+            continue
+        t = fn(value, dtype=dtype, name=name, as_ref=False)
+        if t is NotImplemented:
+            continue
+        if isinstance(t, Variable):
+            t = t._read()
+        if not isinstance(t, Tensor):
+            raise RuntimeError(f"{op}: the conversion function {fn!r} for "
+                               f"{type(value).__name__} returned a {type(t).__name__}, not a "
+                               "Tensor")
+        if dtype is not None and t._data.dtype != dtypes.np_dtype(dtype):
+            raise RuntimeError(f"{op}: the conversion function {fn!r} for "
+                               f"{type(value).__name__} returned dtype {t.dtype.name}, "
+                               f"requested {dtypes.as_dtype(dtype).name}")
+        return t
+    return None
 
 
 def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
@@ -496,9 +548,11 @@ def _convert(value, dtype, dtype_hint, op):
         return value
     if value is None:
         raise _none_error(op)
+    if type(value) not in _BUILT_IN:
+        t = _registered(value, dtype, None, op)
+        if t is not None:
+            return t
     dev = _backend.current()
-    if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, Variable)) for v in value):
-        return stack_tensors([_convert(v, dtype, None, op) for v in value])
     target = dtypes.np_dtype(dtype)
     if dev.xp is not np and not isinstance(value, np.ndarray) and \
             (hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")):

@@ -7,7 +7,6 @@ with on tensors (see namespace.py).
 """
 import sys
 
-from ..core import tensor as _tensor
 from ..core.device import copy_to
 from ..core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
 from . import binary, control_flow, conv, creation, linalg, nn, reduce, unary
@@ -29,7 +28,6 @@ EXPORTS = {name: getattr(family, name)
                           control_flow)
            for name in family.__all__}
 TENSOR_OPS = TensorOps(sys.modules[__name__])
-_tensor.stack_tensors = stack  # a nested list holding tensors converts to a stack of them
 
 
 def _install_operators():

@@ -108,7 +108,9 @@ import numpy as np
 from ..core import profiler as _profiler
 from ..errors import InvalidArgumentError
 from ..core.profiler import _active as _profilers
-from ..core.tensor import Tensor, _thread
+from ..core import recording
+from ..core.recording import SAVE_OUT, SAVE_X, SAVE_XY, Entry, Recorder
+from ..core.tensor import Tensor, _next_uid, _thread
 
 REGISTRY = {}
 
@@ -223,9 +225,6 @@ class Op:
         return f"<op {self.name}>"
 
 
-SAVE_OUT = ((1, -1),)
-SAVE_X = ((0, 0),)
-SAVE_XY = ((0, 0), (0, 1))
 _COMMON_PLANS = (SAVE_OUT, SAVE_X, SAVE_XY)
 
 
@@ -388,16 +387,24 @@ def _kernel_forward(op, inputs, arrays, dev, params):
     return _finish(op, inputs, out, dev, params, reference)
 
 
-def wrap(op, inputs, out, dev, params):
+def py_wrap(op, inputs, out, dev, params):
     """The output array `out` of `op` as a tensor, offered to this thread's recorders when the
-    op has a gradient and the output is floating: the common end of an apply. The compiled
-    recorder (autodiff/_record.c) replaces it with the same in C."""
+    op has a gradient and the output is floating: the common end of an apply (`wrap`)."""
     y = Tensor(out, dev)
     active = _thread.recorders
     if active and op.vjp is not None and out.dtype.kind in "fcV":
         for rec in active:
             rec.record(op, inputs, y, params)
     return y
+
+
+# `wrap` is the compiled twin (core/_record.c, see core/recording.py) where it is built; it
+# reads the fields of tensors, entries and ops by their slots
+wrap = py_wrap
+if recording.compiled is not None:
+    recording.compiled.configure(Tensor, Entry, Op, Recorder, _thread, _next_uid, SAVE_X,
+                                 SAVE_OUT, SAVE_XY)
+    wrap = recording.compiled.wrap
 
 
 def _finish(op, inputs, out, dev, params, reference):

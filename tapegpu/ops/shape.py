@@ -13,7 +13,7 @@ import numpy as np
 from ..backends import checks
 from .registry import InvalidArgumentError, def_op, passthrough
 from ..core.dtypes import np_dtype
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.tensor import Tensor, Variable, convert_to_tensor, register_tensor_conversion_function
 from ._base import apply, norm_axes, norm_axis, public, tensor
 from . import binary as _b, unary as _u
 from .binary import equal, where
@@ -283,6 +283,22 @@ def stack(values, axis=0, name=None):
     a = int(axis) % (len(shape) + 1)
     expanded = [reshape(t, shape[:a] + (1,) + shape[a:]) for t in xs]
     return concat(expanded, axis=a) if len(expanded) > 1 else expanded[0]
+
+
+def _autopack(value, dtype=None, name=None, as_ref=False):
+    """A (nested) list or tuple holding tensors converts to the stack of its elements,
+    differentiably (TensorFlow's autopacking; registered below)."""
+    if not _holds_tensor(value):
+        return NotImplemented
+    return stack([convert_to_tensor(v, dtype) for v in value])
+
+
+def _holds_tensor(value):
+    return any(isinstance(v, (Tensor, Variable)) or
+               isinstance(v, (list, tuple)) and _holds_tensor(v) for v in value)
+
+
+register_tensor_conversion_function((list, tuple), _autopack, priority=99)
 
 
 def unstack(value, num=None, axis=0, name=None):

@@ -1,5 +1,5 @@
-"""The compiled recorder (tapegpu/autodiff/_record.c) against its Python twins, the oracle:
-registry.wrap and recorder.Recorder.record give the same tensors, entries and gradients."""
+"""The compiled recorder (tapegpu/core/_record.c) against its Python twins, the oracle:
+registry.wrap and recording.Recorder.record give the same tensors, entries and gradients."""
 import os
 import shutil
 
@@ -7,19 +7,19 @@ import numpy as np
 import pytest
 
 import tapegpu as tg
-from tapegpu.autodiff import recorder
+from tapegpu.core import recording
 from tapegpu.ops import registry
 from tapegpu.testing.op_specs import SPECS, sample
 
-compiled = pytest.mark.skipif(recorder._record is None, reason="the compiled recorder is not "
+compiled = pytest.mark.skipif(recording.compiled is None, reason="the compiled recorder is not "
                               "built here (or TAPEGPU_PURE_PYTHON is set)")
 
 
 @pytest.fixture
 def python_twins(monkeypatch):
     """Runs the test with the Python definitions of wrap and record."""
-    monkeypatch.setattr(recorder.Recorder, "record", recorder.py_record)
-    monkeypatch.setattr(registry, "wrap", recorder.py_wrap)
+    monkeypatch.setattr(recording.Recorder, "record", recording.py_record)
+    monkeypatch.setattr(registry, "wrap", registry.py_wrap)
 
 
 def _record_spec(spec, xs):
@@ -99,9 +99,9 @@ def test_the_recorder_is_compiled_where_a_compiler_is():
     """Where a C compiler is (CI), the install builds the recorder: otherwise the compiled path
     would go untested without anyone noticing."""
     if os.environ.get("TAPEGPU_PURE_PYTHON", "") not in ("", "0"):
-        assert recorder._record is None
+        assert recording.compiled is None
         return
     if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler here: the Python recorder runs")
-    assert recorder._record is not None, \
-        "tapegpu.autodiff._record is not built: reinstall with `pip install -e .`"
+    assert recording.compiled is not None, \
+        "tapegpu.core._record is not built: reinstall with `pip install -e .`"

@@ -76,3 +76,81 @@ def test_numpy_functions_on_tensors_return_numpy_as_eager_tensors(tg_device):
     assert type(np.sin(tg.Variable([0.0]))) is np.ndarray
     assert np.allclose(np.linalg.norm(t), 1.0)
     assert t.numpy().tolist() == [0.0, 1.0]
+
+
+def test_nested_lists_holding_tensors_convert_to_a_differentiable_stack(tg_device):
+    """TF's autopacking: a list (at any depth) holding tensors is the stack of its elements,
+    with gradients to each tensor; Python numbers beside them take the tensors' dtype."""
+    x = tg.constant(2.0)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        m = tg.convert_to_tensor([[x, 3.0 * x], [x * x, 1.0]])
+        y = tg.reduce_sum(m * tg.constant([[1.0, 10.0], [100.0, 1000.0]]))
+    assert m.shape == (2, 2) and m.dtype == tg.float32 and m.device == x.device
+    np.testing.assert_array_equal(m.numpy(), [[2.0, 6.0], [4.0, 1.0]])
+    assert float(tape.gradient(y, x)) == 1.0 + 30.0 + 100.0 * 2 * 2.0
+    # a list with tensors only below its first level, and a tuple
+    np.testing.assert_array_equal(tg.convert_to_tensor([[x], (x,)]).numpy(), [[2.0], [2.0]])
+    assert tg.convert_to_tensor([1, 2]).dtype == tg.int32  # no tensor inside: numpy's route
+
+
+class _Meters:
+    def __init__(self, value):
+        self.value = value
+
+
+class _Feet(_Meters):
+    pass
+
+
+def test_register_tensor_conversion_function_as_tensorflow():
+    """Registered functions convert a type's instances for convert_to_tensor and every op,
+    smaller priority first, then in order of registration; NotImplemented passes to the next;
+    a non-tensor or a wrong dtype is TF's RuntimeError, naming the function."""
+    from tapegpu.core import tensor as core_tensor
+    saved = list(core_tensor._CONVERSIONS)
+    calls = []
+
+    def meters(value, dtype=None, name=None, as_ref=False):
+        calls.append("meters")
+        return tg.constant(value.value, dtype=dtype or tg.float32)
+
+    def feet_only(value, dtype=None, name=None, as_ref=False):
+        calls.append("feet")
+        if not isinstance(value, _Feet):
+            return NotImplemented
+        return tg.constant(value.value * 0.3048, dtype=dtype or tg.float32)
+
+    try:
+        tg.register_tensor_conversion_function(_Meters, meters)
+        tg.register_tensor_conversion_function(_Meters, feet_only, priority=10)
+        r = tg.add(_Meters(2.0), 1.0)
+        assert isinstance(r, tg.Tensor) and float(r) == 3.0
+        assert calls == ["feet", "meters"]  # priority 10 first; it declined
+        calls.clear()
+        np.testing.assert_allclose(float(tg.convert_to_tensor(_Feet(10.0))), 3.048, rtol=1e-6)
+        assert calls == ["feet"]
+        assert tg.convert_to_tensor(_Meters(1), dtype=tg.float64).dtype == tg.float64
+
+        tg.register_tensor_conversion_function(
+            _Meters, lambda v, dtype=None, name=None, as_ref=False: v.value, priority=1)
+        with pytest.raises(RuntimeError, match="convert_to_tensor.*_Meters.*not a Tensor"):
+            tg.convert_to_tensor(_Meters(1.0))
+    finally:
+        core_tensor._CONVERSIONS[:] = saved
+    tg.register_tensor_conversion_function(
+        _Feet, lambda v, dtype=None, name=None, as_ref=False: tg.constant(1, tg.int32))
+    try:
+        with pytest.raises(RuntimeError, match="returned dtype int32, requested float32"):
+            tg.convert_to_tensor(_Feet(1.0), dtype=tg.float32)
+    finally:
+        core_tensor._CONVERSIONS[:] = saved
+    with pytest.raises(TypeError, match="Python numeric types and NumPy"):
+        tg.register_tensor_conversion_function(np.ndarray, meters)
+    with pytest.raises(TypeError, match="Python numeric types and NumPy"):
+        tg.register_tensor_conversion_function((_Meters, float), meters)
+    with pytest.raises(TypeError, match="must be a type or a tuple of types"):
+        tg.register_tensor_conversion_function("Meters", meters)
+    with pytest.raises(TypeError, match="conversion_func must be callable"):
+        tg.register_tensor_conversion_function(_Meters, 3)
+    assert core_tensor._CONVERSIONS == saved

@@ -4,7 +4,7 @@
  *   wrap(op, inputs, out, dev, params) = registry.wrap: the output array as a new Tensor, offered
  *     to this thread's recorders if the op has a VJP and the output is floating (a tape's record
  *     runs inline; an accumulator's `record` is called);
- *   record(recorder, op, inputs, out, params) = recorder.Recorder.record: unless an input's
+ *   record(recorder, op, inputs, out, params) = recording.Recorder.record: unless an input's
  *     `_uid` is in `_tracked`, nothing; else an Entry (uids, or None where untracked; the inputs'
  *     `_data.shape`; the declared saves, common plans inline, else `op.saved_values`) appended
  *     to `_entries`, the output's uid tracked, `_budget` told.
@@ -269,7 +269,7 @@ static PyMethodDef methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))wrap, METH_FASTCALL,
      "wrap(op, inputs, out, dev, params): registry.wrap, compiled."},
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
-     "record(recorder, op, inputs, out, params): recorder.Recorder.record, compiled."},
+     "record(recorder, op, inputs, out, params): recording.Recorder.record, compiled."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_record", NULL, -1, methods};
