@@ -20,6 +20,7 @@ import pytest
 import tapegpu as tg  # noqa: E402
 from tapegpu import backends as backend  # noqa: E402
 from tapegpu.backends import checks  # noqa: E402
+from tapegpu.core.options import options  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 import cupy_sim  # noqa: E402
@@ -36,6 +37,10 @@ def pytest_configure(config):
     # float32 products in full float32, as TensorFlow's own tests run: the suite checks float32
     # at float32's tolerances; the TF32 tests turn it on themselves
     tg.config.experimental.enable_tensor_float_32_execution(False)
+    # a traced function's kernels compile before its first replay, so that the suite checks
+    # the fused replay from the first call on (launch counts, bits); the background compile a
+    # program gets by default is tested in tests/function/test_background_compile.py
+    options.compile_in_background = False
     if _wants_sim(config) and _real_cupy() is None:
         cupy_sim.install()
 

@@ -17,10 +17,13 @@ class Options:
     * `rewrites` (function/rewrite.py): tg.function applies the ops' algebraic rewrites;
     * `diagonal` (function/diagonal.py): tg.function propagates diagonal Jacobian values;
     * `on_step` (function/graph.py): None, or `on_step(values)` called after every step of a
-      replay (values by id), which then runs step by step.
+      replay (values by id), which then runs step by step;
+    * `compile_in_background` (function/fusion.py): a tg.function whose generated CPU kernels
+      are not in the build cache replays unfused until a background thread has compiled them.
     """
 
-    __slots__ = ("array_sweep", "in_place", "rewrites", "diagonal", "on_step")
+    __slots__ = ("array_sweep", "in_place", "rewrites", "diagonal", "on_step",
+                 "compile_in_background")
 
     def __init__(self):
         self.array_sweep = True
@@ -28,6 +31,7 @@ class Options:
         self.rewrites = True
         self.diagonal = True
         self.on_step = None
+        self.compile_in_background = True
 
     @contextlib.contextmanager
     def __call__(self, **changes):

@@ -136,14 +136,21 @@ class ConcreteFunction:
         # a Jacobian's backward on per-example values, not on its basis (diagonal.py), then
         # the rewrites of constant bases and selects (rewrite.py)
         self.graph = rewrite.rewrite(diagonal.propagate(optimize(graph)))
-        # the replayed copy has its elementwise groups fused (fusion.py; jit_compile=False: no)
-        self._plan = Plan(self.graph if function._jit_compile is False else
-                          fusion.fuse(self.graph))
+        # the replayed copy has its elementwise groups fused (fusion.py; jit_compile=False: no).
+        # By default a first call does not wait for the compiler: until the kernels are built
+        # (in the background, when not cached) the calls replay the graph unfused
+        self._plan = Plan(self.graph if function._jit_compile is False else fusion.fuse(
+            self.graph, on_ready=self._fused if function._jit_compile is None else None))
         # jit_compile=True: replayed from a captured CUDA graph where it can be (capture.py)
         self._capture = capture.Capture(self._plan) if function._jit_compile is True and \
             capture.ENABLED else None
         self._key = key
         self._arg_structure = arg_structure
+
+    def _fused(self, graph):
+        """(the compiling thread) The fused replay, once its kernels are compiled: the calls
+        from then on run it."""
+        self._plan = Plan(graph)
 
     @property
     def structured_input_signature(self):

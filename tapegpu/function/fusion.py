@@ -55,6 +55,7 @@ GPU, where the unfused program runs numpy's or CuPy's; tests/function/test_fusio
 the difference on the op spec table's inputs and on NaN, infinities and subnormals, and docs/
 function.md states the bound per function.
 """
+import atexit
 import collections
 import copy
 import ctypes
@@ -64,7 +65,9 @@ import heapq
 import inspect
 import math
 import os
+import queue
 import re
+import threading
 
 import numpy as np
 
@@ -73,6 +76,7 @@ from ..backends.emu import build
 from ..backends.kernels import codegen
 from ..backends.kernels.codegen import broadcasts as _broadcasts, index
 from ..backends.kernels.launch import NVRTC_OPTIONS
+from ..core.options import options
 from .graph import Node
 
 try:
@@ -433,12 +437,32 @@ def _column_sum(graph, node, producer):
     return width if width >= 2 and _size(shape) else None
 
 
-def fuse(graph):
+def fuse(graph, on_ready=None):
     """A copy of `graph` with its fusible groups replaced by `fused` nodes (or `graph` itself
-    when nothing is fused)."""
+    when nothing is fused).
+
+    With `on_ready`, a first call does not wait for the system compiler: when some kernel of
+    the CPU (`numpy`) is not in the build cache yet and `options.compile_in_background` is on,
+    `graph` itself is returned at once (the unfused replay) and the kernels are compiled on a
+    background thread, which calls `on_ready(fused copy)` when they are ready."""
     if not ENABLED:
         return graph
     kernels = groups(graph)
+    if on_ready is not None and options.compile_in_background and kernels and \
+            all(k.dev.name == "numpy" for k in kernels) and \
+            any(_compiled.get(("numpy", k.host_source())) is None and
+                build.cached_host_library(k.host_source(), k.name, _host_flags(k)) is None
+                for k in kernels):
+        def job():
+            fused = _fused(graph, kernels)
+            if fused is not graph:
+                on_ready(fused)
+        _background.submit(job)
+        return graph
+    return _fused(graph, kernels)
+
+
+def _fused(graph, kernels):
     fused = []
     for k in kernels:
         run = _runner(k)
@@ -461,6 +485,49 @@ def fuse(graph):
     out.nodes = _schedule(kept, fused)
     out.fused = [f.params for f in fused]
     return out
+
+
+class _Background:
+    """One daemon thread that compiles kernels in the order they were asked for (one compiler
+    process at a time, beside the program's own work). A process waits for it at exit (the
+    kernels then are in the cache for the next one); a forked child starts without jobs."""
+
+    def __init__(self):
+        self._reset()
+        atexit.register(self.wait)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self):
+        self._jobs = queue.Queue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def submit(self, job):
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, daemon=True,
+                                                name="tapegpu-compile")
+                self._thread.start()
+        self._jobs.put(job)
+
+    def _work(self):
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            except Exception:  # noqa: BLE001  (_runner keeps a compiler's failure for info)
+                pass
+            finally:
+                self._jobs.task_done()
+
+    def wait(self):
+        """Returns when every kernel asked for so far is compiled (or failed to)."""
+        self._jobs.join()
+
+
+_background = _Background()
+wait_compiled = _background.wait
 
 
 def _schedule(nodes, fused):
@@ -525,14 +592,17 @@ def _runner(kernel):
         return None
 
 
+def _host_flags(kernel):
+    return EXACT_FLAGS if kernel.exact else HOST_FLAGS
+
+
 def _host_runner(kernel):
     """`run(*leaves)` and `run.into(*leaves, out)` (the first result written into `out`, a
     buffer of the replay's plan; a new array where `out` is None)."""
     source = kernel.host_source()
     fn = _compiled.get(("numpy", source))
     if fn is None:
-        path, _ = build.build_host_library(source, kernel.name,
-                                           EXACT_FLAGS if kernel.exact else HOST_FLAGS)
+        path, _ = build.build_host_library(source, kernel.name, _host_flags(kernel))
         fn = _compiled[("numpy", source)] = getattr(ctypes.CDLL(str(path)), kernel.name)
     address = ctypes.cast(fn, ctypes.c_void_p).value
     meta = kernel.graph.meta

@@ -318,14 +318,29 @@ def build_host_library(source, filename, extra_flags=()):
     """Compile (or find in the cache) a plain C++ library for the CPU: `source` as it is,
     without the emulator's header and runtime, with the same cache rules and checks as
     `build_library`. Returns (library path, content hash)."""
-    extra_flags = ("-ffp-contract=off", *extra_flags)  # no fused multiply-add: numpy's rounding
-    key = content_hash(source, ("host",) + extra_flags)
+    extra_flags, key = _host_key(source, extra_flags)
     return _cached(lambda: source, filename, key, extra_flags, emulated=False), key
+
+
+def _host_key(source, extra_flags):
+    extra_flags = ("-ffp-contract=off", *extra_flags)  # no fused multiply-add: numpy's rounding
+    return extra_flags, content_hash(source, ("host",) + extra_flags)
+
+
+def cached_host_library(source, filename, extra_flags=()):
+    """The verified library `build_host_library` would return, if it is in the cache; else
+    None (nothing is compiled)."""
+    _, key = _host_key(source, extra_flags)
+    return verified_library(cache_dir(), _stem(filename), key)
+
+
+def _stem(filename):
+    return re.sub(r'\W', '_', Path(filename).stem)[:40]
 
 
 def _cached(text, filename, key, extra_flags, emulated):
     """The verified cached library for `key`, built from `text()` when there is none."""
-    stem = re.sub(r'\W', '_', Path(filename).stem)[:40]
+    stem = _stem(filename)
     d = cache_dir()
     target = verified_library(d, stem, key)
     if target is None:
