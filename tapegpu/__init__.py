@@ -73,6 +73,7 @@ random = _namespace("random", **{_n: getattr(_random_ops, _n) for _n in _random_
 config = _namespace("config", list_devices=_device.list_devices,
                     default_device=_device.default_device)
 from .core import config as _config  # noqa: E402
+from .core import determinism as _determinism  # noqa: E402
 for _name in ("list_physical_devices", "list_logical_devices", "get_visible_devices",
               "PhysicalDevice", "LogicalDevice"):
     setattr(config, _name, getattr(_config, _name))
@@ -82,7 +83,8 @@ config.experimental = _namespace("config.experimental",
                                  enable_tensor_float_32_execution=(
                                      _config.enable_tensor_float_32_execution),
                                  tensor_float_32_execution_enabled=(
-                                     _config.tensor_float_32_execution_enabled))
+                                     _config.tensor_float_32_execution_enabled),
+                                 enable_op_determinism=_determinism.enable_op_determinism)
 config.threading = _namespace("config.threading", **{
     _name: getattr(_config, _name) for _name in (
         "set_intra_op_parallelism_threads", "get_intra_op_parallelism_threads",

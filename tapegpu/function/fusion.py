@@ -76,6 +76,7 @@ from ..backends.emu import build
 from ..backends.kernels import codegen
 from ..backends.kernels.codegen import broadcasts as _broadcasts, index
 from ..backends.kernels.launch import NVRTC_OPTIONS
+from ..core import determinism
 from ..core.options import options
 from .graph import Node
 
@@ -442,13 +443,15 @@ def fuse(graph, on_ready=None):
     when nothing is fused).
 
     With `on_ready`, a first call does not wait for the system compiler: when some kernel of
-    the CPU (`numpy`) is not in the build cache yet and `options.compile_in_background` is on,
+    the CPU (`numpy`) is not in the build cache yet and `options.compile_in_background` is on
+    (and op determinism is not),
     `graph` itself is returned at once (the unfused replay) and the kernels are compiled on a
     background thread, which calls `on_ready(fused copy)` when they are ready."""
     if not ENABLED:
         return graph
     kernels = groups(graph)
     if on_ready is not None and options.compile_in_background and kernels and \
+            not determinism.enabled() and \
             all(k.dev.name == "numpy" for k in kernels) and \
             any(_compiled.get(("numpy", k.host_source())) is None and
                 build.cached_host_library(k.host_source(), k.name, _host_flags(k)) is None

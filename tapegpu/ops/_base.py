@@ -1,4 +1,7 @@
-"""Helpers the op families share: input conversion and axis normalisation."""
+"""Helpers the op families share: input conversion, axis normalisation, scatter-adds."""
+import numpy as np
+
+from ..core import determinism
 from .registry import InvalidArgumentError, apply, apply1, apply2  # noqa: F401 (re-exported)
 from ..core.tensor import Tensor, as_tensor_pair, convert_to_tensor, scalar_like
 
@@ -77,3 +80,35 @@ def public(module_globals, default, special=()):
         if fn.api:
             names.append(name)
     return names
+
+
+def add_at(xp, out, key, values):
+    """`xp.add.at(out, key, values)`: `values` added into `out[key]`, repeated indices adding
+    up. CuPy adds them with atomics, in an order that changes from run to run; with op
+    determinism on (core/determinism.py) they add in numpy's order instead, so a GPU gives
+    numpy's bits at every run."""
+    if xp is np or not determinism.enabled():
+        xp.add.at(out, key, values)
+    else:
+        ordered_add_at(xp, out, key, values)
+
+
+def ordered_add_at(xp, out, key, values):
+    """`add.at` in numpy's order with plain scatters: the targets sorted stably, each pass adds
+    the k-th value of every target (no index repeats within a pass), as many passes as the
+    most repeated target has values. `out` is contiguous (the ops make it)."""
+    targets = xp.arange(out.size).reshape(out.shape)[key]
+    t = targets.reshape(-1)
+    if t.size == 0:
+        return
+    v = xp.broadcast_to(xp.asarray(values), targets.shape).reshape(-1)
+    order = xp.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    first = xp.ones(t.shape, dtype=bool)
+    first[1:] = t[1:] != t[:-1]
+    rank = xp.arange(t.size) - xp.flatnonzero(first)[xp.cumsum(first) - 1]
+    flat = out.reshape(-1)
+    for k in range(int(rank.max()) + 1):
+        sel = rank == k
+        flat[t[sel]] += v[sel]
+

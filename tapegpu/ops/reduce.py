@@ -8,7 +8,7 @@ from .registry import InvalidArgumentError, def_op, forward_on
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
 
-from ._base import apply, floating, norm_axes, norm_axis, public, tensor
+from ._base import add_at, apply, floating, norm_axes, norm_axis, public, tensor
 from . import binary as _b, unary as _u
 from . import shape as _shape
 from .shape import reshape
@@ -312,7 +312,7 @@ def _segment_key(ids, lead):
 def _segment_sum_forward(xp, data, ids, num, lead=0):
     shape = data.shape[:lead] + (num,) + data.shape[lead + ids.ndim:]
     out = xp.zeros(shape, dtype=data.dtype)
-    xp.add.at(out, _segment_key(ids, lead), data)
+    add_at(xp, out, _segment_key(ids, lead), data)
     return out
 
 

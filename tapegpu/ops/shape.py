@@ -14,7 +14,7 @@ from ..backends import checks
 from .registry import InvalidArgumentError, def_op, passthrough
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, Variable, convert_to_tensor, register_tensor_conversion_function
-from ._base import apply, norm_axes, norm_axis, public, tensor
+from ._base import add_at, apply, norm_axes, norm_axis, public, tensor
 from . import binary as _b, unary as _u
 from .binary import equal, where
 
@@ -505,7 +505,7 @@ def _scatter_forward(xp, g, key, inner_shape, r, advanced):
         k = _advanced_ndim(key)
         g = xp.moveaxis(g, tuple(range(lead)), tuple(range(k, k + lead)))
     if advanced:
-        xp.add.at(out, full, g)  # repeated indices add up
+        add_at(xp, out, full, g)  # repeated indices add up
     else:
         out[full] = g
     return out
