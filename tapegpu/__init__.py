@@ -74,11 +74,26 @@ config = _namespace("config", list_devices=_device.list_devices,
                     default_device=_device.default_device)
 from .core import config as _config  # noqa: E402
 for _name in ("list_physical_devices", "list_logical_devices", "get_visible_devices",
-              "PhysicalDevice", "LogicalDevice"):
+              "PhysicalDevice", "LogicalDevice", "set_visible_devices",
+              "LogicalDeviceConfiguration", "set_logical_device_configuration",
+              "get_logical_device_configuration", "set_soft_device_placement",
+              "get_soft_device_placement"):
     setattr(config, _name, getattr(_config, _name))
+config.optimizer = _namespace("config.optimizer",
+                              set_experimental_options=_config.set_experimental_options,
+                              get_experimental_options=_config.get_experimental_options)
 config.experimental = _namespace("config.experimental",
                                  set_memory_growth=_config.set_memory_growth,
                                  get_memory_growth=_config.get_memory_growth,
+                                 list_physical_devices=_config.list_physical_devices,
+                                 list_logical_devices=_config.list_logical_devices,
+                                 get_visible_devices=_config.get_visible_devices,
+                                 set_visible_devices=_config.set_visible_devices,
+                                 VirtualDeviceConfiguration=_config.VirtualDeviceConfiguration,
+                                 set_virtual_device_configuration=(
+                                     _config.set_logical_device_configuration),
+                                 get_virtual_device_configuration=(
+                                     _config.get_logical_device_configuration),
                                  enable_tensor_float_32_execution=(
                                      _config.enable_tensor_float_32_execution),
                                  tensor_float_32_execution_enabled=(
