@@ -152,6 +152,8 @@ from .ops import image as _image_ops  # noqa: E402
 image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__})
 from .autodiff.vectorize import vectorized_map  # noqa: E402,F401
 from . import summary  # noqa: E402,F401  (tg.summary: scalars for TensorBoard)
+from . import dtensor as _dtensor  # noqa: E402  (tg.experimental.dtensor: layouts as metadata)
+experimental.dtensor = _dtensor
 from . import debugging  # noqa: E402,F401  (tg.debugging: check_numerics, asserts)
 # -- tg.compat (tf.compat, tf.compat.v1) and the rest of TF's and Keras' public names: each one
 # resolves, to tapegpu's object or to a refusal saying why and what to use instead

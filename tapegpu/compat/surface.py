@@ -39,8 +39,10 @@ RULES = {
                      "tg.train.Checkpoint for Saver"),
     "tf.tpu": ("TPUs: tapegpu runs on NVIDIA GPUs and CPUs",
                "tg.device('gpu') and tapegpu.distribute for several GPUs"),
-    "tf.experimental.dtensor": ("DTensor shards tensors over meshes of devices; tapegpu has no "
-                                "sharded tensors", "tapegpu.distribute (data parallelism)"),
+    "tf.experimental.dtensor": ("this part of DTensor is not implemented (tapegpu's DTensor "
+                                "runs in one process, layouts as metadata of global tensors)",
+                                "tg.experimental.dtensor's pack/unpack/relayout/DVariable, "
+                                "tg.train.Checkpoint for checkpoints"),
     "tf.distribute": ("tf.distribute's strategies and cluster resolvers are not implemented",
                       "tapegpu.distribute (Horovod's API over MPI and NCCL) for several "
                       "processes or GPUs"),
