@@ -119,6 +119,7 @@ from .models.module import Module  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
 from . import train  # noqa: E402,F401  (tg.train: checkpoints)
 from . import distribute  # noqa: E402,F401  (data-parallel over MPI; mpi4py loads at init())
+train.ClusterSpec = distribute.cluster_resolver.ClusterSpec  # tf.train.ClusterSpec
 from .autodiff import blackbox as _blackbox  # noqa: E402
 from .autodiff.blackbox import NoGradientError, numpy_function, py_function  # noqa: E402,F401
 # -- tg.function: tracing into graphs (tapegpu/function) ------------------------------------------
