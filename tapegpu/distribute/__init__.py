@@ -48,6 +48,7 @@ from .one_device import (CentralStorageStrategy, ExperimentalMultiWorkerMirrored
 experimental.CentralStorageStrategy = CentralStorageStrategy
 experimental.MultiWorkerMirroredStrategy = ExperimentalMultiWorkerMirroredStrategy
 experimental.partitioners = _partitioners
+experimental.CollectiveCommunication = experimental.CommunicationImplementation  # TF's old name
 cluster_resolver = _cluster
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",

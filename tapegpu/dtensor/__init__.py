@@ -8,7 +8,7 @@ one device does all the work. Meshes are made of tapegpu's logical devices
 guides do). Checked as TensorFlow checks them: meshes (device counts, names, types), layouts
 (specs, repeated dimensions), shapes against layouts (rank, even shards), `pack`'s components.
 """
-from .api import (DVariable, call_with_layout, check_layout, client_id,  # noqa: F401
+from .api import (DVariable, barrier, call_with_layout, check_layout, client_id,  # noqa: F401
                   copy_to_mesh, create_distributed_mesh, create_mesh, default_mesh,
                   fetch_layout, full_job_name, get_default_mesh, heartbeat_enabled,
                   initialize_accelerator_system, is_dtensor, job_name, jobs, local_devices,
@@ -23,4 +23,4 @@ __all__ = ["Mesh", "Layout", "UNSHARDED", "MATCH", "DVariable", "create_mesh",
            "relayout", "relayout_like", "copy_to_mesh", "client_id", "num_clients", "job_name",
            "full_job_name", "jobs", "heartbeat_enabled", "preferred_device_type",
            "local_devices", "num_local_devices", "num_global_devices",
-           "initialize_accelerator_system", "shutdown_accelerator_system"]
+           "initialize_accelerator_system", "shutdown_accelerator_system", "barrier"]

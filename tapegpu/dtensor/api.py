@@ -650,6 +650,19 @@ def initialize_accelerator_system(device_type=None, enable_coordination_service=
     return kind
 
 
+def barrier(mesh, barrier_name=None, timeout_in_ms=None):
+    """Waits until every device of `mesh` got here, as `tf.experimental.dtensor.barrier`: one
+    client running its ops in order has nothing to wait for, so this checks `mesh` and
+    returns.
+
+    >>> tg.experimental.dtensor.barrier(
+    ...     tg.experimental.dtensor.create_mesh([("x", 1)], devices=["CPU:0"]), "step")
+    """
+    del barrier_name, timeout_in_ms
+    if not isinstance(mesh, Mesh):
+        raise ValueError(f"dtensor.barrier: mesh must be a Mesh, got {mesh!r}")
+
+
 def shutdown_accelerator_system():
     """Nothing to release with one client (`tf.experimental.dtensor.shutdown_accelerator_
     system`)."""

@@ -114,3 +114,8 @@ def test_partitioners():
     assert parts.FixedShardsPartitioner(3)([4, 5], tg.float32, axis=1) == [1, 3]
     with pytest.raises(ValueError, match="axis 2 is out of range"):
         parts.FixedShardsPartitioner(3)([4, 5], tg.float32, axis=2)
+
+
+def test_collective_communication_is_the_old_name_of_communication_implementation():
+    assert tg.distribute.experimental.CollectiveCommunication.NCCL == \
+        tg.distribute.experimental.CommunicationImplementation.NCCL

@@ -215,3 +215,9 @@ def test_a_keras_step_on_dtensor_values_gives_the_plain_numbers(mesh):
     g = tape.gradient(loss, w)
     want = 2.0 * xv.T @ (xv @ wv) / (4 * 6)
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-5)
+
+
+def test_barrier_checks_its_mesh(mesh):
+    assert dtensor.barrier(mesh, "sync") is None
+    with pytest.raises(ValueError, match="mesh must be a Mesh"):
+        dtensor.barrier("x")
