@@ -155,6 +155,8 @@ from .autodiff.vectorize import vectorized_map  # noqa: E402,F401
 from . import summary  # noqa: E402,F401  (tg.summary: scalars for TensorBoard)
 from . import dtensor as _dtensor  # noqa: E402  (tg.experimental.dtensor: layouts as metadata)
 experimental.dtensor = _dtensor
+# `from tensorflow.experimental import dtensor`, as TensorFlow's DTensor guides import it
+_sys.modules.setdefault(__name__ + ".experimental", experimental)
 from . import debugging  # noqa: E402,F401  (tg.debugging: check_numerics, asserts)
 # -- tg.compat (tf.compat, tf.compat.v1) and the rest of TF's and Keras' public names: each one
 # resolves, to tapegpu's object or to a refusal saying why and what to use instead

@@ -15,8 +15,10 @@ layout, by this rule:
   spec of the first input with a layout whose matching axis (aligned from the right, as
   broadcasting aligns them) has the output's size there; an axis that was broadcast is
   unsharded;
-* any other op (matmul, reductions, reshapes, ...) gives a replicated layout on the mesh of its
-  inputs (TensorFlow's DTensor would often keep a sharded batch axis: `relayout` states it);
+* a reduction keeps the specs of the axes it does not reduce; `matmul` (a @ b) keeps a's specs
+  on the batch axes and rows and b's on the columns; `transpose` permutes the specs;
+* any other op (reshapes, softmax, concatenation, ...) gives a replicated layout on the mesh of
+  its inputs (TensorFlow's DTensor would often keep a sharded axis: `relayout` states it);
 * an op with no DTensor input gives nothing, except inside `default_mesh` (replicated on that
   mesh) and `call_with_layout` (the requested layout).
 
@@ -120,18 +122,80 @@ def _observe(op, inputs, out, params):
         return
     mesh = tagged[0][1].mesh
     shape = tuple(out.shape)
-    specs = [UNSHARDED] * len(shape)
+    specs = None
     if getattr(op, "elementwise", False):
-        for axis in range(len(shape)):
-            for t, lay in tagged:
-                k = axis - (len(shape) - lay.rank)  # aligned from the right
-                if k < 0 or lay.mesh != mesh or t.shape[k] != shape[axis]:
-                    continue
-                spec = lay.sharding_specs[k]
-                if spec not in (UNSHARDED, MATCH) and spec not in specs:
-                    specs[axis] = spec
-                    break
+        specs = _elementwise_specs(tagged, mesh, shape)
+    else:
+        rule = _RULES.get(op.name)
+        if rule is None and "axis" in params and "keepdims" in params and len(inputs) == 1:
+            rule = _reduction_specs
+        if rule is not None:
+            specs = rule(inputs, [_get(t) for t in inputs], params)
+    if specs is None or len(specs) != len(shape) or not _fits(shape, Layout(specs, mesh)):
+        specs = [UNSHARDED] * len(shape)
     _set(out, Layout(specs, mesh))
+
+
+def _elementwise_specs(tagged, mesh, shape):
+    """Output axis i takes the spec of the first input (with a layout on `mesh`) whose axis
+    aligned with i from the right has the output's size there."""
+    specs = [UNSHARDED] * len(shape)
+    for axis in range(len(shape)):
+        for t, lay in tagged:
+            k = axis - (len(shape) - lay.rank)
+            if k < 0 or lay.mesh != mesh or t.shape[k] != shape[axis]:
+                continue
+            spec = lay.sharding_specs[k]
+            if spec not in (UNSHARDED, MATCH) and spec not in specs:
+                specs[axis] = spec
+                break
+    return specs
+
+
+def _reduction_specs(inputs, layouts, params):
+    """A reduction keeps the specs of the axes it does not reduce (a kept axis of size 1 is
+    unsharded)."""
+    (lay,) = layouts
+    if lay is None:
+        return None
+    axis = params["axis"]
+    if axis is None:
+        axis = range(lay.rank)
+    elif isinstance(axis, int):
+        axis = (axis,)
+    axes = {a % lay.rank for a in axis} if lay.rank else set()
+    if params["keepdims"]:
+        return [UNSHARDED if i in axes else s for i, s in enumerate(lay.sharding_specs)]
+    return [s for i, s in enumerate(lay.sharding_specs) if i not in axes]
+
+
+def _matmul_specs(inputs, layouts, params):
+    """a (..., m, k) @ b (..., k, n): the batch axes and m keep a's specs, n keeps b's (the
+    contracted k's sharding is summed away, as TensorFlow's SPMD expansion does)."""
+    if params:
+        return None
+    la, lb = layouts
+    a, b = inputs
+    rank = max(len(a.shape), len(b.shape))
+    specs = [UNSHARDED] * rank
+    if la is not None and la.rank >= 2:
+        specs[rank - la.rank:rank - 1] = la.sharding_specs[:-1]
+    if lb is not None and lb.rank >= 2:
+        n = lb.sharding_specs[-1]
+        if n not in specs:
+            specs[-1] = n
+    return specs
+
+
+def _transpose_specs(inputs, layouts, params):
+    (lay,) = layouts
+    perm = params.get("perm")
+    if lay is None or perm is None or len(perm) != lay.rank:
+        return None
+    return [lay.sharding_specs[p] for p in perm]
+
+
+_RULES = {"matmul": _matmul_specs, "transpose": _transpose_specs}
 
 
 @contextlib.contextmanager

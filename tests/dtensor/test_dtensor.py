@@ -125,8 +125,16 @@ def test_layouts_follow_ops(mesh):
     assert dtensor.fetch_layout(tg.nn.relu(a * 2.0 + 1.0)) == lay  # elementwise keeps it
     b = tg.ones([3])  # broadcast along axis 1: the sharded axis 0 survives
     assert dtensor.fetch_layout(b + a).sharding_specs == ["x", "unsharded"]
-    assert dtensor.fetch_layout(tg.matmul(a, tg.ones([3, 2]))).is_fully_replicated()
+    assert dtensor.fetch_layout(tg.matmul(a, tg.ones([3, 2]))).sharding_specs == \
+        ["x", "unsharded"]  # rows keep a's sharding
+    w = dtensor.copy_to_mesh(tg.ones([3, 6]), dtensor.Layout(["unsharded", "y"], mesh))
+    assert dtensor.fetch_layout(tg.matmul(a, w)).sharding_specs == ["x", "y"]
     assert dtensor.fetch_layout(tg.reduce_sum(a)).rank == 0
+    assert dtensor.fetch_layout(tg.reduce_sum(a, 1)).sharding_specs == ["x"]
+    assert dtensor.fetch_layout(tg.reduce_mean(a, 0, keepdims=True)).sharding_specs == \
+        ["unsharded", "unsharded"]
+    assert dtensor.fetch_layout(tg.transpose(a)).sharding_specs == ["unsharded", "x"]
+    assert dtensor.fetch_layout(tg.reshape(a, [12])).is_fully_replicated()
     assert not dtensor.is_dtensor(tg.ones([2]) * 2.0)
     # the values are the ordinary ones
     np.testing.assert_array_equal((a * 3.0).numpy(), np.full((4, 3), 3.0, np.float32))
@@ -221,3 +229,42 @@ def test_barrier_checks_its_mesh(mesh):
     assert dtensor.barrier(mesh, "sync") is None
     with pytest.raises(ValueError, match="mesh must be a Mesh"):
         dtensor.barrier("x")
+
+
+def test_the_ml_tutorials_dense_layer_trains_in_a_tg_function_as_without_dtensor():
+    # tensorflow/docs' dtensor_ml_tutorial: an 8-CPU mesh, model-sharded DVariables made by
+    # call_with_layout of a traced initializer, batch-sharded inputs, a traced train step
+    from tapegpu.experimental import dtensor as dt  # as the tutorial imports it
+    cpu = tg.config.list_physical_devices("CPU")[0]
+    tg.config.set_logical_device_configuration(cpu, [tg.config.LogicalDeviceConfiguration()] * 8)
+    mesh8 = dt.create_mesh([("batch", 2), ("model", 4)], devices=[f"CPU:{i}" for i in range(8)])
+    lay = dt.Layout([dt.UNSHARDED, "model"], mesh8)
+    init = tg.function(tg.random.stateless_normal)
+    w = dt.DVariable(dt.call_with_layout(init, lay, shape=[4, 8], seed=(1, 2)))
+    b = dt.DVariable(dt.call_with_layout(tg.zeros, lay.delete([0]), [8]))
+    w0, b0 = w.numpy().copy(), b.numpy().copy()
+    xv = np.linspace(-1, 1, 24, dtype=np.float32).reshape(6, 4)
+    x = dt.relayout(dt.copy_to_mesh(tg.constant(xv), dt.Layout.replicated(mesh8, 2)),
+                    dt.Layout(["batch", dt.UNSHARDED], mesh8))
+
+    def make_step(w, b):
+        @tg.function
+        def step(x):
+            with tg.GradientTape() as tape:
+                loss = tg.reduce_sum(tg.nn.relu(tg.matmul(x, w) + b))
+            for v, g in zip([w, b], tape.gradient(loss, [w, b])):
+                v.assign_sub(0.1 * g)
+            return loss
+        return step
+
+    step = make_step(w, b)
+    losses = [float(step(x)) for _ in range(3)]
+    pw, pb = tg.Variable(w0), tg.Variable(b0)
+    plain = make_step(pw, pb)
+    want = [float(plain(tg.constant(xv))) for _ in range(3)]
+    assert losses == want
+    np.testing.assert_array_equal(w.numpy(), pw.numpy())
+    assert dt.fetch_layout(w) == lay
+    out = tg.matmul(x, w) + b
+    assert dt.fetch_layout(out).sharding_specs == ["batch", "model"]
+    assert [tuple(c.shape) for c in dt.unpack(out)] == [(3, 2)] * 8
