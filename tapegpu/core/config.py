@@ -109,6 +109,7 @@ def set_visible_devices(devices, device_type=None):
     if "GPU" in _Placement.used or (resolved is not None and resolved.device_type == "GPU"):
         raise RuntimeError("Visible devices cannot be modified after being initialized")
     _Placement.visible_gpus = gpus
+    _apply_logical()  # logical GPUs are counted over the visible ones
 
 
 # -- logical devices ----------------------------------------------------------------------------

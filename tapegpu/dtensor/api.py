@@ -22,7 +22,8 @@ layout, by this rule:
 * an op with no DTensor input gives nothing, except inside `default_mesh` (replicated on that
   mesh) and `call_with_layout` (the requested layout).
 
-When no DTensor exists the observer is not installed and ops pay nothing. A traced
+Until a DTensor exists the observer is not installed and ops pay nothing; once none is left it
+leaves (at the latest at the next op, see `_update_observer`). A traced
 `tg.function` replays its graph without per-op calls, so its results carry no layout (the ops
 see layouts while it traces); relayout a result where it matters. DVariables keep their layout
 across assignments and calls.
@@ -43,21 +44,23 @@ from ..ops import registry as _registry
 from .layout import MATCH, UNSHARDED, Layout, Mesh, canonical_device
 
 _table = {}  # id(tensor) -> (weakref to it, Layout)
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered when a tensor dies (its callback) while one is tagged
 _scopes = threading.local()  # .meshes (default_mesh), .layouts (call_with_layout): stacks
 _open_scopes = [0]  # scopes open in all threads
 
 
-def _installed():
-    return _observe in _registry.OBSERVERS
-
-
 def _update_observer():
+    """Installs the observer while it has work; removes it when it has none and it is the
+    last observer. Removing an earlier one could happen while an op iterates over the
+    observers (a weak reference's callback runs wherever a tensor dies) and make that op skip
+    the next one (a trace's); the last one is removed later instead, when it finds nothing to
+    do."""
     want = bool(_table) or _open_scopes[0] > 0
-    if want and not _installed():
-        _registry.OBSERVERS.append(_observe)
-    elif not want and _installed():
-        _registry.OBSERVERS.remove(_observe)
+    observers = _registry.OBSERVERS
+    if want and _observe not in observers:
+        observers.append(_observe)
+    elif not want and observers and observers[-1] is _observe:
+        observers.pop()
 
 
 def _forget(key):
@@ -107,6 +110,10 @@ def _check_shape(shape, layout, fn):
 
 # -- propagation ---------------------------------------------------------------------------------
 def _observe(op, inputs, out, params):
+    if not _table and not _open_scopes[0]:
+        with _lock:
+            _update_observer()
+        return
     forced = getattr(_scopes, "layouts", None)
     if forced:
         layout = forced[-1]

@@ -152,6 +152,27 @@ def test_observer_is_installed_only_while_dtensors_live(mesh):
     assert _api._observe not in registry.OBSERVERS
 
 
+def test_an_observer_added_after_it_is_never_skipped(mesh):
+    # while an op calls the observers, the DTensor observer leaves the list only when it is
+    # the last one: removing it from before another would make that op skip the other
+    seen = []
+
+    def other(op, inputs, out, params):
+        seen.append(op.name)
+
+    t = dtensor.copy_to_mesh(tg.ones([2]), dtensor.Layout(["x"], mesh))
+    registry.OBSERVERS.append(other)
+    try:
+        del t
+        gc.collect()
+        _ = tg.ones([2]) * 3.0
+        assert seen == ["multiply"] and _api._observe in registry.OBSERVERS
+    finally:
+        registry.OBSERVERS.remove(other)
+    _ = tg.ones([2]) + 1.0  # now last and idle: it leaves
+    assert _api._observe not in registry.OBSERVERS
+
+
 def test_relayout_match_and_shape_checks(mesh):
     t = dtensor.copy_to_mesh(tg.ones([4, 6]), dtensor.Layout(["x", "unsharded"], mesh))
     r = dtensor.relayout(t, dtensor.Layout([dtensor.MATCH, "y"], mesh))
