@@ -612,6 +612,13 @@ class DVariable(Variable):
             _set(out, self._layout)
         return out
 
+    def __reduce__(self):
+        return (_rebuild_dvariable, (self.numpy(), self.trainable, self.name, self._layout))
+
+
+def _rebuild_dvariable(array, trainable, name, layout):
+    return DVariable(array, trainable=trainable, name=name, layout=layout)
+
 
 # -- the runtime: one client, the devices of this process --------------------------------------
 def client_id():

@@ -211,6 +211,8 @@ def test_dvariable_keeps_its_layout_through_assignments_and_training(mesh):
     assert dtensor.fetch_layout(w * 1.0) == lay
     v = dtensor.DVariable(tg.zeros([2, 3]), layout=lay)
     assert v.layout == lay
+    back = pickle.loads(pickle.dumps(v))
+    assert isinstance(back, dtensor.DVariable) and back.layout == lay
     with pytest.raises(ValueError, match="not a DTensor"):
         dtensor.DVariable(tg.zeros([2, 3]))
     with pytest.raises(TypeError, match="Received Variable input to unpack"):
@@ -289,3 +291,14 @@ def test_the_ml_tutorials_dense_layer_trains_in_a_tg_function_as_without_dtensor
     out = tg.matmul(x, w) + b
     assert dt.fetch_layout(out).sharding_specs == ["batch", "model"]
     assert [tuple(c.shape) for c in dt.unpack(out)] == [(3, 2)] * 8
+
+
+def test_a_dvariable_restores_from_a_checkpoint_with_its_layout(mesh, tmp_path):
+    lay = dtensor.Layout(["x"], mesh)
+    v = dtensor.DVariable(tg.constant([1.0, 2.0, 3.0, 4.0]), layout=lay)
+    ckpt = tg.train.Checkpoint(v=v)
+    path = ckpt.save(str(tmp_path / "ckpt"))
+    v.assign(tg.zeros([4]))
+    ckpt.restore(path)
+    assert v.numpy().tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert [p.numpy().tolist() for p in dtensor.unpack(v.read_value())][3] == [3.0, 4.0]
