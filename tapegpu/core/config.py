@@ -241,6 +241,7 @@ def _reset_placement():
     _Placement.logical_gpus = None
     _Placement.soft = False
     _Placement.used.clear()
+    _optimizer_options.clear()
 
 
 # -- soft placement and the graph optimizer's options ------------------------------------------
@@ -270,14 +271,16 @@ def get_soft_device_placement():
     return _Placement.soft
 
 
+# Grappler's options in the order TensorFlow's get_experimental_options lists them
 _OPTIMIZER_OPTIONS = ("layout_optimizer", "constant_folding", "shape_optimization",
                       "remapping", "arithmetic_optimization", "dependency_optimization",
                       "loop_optimization", "function_optimization", "debug_stripper",
                       "disable_model_pruning", "scoped_allocator_optimization",
                       "pin_to_host_optimization", "implementation_selector",
-                      "auto_mixed_precision", "disable_meta_optimizer",
-                      "disable_tensor_float_32_execution", "min_graph_nodes",
-                      "auto_parallel")
+                      "auto_mixed_precision", "use_plugin_optimizers", "disable_meta_optimizer",
+                      "auto_mixed_precision_onednn_bfloat16", "auto_mixed_precision_mkl",
+                      "min_graph_nodes")
+_ALWAYS = ("disable_model_pruning", "disable_meta_optimizer")  # listed even when not set
 _optimizer_options = {}
 
 
@@ -288,23 +291,42 @@ def set_experimental_options(options):
     are not steered by these options. Unknown keys raise ValueError, naming the valid ones.
 
     >>> tg.config.optimizer.set_experimental_options({"constant_folding": True})
-    >>> tg.config.optimizer.get_experimental_options()
-    {'constant_folding': True}
+    >>> tg.config.optimizer.get_experimental_options()["constant_folding"]
+    True
     """
     if not isinstance(options, dict):
         raise TypeError(f"config.optimizer.set_experimental_options: options must be a dict, "
                         f"got {options!r}")
-    for key in options:
+    for key, value in options.items():
         if key not in _OPTIMIZER_OPTIONS:
             raise ValueError(f"config.optimizer.set_experimental_options: unknown option "
                              f"{key!r}; valid are {', '.join(_OPTIMIZER_OPTIONS)}")
+        if key == "min_graph_nodes":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"config.optimizer.set_experimental_options: min_graph_nodes "
+                                f"must be an int, got {value!r}")
+        elif not isinstance(value, bool):
+            raise TypeError(f"config.optimizer.set_experimental_options: {key} must be True or "
+                            f"False, got {value!r}")
     _optimizer_options.update(options)
 
 
 def get_experimental_options():
-    """The options `set_experimental_options` recorded (a new dict), as
-    `tf.config.optimizer.get_experimental_options`."""
-    return dict(_optimizer_options)
+    """The options as TensorFlow's `tf.config.optimizer.get_experimental_options` reports
+    them: those set (min_graph_nodes when not 0), and disable_model_pruning and
+    disable_meta_optimizer always (False unless set).
+
+    >>> tg.config.optimizer.get_experimental_options()["disable_meta_optimizer"]
+    False
+    """
+    out = {}
+    for key in _OPTIMIZER_OPTIONS:
+        if key in _optimizer_options:
+            if key != "min_graph_nodes" or _optimizer_options[key] != 0:
+                out[key] = _optimizer_options[key]
+        elif key in _ALWAYS:
+            out[key] = False
+    return out
 
 
 # -- tg.config.experimental: memory growth ---------------------------------------------------------

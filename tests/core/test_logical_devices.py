@@ -73,8 +73,16 @@ def test_visible_devices_and_soft_placement():
 
 
 def test_optimizer_options_are_recorded():
-    tg.config.optimizer.set_experimental_options({"layout_optimizer": False})
-    assert tg.config.optimizer.get_experimental_options()["layout_optimizer"] is False
+    # TF lists these two always, the toggles once set
+    assert tg.config.optimizer.get_experimental_options() == \
+        {"disable_model_pruning": False, "disable_meta_optimizer": False}
+    tg.config.optimizer.set_experimental_options({"layout_optimizer": False,
+                                                  "min_graph_nodes": -1})
+    assert tg.config.optimizer.get_experimental_options() == \
+        {"layout_optimizer": False, "disable_model_pruning": False,
+         "disable_meta_optimizer": False, "min_graph_nodes": -1}
+    with pytest.raises(TypeError, match="must be True or False"):
+        tg.config.optimizer.set_experimental_options({"remapping": 1})
     with pytest.raises(ValueError, match="unknown option 'fast'"):
         tg.config.optimizer.set_experimental_options({"fast": True})
 
