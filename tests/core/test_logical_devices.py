@@ -56,20 +56,37 @@ def test_tensorflows_checks_of_logical_configurations():
     assert tg.config.experimental.list_physical_devices("CPU") == [_cpu()]
 
 
-def test_visible_devices_and_soft_placement():
+def test_hiding_the_gpus_places_on_the_cpu():
+    gpus = tg.config.list_physical_devices("GPU")
+    resolved = backends._default_backend
+    if gpus and resolved is not None and resolved.device_type == "GPU":
+        # the default device is a GPU already: as TensorFlow after initialisation
+        with pytest.raises(RuntimeError, match="Visible devices cannot be modified after "
+                                               "being initialized"):
+            tg.config.set_visible_devices([_cpu()])
+        return
     tg.config.set_visible_devices([_cpu()])  # hides every GPU
     assert tg.config.get_visible_devices("GPU") == []
     assert tg.config.list_logical_devices("GPU") == []
     assert backends.gpu_count() == 0
+    assert tg.config.list_physical_devices("GPU") == gpus  # still listed, as in TF
     with pytest.raises(ValueError, match="the CPU must stay visible"):
         tg.config.set_visible_devices([])
+    with pytest.raises(ValueError, match="unrecognized device"):
+        tg.config.set_visible_devices(["CPU:0"])
+
+
+def test_soft_placement_falls_back_to_the_cpu():
     assert tg.config.get_soft_device_placement() is False
     with pytest.raises(RuntimeError, match="no such GPU"):
-        tg.device("gpu:0")
+        tg.device("gpu:99")
     tg.config.set_soft_device_placement(True)
-    with tg.device("gpu:0"):  # falls back to the CPU
+    with tg.device("gpu:99"):
         x = tg.ones([1])
     assert x.device.endswith("CPU:0") and tg.config.get_soft_device_placement()
+    with tg.device("/device:CPU:5"):  # a logical CPU that was not configured
+        y = tg.ones([1])
+    assert y.device.endswith("CPU:0")
 
 
 def test_optimizer_options_are_recorded():
