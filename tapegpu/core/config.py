@@ -121,8 +121,8 @@ class LogicalDeviceConfiguration:
     `memory_limit` (MiB) is required for GPU logical devices (recorded: CuPy's pool is not
     capped by it) and refused for CPU ones, as in TensorFlow.
 
-    >>> tg.config.LogicalDeviceConfiguration()
-    LogicalDeviceConfiguration(memory_limit=None, experimental_priority=None, experimental_device_ordinal=None)
+    >>> tg.config.LogicalDeviceConfiguration(memory_limit=1024).memory_limit
+    1024
     """
 
     __slots__ = ("memory_limit", "experimental_priority", "experimental_device_ordinal")
@@ -171,7 +171,7 @@ def set_logical_device_configuration(device, logical_devices):
     >>> len(tg.config.list_logical_devices("CPU"))
     4
     """
-    name = _physical(device, "set_logical_device_configuration", "config")
+    _physical(device, "set_logical_device_configuration", "config")
     if logical_devices is not None:
         logical_devices = list(logical_devices)
         for vdev in logical_devices:
@@ -199,7 +199,6 @@ def set_logical_device_configuration(device, logical_devices):
     else:
         _logical_config[device] = logical_devices
     _apply_logical()
-    del name
 
 
 def _apply_logical():
