@@ -75,11 +75,26 @@ config = _namespace("config", list_devices=_device.list_devices,
 from .core import config as _config  # noqa: E402
 from .core import determinism as _determinism  # noqa: E402
 for _name in ("list_physical_devices", "list_logical_devices", "get_visible_devices",
-              "PhysicalDevice", "LogicalDevice"):
+              "PhysicalDevice", "LogicalDevice", "set_visible_devices",
+              "LogicalDeviceConfiguration", "set_logical_device_configuration",
+              "get_logical_device_configuration", "set_soft_device_placement",
+              "get_soft_device_placement"):
     setattr(config, _name, getattr(_config, _name))
+config.optimizer = _namespace("config.optimizer",
+                              set_experimental_options=_config.set_experimental_options,
+                              get_experimental_options=_config.get_experimental_options)
 config.experimental = _namespace("config.experimental",
                                  set_memory_growth=_config.set_memory_growth,
                                  get_memory_growth=_config.get_memory_growth,
+                                 list_physical_devices=_config.list_physical_devices,
+                                 list_logical_devices=_config.list_logical_devices,
+                                 get_visible_devices=_config.get_visible_devices,
+                                 set_visible_devices=_config.set_visible_devices,
+                                 VirtualDeviceConfiguration=_config.VirtualDeviceConfiguration,
+                                 set_virtual_device_configuration=(
+                                     _config.set_logical_device_configuration),
+                                 get_virtual_device_configuration=(
+                                     _config.get_logical_device_configuration),
                                  enable_tensor_float_32_execution=(
                                      _config.enable_tensor_float_32_execution),
                                  tensor_float_32_execution_enabled=(
@@ -106,6 +121,7 @@ from .models.module import Module  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
 from . import train  # noqa: E402,F401  (tg.train: checkpoints)
 from . import distribute  # noqa: E402,F401  (data-parallel over MPI; mpi4py loads at init())
+train.ClusterSpec = distribute.cluster_resolver.ClusterSpec  # tf.train.ClusterSpec
 from .autodiff import blackbox as _blackbox  # noqa: E402
 from .autodiff.blackbox import NoGradientError, numpy_function, py_function  # noqa: E402,F401
 # -- tg.function: tracing into graphs (tapegpu/function) ------------------------------------------
@@ -139,6 +155,10 @@ from .ops import image as _image_ops  # noqa: E402
 image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__})
 from .autodiff.vectorize import vectorized_map  # noqa: E402,F401
 from . import summary  # noqa: E402,F401  (tg.summary: scalars for TensorBoard)
+from . import dtensor as _dtensor  # noqa: E402  (tg.experimental.dtensor: layouts as metadata)
+experimental.dtensor = _dtensor
+# `from tensorflow.experimental import dtensor`, as TensorFlow's DTensor guides import it
+_sys.modules.setdefault(__name__ + ".experimental", experimental)
 from . import debugging  # noqa: E402,F401  (tg.debugging: check_numerics, asserts)
 # -- tg.compat (tf.compat, tf.compat.v1) and the rest of TF's and Keras' public names: each one
 # resolves, to tapegpu's object or to a refusal saying why and what to use instead

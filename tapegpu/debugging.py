@@ -5,9 +5,12 @@ assert_near, assert_shapes).
 the host values, see `graph.format_print`), so it checks at every call. The asserts check the
 values they are given when they run (in a `tg.function`, at trace time).
 """
+import sys
+
 import numpy as np
 
 from .core.tensor import Tensor, Variable, _thread, convert_to_tensor
+from .ops import registry as _registry
 from .ops.registry import InvalidArgumentError
 
 
@@ -130,3 +133,38 @@ def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
             if int(want) != got:
                 raise ValueError(f"assert_shapes: {prefix}Tensor of shape {shape} dimension "
                                  f"{axis} must have size {want}. Received size {got}")
+
+
+# -- device placement logging ------------------------------------------------------------------
+def _log_placement(op, inputs, out, params):
+    print(f"Executing op {op.name} in device {out.device}", file=sys.stderr)
+
+
+def set_log_device_placement(enabled):
+    """Whether each op prints the device it runs on, as
+    `tf.debugging.set_log_device_placement`: to stderr, TensorFlow's line "Executing op NAME in
+    device DEVICE", with tapegpu's op names (`matmul`, not TensorFlow's `MatMul`). Ops run
+    inside a traced `tg.function` are logged when it traces, not when its graph replays. When
+    off (the default) it costs nothing: the log is an observer of the op registry, installed
+    only while on.
+
+    >>> tg.debugging.set_log_device_placement(True)
+    >>> tg.debugging.get_log_device_placement()
+    True
+    >>> tg.debugging.set_log_device_placement(False)
+    """
+    if enabled:
+        if _log_placement not in _registry.OBSERVERS:
+            _registry.OBSERVERS.append(_log_placement)
+    elif _log_placement in _registry.OBSERVERS:
+        _registry.OBSERVERS.remove(_log_placement)
+
+
+def get_log_device_placement():
+    """Whether `set_log_device_placement(True)` is in effect, as
+    `tf.debugging.get_log_device_placement`.
+
+    >>> tg.debugging.get_log_device_placement()
+    False
+    """
+    return _log_placement in _registry.OBSERVERS

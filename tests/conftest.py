@@ -94,6 +94,13 @@ def _seed():
     # tests run before, nor on how xdist distributes them
 
 
+@pytest.fixture(autouse=True)
+def _device_configuration():
+    yield
+    tg.core.config._reset_placement()  # logical devices, visibility and soft placement are
+    # process-wide: a test (or a module's doctests) that set them leaves none to the next
+
+
 def pytest_collection_modifyitems(config, items):
     if real_gpu_count():
         return

@@ -115,15 +115,30 @@ CUDA_EMU = CudaEmuBackend()
 _gpus = {}  # index -> CudaBackend, created on first use
 
 
+class Placement:
+    """The device configuration `tg.config` sets (tapegpu/core/config.py): which GPUs are
+    visible, how many logical devices each device type has, soft placement. Logical devices
+    all compute on their physical device: logical CPU N is the CPU backend, logical GPU N the
+    backend of the visible GPU it was split from."""
+    visible_gpus = None  # physical indices of the visible GPUs (None: all)
+    logical_cpus = 1  # logical CPU devices ('/device:CPU:0' .. N-1)
+    logical_gpus = None  # visible-GPU index of each logical GPU (None: one per visible GPU)
+    soft = False  # tg.config.set_soft_device_placement: unknown devices fall back to the CPU
+    used = set()  # device types whose logical devices have been used (their layout is fixed)
+
+
 def gpu(index=0):
-    """The backend of GPU `index` (CuPy), or a RuntimeError saying why there is none."""
+    """The backend of (visible) GPU `index` (CuPy), or a RuntimeError saying why there is
+    none."""
+    if Placement.visible_gpus is not None and index < len(Placement.visible_gpus):
+        index = Placement.visible_gpus[index]
     if index not in _gpus:
         from .cuda import CudaBackend  # the one import of CuPy
         _gpus[index] = CudaBackend(index)
     return _gpus[index]
 
 
-def gpu_count():
+def physical_gpu_count():
     """GPUs usable through CuPy (0 without CuPy or without a driver); never raises."""
     from importlib.util import find_spec
     if find_spec("cupy") is None:
@@ -133,6 +148,29 @@ def gpu_count():
         return device_count()
     except Exception:  # a broken CUDA install is "no GPU", reported by `tapegpu info`
         return 0
+
+
+def gpu_count():
+    """GPUs usable here: those of CuPy that tg.config.set_visible_devices left visible."""
+    if Placement.visible_gpus is not None:
+        return len(Placement.visible_gpus)
+    return physical_gpu_count()
+
+
+def _logical(kind, index):
+    """The backend of logical device `kind`:`index` (CPU or GPU) beyond the physical ones'
+    first, or None when there is no such logical device."""
+    if kind == "cpu":
+        if index < Placement.logical_cpus:
+            Placement.used.add("CPU")
+            return NUMPY
+        return None
+    if Placement.logical_gpus is not None:
+        if index < len(Placement.logical_gpus):
+            Placement.used.add("GPU")
+            return gpu(Placement.logical_gpus[index])
+        return None
+    return gpu(index) if index < gpu_count() else None
 
 
 def lookup(name):
@@ -153,15 +191,25 @@ def lookup(name):
     if key in ("cuda_emu", "cuda_emu:0"):
         return CUDA_EMU
     kind, _, idx = key.partition(":")
+    if kind == "cpu" and idx.isdigit():  # a logical CPU (tg.config.set_logical_device_...)
+        found = _logical("cpu", int(idx))
+        if found is not None or Placement.soft:
+            return NUMPY
+        raise ValueError(f"tg.device({name!r}): there are {Placement.logical_cpus} logical CPU "
+                         f"device(s); make more with tg.config.set_logical_device_configuration "
+                         f"(or enable tg.config.set_soft_device_placement(True))")
     if kind in ("gpu", "cuda"):
         index = int(idx) if idx else 0
+        found = _logical("gpu", index)
+        if found is not None:
+            return found
+        if Placement.soft:  # TensorFlow's soft placement: an unknown device runs on the CPU
+            return NUMPY
         n = gpu_count()
-        if index >= n:
-            why = "CuPy is not installed (pip install 'tapegpu[cuda12]')" if not _has_cupy() \
-                else f"{n} GPU(s) visible to CuPy"
-            raise RuntimeError(f"tg.device({name!r}): no such GPU here ({why}); available "
-                               f"devices: {', '.join(b.short for b in available())}")
-        return gpu(index)
+        why = "CuPy is not installed (pip install 'tapegpu[cuda12]')" if not _has_cupy() \
+            else f"{n} GPU(s) visible"
+        raise RuntimeError(f"tg.device({name!r}): no such GPU here ({why}); available "
+                           f"devices: {', '.join(b.short for b in available())}")
     raise ValueError(f"unknown device {name!r}; valid are 'cpu', 'gpu', 'gpu:N', 'cuda_emu' "
                      f"(available here: {', '.join(b.short for b in available())})")
 

@@ -24,6 +24,9 @@ _NAMES_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fil
                            "testing", "api_surface", "names.txt")
 _names = None
 
+RULES_TPU = ("TPUs: tapegpu runs on NVIDIA GPUs and CPUs",
+             "tg.distribute.MirroredStrategy (several GPUs) or OneDeviceStrategy")
+
 # Why a name is refused and what to use instead, by the longest matching prefix.
 RULES = {
     "": ("tapegpu does not implement it",
@@ -39,11 +42,40 @@ RULES = {
                      "tg.train.Checkpoint for Saver"),
     "tf.tpu": ("TPUs: tapegpu runs on NVIDIA GPUs and CPUs",
                "tg.device('gpu') and tapegpu.distribute for several GPUs"),
-    "tf.experimental.dtensor": ("DTensor shards tensors over meshes of devices; tapegpu has no "
-                                "sharded tensors", "tapegpu.distribute (data parallelism)"),
-    "tf.distribute": ("tf.distribute's strategies and cluster resolvers are not implemented",
+    "tf.experimental.dtensor": ("this part of DTensor is not implemented (tapegpu's DTensor "
+                                "runs in one process, layouts as metadata of global tensors)",
+                                "tg.experimental.dtensor's pack/unpack/relayout/DVariable, "
+                                "tg.train.Checkpoint for checkpoints"),
+    "tf.distribute": ("this part of tf.distribute is not implemented (tapegpu has "
+                      "MirroredStrategy, MultiWorkerMirroredStrategy over MPI, "
+                      "OneDeviceStrategy, CentralStorageStrategy, ClusterSpec and the "
+                      "TF_CONFIG and simple cluster resolvers)",
                       "tapegpu.distribute (Horovod's API over MPI and NCCL) for several "
                       "processes or GPUs"),
+    "tf.distribute.experimental.ParameterServerStrategy": (
+        "parameter servers need TensorFlow's gRPC runtime and remote workers",
+        "tg.distribute.MultiWorkerMirroredStrategy (synchronous, over MPI)"),
+    "tf.distribute.experimental.coordinator": (
+        "the cluster coordinator schedules functions on TensorFlow's remote workers",
+        "tg.distribute.MultiWorkerMirroredStrategy (synchronous, over MPI)"),
+    "tf.distribute.Server": ("tapegpu's processes talk over MPI, not TensorFlow's gRPC servers",
+                             "python -m tapegpu.distribute.run -n N script.py (or mpiexec)"),
+    "tf.config.experimental_connect_to_cluster": (
+        "tapegpu's processes talk over MPI, not TensorFlow's gRPC servers",
+        "python -m tapegpu.distribute.run -n N script.py and "
+        "tg.distribute.MultiWorkerMirroredStrategy"),
+    "tf.config.experimental_connect_to_host": (
+        "tapegpu's processes talk over MPI, not TensorFlow's gRPC servers",
+        "python -m tapegpu.distribute.run -n N script.py"),
+    "tf.distribute.TPUStrategy": RULES_TPU,
+    "tf.distribute.experimental.TPUStrategy": RULES_TPU,
+    "tf.distribute.cluster_resolver.TPUClusterResolver": RULES_TPU,
+    "tf.distribute.ParameterServerStrategy": (
+        "parameter servers need TensorFlow's gRPC runtime and remote workers",
+        "tg.distribute.MultiWorkerMirroredStrategy (synchronous, over MPI)"),
+    "tf.distribute.coordinator": (
+        "the cluster coordinator schedules functions on TensorFlow's remote workers",
+        "tg.distribute.MultiWorkerMirroredStrategy (synchronous, over MPI)"),
     "tf.lite": ("TensorFlow Lite converts TF graphs to .tflite flatbuffers; tapegpu has no TF "
                 "graphs", "tg.saved_model.save for tapegpu's own export"),
     "tf.feature_column": ("feature columns (deprecated in TF 2.x) are not implemented",

@@ -41,6 +41,15 @@ from .strategy import (MirroredStrategy, MultiWorkerMirroredStrategy, Strategy, 
                        StrategyExtended, get_replica_context, get_strategy, has_strategy,
                        in_cross_replica_context)
 from .values import DistributedValues  # noqa: F401,E402
+from . import cluster as _cluster, partitioners as _partitioners  # noqa: E402
+from .one_device import (CentralStorageStrategy, ExperimentalMultiWorkerMirroredStrategy,  # noqa
+                         OneDeviceStrategy)
+# tf.distribute.experimental's strategies and partitioners, tf.distribute.cluster_resolver
+experimental.CentralStorageStrategy = CentralStorageStrategy
+experimental.MultiWorkerMirroredStrategy = ExperimentalMultiWorkerMirroredStrategy
+experimental.partitioners = _partitioners
+experimental.CollectiveCommunication = experimental.CommunicationImplementation  # TF's old name
+cluster_resolver = _cluster
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
            "allreduce", "allgather", "broadcast", "broadcast_object", "allgather_object",
@@ -51,4 +60,5 @@ __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "
            "ReplicaContext", "InputContext", "InputOptions", "DistributedDataset",
            "DistributedIterator", "DistributedValues", "CrossDeviceOps", "NcclAllReduce",
            "HierarchicalCopyAllReduce", "ReductionToOneDevice", "get_strategy", "has_strategy",
-           "in_cross_replica_context", "get_replica_context", "experimental"]
+           "in_cross_replica_context", "get_replica_context", "experimental",
+           "OneDeviceStrategy", "cluster_resolver"]
