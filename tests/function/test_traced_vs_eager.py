@@ -482,6 +482,8 @@ EXEMPT = {
     "no_op": "takes nothing", "group": "returns None (its inputs' effects happened)",
     "is_tensor": "a type check",
     "register_tensor_conversion_function": "registers a conversion (test_conversion_rules)",
+    "set_log_device_placement": "a switch (tests/core/test_logical_devices.py)",
+    "get_log_device_placement": "reads a switch",
 }
 
 
