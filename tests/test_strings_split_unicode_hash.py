@@ -1,0 +1,103 @@
+"""tg.strings.split, bytes_split, unicode_decode/encode/split and to_hash_bucket_fast."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import tapegpu as tg
+from tapegpu.strings import _fingerprint64
+
+
+def test_split_scalar_is_dense_and_whitespace_runs_merge():
+    out = tg.strings.split(tg.constant("  hello \t world\n"))
+    assert isinstance(out, tg.Tensor)
+    assert out.numpy().tolist() == [b"hello", b"world"]
+
+
+def test_split_with_sep_keeps_empty_pieces_and_maxsplit():
+    assert tg.strings.split(tg.constant("1<>2<><>3"), sep="<>").numpy().tolist() == \
+        [b"1", b"2", b"", b"3"]
+    assert tg.strings.split(tg.constant("a,b,c"), sep=",", maxsplit=1).numpy().tolist() == \
+        [b"a", b"b,c"]
+
+
+def test_split_vector_and_matrix_are_ragged():
+    rt = tg.strings.split(tg.constant(["a b", "", "c"]))
+    assert isinstance(rt, tg.RaggedTensor)
+    assert rt.to_list() == [[b"a", b"b"], [], [b"c"]]
+    rt2 = tg.strings.split(tg.constant([["a b", "c"], ["d", "e f g"]]))
+    assert rt2.ragged_rank == 2
+    assert rt2.to_list() == [[[b"a", b"b"], [b"c"]], [[b"d"], [b"e", b"f", b"g"]]]
+
+
+def test_split_rejects_numbers():
+    with pytest.raises(TypeError, match="split"):
+        tg.strings.split(tg.constant([1, 2]))
+
+
+def test_bytes_split():
+    assert tg.strings.bytes_split(tg.constant("hé")).numpy().tolist() == \
+        [b"h", b"\xc3", b"\xa9"]
+    assert tg.strings.bytes_split(tg.constant(["ab", ""])).to_list() == [[b"a", b"b"], []]
+
+
+def test_unicode_decode_encode_round_trip():
+    text = ["héllo", "", "日本"]
+    cps = tg.strings.unicode_decode(tg.constant(text), "UTF-8")
+    assert cps.to_list() == [[ord(c) for c in s] for s in text]
+    assert cps.flat_values.dtype == tg.int32
+    back = tg.strings.unicode_encode(cps, "UTF-8")
+    assert back.numpy().tolist() == [s.encode() for s in text]
+    utf16 = tg.strings.unicode_encode(tg.constant([[104, 233]]), "UTF-16-BE")
+    assert utf16.numpy().tolist() == [b"\x00h\x00\xe9"]
+
+
+def test_unicode_decode_errors():
+    bad = tg.constant(b"a\xffb")
+    assert tg.strings.unicode_decode(bad, "UTF-8").numpy().tolist() == [97, 65533, 98]
+    assert tg.strings.unicode_decode(bad, "UTF-8", errors="ignore").numpy().tolist() == [97, 98]
+    assert tg.strings.unicode_decode(bad, "UTF-8", replacement_char=63).numpy().tolist() == \
+        [97, 63, 98]
+    with pytest.raises(tg.errors.InvalidArgumentError):
+        tg.strings.unicode_decode(bad, "UTF-8", errors="strict")
+    with pytest.raises(ValueError, match="input_encoding"):
+        tg.strings.unicode_decode(bad, "latin-1")
+    ctrl = tg.strings.unicode_decode(tg.constant("a\x01"), "UTF-8",
+                                     replace_control_characters=True)
+    assert ctrl.numpy().tolist() == [97, 65533]
+
+
+def test_unicode_encode_invalid_code_points():
+    assert tg.strings.unicode_encode(tg.constant([65, 0x110000]), "UTF-8").numpy() == \
+        "A\ufffd".encode()
+    with pytest.raises(tg.errors.InvalidArgumentError):
+        tg.strings.unicode_encode(tg.constant([65, -1]), "UTF-8", errors="strict")
+
+
+def test_unicode_split():
+    assert tg.strings.unicode_split(tg.constant(["aé", "b"]), "UTF-8").to_list() == \
+        [[b"a", "é".encode()], [b"b"]]
+
+
+# FarmHash Fingerprint64 values published for BigQuery's FARM_FINGERPRINT (signed int64) and
+# Amazon Redshift's farmFingerprint64, and the Fingerprint64 of "" (k2 in FarmHash's source)
+@pytest.mark.parametrize("text,value", [
+    (b"1footrue", -1541654101129638711), (b"2applefalse", 2794438866806483259),
+    (b"3true", -4880158226897771312), (b"alphabet", -2427165924636348523),
+    (b"Amazon Redshift", 8085098817162212970), (b"", 0x9ae16a3b2f90404f - 2 ** 64)])
+def test_fingerprint64_published_values(text, value):
+    assert ctypes.c_int64(_fingerprint64(text)).value == value
+
+
+def test_fingerprint64_long_inputs_are_deterministic_and_spread():
+    # the 17..32, 33..64 and > 64 byte paths: distinct, stable, full 64-bit values
+    values = {_fingerprint64(bytes(range(n))) for n in (17, 32, 33, 64, 65, 128, 200)}
+    assert len(values) == 7 and all(0 <= v < 2 ** 64 for v in values)
+
+
+def test_to_hash_bucket_fast_documented_example():
+    out = tg.strings.to_hash_bucket_fast(tg.constant(["Hello", "TensorFlow", "2.x"]), 3)
+    assert out.dtype == tg.int64
+    np.testing.assert_array_equal(out.numpy(), [0, 2, 2])
+    with pytest.raises(ValueError, match="num_buckets"):
+        tg.strings.to_hash_bucket_fast(tg.constant("a"), 0)
