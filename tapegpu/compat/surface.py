@@ -117,6 +117,8 @@ LAZY = {
     "tf.SparseTensor": "tapegpu.sparse:SparseTensor",
     "tf.ragged": "tapegpu.ragged",
     "tf.RaggedTensor": "tapegpu.ragged:RaggedTensor",
+    "tf.audio.decode_wav": "tapegpu.image_codecs:decode_wav",
+    "tf.audio.encode_wav": "tapegpu.image_codecs:encode_wav",
 }
 
 

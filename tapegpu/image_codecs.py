@@ -1,0 +1,801 @@
+"""Image and audio file codecs of `tg.io`, `tg.image` and `tg.audio`, as TensorFlow's ops:
+`decode_png`, `decode_gif`, `decode_bmp`, `decode_jpeg`, `decode_image`, `encode_png`,
+`encode_jpeg`, `decode_wav`.
+
+PNG (every colour type and bit depth, interlaced or not), GIF (LZW, every frame) and BMP
+(24 and 32 bits) are decoded here with the standard library and numpy, bit-exactly as
+libpng / giflib / TF's BMP kernel would under TF's settings: palettes and `tRNS` expand to
+RGB(A); low bit depths scale to 8 bits (`x * 255 / (2**d - 1)`); a 16-bit PNG read as uint8
+keeps the high byte (libpng's `png_set_strip_16`), an 8-bit one read as uint16 is `x * 257`;
+RGB to gray is libpng's fixed-point Rec. 709 `(6968 R + 23434 G + 2366 B + 16384) >> 15`;
+dropping alpha discards it (no compositing). GIF frames after the first start from the
+previous frame, and transparent pixels keep it (black in the first frame), as TF.
+
+JPEG uses Pillow (libjpeg, the same library and defaults as TF: integer DCT, fancy upsampling)
+when it is installed; without it the JPEG functions raise ImportError saying
+`pip install pillow`. The results are uint8 tensors in host memory; decoding has no gradient.
+
+>>> import zlib, struct
+>>> def chunk(kind, data):
+...     return struct.pack(">I", len(data)) + kind + data + struct.pack(
+...         ">I", zlib.crc32(kind + data))
+>>> png = (b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 1, 8, 0, 0, 0, 0))
+...        + chunk(b"IDAT", zlib.compress(bytes([0, 10, 200]))) + chunk(b"IEND", b""))
+>>> tg.io.decode_png(png)[..., 0].numpy()
+array([[ 10, 200]], dtype=uint8)
+"""
+import io as _pyio
+import struct
+import zlib
+
+import numpy as np
+
+from .core import dtypes
+from .core.tensor import Tensor, convert_to_tensor
+from .ops.registry import InvalidArgumentError
+
+__all__ = ["decode_png", "decode_gif", "decode_bmp", "decode_jpeg", "decode_and_crop_jpeg",
+           "extract_jpeg_shape", "decode_image", "encode_png", "encode_jpeg", "is_jpeg",
+           "decode_wav", "encode_wav"]
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _contents(contents, who):
+    if isinstance(contents, Tensor):
+        if not contents.dtype.is_string or contents.ndim != 0:
+            raise ValueError(f"{who}: contents must be a scalar string tensor (the file's "
+                             f"bytes), got {contents.dtype.name} of shape {contents.shape}")
+        contents = contents.numpy()
+    if isinstance(contents, np.ndarray) and contents.ndim == 0:
+        contents = contents.item()
+    if isinstance(contents, str):
+        contents = contents.encode("latin-1")
+    if not isinstance(contents, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{who}: contents must be bytes or a scalar string tensor, got "
+                        f"{type(contents).__name__}")
+    return bytes(contents)
+
+
+def _image_dtype(dtype, allowed, who):
+    if isinstance(dtype, str) or isinstance(dtype, type) and issubclass(dtype, np.generic):
+        name = np.dtype(dtype).name
+    else:
+        name = dtypes.as_dtype(dtype).name
+    if name == "uint16":
+        raise ValueError(f"{who}: dtype uint16: tapegpu has no uint16 tensors; decode as uint8, "
+                         "or with tg.io.decode_image(..., dtype=tg.float32), which keeps a "
+                         "16-bit PNG's 16 bits (values / 65535)")
+    if name not in allowed:
+        raise ValueError(f"{who}: dtype must be one of {allowed}, got {name}")
+    return name
+
+
+def _check_channels(channels, allowed, who):
+    if channels is None:
+        return 0
+    if channels not in allowed:
+        raise ValueError(f"{who}: channels must be one of {allowed}, got {channels!r}")
+    return int(channels)
+
+
+# -- channel conversions (libpng's, which TF's PNG path uses; the others follow it) ----------
+
+def _rgb_to_gray(rgb):
+    """libpng's fixed-point RGB -> gray (Rec. 709 weights / 32768, rounded)."""
+    r, g, b = (rgb[..., i].astype(np.uint64) for i in range(3))
+    return ((6968 * r + 23434 * g + 2366 * b + 16384) >> 15).astype(rgb.dtype)
+
+
+def _convert_channels(img, channels, maxval):
+    """`img` (h, w, c) with c in 1..4 as `channels` channels (0: as it is)."""
+    have = img.shape[-1]
+    if channels == 0 or channels == have:
+        return img
+    color = img[..., :1] if have <= 2 else img[..., :3]
+    alpha = img[..., -1:] if have in (2, 4) else None
+    if channels == 1:
+        return color if have <= 2 else _rgb_to_gray(color)[..., None]
+    if channels == 2:
+        gray = color if have <= 2 else _rgb_to_gray(color)[..., None]
+        if alpha is None:
+            alpha = np.full_like(gray, maxval)
+        return np.concatenate([gray, alpha], -1)
+    rgb = np.repeat(color, 3, -1) if have <= 2 else color
+    if channels == 3:
+        return rgb
+    if alpha is None:
+        alpha = np.full(rgb.shape[:-1] + (1,), maxval, rgb.dtype)
+    return np.concatenate([rgb, alpha], -1)
+
+
+# -- PNG ----------------------------------------------------------------------------------------
+
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+          (0, 1, 1, 2))
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+_PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+
+
+def _png_chunks(data, who):
+    if not data.startswith(_PNG_MAGIC):
+        raise InvalidArgumentError(f"{who}: Invalid PNG header, data size {len(data)}")
+    pos, chunks = 8, []
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if len(body) != length or pos + 12 + length > len(data):
+            raise InvalidArgumentError(f"{who}: Invalid PNG data, size {len(data)}: chunk "
+                                       f"{kind!r} is truncated")
+        crc = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])[0]
+        if zlib.crc32(kind + body) != crc:
+            raise InvalidArgumentError(f"{who}: Invalid PNG data: CRC error in chunk {kind!r}")
+        chunks.append((kind, body))
+        pos += 12 + length
+        if kind == b"IEND":
+            break
+    return chunks
+
+
+def _paeth(a, b, c):
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    if pa <= pb and pa <= pc:
+        return a
+    return b if pb <= pc else c
+
+
+def _unfilter(raw, height, stride, bpp, who):
+    """The filtered scanlines of one (sub)image, unfiltered: (height, stride) uint8."""
+    out = np.zeros((height, stride), np.uint8)
+    prior = np.zeros(stride, np.uint8)
+    if len(raw) < height * (stride + 1):
+        raise InvalidArgumentError(f"{who}: Invalid PNG data: image data is truncated")
+    for y in range(height):
+        start = y * (stride + 1)
+        ftype, line = raw[start], np.frombuffer(raw, np.uint8, stride, start + 1)
+        if ftype == 0:
+            cur = line.copy()
+        elif ftype == 1:
+            pad = (-stride) % bpp
+            lanes = np.concatenate([line, np.zeros(pad, np.uint8)]).reshape(-1, bpp)
+            cur = np.cumsum(lanes, axis=0, dtype=np.uint8).reshape(-1)[:stride]
+        elif ftype == 2:
+            cur = line + prior
+        elif ftype in (3, 4):
+            cur = bytearray(line.tobytes())
+            up = prior.tobytes()
+            for i in range(stride):
+                left = cur[i - bpp] if i >= bpp else 0
+                if ftype == 3:
+                    cur[i] = (cur[i] + ((left + up[i]) >> 1)) & 0xFF
+                else:
+                    upleft = up[i - bpp] if i >= bpp else 0
+                    cur[i] = (cur[i] + _paeth(left, up[i], upleft)) & 0xFF
+            cur = np.frombuffer(bytes(cur), np.uint8)
+        else:
+            raise InvalidArgumentError(f"{who}: Invalid PNG data: bad filter type {ftype}")
+        out[y] = cur
+        prior = out[y]
+    return out
+
+
+def _samples(rows, width, channels, depth):
+    """Unfiltered rows as integer samples (height, width, channels)."""
+    h = rows.shape[0]
+    if depth == 16:
+        s = rows.reshape(h, -1).view(">u2").astype(np.uint16)
+    elif depth == 8:
+        s = rows
+    else:
+        per = 8 // depth
+        shifts = np.arange(8 - depth, -1, -depth, dtype=np.uint8)
+        s = ((rows[..., None] >> shifts) & ((1 << depth) - 1)).reshape(h, -1)
+    return s[:, :width * channels].reshape(h, width, channels)
+
+
+def _png_pixels(data, who):
+    """(samples (h, w, c) at the file's bit depth, header dict, palette, trns) of a PNG."""
+    chunks = _png_chunks(data, who)
+    if not chunks or chunks[0][0] != b"IHDR" or len(chunks[0][1]) != 13:
+        raise InvalidArgumentError(f"{who}: Invalid PNG data: missing IHDR")
+    w, h, depth, ctype, comp, filt, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    if ctype not in _PNG_CHANNELS or depth not in _PNG_DEPTHS[ctype] or comp or filt or \
+            interlace > 1 or w == 0 or h == 0:
+        raise InvalidArgumentError(f"{who}: Invalid PNG header: color type {ctype}, bit depth "
+                                   f"{depth}, interlace {interlace}, size {w}x{h}")
+    palette = trns = None
+    idat = []
+    for kind, body in chunks[1:]:
+        if kind == b"PLTE":
+            palette = np.frombuffer(body, np.uint8).reshape(-1, 3)
+        elif kind == b"tRNS":
+            trns = body
+        elif kind == b"IDAT":
+            idat.append(body)
+    if ctype == 3 and palette is None:
+        raise InvalidArgumentError(f"{who}: Invalid PNG data: palette image without PLTE")
+    try:
+        raw = zlib.decompress(b"".join(idat))
+    except zlib.error as e:
+        raise InvalidArgumentError(f"{who}: Invalid PNG data: {e}") from None
+    c = _PNG_CHANNELS[ctype]
+    bpp = max(1, c * depth // 8)
+    if not interlace:
+        stride = (w * c * depth + 7) // 8
+        img = _samples(_unfilter(raw, h, stride, bpp, who), w, c, depth)
+    else:
+        img = np.zeros((h, w, c), np.uint16 if depth == 16 else np.uint8)
+        pos = 0
+        for xs, ys, dx, dy in _ADAM7:
+            pw, ph = (w - xs + dx - 1) // dx, (h - ys + dy - 1) // dy
+            if pw <= 0 or ph <= 0:
+                continue
+            stride = (pw * c * depth + 7) // 8
+            part = raw[pos:pos + ph * (stride + 1)]
+            pos += ph * (stride + 1)
+            img[ys::dy, xs::dx] = _samples(_unfilter(part, ph, stride, bpp, who), pw, c, depth)
+    return img, depth, ctype, palette, trns
+
+
+def _png_expand(img, depth, ctype, palette, trns):
+    """The samples with palette / low-depth gray / tRNS expanded (libpng's expansions), and
+    the resulting bit depth (8 or 16)."""
+    if ctype == 3:
+        idx = img[..., 0].astype(np.intp)
+        if idx.max(initial=0) >= len(palette):
+            raise InvalidArgumentError("decode_png: Invalid PNG data: palette index out of range")
+        out = palette[idx]
+        if trns is not None:
+            alpha = np.full(len(palette), 255, np.uint8)
+            t = np.frombuffer(trns, np.uint8)[:len(palette)]
+            alpha[:len(t)] = t
+            out = np.concatenate([out, alpha[idx][..., None]], -1)
+        return out, 8
+    out = img
+    if trns is not None and ctype in (0, 2):
+        key = np.frombuffer(trns, ">u2").astype(np.int64)[:1 if ctype == 0 else 3]
+        opaque = ~np.all(img.astype(np.int64) == key, axis=-1)
+    else:
+        opaque = None
+    if depth < 8:
+        out = (img.astype(np.uint16) * (255 // ((1 << depth) - 1))).astype(np.uint8)
+        depth = 8
+    if opaque is not None:
+        maxval = 65535 if depth == 16 else 255
+        out = np.concatenate([out, (opaque * maxval).astype(out.dtype)[..., None]], -1)
+    return out, depth
+
+
+def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
+    """Decodes a PNG image into a `(height, width, channels)` uint8 tensor, as
+    `tf.io.decode_png` (`dtype=uint16` raises: tapegpu has no uint16 tensors;
+    `decode_image(..., dtype=tg.float32)` keeps 16 bits): `channels` 0 (as the file: gray 1, gray+alpha 2, RGB 3, RGBA 4;
+    palettes give RGB, or RGBA with a tRNS chunk), 1, 3 or 4. Every bit depth and colour type,
+    interlaced or not; see the module docstring for the conversions.
+
+    >>> img = tg.io.decode_png(tg.io.encode_png(tg.zeros([2, 3, 3], tg.uint8)))
+    >>> img.shape, img.dtype
+    ((2, 3, 3), tg.uint8)
+    """
+    who = "decode_png"
+    channels = _check_channels(channels, (0, 1, 2, 3, 4), who)
+    _image_dtype(dtype, ("uint8",), who)
+    return convert_to_tensor(_png_array(_contents(contents, who), channels, 8, who))
+
+
+def _png_array(data, channels, bits, who):
+    """The PNG's pixels as a numpy array of `bits` (8: uint8, 16: uint16) per sample."""
+    img, depth, ctype, palette, trns = _png_pixels(data, who)
+    img, depth = _png_expand(img, depth, ctype, palette, trns)
+    if bits == 8 and depth == 16:
+        img = (img >> 8).astype(np.uint8)
+    elif bits == 16 and depth == 8:
+        img = img.astype(np.uint16) * 257
+    img = _convert_channels(img, channels, 65535 if bits == 16 else 255)
+    return np.ascontiguousarray(img)
+
+
+def _png_bytes(img, compression=-1):
+    h, w, c = img.shape
+    depth = 16 if img.dtype == np.uint16 else 8
+    ctype = {1: 0, 2: 4, 3: 2, 4: 6}[c]
+    rows = img.astype(">u2").view(np.uint8) if depth == 16 else img
+    rows = rows.reshape(h, -1)
+    raw = np.concatenate([np.zeros((h, 1), np.uint8), rows], 1).tobytes()
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(
+            ">I", zlib.crc32(kind + body))
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 0)
+    return _PNG_MAGIC + chunk(b"IHDR", ihdr) + chunk(
+        b"IDAT", zlib.compress(raw, 6 if compression < 0 else compression)) + chunk(b"IEND", b"")
+
+
+def encode_png(image, compression=-1, name=None):
+    """Encodes a `(height, width, channels)` uint8 or uint16 image (1 to 4 channels) as PNG
+    bytes (a scalar string tensor), as `tf.io.encode_png`; `compression` -1 (default) or 0-9.
+
+    >>> png = tg.io.encode_png(tg.constant([[[255]]], tg.uint8))
+    >>> tg.io.decode_png(png).numpy().tolist()
+    [[[255]]]
+    """
+    a = convert_to_tensor(image).numpy()
+    if a.ndim != 3 or a.shape[-1] not in (1, 2, 3, 4) or a.dtype not in (np.uint8, np.uint16):
+        raise ValueError(f"encode_png: image must be a uint8 or uint16 tensor of shape "
+                         f"(height, width, 1..4), got {a.dtype.name} of shape {a.shape}")
+    if not -1 <= compression <= 9:
+        raise ValueError(f"encode_png: compression must be in [-1, 9], got {compression}")
+    return convert_to_tensor(_png_bytes(a, compression))
+
+
+# -- GIF ----------------------------------------------------------------------------------------
+
+def _lzw(data, min_size, npixels, who):
+    """GIF's LZW decompression (variable-width codes, least significant bit first)."""
+    clear, end = 1 << min_size, (1 << min_size) + 1
+    out = bytearray()
+    table = [bytes([i]) for i in range(clear)] + [b"", b""]
+    size = min_size + 1
+    prev = None
+    bits = nbits = 0
+    for byte in data:
+        bits |= byte << nbits
+        nbits += 8
+        while nbits >= size:
+            code = bits & ((1 << size) - 1)
+            bits >>= size
+            nbits -= size
+            if code == clear:
+                table = table[:clear + 2]
+                size, prev = min_size + 1, None
+                continue
+            if code == end:
+                return bytes(out)
+            if prev is None:
+                if code >= len(table):
+                    raise InvalidArgumentError(f"{who}: invalid GIF data: bad LZW code")
+                entry = table[code]
+            elif code < len(table):
+                entry = table[code]
+                table.append(prev + entry[:1])
+            elif code == len(table):
+                entry = prev + prev[:1]
+                table.append(entry)
+            else:
+                raise InvalidArgumentError(f"{who}: invalid GIF data: bad LZW code {code}")
+            out += entry
+            prev = entry
+            if len(table) == (1 << size) and size < 12:
+                size += 1
+            if len(out) >= npixels:
+                return bytes(out)
+    return bytes(out)
+
+
+def _gif_frames(data, who):
+    if data[:6] not in (b"GIF87a", b"GIF89a"):
+        raise InvalidArgumentError(f"{who}: invalid GIF header")
+    width, height, flags = struct.unpack("<HHB", data[6:11])
+    pos = 13
+    global_map = None
+    if flags & 0x80:
+        n = 2 << (flags & 7)
+        global_map = np.frombuffer(data, np.uint8, 3 * n, pos).reshape(n, 3)
+        pos += 3 * n
+    frames, transparent = [], None
+    canvas = None
+    while pos < len(data):
+        block = data[pos]
+        pos += 1
+        if block == 0x3B:
+            break
+        if block == 0x21:
+            label = data[pos]
+            pos += 1
+            if label == 0xF9 and data[pos] >= 4:
+                packed, index = data[pos + 1], data[pos + 4]
+                transparent = index if packed & 1 else None
+            while data[pos] != 0:
+                pos += data[pos] + 1
+            pos += 1
+            continue
+        if block != 0x2C:
+            raise InvalidArgumentError(f"{who}: invalid GIF data: unknown block {block:#x}")
+        left, top, w, h, iflags = struct.unpack("<HHHHB", data[pos:pos + 9])
+        pos += 9
+        cmap = global_map
+        if iflags & 0x80:
+            n = 2 << (iflags & 7)
+            cmap = np.frombuffer(data, np.uint8, 3 * n, pos).reshape(n, 3)
+            pos += 3 * n
+        if cmap is None:
+            raise InvalidArgumentError(f"{who}: invalid GIF data: no color map")
+        min_size = data[pos]
+        pos += 1
+        parts = []
+        while data[pos] != 0:
+            parts.append(data[pos + 1:pos + 1 + data[pos]])
+            pos += data[pos] + 1
+        pos += 1
+        idx = np.frombuffer(_lzw(b"".join(parts), min_size, w * h, who), np.uint8)
+        if len(idx) < w * h:
+            idx = np.concatenate([idx, np.zeros(w * h - len(idx), np.uint8)])
+        idx = idx[:w * h].reshape(h, w) if h and w else np.zeros((h, w), np.uint8)
+        if iflags & 0x40:  # interlaced: rows stored by passes 0::8, 4::8, 2::4, 1::2
+            order = np.concatenate([np.arange(s, h, d) for s, d in
+                                    ((0, 8), (4, 8), (2, 4), (1, 2))]).astype(np.intp)
+            rows = np.empty_like(idx)
+            rows[order] = idx
+            idx = rows
+        frame = np.zeros((height, width, 3), np.uint8) if canvas is None else canvas.copy()
+        bottom, right = min(top + h, height), min(left + w, width)
+        sub = idx[:max(bottom - top, 0), :max(right - left, 0)]
+        keep = sub == transparent if transparent is not None else np.zeros(sub.shape, bool)
+        bad = (sub >= len(cmap)) & ~keep
+        if bad.any():
+            raise InvalidArgumentError(f"{who}: found color index {int(sub[bad].max())} "
+                                       f"outside of color map range {len(cmap)}")
+        colors = cmap[np.where(keep, 0, sub)]
+        colors = np.where(keep[..., None], frame[top:bottom, left:right], colors)
+        frame[top:bottom, left:right] = colors
+        frames.append(frame)
+        canvas = frame
+        transparent = None
+    if not frames:
+        raise InvalidArgumentError(f"{who}: invalid GIF data: no frames")
+    return np.stack(frames)
+
+
+def decode_gif(contents, name=None):
+    """Decodes every frame of a GIF into a `(frames, height, width, 3)` uint8 tensor, as
+    `tf.io.decode_gif`: each frame starts from the previous one, its transparent pixels keep
+    the previous frame's (black in the first).
+
+    >>> from tapegpu.image_codecs import _gif_bytes_for_doc
+    >>> tg.io.decode_gif(_gif_bytes_for_doc()).shape
+    (1, 1, 2, 3)
+    """
+    return convert_to_tensor(_gif_frames(_contents(contents, "decode_gif"), "decode_gif"))
+
+
+def _gif_bytes_for_doc():
+    """A 2x1 GIF (red, blue) for the docstring examples."""
+    return (b"GIF89a" + struct.pack("<HHBBB", 2, 1, 0x80, 0, 0) + bytes([255, 0, 0, 0, 0, 255])
+            + b"\x2c" + struct.pack("<HHHHB", 0, 0, 2, 1, 0) + b"\x02\x02\x44\x0a\x00\x3b")
+
+
+# -- BMP ----------------------------------------------------------------------------------------
+
+def decode_bmp(contents, channels=0, name=None):
+    """Decodes an uncompressed 24- or 32-bit BMP into a `(height, width, channels)` uint8
+    tensor (RGB or RGBA), as `tf.io.decode_bmp`; `channels` 0 (as the file), 3 or 4 (must
+    match the file's).
+
+    >>> import struct
+    >>> bmp = (b"BM" + struct.pack("<IHHI", 58, 0, 0, 54) + struct.pack("<IiiHHIIiiII",
+    ...        40, 1, 1, 1, 24, 0, 4, 0, 0, 0, 0) + bytes([1, 2, 3, 0]))
+    >>> tg.io.decode_bmp(bmp).numpy().tolist()
+    [[[3, 2, 1]]]
+    """
+    who = "decode_bmp"
+    channels = _check_channels(channels, (0, 3, 4), who)
+    data = _contents(contents, who)
+    if len(data) < 54 or data[:2] != b"BM":
+        raise InvalidArgumentError(f"{who}: Invalid BMP header (magic BM), data size "
+                                   f"{len(data)}")
+    offset = struct.unpack("<I", data[10:14])[0]
+    width, height, _, bpp, compression = struct.unpack("<iiHHI", data[18:34])
+    if bpp not in (24, 32) or compression not in (0, 3):
+        raise InvalidArgumentError(f"{who}: only uncompressed 24- and 32-bit BMP files are "
+                                   f"supported, got {bpp} bits per pixel, compression "
+                                   f"{compression}")
+    file_channels = bpp // 8
+    if channels and channels != file_channels:
+        raise InvalidArgumentError(f"{who}: channels attribute {channels} does not match bits "
+                                   f"per pixel from file {bpp}")
+    h, w = abs(height), width
+    stride = (w * file_channels + 3) // 4 * 4
+    if width <= 0 or len(data) < offset + stride * h:
+        raise InvalidArgumentError(f"{who}: Invalid BMP data: {w}x{h} needs "
+                                   f"{offset + stride * h} bytes, got {len(data)}")
+    rows = np.frombuffer(data, np.uint8, stride * h, offset).reshape(h, stride)
+    px = rows[:, :w * file_channels].reshape(h, w, file_channels)
+    if height > 0:  # bottom-up
+        px = px[::-1]
+    order = [2, 1, 0] + ([3] if file_channels == 4 else [])
+    return convert_to_tensor(np.ascontiguousarray(px[..., order]))
+
+
+# -- JPEG (Pillow) ------------------------------------------------------------------------------
+
+def _pil(who):
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImportError(f"{who}: JPEG needs Pillow, which is not installed; "
+                          "`pip install pillow`") from None
+    return Image
+
+
+def is_jpeg(contents, name=None):
+    """Whether `contents` (bytes or a scalar string tensor) start as a JPEG file does
+    (`tf.io.is_jpeg`), as a bool tensor.
+
+    >>> bool(tg.io.is_jpeg(b"\\xff\\xd8\\xff\\xe0"))
+    True
+    """
+    return convert_to_tensor(_contents(contents, "is_jpeg")[:3] == b"\xff\xd8\xff")
+
+
+def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
+                try_recover_truncated=False, acceptable_fraction=1, dct_method="", name=None):
+    """Decodes a JPEG into a `(height, width, channels)` uint8 tensor, as
+    `tf.io.decode_jpeg`, with Pillow's libjpeg: `channels` 0 (as the file), 1 (the luma, as
+    libjpeg's grayscale output) or 3; `ratio` 1, 2, 4 or 8 downscales while decoding.
+    `dct_method` is a hint, as in TF: the integer accurate DCT is used.
+
+    >>> img = tg.io.decode_jpeg(tg.io.encode_jpeg(tg.fill([8, 8, 3], tg.constant(128, tg.uint8))))
+    >>> img.shape, int(img.numpy().mean())
+    ((8, 8, 3), 128)
+    """
+    who = "decode_jpeg"
+    channels = _check_channels(channels, (0, 1, 3), who)
+    if ratio not in (1, 2, 4, 8):
+        raise ValueError(f"{who}: ratio must be 1, 2, 4 or 8, got {ratio!r}")
+    if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
+        raise ValueError(f"{who}: dct_method must be '', 'INTEGER_FAST' or "
+                         f"'INTEGER_ACCURATE', got {dct_method!r}")
+    data = _contents(contents, who)
+    Image = _pil(who)
+    try:
+        im = Image.open(_pyio.BytesIO(data))
+        if im.format != "JPEG":
+            raise InvalidArgumentError(f"{who}: Invalid JPEG data or crop window, data size "
+                                       f"{len(data)}")
+        mode = {0: None, 1: "L", 3: "RGB"}[channels]
+        if mode is None:
+            mode = "L" if im.mode == "L" else "RGB"
+        w, h = im.size
+        im.draft(mode, ((w + ratio - 1) // ratio, (h + ratio - 1) // ratio))
+        if try_recover_truncated:
+            from PIL import ImageFile
+            old, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, True
+            try:
+                im.load()
+            finally:
+                ImageFile.LOAD_TRUNCATED_IMAGES = old
+        im = im.convert(mode) if im.mode != mode else im
+        a = np.asarray(im, np.uint8)
+    except (OSError, SyntaxError) as e:
+        raise InvalidArgumentError(f"{who}: Invalid JPEG data or crop window, data size "
+                                   f"{len(data)} ({e})") from None
+    if a.ndim == 2:
+        a = a[..., None]
+    return convert_to_tensor(np.ascontiguousarray(a))
+
+
+def decode_and_crop_jpeg(contents, crop_window, channels=0, ratio=1, fancy_upscaling=True,
+                         try_recover_truncated=False, acceptable_fraction=1, dct_method="",
+                         name=None):
+    """`decode_jpeg` then the window `crop_window = [y, x, height, width]` of the result, as
+    `tf.io.decode_and_crop_jpeg`; a window outside the image raises InvalidArgumentError.
+
+    >>> jpg = tg.io.encode_jpeg(tg.zeros([8, 8, 3], tg.uint8))
+    >>> tg.io.decode_and_crop_jpeg(jpg, [2, 1, 4, 3]).shape
+    (4, 3, 3)
+    """
+    img = decode_jpeg(contents, channels, ratio, fancy_upscaling, try_recover_truncated,
+                      acceptable_fraction, dct_method).numpy()
+    win = np.asarray(crop_window.numpy() if isinstance(crop_window, Tensor) else crop_window)
+    if win.shape != (4,):
+        raise ValueError(f"decode_and_crop_jpeg: crop_window must be [y, x, height, width], "
+                         f"got {win.tolist()}")
+    y, x, h, w = (int(v) for v in win)
+    if y < 0 or x < 0 or h <= 0 or w <= 0 or y + h > img.shape[0] or x + w > img.shape[1]:
+        raise InvalidArgumentError(f"decode_and_crop_jpeg: Invalid JPEG data or crop window: "
+                                   f"window {win.tolist()} for an image of "
+                                   f"{img.shape[0]}x{img.shape[1]}")
+    return convert_to_tensor(np.ascontiguousarray(img[y:y + h, x:x + w]))
+
+
+def extract_jpeg_shape(contents, output_type=dtypes.int32, name=None):
+    """`[height, width, channels]` of a JPEG, read from its frame header without decoding, as
+    `tf.io.extract_jpeg_shape` (int32, or `output_type` int64).
+
+    >>> tg.io.extract_jpeg_shape(tg.io.encode_jpeg(tg.zeros([5, 7, 3], tg.uint8))).numpy()
+    array([5, 7, 3], dtype=int32)
+    """
+    who = "extract_jpeg_shape"
+    data = _contents(contents, who)
+    out = _image_dtype(output_type, ("int32", "int64"), who)
+    pos = 2 if data[:2] == b"\xff\xd8" else None
+    while pos is not None and pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            break
+        marker = data[pos + 1]
+        if marker == 0xFF:
+            pos += 1
+            continue
+        size = struct.unpack(">H", data[pos + 2:pos + 4])[0]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            h, w = struct.unpack(">HH", data[pos + 5:pos + 9])
+            return convert_to_tensor(np.array([h, w, data[pos + 9]], out))
+        pos += 2 + size
+    raise InvalidArgumentError(f"{who}: Invalid JPEG data, size {len(data)}")
+
+
+def encode_jpeg(image, format="", quality=95, progressive=False, optimize_size=False,
+                chroma_downsampling=True, density_unit="in", x_density=300, y_density=300,
+                xmp_metadata="", name=None):  # noqa: A002
+    """Encodes a `(height, width, channels)` uint8 image (1 or 3 channels; `format`
+    'grayscale' or 'rgb' to insist) as JPEG bytes, as `tf.io.encode_jpeg`, with Pillow's
+    libjpeg: `quality` 0-100, `progressive`, `optimize_size`, `chroma_downsampling` (4:2:0,
+    else 4:4:4), the JFIF density.
+
+    >>> jpg = tg.io.encode_jpeg(tg.zeros([4, 4, 1], tg.uint8))
+    >>> jpg.numpy()[:3]
+    b'\\xff\\xd8\\xff'
+    """
+    who = "encode_jpeg"
+    a = convert_to_tensor(image).numpy()
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[-1] not in (1, 3):
+        raise ValueError(f"{who}: image must be a uint8 tensor of shape (height, width, 1 or "
+                         f"3), got {a.dtype.name} of shape {a.shape}")
+    want = {"": a.shape[-1], "grayscale": 1, "rgb": 3}.get(format)
+    if want is None:
+        raise ValueError(f"{who}: format must be '', 'grayscale' or 'rgb', got {format!r}")
+    if want != a.shape[-1]:
+        raise ValueError(f"{who}: format {format!r} needs {want} channels, got {a.shape[-1]}")
+    if not 0 <= quality <= 100:
+        raise ValueError(f"{who}: quality must be in [0, 100], got {quality}")
+    if density_unit not in ("in", "cm"):
+        raise ValueError(f"{who}: density_unit must be 'in' or 'cm', got {density_unit!r}")
+    if xmp_metadata:
+        raise ValueError(f"{who}: xmp_metadata is not supported by tapegpu, got "
+                         f"{xmp_metadata!r}")
+    Image = _pil(who)
+    im = Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a, "L" if a.shape[-1] == 1 else "RGB")
+    dpi = (x_density, y_density) if density_unit == "in" else \
+        (x_density * 2.54, y_density * 2.54)
+    buf = _pyio.BytesIO()
+    im.save(buf, "JPEG", quality=int(quality), progressive=bool(progressive),
+            optimize=bool(optimize_size), subsampling=0 if not chroma_downsampling else 2,
+            dpi=dpi)
+    return convert_to_tensor(buf.getvalue())
+
+
+# -- decode_image -------------------------------------------------------------------------------
+
+def _format(data):
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:8] == _PNG_MAGIC:
+        return "png"
+    if data[:3] == b"GIF":
+        return "gif"
+    if data[:2] == b"BM":
+        return "bmp"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None,
+                 expand_animations=True):
+    """Decodes a BMP, GIF, JPEG or PNG file, found by its first bytes, as
+    `tf.io.decode_image`: a `(height, width, channels)` tensor, or `(frames, height, width, 3)`
+    for a GIF with `expand_animations=True` (its first frame otherwise). `dtype` uint8 or
+    float32 (values in [0, 1]: a PNG read at 16 bits / 65535, as TF, the others / 255).
+
+    >>> png = tg.io.encode_png(tg.constant([[[0], [255]]], tg.uint8))
+    >>> tg.io.decode_image(png, dtype=tg.float32)[..., 0].numpy()
+    array([[0., 1.]], dtype=float32)
+    """
+    who = "decode_image"
+    out_dtype = _image_dtype(dtype, ("uint8", "float32"), who)
+    data = _contents(contents, who)
+    kind = _format(data)
+    channels = 0 if channels is None else channels
+    if kind == "png":
+        img = _png_array(data, _check_channels(channels, (0, 1, 2, 3, 4), who),
+                         16 if out_dtype == "float32" else 8, who)
+    elif kind == "jpeg":
+        img = decode_jpeg(data, _check_channels(channels, (0, 1, 3), who)).numpy()
+    elif kind == "bmp":
+        img = decode_bmp(data, _check_channels(channels, (0, 3, 4), who)).numpy()
+    elif kind == "gif":
+        if channels not in (0, 3):
+            raise InvalidArgumentError(f"{who}: channels must be 0 or 3 for GIF, got "
+                                       f"{channels}")
+        img = _gif_frames(data, who)
+        if not expand_animations:
+            img = img[0]
+    elif kind == "webp":
+        raise InvalidArgumentError(f"{who}: WebP is not supported by tapegpu; decode it with "
+                                   "Pillow (PIL.Image.open) and pass the array to tg.constant")
+    else:
+        raise InvalidArgumentError(f"{who}: Unknown image file format. One of JPEG, PNG, GIF, "
+                                   "BMP required.")
+    if out_dtype == "float32":
+        img = (img.astype(np.float32) / (65535.0 if img.dtype == np.uint16 else 255.0))
+    return convert_to_tensor(np.ascontiguousarray(img))
+
+
+# -- WAV ----------------------------------------------------------------------------------------
+
+def decode_wav(contents, desired_channels=-1, desired_samples=-1, name=None):
+    """Decodes a 16-bit PCM WAV file into `(audio, sample_rate)`, as `tf.audio.decode_wav`:
+    `audio` float32 of shape `(samples, channels)` with values `sample / 32768` in [-1, 1),
+    `sample_rate` a scalar int32. `desired_channels` keeps the first channels or repeats the
+    last one; `desired_samples` cuts or pads with zeros.
+
+    >>> import struct
+    >>> body = struct.pack("<2h", 16384, -32768)
+    >>> wav = (b"RIFF" + struct.pack("<I", 36 + len(body)) + b"WAVEfmt " +
+    ...        struct.pack("<IHHIIHH", 16, 1, 1, 8000, 16000, 2, 16) + b"data" +
+    ...        struct.pack("<I", len(body)) + body)
+    >>> audio, rate = tg.audio.decode_wav(wav)
+    >>> audio.numpy()[:, 0], int(rate)
+    (array([ 0.5, -1. ], dtype=float32), 8000)
+    """
+    who = "decode_wav"
+    data = _contents(contents, who)
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise InvalidArgumentError(f"{who}: Header mismatch: expected RIFF....WAVE")
+    pos, fmt, samples = 12, None, None
+    while pos + 8 <= len(data):
+        kind, size = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])[0]
+        body = data[pos + 8:pos + 8 + size]
+        if kind == b"fmt ":
+            fmt = struct.unpack("<HHIIHH", body[:16])
+        elif kind == b"data":
+            samples = body
+            break
+        pos += 8 + size + (size & 1)
+    if fmt is None or samples is None:
+        raise InvalidArgumentError(f"{who}: no 'fmt ' or 'data' chunk found")
+    audio_format, n_channels, rate, _, _, bits = fmt
+    if audio_format not in (1, 0xFFFE) or bits != 16:
+        raise InvalidArgumentError(f"{who}: can only read 16-bit PCM WAV files, got format "
+                                   f"{audio_format} with {bits} bits per sample")
+    if n_channels < 1:
+        raise InvalidArgumentError(f"{who}: bad number of channels {n_channels}")
+    n = len(samples) // (2 * n_channels)
+    pcm = np.frombuffer(samples, "<i2", n * n_channels).reshape(n, n_channels)
+    audio = pcm.astype(np.float32) / 32768.0
+    if desired_channels > 0 and desired_channels != n_channels:
+        idx = np.minimum(np.arange(desired_channels), n_channels - 1)
+        audio = audio[:, idx]
+    if desired_samples >= 0:
+        if desired_samples <= len(audio):
+            audio = audio[:desired_samples]
+        else:
+            audio = np.concatenate([audio, np.zeros((desired_samples - len(audio),
+                                                     audio.shape[1]), np.float32)])
+    return (convert_to_tensor(np.ascontiguousarray(audio)),
+            convert_to_tensor(np.int32(rate)))
+
+
+def encode_wav(audio, sample_rate, name=None):
+    """Encodes float32 audio of shape `(samples, channels)` as a 16-bit PCM WAV file (a scalar
+    string tensor), as `tf.audio.encode_wav`: each value becomes `round(x * 32768)` clipped to
+    [-32768, 32767].
+
+    >>> wav = tg.audio.encode_wav(tg.constant([[0.5], [-1.0]]), 8000)
+    >>> tg.audio.decode_wav(wav)[0].numpy()[:, 0]
+    array([ 0.5, -1. ], dtype=float32)
+    """
+    a = convert_to_tensor(audio).numpy()
+    if a.ndim != 2 or a.dtype != np.float32:
+        raise ValueError(f"encode_wav: audio must be float32 of shape (samples, channels), got "
+                         f"{a.dtype.name} of shape {a.shape}")
+    rate = int(convert_to_tensor(sample_rate).numpy())
+    scaled = np.trunc(a.astype(np.float64) * 32768.0 + np.copysign(0.5, a))
+    pcm = np.clip(scaled, -32768, 32767).astype("<i2")
+    body = pcm.tobytes()
+    ch = a.shape[1]
+    header = (b"RIFF" + struct.pack("<I", 36 + len(body)) + b"WAVEfmt " +
+              struct.pack("<IHHIIHH", 16, 1, ch, rate, rate * ch * 2, ch * 2, 16) + b"data" +
+              struct.pack("<I", len(body)))
+    return convert_to_tensor(header + body)
