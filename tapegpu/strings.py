@@ -240,8 +240,9 @@ def _dense_strings(x, who):
 
 def split(input, sep=None, maxsplit=-1, name=None):  # noqa: A002
     """Splits each string at `sep` (TF's `tf.strings.split`). With `sep` None or empty,
-    runs of ASCII whitespace separate and no piece is empty; otherwise every `sep` separates
-    (`"a,,b"` gives `a`, ``, `b`). At most `maxsplit` splits when it is not -1. A scalar gives
+    runs of ASCII whitespace separate and no piece is empty (but the remainder after
+    `maxsplit` splits, as TF); otherwise every `sep` separates (`"a,,b"` gives `a`, ``, `b`).
+    At most `maxsplit` splits when it is not -1. A scalar gives
     a 1-D tensor, a tensor of rank N a `tg.RaggedTensor` of ragged rank N.
 
     >>> tg.strings.split(tg.constant("hello  world")).numpy()
@@ -256,7 +257,31 @@ def split(input, sep=None, maxsplit=-1, name=None):  # noqa: A002
     if sep is not None and not isinstance(sep, bytes):
         raise TypeError(f"tg.strings.split: sep must be a string or None, got {sep!r}")
     maxsplit = int(maxsplit)
-    return _ragged_pieces(arr, lambda b: b.split(sep or None, maxsplit), object)
+    if sep:
+        return _ragged_pieces(arr, lambda b: b.split(sep, maxsplit), object)
+    return _ragged_pieces(arr, lambda b: _split_whitespace(b, maxsplit), object)
+
+
+_WHITESPACE = b" \t\n\v\f\r"
+
+
+def _split_whitespace(b, maxsplit):
+    """TF's whitespace split (StringSplitV2 with an empty sep): tokens between runs of ASCII
+    whitespace; after `maxsplit` tokens the rest (leading whitespace removed) is the last
+    piece, even when empty; `maxsplit=0` keeps the string as it is."""
+    if maxsplit == 0:
+        return [b]
+    out, rest = [], b.lstrip(_WHITESPACE)
+    while rest:
+        n = 0
+        while n < len(rest) and rest[n] not in _WHITESPACE:
+            n += 1
+        out.append(rest[:n])
+        rest = rest[n:].lstrip(_WHITESPACE)
+        if 0 < maxsplit == len(out):
+            out.append(rest)
+            break
+    return out
 
 
 def bytes_split(input, name=None):  # noqa: A002

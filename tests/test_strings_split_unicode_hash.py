@@ -21,6 +21,15 @@ def test_split_with_sep_keeps_empty_pieces_and_maxsplit():
         [b"a", b"b,c"]
 
 
+def test_split_whitespace_maxsplit_as_tf():
+    # TF's SplitV2: after maxsplit tokens, the rest without its leading whitespace
+    split = lambda s, n: tg.strings.split(tg.constant(s), maxsplit=n).numpy().tolist()
+    assert split(" a  b c ", 1) == [b"a", b"b c "]
+    assert split("a b ", 2) == [b"a", b"b", b""]
+    assert split(" a b", 0) == [b" a b"]
+    assert split("", -1) == [] and split(" \t\v ", -1) == []
+
+
 def test_split_vector_and_matrix_are_ragged():
     rt = tg.strings.split(tg.constant(["a b", "", "c"]))
     assert isinstance(rt, tg.RaggedTensor)

@@ -50,6 +50,9 @@ def test_string_lookup_encodings():
     one = tg.keras.layers.StringLookup(vocabulary=VOCAB, output_mode="one_hot")
     np.testing.assert_array_equal(one(tg.constant(["a", "b", "c", "d", "z"])).numpy(),
                                   np.eye(5)[[1, 2, 3, 4, 0]])
+    assert one(tg.constant([["a"], ["z"]])).shape == (2, 1, 5)  # a new last axis
+    assert one(tg.constant("b")).numpy().tolist() == [[0, 0, 1, 0, 0]]
+    np.testing.assert_array_equal(multi(tg.constant(["a", "a", "d"])).numpy(), [0, 1, 0, 0, 1])
     padded = tg.keras.layers.StringLookup(vocabulary=VOCAB, output_mode="multi_hot",
                                           max_tokens=8, pad_to_max_tokens=True)
     assert padded(tg.constant([["a"]])).shape == (1, 8)

@@ -14,7 +14,8 @@ them on the CPU: they have no gradient and no weights to train. Their behaviour 
 - with more than one OOV index an unknown token goes to OOV index `fingerprint64(token) %
   num_oov_indices` (`tg.strings.to_hash_bucket_fast`), as Keras;
 - `"multi_hot"`, `"count"` and `"tf_idf"` outputs are one row of `depth` values per sample
-  (the last input axis is the sample's tokens), `"one_hot"` one row per token.
+  (the last input axis is the sample's tokens), `"one_hot"` one row per token (a new last
+  axis), as Keras 3's `encode_categorical_inputs`.
 """
 import collections
 import math
@@ -68,24 +69,12 @@ def _string_tensor(x, who):
     return t
 
 
-def _rows_of(x):
-    """(rows, kind) of a string Tensor or RaggedTensor whose last axis is the tokens of a
-    sample: rows is a list of lists of bytes; kind is 'scalar', 'vector' (one sample) or
-    'batch'."""
-    if isinstance(x, RaggedTensor):
-        if x.ragged_rank != 1:
-            raise ValueError(f"expected a RaggedTensor of rank 2, got ragged rank "
-                             f"{x.ragged_rank}")
-        return [list(r) for r in x.to_list()], "batch"
-    a = x.numpy()
-    if a.ndim == 0:
-        return [[a.item()]], "scalar"
-    if a.ndim == 1:
-        return [list(a)], "vector"
-    if a.ndim == 2:
-        return [list(r) for r in a], "batch"
-    raise ValueError(f"when output_mode is not 'int', the maximum supported input rank is 2, "
-                     f"got inputs of shape {tuple(a.shape)}")
+def _ragged_rows(x):
+    """The rows (lists of bytes) of a RaggedTensor of rank 2: the samples' tokens."""
+    if x.ragged_rank != 1:
+        raise ValueError(f"expected a RaggedTensor of rank 2 (samples of tokens), got ragged "
+                         f"rank {x.ragged_rank}")
+    return [list(r) for r in x.to_list()]
 
 
 class StringLookup(Layer):
@@ -304,6 +293,7 @@ class StringLookup(Layer):
         """Indices (int64) of the bytes in the object array `a`, with the mask and OOV rules."""
         start, n_oov = self._oov_start_index(), self.num_oov_indices
         mask = _bytes(self.mask_token, self.encoding) if self.mask_token is not None else None
+        a = np.asarray(a, dtype=object)
         out = np.empty(a.shape, np.int64)
         flat, res = a.ravel(), out.reshape(-1)
         for i, t in enumerate(flat):
@@ -325,6 +315,7 @@ class StringLookup(Layer):
         vocab = [_bytes(t, self.encoding) for t in self.get_vocabulary()]
         oov = _bytes(self.oov_token, self.encoding)
         start = self._token_start_index()
+        a = np.asarray(a)
         out = np.empty(a.shape, object)
         res = out.reshape(-1)
         for i, k in enumerate(a.ravel()):
@@ -356,28 +347,44 @@ class StringLookup(Layer):
         return self.vocabulary_size()
 
     def _encode(self, inputs):
-        rows, kind = _rows_of(inputs)
+        """Keras' `encode_categorical_inputs` of the looked-up indices: `"one_hot"` adds an
+        axis of `depth`; `"multi_hot"`, `"count"` and `"tf_idf"` reduce the last axis (the
+        tokens of a sample) to `depth` values. A scalar input counts as one token."""
         depth = self._depth()
-        if self.output_mode == "one_hot":
-            if kind == "batch" and isinstance(inputs, Tensor) and inputs.shape[-1] == 1:
-                rows, kind = [r for r in rows], "squeezed"
-            elif kind == "vector":
-                rows, kind = [[t] for t in rows[0]], "batch"
-        out = np.zeros((len(rows), depth), np.float32)
-        for i, row in enumerate(rows):
-            for k in self._lookup(_object_array(row)) if row else ():
-                if 0 <= k < depth:
-                    out[i, k] = 1.0 if self.output_mode in ("one_hot", "multi_hot") \
-                        else out[i, k] + 1.0
+        who = f"{type(self).__name__} {self.name!r}"
+        if self.output_mode == "tf_idf" and self.idf_weights is None:
+            raise ValueError(f"{who}: when output_mode is 'tf_idf', idf_weights must be set "
+                             "(adapt the layer or pass vocabulary and idf_weights)")
+        if isinstance(inputs, RaggedTensor):
+            if self.output_mode == "one_hot":
+                idx = self._lookup(inputs.flat_values.numpy())
+                return inputs.with_flat_values(convert_to_tensor(_one_hot(idx, depth)))
+            rows = _ragged_rows(inputs)
+            idx = [self._lookup(_object_array(r)) for r in rows]
+            out = np.stack([self._reduce(i, depth) for i in idx]) if idx else                 np.zeros((0, depth), np.float32)
+        else:
+            idx = self._lookup(inputs.numpy())
+            if idx.ndim == 0:
+                idx = idx[None]
+            if idx.ndim > 2 and self.output_mode not in ("one_hot", "multi_hot"):
+                raise ValueError(f"{who}: when output_mode is anything other than 'multi_hot', "
+                                 f"'one_hot', or 'int', the rank must be 2 or less. Received "
+                                 f"output_mode: {self.output_mode} and input shape: "
+                                 f"{tuple(inputs.shape)}")
+            if self.output_mode == "one_hot":
+                return convert_to_tensor(_one_hot(idx, depth))
+            flat = idx.reshape(-1, idx.shape[-1])
+            out = np.stack([self._reduce(i, depth) for i in flat]).reshape(
+                idx.shape[:-1] + (depth,))
         if self.output_mode == "tf_idf":
-            if self.idf_weights is None:
-                raise ValueError(f"{type(self).__name__} {self.name!r}: when output_mode is "
-                                 "'tf_idf', idf_weights must be set (adapt the layer or pass "
-                                 "vocabulary and idf_weights)")
             out = out * self.idf_weights[:depth]
-        if kind in ("scalar", "vector"):
-            out = out[0]
-        return convert_to_tensor(out)
+        return convert_to_tensor(out.astype(np.float32))
+
+    def _reduce(self, idx, depth):
+        """One sample's indices as `depth` values: presence (multi_hot) or counts."""
+        idx = idx[(idx >= 0) & (idx < depth)]
+        counts = np.bincount(idx, minlength=depth)[:depth].astype(np.float32)
+        return np.minimum(counts, 1.0) if self.output_mode == "multi_hot" else counts
 
     def compute_output_shape(self, input_shape):
         if self.output_mode == "int":
@@ -385,9 +392,7 @@ class StringLookup(Layer):
         depth = self._depth()
         input_shape = tuple(input_shape)
         if self.output_mode == "one_hot":
-            if len(input_shape) > 1 and input_shape[-1] == 1:
-                return input_shape[:-1] + (depth,)
-            return input_shape + (depth,)
+            return (input_shape or (1,)) + (depth,)
         return input_shape[:-1] + (depth,)
 
     def get_config(self):
@@ -402,6 +407,16 @@ class StringLookup(Layer):
                       pad_to_max_tokens=self.pad_to_max_tokens, sparse=self.sparse,
                       encoding=self.encoding)
         return config
+
+
+def _one_hot(idx, depth):
+    """`idx` (any shape) one-hot along a new last axis of `depth`; indices outside [0, depth)
+    (a dropped mask token) give zeros."""
+    out = np.zeros(idx.shape + (depth,), np.float32)
+    ok = (idx >= 0) & (idx < depth)
+    np.put_along_axis(out, np.where(ok, idx, 0)[..., None], ok[..., None].astype(np.float32),
+                      axis=-1)
+    return out
 
 
 def _batches(data, steps, name):
