@@ -119,6 +119,9 @@ LAZY = {
     "tf.RaggedTensor": "tapegpu.ragged:RaggedTensor",
     "tf.audio.decode_wav": "tapegpu.image_codecs:decode_wav",
     "tf.audio.encode_wav": "tapegpu.image_codecs:encode_wav",
+    **{f"tf.compat.v1.image.{_n}": f"tapegpu.compat.v1_image:{_n}" for _n in (
+        "resize_images", "resize_bilinear", "resize_bicubic", "resize_nearest_neighbor",
+        "resize_area")},
 }
 
 
