@@ -188,7 +188,6 @@ def _samples(rows, width, channels, depth):
     elif depth == 8:
         s = rows
     else:
-        per = 8 // depth
         shifts = np.arange(8 - depth, -1, -depth, dtype=np.uint8)
         s = ((rows[..., None] >> shifts) & ((1 << depth) - 1)).reshape(h, -1)
     return s[:, :width * channels].reshape(h, width, channels)
@@ -270,9 +269,10 @@ def _png_expand(img, depth, ctype, palette, trns):
 def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
     """Decodes a PNG image into a `(height, width, channels)` uint8 tensor, as
     `tf.io.decode_png` (`dtype=uint16` raises: tapegpu has no uint16 tensors;
-    `decode_image(..., dtype=tg.float32)` keeps 16 bits): `channels` 0 (as the file: gray 1, gray+alpha 2, RGB 3, RGBA 4;
-    palettes give RGB, or RGBA with a tRNS chunk), 1, 3 or 4. Every bit depth and colour type,
-    interlaced or not; see the module docstring for the conversions.
+    `decode_image(..., dtype=tg.float32)` keeps 16 bits): `channels` 0 (as the file: gray 1,
+    gray+alpha 2, RGB 3, RGBA 4; palettes give RGB, or RGBA with a tRNS chunk), 1, 2, 3 or
+    4. Every bit depth and colour type, interlaced or not; see the module docstring for the
+    conversions.
 
     >>> img = tg.io.decode_png(tg.io.encode_png(tg.zeros([2, 3, 3], tg.uint8)))
     >>> img.shape, img.dtype

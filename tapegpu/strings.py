@@ -17,7 +17,9 @@ from .core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["length", "lower", "upper", "strip", "join", "reduce_join", "regex_replace",
            "regex_full_match", "to_number", "as_string", "substr", "split", "bytes_split",
-           "unicode_decode", "unicode_encode", "unicode_split", "to_hash_bucket_fast"]
+           "unicode_decode", "unicode_encode", "unicode_split", "to_hash_bucket_fast",
+           "to_hash_bucket", "to_hash_bucket_strong", "ngrams", "unicode_transcode",
+           "unicode_decode_with_offsets", "unicode_split_with_offsets", "unsorted_segment_join"]
 
 
 def _strings(x, who):
@@ -313,27 +315,36 @@ def _is_control(cp):
     return cp < 0x20 or 0x7F <= cp < 0xA0
 
 
-def _code_points(b, codec, errors, replacement_char, replace_control, who):
-    """The code points of the bytes `b` in `codec`; each maximal invalid subsequence is an
-    error (`strict`), one `replacement_char` (`replace`) or dropped (`ignore`)."""
+def _code_points(b, codec, errors, replacement_char, replace_control, who,
+                 with_offsets=False):
+    """The code points of the bytes `b` in `codec` (and each one's byte offset with
+    `with_offsets`); each maximal invalid subsequence is an error (`strict`), one
+    `replacement_char` (`replace`) or dropped (`ignore`)."""
     from .ops.registry import InvalidArgumentError
-    out, pos = [], 0
+    out, offsets, pos = [], [], 0
+
+    def take(chunk, start):
+        for ch in chunk:
+            out.append(ord(ch))
+            offsets.append(start)
+            start += len(ch.encode(codec))
     while True:
         try:
-            out.extend(ord(c) for c in b[pos:].decode(codec))
+            take(b[pos:].decode(codec), pos)
             break
         except UnicodeDecodeError as e:
-            out.extend(ord(c) for c in b[pos:pos + e.start].decode(codec))
+            take(b[pos:pos + e.start].decode(codec), pos)
             if errors == "strict":
                 raise InvalidArgumentError(f"tg.strings.{who}: invalid formatting on input "
                                            f"string {b!r} ({e.reason} at byte "
                                            f"{pos + e.start})") from None
             if errors == "replace":
                 out.append(int(replacement_char))
+                offsets.append(pos + e.start)
             pos += e.end
     if replace_control:
         out = [int(replacement_char) if _is_control(c) else c for c in out]
-    return out
+    return (out, offsets) if with_offsets else out
 
 
 def unicode_decode(input, input_encoding, errors="replace", replacement_char=65533,
@@ -541,3 +552,247 @@ def to_hash_bucket_fast(input, num_buckets, name=None):  # noqa: A002
     a = _dense_strings(input, "to_hash_bucket_fast")
     return convert_to_tensor(_map(lambda b: _fingerprint64(b) % int(num_buckets), a, np.int64))
 
+
+
+def unicode_decode_with_offsets(input, input_encoding, errors="replace", replacement_char=65533,
+                                replace_control_characters=False, name=None):  # noqa: A002
+    """`unicode_decode`'s code points and, for each, the byte offset where it starts in its
+    string (int64), as `tf.strings.unicode_decode_with_offsets`.
+
+    >>> cps, offsets = tg.strings.unicode_decode_with_offsets(tg.constant("h\u00e9!"), "UTF-8")
+    >>> cps.numpy(), offsets.numpy()
+    (array([104, 233,  33], dtype=int32), array([0, 1, 3]))
+    """
+    codec = _codec(input_encoding, errors, "unicode_decode_with_offsets", "input_encoding")
+    arr = _dense_strings(input, "unicode_decode_with_offsets")
+
+    def both(b):
+        return _code_points(b, codec, errors, replacement_char, replace_control_characters,
+                            "unicode_decode_with_offsets", with_offsets=True)
+    return (_ragged_pieces(arr, lambda b: both(b)[0], np.int32),
+            _ragged_pieces(arr, lambda b: both(b)[1], np.int64))
+
+
+def unicode_split_with_offsets(input, input_encoding, errors="replace", replacement_char=65533,
+                               name=None):  # noqa: A002
+    """`unicode_split`'s characters and the byte offset of each in its string (int64).
+
+    >>> chars, offsets = tg.strings.unicode_split_with_offsets(tg.constant("\u00e9a"), "UTF-8")
+    >>> chars.numpy(), offsets.numpy()
+    (array([b'\\xc3\\xa9', b'a'], dtype=object), array([0, 2]))
+    """
+    codec = _codec(input_encoding, errors, "unicode_split_with_offsets", "input_encoding")
+    arr = _dense_strings(input, "unicode_split_with_offsets")
+
+    def both(b):
+        return _code_points(b, codec, errors, replacement_char, False,
+                            "unicode_split_with_offsets", with_offsets=True)
+    return (_ragged_pieces(arr, lambda b: [chr(c).encode(codec) for c in both(b)[0]], object),
+            _ragged_pieces(arr, lambda b: both(b)[1], np.int64))
+
+
+def unicode_transcode(input, input_encoding, output_encoding, errors="replace",
+                      replacement_char=65533, replace_control_characters=False,
+                      name=None):  # noqa: A002
+    """Re-encodes each string from `input_encoding` to `output_encoding` ('UTF-8',
+    'UTF-16-BE', 'UTF-32-BE'); invalid input as in `unicode_decode`.
+
+    >>> tg.strings.unicode_transcode(tg.constant("h\u00e9"), "UTF-8", "UTF-16-BE").numpy()
+    b'\\x00h\\x00\\xe9'
+    """
+    src = _codec(input_encoding, errors, "unicode_transcode", "input_encoding")
+    dst = _codec(output_encoding, errors, "unicode_transcode", "output_encoding")
+    a = _dense_strings(input, "unicode_transcode")
+    return _text(_map(lambda b: "".join(chr(c) for c in _code_points(
+        b, src, errors, replacement_char, replace_control_characters,
+        "unicode_transcode")).encode(dst), a))
+
+
+def ngrams(data, ngram_width, separator=" ", pad_values=None, padding_width=None,
+           preserve_short_sequences=False, name=None):
+    """The n-grams of the innermost dimension of `data` (TF's `tf.strings.ngrams`): for each
+    width in `ngram_width` (an int or a sequence), every window of that many tokens joined by
+    `separator`. With `pad_values` (one string, or a (left, right) pair) each row is padded
+    by `padding_width` tokens (default width - 1) on both sides; `preserve_short_sequences`
+    makes a row too short for any n-gram give one of all its tokens. A dense input gives a
+    dense result, a RaggedTensor a RaggedTensor.
+
+    >>> tg.strings.ngrams(tg.constant(["a", "b", "c"]), 2).numpy()
+    array([b'a b', b'b c'], dtype=object)
+    >>> tg.strings.ngrams(tg.constant(["a", "b"]), 3, pad_values="#").numpy()
+    array([b'# # a', b'# a b', b'a b #', b'b # #'], dtype=object)
+    """
+    from .ragged import RaggedTensor
+    widths = list(ngram_width) if isinstance(ngram_width, (list, tuple)) else [ngram_width]
+    if any(int(w) < 1 for w in widths):
+        raise ValueError(f"All ngram_widths must be greater than 0. Got {ngram_width}")
+    if padding_width is not None and padding_width < 1:
+        raise ValueError("padding_width must be greater than 0.")
+    if padding_width is not None and pad_values is None:
+        raise ValueError("pad_values must be provided if padding_width is set.")
+    if pad_values is None:
+        left = right = b""
+        pad = 0
+    else:
+        left, right = pad_values if isinstance(pad_values, (list, tuple)) else \
+            (pad_values, pad_values)
+        left, right = (v.encode("utf-8") if isinstance(v, str) else bytes(v)
+                       for v in (left, right))
+        pad = -1 if padding_width is None else int(padding_width)
+    sep = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
+
+    def row_ngrams(row):
+        out = []
+        for n in widths:
+            p = min(n - 1 if pad < 0 else pad, n - 1)
+            seq = [left] * p + list(row) + [right] * p
+            out.extend(sep.join(seq[i:i + n]) for i in range(len(seq) - n + 1))
+        if preserve_short_sequences and not out and len(row):
+            p = max(pad, 0)
+            out.append(sep.join([left] * p + list(row) + [right] * p))
+        return out
+
+    if isinstance(data, RaggedTensor):
+        if isinstance(data.values, RaggedTensor):
+            return RaggedTensor.from_row_splits(
+                ngrams(data.values, ngram_width, separator, pad_values, padding_width,
+                       preserve_short_sequences), data.row_splits)
+        rows = [row_ngrams([_bytes(t) for t in r]) for r in data.to_list()]
+        return RaggedTensor.from_row_lengths(
+            _pieces_tensor([g for r in rows for g in r], object), [len(r) for r in rows])
+    a = _strings(data, "ngrams")
+    if a.ndim == 0:
+        raise ValueError("tg.strings.ngrams: data must have rank > 0")
+    rows = [row_ngrams(list(r)) for r in a.reshape(-1, a.shape[-1])]
+    flat = _pieces_tensor([g for r in rows for g in r], object)
+    return _text(flat.numpy().reshape(a.shape[:-1] + (-1,)))
+
+
+def _bytes(t):
+    return t.encode("utf-8") if isinstance(t, str) else bytes(t)
+
+
+def unsorted_segment_join(inputs, segment_ids, num_segments, separator="", name=None):
+    """Joins the strings of `inputs` by segment (`tf.strings.unsorted_segment_join`): output
+    row k joins, in order, the rows of `inputs` whose `segment_ids` (a prefix of its shape)
+    are k; empty segments give ''.
+
+    >>> tg.strings.unsorted_segment_join(tg.constant(["a", "b", "c"]), [1, 0, 1], 2,
+    ...                                  separator=":").numpy()
+    array([b'b', b'a:c'], dtype=object)
+    """
+    from .ops.registry import InvalidArgumentError
+    a = _strings(inputs, "unsorted_segment_join")
+    ids = np.asarray(segment_ids.numpy() if isinstance(segment_ids, Tensor) else segment_ids)
+    n = int(num_segments.numpy() if isinstance(num_segments, Tensor) else num_segments)
+    if ids.shape != a.shape[:ids.ndim]:
+        raise InvalidArgumentError(f"tg.strings.unsorted_segment_join: segment_ids.shape "
+                                   f"{ids.shape} must be a prefix of inputs.shape {a.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        raise InvalidArgumentError(f"tg.strings.unsorted_segment_join: segment_ids must be in "
+                                   f"[0, {n}), got values in [{ids.min()}, {ids.max()}]")
+    sep = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
+    inner = a.shape[ids.ndim:]
+    rows = a.reshape((-1,) + inner)
+    out = np.empty((n,) + inner, dtype=object)
+    for idx in np.ndindex(out.shape):
+        out[idx] = b""
+    parts = {}
+    for k, seg in enumerate(ids.ravel()):
+        parts.setdefault(int(seg), []).append(np.asarray(rows[k], dtype=object))
+    for seg, members in parts.items():
+        for idx in np.ndindex(inner):
+            out[(seg,) + idx] = sep.join(m[idx] for m in members)
+    return _text(out)
+
+
+def _murmur64(s, seed=0xDECAFCAFFE):
+    """TensorFlow's own Hash64 (MurmurHash64A with seed 0xDECAFCAFFE), of to_hash_bucket."""
+    m, r = 0xc6a4a7935bd1e995, 47
+    n = len(s)
+    h = (seed ^ (n * m)) & _M
+    full = n - n % 8
+    for i in range(0, full, 8):
+        k = (_f64(s, i) * m) & _M
+        k ^= k >> r
+        k = (k * m) & _M
+        h = ((h ^ k) * m) & _M
+    tail = s[full:]
+    if tail:
+        for j in range(len(tail) - 1, -1, -1):
+            h ^= tail[j] << (8 * j)
+        h = (h * m) & _M
+    h ^= h >> r
+    h = (h * m) & _M
+    return h ^ (h >> r)
+
+
+def _siphash24(k0, k1, s):
+    """SipHash-2-4 of the bytes `s` with the key (k0, k1) (TF's StrongKeyedHash)."""
+    def rotl(x, b):
+        return ((x << b) | (x >> (64 - b))) & _M
+    v = [k0 ^ 0x736f6d6570736575, k1 ^ 0x646f72616e646f6d, k0 ^ 0x6c7967656e657261,
+         k1 ^ 0x7465646279746573]
+
+    def rounds(count):
+        for _ in range(count):
+            v[0] = (v[0] + v[1]) & _M
+            v[1] = rotl(v[1], 13) ^ v[0]
+            v[0] = rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & _M
+            v[3] = rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & _M
+            v[3] = rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & _M
+            v[1] = rotl(v[1], 17) ^ v[2]
+            v[2] = rotl(v[2], 32)
+    n = len(s)
+    full = n - n % 8
+    for i in range(0, full, 8):
+        word = _f64(s, i)
+        v[3] ^= word
+        rounds(2)
+        v[0] ^= word
+    last = ((n & 0xFF) << 56) | int.from_bytes(s[full:], "little")
+    v[3] ^= last
+    rounds(2)
+    v[0] ^= last
+    v[2] ^= 0xFF
+    rounds(4)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def _buckets(num_buckets, who):
+    if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or \
+            num_buckets < 1:
+        raise ValueError(f"tg.strings.{who}: num_buckets must be an int >= 1, got "
+                         f"{num_buckets!r}")
+    return int(num_buckets)
+
+
+def to_hash_bucket(input, num_buckets, name=None):  # noqa: A002
+    """Hashes each string to a bucket in `[0, num_buckets)` (int64) with TensorFlow's legacy
+    Hash64 (MurmurHash64A), the same buckets as `tf.strings.to_hash_bucket`.
+
+    >>> tg.strings.to_hash_bucket(tg.constant(["Hello", "TensorFlow", "2.x"]), 3).numpy()
+    array([2, 0, 1])
+    """
+    n = _buckets(num_buckets, "to_hash_bucket")
+    a = _dense_strings(input, "to_hash_bucket")
+    return convert_to_tensor(_map(lambda b: _murmur64(b) % n, a, np.int64))
+
+
+def to_hash_bucket_strong(input, num_buckets, key, name=None):  # noqa: A002
+    """Hashes each string to a bucket in `[0, num_buckets)` (int64) with SipHash-2-4 keyed by
+    `key` (two uint64 values), the same buckets as `tf.strings.to_hash_bucket_strong`.
+
+    >>> tg.strings.to_hash_bucket_strong(tg.constant(["Hello", "TF"]), 3, [1, 2]).numpy()
+    array([2, 0])
+    """
+    n = _buckets(num_buckets, "to_hash_bucket_strong")
+    if len(key) != 2:
+        raise ValueError(f"tg.strings.to_hash_bucket_strong: key must hold 2 elements, got "
+                         f"{list(key)}")
+    k0, k1 = (int(k) & _M for k in key)
+    a = _dense_strings(input, "to_hash_bucket_strong")
+    return convert_to_tensor(_map(lambda b: _siphash24(k0, k1, b) % n, a, np.int64))

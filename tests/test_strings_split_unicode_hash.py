@@ -110,3 +110,53 @@ def test_to_hash_bucket_fast_documented_example():
     np.testing.assert_array_equal(out.numpy(), [0, 2, 2])
     with pytest.raises(ValueError, match="num_buckets"):
         tg.strings.to_hash_bucket_fast(tg.constant("a"), 0)
+
+
+def test_siphash_reference_vector_and_strong_buckets():
+    from tapegpu.strings import _siphash24
+    # SipHash-2-4 paper, appendix A: key 00..0f, message 00..0e
+    assert _siphash24(0x0706050403020100, 0x0f0e0d0c0b0a0908, bytes(range(15))) == \
+        0xa129ca6149be45e5
+    out = tg.strings.to_hash_bucket_strong(tg.constant(["Hello", "TF"]), 3, [1, 2])
+    np.testing.assert_array_equal(out.numpy(), [2, 0])  # TF's documented example
+
+
+def test_to_hash_bucket_documented_example():
+    out = tg.strings.to_hash_bucket(tg.constant(["Hello", "TensorFlow", "2.x"]), 3)
+    np.testing.assert_array_equal(out.numpy(), [2, 0, 1])
+
+
+def test_ngrams_widths_padding_and_shapes():
+    data = tg.constant(["a", "b", "c"])
+    assert tg.strings.ngrams(data, (1, 3)).numpy().tolist() == [b"a", b"b", b"c", b"a b c"]
+    padded = tg.strings.ngrams(data, 2, separator="_", pad_values=("<", ">"))
+    assert padded.numpy().tolist() == [b"<_a", b"a_b", b"b_c", b"c_>"]
+    one = tg.strings.ngrams(data, 4, pad_values="#", padding_width=1)
+    assert one.numpy().tolist() == [b"# a b c", b"a b c #"]
+    short = tg.strings.ngrams(tg.constant(["x"]), 3, preserve_short_sequences=True)
+    assert short.numpy().tolist() == [b"x"]
+    dense = tg.strings.ngrams(tg.constant([["a", "b"], ["c", "d"]]), 2)
+    assert dense.shape == (2, 1) and dense.numpy().tolist() == [[b"a b"], [b"c d"]]
+    rag = tg.strings.ngrams(tg.ragged.constant([["a", "b", "c"], ["d"]]), 2)
+    assert rag.to_list() == [[b"a b", b"b c"], []]
+    with pytest.raises(ValueError, match="pad_values"):
+        tg.strings.ngrams(data, 2, padding_width=1)
+
+
+def test_unicode_offsets_and_transcode():
+    cps, offsets = tg.strings.unicode_decode_with_offsets(tg.constant(["aé", b"\xffb"]),
+                                                          "UTF-8")
+    assert cps.to_list() == [[97, 233], [65533, 98]]
+    assert offsets.to_list() == [[0, 1], [0, 1]]
+    chars, offs = tg.strings.unicode_split_with_offsets(tg.constant("日a"), "UTF-8")
+    assert chars.numpy().tolist() == ["日".encode(), b"a"] and offs.numpy().tolist() == [0, 3]
+    out = tg.strings.unicode_transcode(tg.constant(["é", b"a\xff"]), "UTF-8", "UTF-32-BE")
+    assert out.numpy().tolist() == ["é".encode("utf-32-be"), "a\ufffd".encode("utf-32-be")]
+
+
+def test_unsorted_segment_join():
+    out = tg.strings.unsorted_segment_join(tg.constant([["a", "b"], ["c", "d"], ["e", "f"]]),
+                                           [1, 0, 1], 3, separator="-")
+    assert out.numpy().tolist() == [[b"c", b"d"], [b"a-e", b"b-f"], [b"", b""]]
+    with pytest.raises(tg.errors.InvalidArgumentError):
+        tg.strings.unsorted_segment_join(tg.constant(["a"]), [2], 2)

@@ -361,7 +361,8 @@ class StringLookup(Layer):
                 return inputs.with_flat_values(convert_to_tensor(_one_hot(idx, depth)))
             rows = _ragged_rows(inputs)
             idx = [self._lookup(_object_array(r)) for r in rows]
-            out = np.stack([self._reduce(i, depth) for i in idx]) if idx else                 np.zeros((0, depth), np.float32)
+            out = np.stack([self._reduce(i, depth) for i in idx]) if idx else \
+                np.zeros((0, depth), np.float32)
         else:
             idx = self._lookup(inputs.numpy())
             if idx.ndim == 0:
@@ -438,15 +439,6 @@ def _batches(data, steps, name):
         return list(data)
     raise TypeError(f"adapt of {name!r}: expected a list, array, tensor, dataset or iterable of "
                     f"batches of strings, got {type(data).__name__}")
-
-
-def _ngrams(row, widths, sep=b" "):
-    """The n-grams of one row of tokens for each width in `widths`, in order (TF's
-    `tf.strings.ngrams` without padding)."""
-    out = []
-    for n in widths:
-        out.extend(sep.join(row[i:i + n]) for i in range(len(row) - n + 1))
-    return out
 
 
 class TextVectorization(Layer):
@@ -564,7 +556,7 @@ class TextVectorization(Layer):
             else:
                 x = self._split(x)
         if self._ngrams is not None:
-            x = _ngrams_tensor(x, self._ngrams)
+            x = _strings.ngrams(x, self._ngrams, separator=" ")
         return x
 
     def _convert(self, inputs):
@@ -635,18 +627,3 @@ def _map(fn, arr):
     out = np.empty(arr.size, dtype=object)
     out[:] = [fn(v) for v in arr.ravel()]
     return out.reshape(arr.shape)
-
-
-def _ngrams_tensor(x, widths):
-    """The n-grams of the last axis of a string Tensor (rank 1 or 2) or RaggedTensor."""
-    if isinstance(x, RaggedTensor):
-        rows = [_ngrams([_bytes(t) for t in r], widths) for r in x.to_list()]
-        return RaggedTensor.from_row_lengths(
-            convert_to_tensor(_object_array([g for r in rows for g in r])),
-            [len(r) for r in rows])
-    a = x.numpy()
-    if a.ndim == 1:
-        return convert_to_tensor(_object_array(_ngrams(list(a), widths)))
-    rows = [_ngrams(list(r), widths) for r in a.reshape(-1, a.shape[-1])]
-    return convert_to_tensor(_object_array([g for r in rows for g in r],
-                                           a.shape[:-1] + (len(rows[0]) if rows else 0,)))
