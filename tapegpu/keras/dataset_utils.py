@@ -7,8 +7,8 @@ As Keras: with `labels="inferred"` the classes are the subdirectories in alphanu
 recursively, folder by folder in sorted order; the list of all files is then shuffled (when
 `shuffle`) with `np.random.RandomState(seed)` and cut for `validation_split` (the last
 fraction is the validation subset); the dataset shuffles again with a buffer of
-`8 * batch_size` and batches. Files are read and decoded lazily, as the dataset is iterated. The dataset carries
-`class_names` and `file_paths`.
+`8 * batch_size` and batches. Files are read and decoded lazily, as the dataset is iterated.
+The dataset carries `class_names` and `file_paths`.
 
 One difference, a fix: with a `validation_split` so small that no file goes to validation,
 Keras' training subset comes out empty (`samples[:-0]`); here it keeps every file.
