@@ -100,13 +100,12 @@ def _index_directory(directory, labels, extensions, class_names=None, shuffle=Tr
                                  f"of files in the target directory. len(labels) is "
                                  f"{len(label_list)} while we found {len(paths)} files in "
                                  f"directory {directory}")
-            names = [str(c) for c in sorted(set(label_list))] if class_names is None \
-                else list(class_names)
+            names = [str(c) for c in sorted(set(label_list))]
     if verbose:
-        if names is not None and _inferred(labels):
-            print(f"Found {len(paths)} files belonging to {len(names)} classes.")
-        else:
+        if labels is None:
             print(f"Found {len(paths)} files.")
+        else:
+            print(f"Found {len(paths)} files belonging to {len(names)} classes.")
     if shuffle:
         if seed is None:
             seed = np.random.randint(1e6)
@@ -144,9 +143,13 @@ def _check_labels(labels, label_mode, class_names, who):
                          f"target directory, pass `labels=\"inferred\"`. If you wish to get a "
                          f"dataset that only contains files (no labels), pass `labels=None`. "
                          f"Received: labels={labels}")
+    if class_names is not None and labels is None:
+        raise ValueError(f"{who}: when `labels=None` (no labels), argument `class_names` cannot "
+                         "be specified.")
     if class_names is not None and not _inferred(labels):
-        raise ValueError(f"{who}: you can only pass `class_names` if `labels=\"inferred\"`. "
-                         f"Received: labels={labels}, and class_names={class_names}")
+        raise ValueError(f"{who}: when argument `labels` is specified, argument `class_names` "
+                         "cannot be specified (the `class_names` will be the sorted list of "
+                         "labels).")
     if label_mode not in _LABEL_MODES:
         raise ValueError(f"{who}: `label_mode` argument must be one of \"int\", "
                          f"\"categorical\", \"binary\", or None. Received: "

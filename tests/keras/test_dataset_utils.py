@@ -137,6 +137,10 @@ def test_text_dataset(tmp_path):
     explicit = tg.keras.utils.text_dataset_from_directory(
         str(tmp_path), labels=[5, 6, 7], shuffle=False, batch_size=None, verbose=False)
     assert [int(y) for _, y in explicit] == [5, 6, 7]
+    assert explicit.class_names == ["5", "6", "7"]  # Keras: the sorted labels, as str
+    with pytest.raises(ValueError, match="sorted list of labels"):
+        tg.keras.utils.text_dataset_from_directory(str(tmp_path), labels=[5, 6, 7],
+                                                   class_names=["x"], verbose=False)
     with pytest.raises(ValueError, match="lengths of `labels`"):
         tg.keras.utils.text_dataset_from_directory(str(tmp_path), labels=[1], verbose=False)
     shuffled = tg.keras.utils.text_dataset_from_directory(str(tmp_path), seed=3,
@@ -171,3 +175,16 @@ def test_audio_dataset_pads_to_longest_or_fixed_length(tmp_path):
     assert next(iter(fixed))[0].shape == (2, 2, 1)
     with pytest.raises(ValueError, match="sampling_rate"):
         tg.keras.utils.audio_dataset_from_directory(str(tmp_path), sampling_rate=16000)
+
+
+def test_verbose_messages_as_keras(tmp_path, capsys):
+    for cls, n in (("x", 2), ("y", 2)):
+        os.makedirs(tmp_path / cls)
+        for k in range(n):
+            (tmp_path / cls / f"{k}.txt").write_text("t")
+    tg.keras.utils.text_dataset_from_directory(str(tmp_path), validation_split=0.25,
+                                               subset="training", seed=0)
+    assert capsys.readouterr().out.splitlines() == [
+        "Found 4 files belonging to 2 classes.", "Using 3 files for training."]
+    tg.keras.utils.text_dataset_from_directory(str(tmp_path), labels=None, shuffle=False)
+    assert capsys.readouterr().out.splitlines() == ["Found 4 files."]
