@@ -96,11 +96,6 @@ def _convert_channels(img, channels, maxval):
     alpha = img[..., -1:] if have in (2, 4) else None
     if channels == 1:
         return color if have <= 2 else _rgb_to_gray(color)[..., None]
-    if channels == 2:
-        gray = color if have <= 2 else _rgb_to_gray(color)[..., None]
-        if alpha is None:
-            alpha = np.full_like(gray, maxval)
-        return np.concatenate([gray, alpha], -1)
     rgb = np.repeat(color, 3, -1) if have <= 2 else color
     if channels == 3:
         return rgb
@@ -270,7 +265,7 @@ def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
     """Decodes a PNG image into a `(height, width, channels)` uint8 tensor, as
     `tf.io.decode_png` (`dtype=uint16` raises: tapegpu has no uint16 tensors;
     `decode_image(..., dtype=tg.float32)` keeps 16 bits): `channels` 0 (as the file: gray 1,
-    gray+alpha 2, RGB 3, RGBA 4; palettes give RGB, or RGBA with a tRNS chunk), 1, 2, 3 or
+    gray+alpha 2, RGB 3, RGBA 4; palettes give RGB, or RGBA with a tRNS chunk), 1, 3 or
     4. Every bit depth and colour type, interlaced or not; see the module docstring for the
     conversions.
 
@@ -279,7 +274,7 @@ def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
     ((2, 3, 3), tg.uint8)
     """
     who = "decode_png"
-    channels = _check_channels(channels, (0, 1, 2, 3, 4), who)
+    channels = _check_channels(channels, (0, 1, 3, 4), who)
     _image_dtype(dtype, ("uint8",), who)
     return convert_to_tensor(_png_array(_contents(contents, who), channels, 8, who))
 
@@ -698,7 +693,7 @@ def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None,
     kind = _format(data)
     channels = 0 if channels is None else channels
     if kind == "png":
-        img = _png_array(data, _check_channels(channels, (0, 1, 2, 3, 4), who),
+        img = _png_array(data, _check_channels(channels, (0, 1, 3, 4), who),
                          16 if out_dtype == "float32" else 8, who)
     elif kind == "jpeg":
         img = decode_jpeg(data, _check_channels(channels, (0, 1, 3), who)).numpy()
