@@ -56,8 +56,6 @@ RULES = {
     "tf.queue": ("TF1 queues feed graphs; tapegpu runs eagerly", "tg.data.Dataset"),
     "tf.lookup": ("lookup tables are not implemented", "a Python dict in a tg.data map or "
                   "keras.layers.StringLookup/IntegerLookup where available"),
-    "tf.audio": ("audio decoding is not implemented", "decode with the wave module or "
-                 "soundfile, then tg.constant"),
     "tf.quantization": ("quantized kernels are not implemented", "float16 tensors (tg.cast)"),
     "tf.sparse": ("this sparse-tensor function is not implemented (tg.sparse has SparseTensor, "
                   "to_dense, from_dense, sparse_dense_matmul and a few more)",
@@ -117,8 +115,6 @@ LAZY = {
     "tf.SparseTensor": "tapegpu.sparse:SparseTensor",
     "tf.ragged": "tapegpu.ragged",
     "tf.RaggedTensor": "tapegpu.ragged:RaggedTensor",
-    "tf.audio.decode_wav": "tapegpu.image_codecs:decode_wav",
-    "tf.audio.encode_wav": "tapegpu.image_codecs:encode_wav",
     **{f"tf.compat.v1.image.{_n}": f"tapegpu.compat.v1_image:{_n}" for _n in (
         "resize_images", "resize_bilinear", "resize_bicubic", "resize_nearest_neighbor",
         "resize_area")},
