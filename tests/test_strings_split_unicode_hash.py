@@ -98,10 +98,35 @@ def test_fingerprint64_published_values(text, value):
     assert ctypes.c_int64(_fingerprint64(text)).value == value
 
 
-def test_fingerprint64_long_inputs_are_deterministic_and_spread():
-    # the 17..32, 33..64 and > 64 byte paths: distinct, stable, full 64-bit values
-    values = {_fingerprint64(bytes(range(n))) for n in (17, 32, 33, 64, 65, 128, 200)}
-    assert len(values) == 7 and all(0 <= v < 2 ** 64 for v in values)
+def _farmhash_selftest_buffer(n):
+    """The first n bytes of FarmHash's self-test buffer (farmhash.cc's Setup())."""
+    mask, k0 = (1 << 64) - 1, 0xc3a5c85c97cb3127
+    a, b, out = 9, 777, bytearray()
+    for i in range(n):
+        a = (a + b) & mask
+        b = (b + a) & mask
+        a = ((a ^ (a >> 41)) * k0) & mask
+        b = (((b ^ (b >> 41)) * k0) + i) & mask
+        out.append((b >> 37) & 0xFF)
+    return bytes(out)
+
+
+# farmhash.cc's farmhashnaTest table: case i hashes the i bytes at offset i * i of the buffer;
+# these are its Hash64 entries (= Fingerprint64), covering every length path (0-16, 17-32,
+# 33-64, > 64 with one and several 64-byte blocks)
+_FARMHASH_CASES = {
+    3: 0xef923a7a1af78eab, 7: 0x1b5a063fb4c7f9f1, 12: 0xe3f6828b6017086d,
+    16: 0x03ead5f21d344056, 17: 0x6abbfde37ee03b5b, 25: 0x0dc78cb032c49217,
+    32: 0x0782fa1b08b475e7, 33: 0x09deb3da5e16b5b8, 48: 0x01601bbbc1db4a56,
+    64: 0xdef74bf4c9f1bc1b, 65: 0x3cceab392bc39b3f, 100: 0x05ad36f677825ce0,
+    128: 0xf4a9a248b462909d, 129: 0xd4f7c858d78153b6, 200: 0x40f32eb90e5caa01,
+    298: 0x2031c84bc57a1a9f}
+
+
+def test_fingerprint64_farmhash_self_test_vectors():
+    buf = _farmhash_selftest_buffer(298 * 298 + 298)
+    for i, want in _FARMHASH_CASES.items():
+        assert _fingerprint64(buf[i * i:i * i + i]) == want, i
 
 
 def test_to_hash_bucket_fast_documented_example():
