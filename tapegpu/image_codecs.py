@@ -11,9 +11,10 @@ RGB to gray is libpng's fixed-point Rec. 709 `(6968 R + 23434 G + 2366 B + 16384
 dropping alpha discards it (no compositing). GIF frames after the first start from the
 previous frame, and transparent pixels keep it (black in the first frame), as TF.
 
-JPEG uses Pillow (libjpeg, the same library and defaults as TF: integer DCT, fancy upsampling)
-when it is installed; without it the JPEG functions raise ImportError saying
-`pip install pillow`. The results are uint8 tensors in host memory; decoding has no gradient.
+JPEG uses Pillow (libjpeg, as TF; its accurate integer DCT, where TF defaults to the fast one,
+so pixels can differ from TF's by a few levels) when it is installed; without it the JPEG
+functions raise ImportError saying `pip install pillow`. The results are uint8 tensors in host
+memory; decoding has no gradient.
 
 >>> import zlib, struct
 >>> def chunk(kind, data):
@@ -528,7 +529,10 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
     """Decodes a JPEG into a `(height, width, channels)` uint8 tensor, as
     `tf.io.decode_jpeg`, with Pillow's libjpeg: `channels` 0 (as the file), 1 (the luma, as
     libjpeg's grayscale output) or 3; `ratio` 1, 2, 4 or 8 downscales while decoding.
-    `dct_method` is a hint, as in TF: the integer accurate DCT is used.
+    `dct_method` is a hint, as TF documents it: Pillow always uses libjpeg's accurate integer
+    DCT (TF's 'INTEGER_ACCURATE'), where TF's default is 'INTEGER_FAST', so pixels can differ
+    from TF's default decoding by a few levels. `fancy_upscaling=False` and
+    `try_recover_truncated=True` raise ValueError.
 
     >>> img = tg.io.decode_jpeg(tg.io.encode_jpeg(tg.fill([8, 8, 3], tg.constant(128, tg.uint8))))
     >>> img.shape, int(img.numpy().mean())
@@ -539,8 +543,16 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
     if ratio not in (1, 2, 4, 8):
         raise ValueError(f"{who}: ratio must be 1, 2, 4 or 8, got {ratio!r}")
     if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
-        raise ValueError(f"{who}: dct_method must be '', 'INTEGER_FAST' or "
-                         f"'INTEGER_ACCURATE', got {dct_method!r}")
+        raise ValueError(f"{who}: dct_method must be one of {{'', 'INTEGER_FAST', "
+                         f"'INTEGER_ACCURATE'}}, got {dct_method!r}")
+    if not fancy_upscaling:
+        raise ValueError(f"{who}: fancy_upscaling=False is not supported (Pillow's libjpeg "
+                         "always upsamples chroma smoothly); pass fancy_upscaling=True")
+    if try_recover_truncated:
+        raise ValueError(f"{who}: try_recover_truncated=True is not supported (Pillow does not "
+                         "report how many lines of a truncated file it decoded, so "
+                         "acceptable_fraction cannot be honoured); pass "
+                         "try_recover_truncated=False")
     data = _contents(contents, who)
     Image = _pil(who)
     try:
@@ -553,13 +565,6 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
             mode = "L" if im.mode == "L" else "RGB"
         w, h = im.size
         im.draft(mode, ((w + ratio - 1) // ratio, (h + ratio - 1) // ratio))
-        if try_recover_truncated:
-            from PIL import ImageFile
-            old, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, True
-            try:
-                im.load()
-            finally:
-                ImageFile.LOAD_TRUNCATED_IMAGES = old
         im = im.convert(mode) if im.mode != mode else im
         a = np.asarray(im, np.uint8)
     except (OSError, SyntaxError) as e:

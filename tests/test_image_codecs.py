@@ -255,6 +255,12 @@ def test_jpeg_round_trip_and_options():
         tg.io.decode_and_crop_jpeg(jpg, [30, 0, 10, 10])
     with pytest.raises(ValueError, match="channels"):
         tg.io.decode_jpeg(jpg, channels=4)
+    with pytest.raises(ValueError, match="try_recover_truncated"):
+        tg.io.decode_jpeg(jpg, try_recover_truncated=True)
+    with pytest.raises(ValueError, match="dct_method"):
+        tg.io.decode_jpeg(jpg, dct_method="FLOAT")
+    with pytest.raises(tg.errors.InvalidArgumentError, match="JPEG"):
+        tg.io.decode_jpeg(jpg.numpy()[:40])
     g = tg.io.encode_jpeg(img[..., :1], format="grayscale")
     assert tg.io.decode_jpeg(g).shape == (32, 48, 1)
     with pytest.raises(ValueError, match="format"):
@@ -297,3 +303,14 @@ def test_encode_wav_round_trip():
     audio, rate = tg.audio.decode_wav(wav)
     np.testing.assert_allclose(audio.numpy(), np.round(x * 32768) / 32768, atol=0)
     assert int(rate) == 16000
+
+
+def test_jpeg_without_pillow_says_how_to_get_it(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    with pytest.raises(ImportError, match="pip install pillow"):
+        tg.io.decode_jpeg(b"\xff\xd8\xff\xe0")
+    with pytest.raises(ImportError, match="encode_jpeg"):
+        tg.io.encode_jpeg(np.zeros((2, 2, 3), np.uint8))
+    # PNG, GIF and BMP need no Pillow
+    assert tg.io.decode_image(tg.io.encode_png(np.zeros((2, 2, 1), np.uint8))).shape == (2, 2, 1)
