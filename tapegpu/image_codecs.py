@@ -9,7 +9,8 @@ RGB(A); low bit depths scale to 8 bits (`x * 255 / (2**d - 1)`); a 16-bit PNG re
 keeps the high byte (libpng's `png_set_strip_16`), an 8-bit one read as uint16 is `x * 257`;
 RGB to gray is libpng's fixed-point Rec. 709 `(6968 R + 23434 G + 2366 B + 16384) >> 15`;
 dropping alpha discards it (no compositing). GIF frames after the first start from the
-previous frame, and transparent pixels keep it (black in the first frame), as TF.
+previous frame, and transparent pixels keep it (black in the first frame), on a canvas as
+large as the largest frame, as TF.
 
 JPEG uses Pillow (libjpeg, as TF; its accurate integer DCT, where TF defaults to the fast one,
 so pixels can differ from TF's by a few levels) when it is installed; without it the JPEG
@@ -369,18 +370,18 @@ def _lzw(data, min_size, npixels, who):
     return bytes(out)
 
 
-def _gif_frames(data, who):
+def _gif_images(data, who):
+    """The images of a GIF: [(left, top, indices (h, w), colour map, transparent index)]."""
     if data[:6] not in (b"GIF87a", b"GIF89a"):
         raise InvalidArgumentError(f"{who}: invalid GIF header")
-    width, height, flags = struct.unpack("<HHB", data[6:11])
+    flags = data[10]
     pos = 13
     global_map = None
     if flags & 0x80:
         n = 2 << (flags & 7)
         global_map = np.frombuffer(data, np.uint8, 3 * n, pos).reshape(n, 3)
         pos += 3 * n
-    frames, transparent = [], None
-    canvas = None
+    images, transparent = [], None
     while pos < len(data):
         block = data[pos]
         pos += 1
@@ -406,7 +407,7 @@ def _gif_frames(data, who):
             cmap = np.frombuffer(data, np.uint8, 3 * n, pos).reshape(n, 3)
             pos += 3 * n
         if cmap is None:
-            raise InvalidArgumentError(f"{who}: invalid GIF data: no color map")
+            raise InvalidArgumentError(f"{who}: missing color map for frame {len(images)}")
         min_size = data[pos]
         pos += 1
         parts = []
@@ -417,36 +418,51 @@ def _gif_frames(data, who):
         idx = np.frombuffer(_lzw(b"".join(parts), min_size, w * h, who), np.uint8)
         if len(idx) < w * h:
             idx = np.concatenate([idx, np.zeros(w * h - len(idx), np.uint8)])
-        idx = idx[:w * h].reshape(h, w) if h and w else np.zeros((h, w), np.uint8)
+        idx = idx[:w * h].reshape(h, w)
         if iflags & 0x40:  # interlaced: rows stored by passes 0::8, 4::8, 2::4, 1::2
             order = np.concatenate([np.arange(s, h, d) for s, d in
                                     ((0, 8), (4, 8), (2, 4), (1, 2))]).astype(np.intp)
             rows = np.empty_like(idx)
             rows[order] = idx
             idx = rows
-        frame = np.zeros((height, width, 3), np.uint8) if canvas is None else canvas.copy()
-        bottom, right = min(top + h, height), min(left + w, width)
+        images.append((left, top, idx, cmap, transparent))
+        transparent = None
+    if not images:
+        raise InvalidArgumentError(f"{who}: gif file does not contain any image")
+    return images
+
+
+def _gif_frames(data, who, all_frames=True):
+    """TF's composition of a GIF's frames: the canvas is as large as the largest image (TF's
+    choice, not the logical screen); each frame starts from the previous one (black for the
+    first), draws its image clipped to the canvas, and leaves its transparent pixels."""
+    images = _gif_images(data, who)
+    height = max(idx.shape[0] for _, _, idx, _, _ in images)
+    width = max(idx.shape[1] for _, _, idx, _, _ in images)
+    frames = []
+    canvas = np.zeros((height, width, 3), np.uint8)
+    for left, top, idx, cmap, transparent in images[:None if all_frames else 1]:
+        frame = canvas.copy()
+        bottom, right = min(top + idx.shape[0], height), min(left + idx.shape[1], width)
         sub = idx[:max(bottom - top, 0), :max(right - left, 0)]
-        keep = sub == transparent if transparent is not None else np.zeros(sub.shape, bool)
-        bad = (sub >= len(cmap)) & ~keep
-        if bad.any():
-            raise InvalidArgumentError(f"{who}: found color index {int(sub[bad].max())} "
-                                       f"outside of color map range {len(cmap)}")
-        colors = cmap[np.where(keep, 0, sub)]
-        colors = np.where(keep[..., None], frame[top:bottom, left:right], colors)
+        if sub.size and sub.max() >= len(cmap):  # checked before transparency, as TF
+            raise InvalidArgumentError(f"{who}: found color index {int(sub.max())} outside "
+                                       f"of color map range {len(cmap)}")
+        colors = cmap[sub]
+        if transparent is not None:
+            keep = sub == transparent
+            colors = np.where(keep[..., None], frame[top:bottom, left:right], colors)
         frame[top:bottom, left:right] = colors
         frames.append(frame)
         canvas = frame
-        transparent = None
-    if not frames:
-        raise InvalidArgumentError(f"{who}: invalid GIF data: no frames")
     return np.stack(frames)
 
 
 def decode_gif(contents, name=None):
     """Decodes every frame of a GIF into a `(frames, height, width, 3)` uint8 tensor, as
-    `tf.io.decode_gif`: each frame starts from the previous one, its transparent pixels keep
-    the previous frame's (black in the first).
+    `tf.io.decode_gif`: the canvas is as large as the largest frame image (TF's rule); each
+    frame starts from the previous one and its transparent pixels keep the previous frame's
+    (black in the first); a colour index outside the colour table raises, transparent or not.
 
     >>> from tapegpu.image_codecs import _gif_bytes_for_doc
     >>> tg.io.decode_gif(_gif_bytes_for_doc()).shape
@@ -708,7 +724,7 @@ def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None,
         if channels not in (0, 3):
             raise InvalidArgumentError(f"{who}: channels must be 0 or 3 for GIF, got "
                                        f"{channels}")
-        img = _gif_frames(data, who)
+        img = _gif_frames(data, who, all_frames=expand_animations)
         if not expand_animations:
             img = img[0]
     elif kind == "webp":

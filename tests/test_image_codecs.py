@@ -158,13 +158,15 @@ def test_encode_png_round_trip_and_against_pillow():
     np.testing.assert_array_equal(tg.io.decode_png(buf.getvalue()).numpy(), img)
 
 
-def _gif(width, height, colors, frames, transparent=None):
+def _gif(width, height, colors, frames, transparent=None, lzw_bits=None):
     """A GIF with one global colour table; frames are (left, top, indices) with indices
-    coded by an LZW encoder that emits a clear code before every pixel (valid, simple)."""
-    bits = max(2, int(np.ceil(np.log2(len(colors)))))
-    table = np.zeros((1 << bits, 3), np.uint8)
+    coded by an LZW encoder that emits a clear code before every pixel (valid, simple);
+    `lzw_bits` widens the codes (to write indices past the table)."""
+    table_bits = max(2, int(np.ceil(np.log2(len(colors)))))
+    bits = lzw_bits or table_bits
+    table = np.zeros((1 << table_bits, 3), np.uint8)
     table[:len(colors)] = colors
-    out = b"GIF89a" + struct.pack("<HHBBB", width, height, 0x80 | (bits - 1), 0, 0)
+    out = b"GIF89a" + struct.pack("<HHBBB", width, height, 0x80 | (table_bits - 1), 0, 0)
     out += table.tobytes()
     for left, top, idx in frames:
         if transparent is not None:
@@ -201,12 +203,33 @@ def test_gif_frames_and_transparency():
     assert tg.io.decode_image(data, expand_animations=False).shape == (4, 5, 3)
 
 
+def test_gif_canvas_is_the_largest_frame_and_table_range_is_checked():
+    colors = np.array([[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255]], np.uint8)
+    # logical screen 5x4, but images of 2x3 at (1, 1) and 3x2 at (0, 0): TF's canvas is 3x3
+    data = _gif(5, 4, colors, [(1, 1, np.array([[1, 2, 3], [3, 2, 1]])),
+                               (0, 0, np.array([[2, 2], [2, 2], [2, 2]]))])
+    out = tg.io.decode_gif(data).numpy()
+    assert out.shape == (2, 3, 3, 3)
+    f0 = np.zeros((3, 3, 3), np.uint8)
+    f0[1, 1:3], f0[2, 1:3] = colors[[1, 2]], colors[[3, 2]]  # clipped to the canvas
+    f1 = f0.copy()
+    f1[:, :2] = colors[2]
+    np.testing.assert_array_equal(out, np.stack([f0, f1]))
+    # an index past the colour table raises even when it is the transparent one (as TF)
+    bad = _gif(2, 1, colors, [(0, 0, np.array([[0, 6]]))], transparent=6, lzw_bits=3)
+    with pytest.raises(tg.errors.InvalidArgumentError, match="outside of color map range 4"):
+        tg.io.decode_gif(bad)
+
+
 @pytest.mark.parametrize("interlace", [False, True])
 def test_gif_written_by_pillow(interlace):
     Image = pytest.importorskip("PIL.Image")
-    pal = np.array([[0, 0, 0], [250, 10, 10], [10, 250, 10], [10, 10, 250]], np.uint8)
-    frames = [pal[rng.integers(0, 4, (20, 30))] for _ in range(3)]
-    ims = [Image.fromarray(f).quantize(palette=Image.fromarray(pal[None]).quantize(4))
+    # five colours: Pillow's table has 8 entries, its transparent index (5, for the pixels a
+    # frame keeps from the previous one) lies inside it
+    pal = np.array([[0, 0, 0], [250, 10, 10], [10, 250, 10], [10, 10, 250], [200, 200, 0]],
+                   np.uint8)
+    frames = [pal[rng.integers(0, 5, (20, 30))] for _ in range(3)]
+    ims = [Image.fromarray(f).quantize(palette=Image.fromarray(pal[None]).quantize(5))
            for f in frames]
     buf = io.BytesIO()
     ims[0].save(buf, "GIF", save_all=True, append_images=ims[1:], interlace=interlace)
