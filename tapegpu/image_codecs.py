@@ -4,11 +4,12 @@
 
 PNG (every colour type and bit depth, interlaced or not), GIF (LZW, every frame) and BMP
 (24 and 32 bits) are decoded here with the standard library and numpy, bit-exactly as
-libpng / giflib / TF's BMP kernel would under TF's settings: palettes and `tRNS` expand to
-RGB(A); low bit depths scale to 8 bits (`x * 255 / (2**d - 1)`); a 16-bit PNG read as uint8
-keeps the high byte (libpng's `png_set_strip_16`), an 8-bit one read as uint16 is `x * 257`;
-RGB to gray is libpng's fixed-point Rec. 709 `(6968 R + 23434 G + 2366 B + 16384) >> 15`;
-dropping alpha discards it (no compositing). GIF frames after the first start from the
+libpng / giflib / TF's BMP kernel would under TF's settings (png_io.cc): palettes expand to
+RGB(A); low bit depths scale to 8 bits (`x * 255 / (2**d - 1)`); a 16-bit PNG read as uint8 keeps
+the high byte (libpng's `png_set_strip_16`); RGB to gray is libpng's fixed point for TF's
+Rec. 601 weights, `(9797 R + 19234 G + 3737 B) >> 15` (rounded for 16-bit samples; a gAMA
+chunk's gamma correction of it is not applied); tRNS gives alpha only when alpha is asked
+for; dropping alpha discards it (no compositing). GIF frames after the first start from the
 previous frame, and transparent pixels keep it (black in the first frame), on a canvas as
 large as the largest frame, as TF.
 
@@ -79,31 +80,6 @@ def _check_channels(channels, allowed, who):
     if channels not in allowed:
         raise ValueError(f"{who}: channels must be one of {allowed}, got {channels!r}")
     return int(channels)
-
-
-# -- channel conversions (libpng's, which TF's PNG path uses; the others follow it) ----------
-
-def _rgb_to_gray(rgb):
-    """libpng's fixed-point RGB -> gray (Rec. 709 weights / 32768, rounded)."""
-    r, g, b = (rgb[..., i].astype(np.uint64) for i in range(3))
-    return ((6968 * r + 23434 * g + 2366 * b + 16384) >> 15).astype(rgb.dtype)
-
-
-def _convert_channels(img, channels, maxval):
-    """`img` (h, w, c) with c in 1..4 as `channels` channels (0: as it is)."""
-    have = img.shape[-1]
-    if channels == 0 or channels == have:
-        return img
-    color = img[..., :1] if have <= 2 else img[..., :3]
-    alpha = img[..., -1:] if have in (2, 4) else None
-    if channels == 1:
-        return color if have <= 2 else _rgb_to_gray(color)[..., None]
-    rgb = np.repeat(color, 3, -1) if have <= 2 else color
-    if channels == 3:
-        return rgb
-    if alpha is None:
-        alpha = np.full(rgb.shape[:-1] + (1,), maxval, rgb.dtype)
-    return np.concatenate([rgb, alpha], -1)
 
 
 # -- PNG ----------------------------------------------------------------------------------------
@@ -234,33 +210,74 @@ def _png_pixels(data, who):
     return img, depth, ctype, palette, trns
 
 
-def _png_expand(img, depth, ctype, palette, trns):
-    """The samples with palette / low-depth gray / tRNS expanded (libpng's expansions), and
-    the resulting bit depth (8 or 16)."""
+# libpng's fixed-point weights for png_set_rgb_to_gray(png, 1, 0.299, 0.587), which TF asks
+# for: floor(0.299 * 32768), floor(0.587 * 32768) and the rest of 32768
+_GRAY_R, _GRAY_G, _GRAY_B = 9797, 19234, 3737
+
+
+def _rgb_to_gray(rgb, depth):
+    """libpng's RGB -> gray without gamma: 8-bit samples truncate (and grays stay), 16-bit
+    ones round."""
+    r, g, b = (rgb[..., i].astype(np.int64) for i in range(3))
+    mixed = _GRAY_R * r + _GRAY_G * g + _GRAY_B * b
+    if depth == 16:
+        return ((mixed + 16384) >> 15).astype(rgb.dtype)
+    return np.where((r == g) & (r == b), r, mixed >> 15).astype(rgb.dtype)
+
+
+def _png_array(data, channels, bits, who):
+    """The PNG's pixels as a numpy array of `bits` (8: uint8, 16: uint16) per sample, with
+    TF's libpng set-up (tensorflow/core/lib/png/png_io.cc) in libpng's order: palette and
+    low-depth gray expanded, alpha kept / made from tRNS / added when an even number of
+    channels is wanted and stripped otherwise, RGB -> gray when 1 or 2 are wanted (at the
+    file's depth), 16 -> 8 bits by the high byte, gray -> RGB, 8 -> 16 bits by x * 257.
+    `channels` 0 means the file's: palettes 3 (4 with tRNS), else its channel count (a tRNS
+    chunk of a gray or RGB file is then ignored, as TF)."""
+    img, depth, ctype, palette, trns = _png_pixels(data, who)
+    file_depth = depth
+    if channels == 0:
+        channels = (4 if trns is not None else 3) if ctype == 3 else _PNG_CHANNELS[ctype]
+    want_alpha = channels % 2 == 0
+    alpha = None
     if ctype == 3:
         idx = img[..., 0].astype(np.intp)
         if idx.max(initial=0) >= len(palette):
-            raise InvalidArgumentError("decode_png: Invalid PNG data: palette index out of range")
-        out = palette[idx]
-        if trns is not None:
-            alpha = np.full(len(palette), 255, np.uint8)
+            raise InvalidArgumentError(f"{who}: Invalid PNG data: palette index out of range")
+        color = palette[idx]
+        if trns is not None and want_alpha:
+            table = np.full(len(palette), 255, np.uint8)
             t = np.frombuffer(trns, np.uint8)[:len(palette)]
-            alpha[:len(t)] = t
-            out = np.concatenate([out, alpha[idx][..., None]], -1)
-        return out, 8
-    out = img
-    if trns is not None and ctype in (0, 2):
-        key = np.frombuffer(trns, ">u2").astype(np.int64)[:1 if ctype == 0 else 3]
-        opaque = ~np.all(img.astype(np.int64) == key, axis=-1)
-    else:
-        opaque = None
-    if depth < 8:
-        out = (img.astype(np.uint16) * (255 // ((1 << depth) - 1))).astype(np.uint8)
+            table[:len(t)] = t
+            alpha = table[idx][..., None]
         depth = 8
-    if opaque is not None:
-        maxval = 65535 if depth == 16 else 255
-        out = np.concatenate([out, (opaque * maxval).astype(out.dtype)[..., None]], -1)
-    return out, depth
+    else:
+        has_alpha = ctype in (4, 6)
+        color = img[..., :-1] if has_alpha else img
+        if has_alpha and want_alpha:
+            alpha = img[..., -1:]
+        elif trns is not None and want_alpha:
+            key = np.frombuffer(trns, ">u2").astype(np.int64)[:color.shape[-1]]
+            opaque = ~np.all(color.astype(np.int64) == key, axis=-1)
+            alpha = (opaque * (65535 if depth == 16 else 255)).astype(img.dtype)[..., None]
+        if depth < 8:
+            color = (color.astype(np.uint16) * (255 // ((1 << depth) - 1))).astype(np.uint8)
+            depth = 8
+    if channels < 3 and color.shape[-1] == 3:
+        color = _rgb_to_gray(color, depth)[..., None]
+    if bits == 8 and depth == 16:
+        color = (color >> 8).astype(np.uint8)
+        alpha = None if alpha is None else (alpha >> 8).astype(np.uint8)
+    if channels >= 3 and color.shape[-1] == 1:
+        color = np.repeat(color, 3, -1)
+    if want_alpha and alpha is None:
+        # libpng's filler (1 << file bit depth) - 1, as TF sets it: 255 or 65535, but 1, 3 or
+        # 15 for 1-, 2- and 4-bit files (TF's own quirk)
+        filler = ((1 << file_depth) - 1) & (0xFFFF if depth == 16 and bits == 16 else 0xFF)
+        alpha = np.full(color.shape[:-1] + (1,), filler, color.dtype)
+    out = np.concatenate([color, alpha], -1) if want_alpha else color
+    if bits == 16 and depth == 8:
+        out = out.astype(np.uint16) * 257
+    return np.ascontiguousarray(out)
 
 
 def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
@@ -279,18 +296,6 @@ def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
     channels = _check_channels(channels, (0, 1, 3, 4), who)
     _image_dtype(dtype, ("uint8",), who)
     return convert_to_tensor(_png_array(_contents(contents, who), channels, 8, who))
-
-
-def _png_array(data, channels, bits, who):
-    """The PNG's pixels as a numpy array of `bits` (8: uint8, 16: uint16) per sample."""
-    img, depth, ctype, palette, trns = _png_pixels(data, who)
-    img, depth = _png_expand(img, depth, ctype, palette, trns)
-    if bits == 8 and depth == 16:
-        img = (img >> 8).astype(np.uint8)
-    elif bits == 16 and depth == 8:
-        img = img.astype(np.uint16) * 257
-    img = _convert_channels(img, channels, 65535 if bits == 16 else 255)
-    return np.ascontiguousarray(img)
 
 
 def _png_bytes(img, compression=-1):

@@ -115,12 +115,26 @@ def test_png_palette_with_trns():
     extra += _chunk(b"tRNS", bytes([0, 128]))  # the third entry stays opaque
     rgba = tg.io.decode_png(_png(idx, 4, 3, extra=extra)).numpy()
     np.testing.assert_array_equal(rgba[..., 3], np.array([0, 128, 255])[idx[..., 0]])
+    np.testing.assert_array_equal(tg.io.decode_png(_png(idx, 4, 3, extra=extra),
+                                                   channels=3).numpy(), palette[idx[..., 0]])
 
 
-def test_png_gray_trns_adds_alpha():
+def test_png_gray_trns_gives_alpha_only_when_asked():
     img = np.array([[[3], [7]]], np.uint8)
-    out = tg.io.decode_png(_png(img, 8, 0, extra=_chunk(b"tRNS", struct.pack(">H", 7))))
-    np.testing.assert_array_equal(out.numpy(), [[[3, 255], [7, 0]]])
+    data = _png(img, 8, 0, extra=_chunk(b"tRNS", struct.pack(">H", 7)))
+    # channels=0: the file's channel count (1); TF ignores the tRNS chunk then
+    np.testing.assert_array_equal(tg.io.decode_png(data).numpy(), img)
+    np.testing.assert_array_equal(tg.io.decode_png(data, channels=4).numpy(),
+                                  [[[3, 3, 3, 255], [7, 7, 7, 0]]])
+
+
+def test_png_alpha_filler_is_tfs():
+    # no alpha and no tRNS, 4 channels asked: libpng's filler (1 << bit depth) - 1, as TF
+    # sets it: 255 for 8-bit files, 1 for 1-bit ones (TF's quirk, kept)
+    eight = tg.io.decode_png(_png(np.array([[[9]]], np.uint8), 8, 0), channels=4)
+    np.testing.assert_array_equal(eight.numpy(), [[[9, 9, 9, 255]]])
+    one = tg.io.decode_png(_png(np.array([[[1], [0]]]), 1, 0), channels=4)
+    np.testing.assert_array_equal(one.numpy(), [[[255, 255, 255, 1], [0, 0, 0, 1]]])
 
 
 def test_png_channel_conversions():
@@ -128,8 +142,18 @@ def test_png_channel_conversions():
     data = _png(rgba, 8, 6)
     np.testing.assert_array_equal(tg.io.decode_png(data, channels=3).numpy(), rgba[..., :3])
     r, g, b = (rgba[..., i].astype(np.int64) for i in range(3))
-    gray = (6968 * r + 23434 * g + 2366 * b + 16384) >> 15  # libpng's fixed-point weights
+    # TF asks libpng for Rec. 601 weights (0.299, 0.587): fixed point 9797, 19234, 3737,
+    # truncated for 8-bit samples
+    gray = (9797 * r + 19234 * g + 3737 * b) >> 15
     np.testing.assert_array_equal(tg.io.decode_png(data, channels=1).numpy()[..., 0], gray)
+    assert gray.tolist() == [[18, 124]]  # 594760 >> 15, 4069650 >> 15
+    wide = np.array([[[1000, 2000, 3000]]], np.uint16)
+    w16 = (9797 * 1000 + 19234 * 2000 + 3737 * 3000 + 16384) >> 15  # 16 bits: rounded
+    np.testing.assert_allclose(tg.io.decode_image(_png(wide, 16, 2), channels=1,
+                                                  dtype=tg.float32).numpy().ravel(),
+                               [w16 / 65535], rtol=1e-6)
+    np.testing.assert_array_equal(tg.io.decode_png(_png(np.full((1, 1, 3), 77, np.uint8), 8, 2),
+                                                   channels=1).numpy().ravel(), [77])
     gdata = _png(np.array([[[9], [250]]], np.uint8), 8, 0)
     np.testing.assert_array_equal(tg.io.decode_png(gdata, channels=4).numpy(),
                                   [[[9, 9, 9, 255], [250, 250, 250, 255]]])
