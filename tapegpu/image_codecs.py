@@ -286,16 +286,14 @@ def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
     `decode_image(..., dtype=tg.float32)` keeps 16 bits): `channels` 0 (as the file: gray 1,
     gray+alpha 2, RGB 3, RGBA 4; palettes give RGB, or RGBA with a tRNS chunk), 1, 3 or
     4. Every bit depth and colour type, interlaced or not; see the module docstring for the
-    conversions.
+    conversions. As TF's kernel, it also decodes JPEG files and one-frame GIFs (not BMP).
 
     >>> img = tg.io.decode_png(tg.io.encode_png(tg.zeros([2, 3, 3], tg.uint8)))
     >>> img.shape, img.dtype
     ((2, 3, 3), tg.uint8)
     """
-    who = "decode_png"
-    channels = _check_channels(channels, (0, 1, 3, 4), who)
-    _image_dtype(dtype, ("uint8",), who)
-    return convert_to_tensor(_png_array(_contents(contents, who), channels, 8, who))
+    _image_dtype(dtype, ("uint8",), "decode_png")
+    return convert_to_tensor(_decode(contents, "decode_png", channels))
 
 
 def _png_bytes(img, compression=-1):
@@ -468,12 +466,13 @@ def decode_gif(contents, name=None):
     `tf.io.decode_gif`: the canvas is as large as the largest frame image (TF's rule); each
     frame starts from the previous one and its transparent pixels keep the previous frame's
     (black in the first); a colour index outside the colour table raises, transparent or not.
+    As TF's kernel, PNG and JPEG files decode too, as one 3-channel frame.
 
     >>> from tapegpu.image_codecs import _gif_bytes_for_doc
     >>> tg.io.decode_gif(_gif_bytes_for_doc()).shape
     (1, 1, 2, 3)
     """
-    return convert_to_tensor(_gif_frames(_contents(contents, "decode_gif"), "decode_gif"))
+    return convert_to_tensor(_decode(contents, "decode_gif"))
 
 
 def _gif_bytes_for_doc():
@@ -484,10 +483,51 @@ def _gif_bytes_for_doc():
 
 # -- BMP ----------------------------------------------------------------------------------------
 
+def _bmp_array(data, channels, who):
+    """TF's BMP kernel: 8-bit (the bytes as gray, no palette), 24- and 32-bit files, bottom-up
+    or top-down, the compression field not read; the file must be exactly the pixel offset
+    plus the padded rows."""
+    if len(data) < 32:
+        raise InvalidArgumentError(f"{who}: Incomplete bmp content, requires at least 32 bytes "
+                                   f"to find the header size, width, height, and bpp, got "
+                                   f"{len(data)} bytes")
+    offset = struct.unpack("<i", data[10:14])[0]
+    width, height = struct.unpack("<ii", data[18:26])
+    bpp = struct.unpack("<h", data[28:30])[0]
+    have = bpp // 8
+    if have not in (1, 3, 4):
+        raise InvalidArgumentError(f"{who}: Number of channels inherent in the image must be "
+                                   f"1, 3 or 4, was {have}")
+    if width <= 0:
+        raise InvalidArgumentError(f"{who}: Width must be positive")
+    if height == 0:
+        raise InvalidArgumentError(f"{who}: Height must be nonzero")
+    if offset < 0:
+        raise InvalidArgumentError(f"{who}: header size must be nonnegative")
+    h = abs(height)
+    stride = (have * width + 3) // 4 * 4
+    if len(data) - offset - stride * h != 0:
+        raise InvalidArgumentError(f"{who}: Input size should match (header_size + row_size * "
+                                   f"abs_height) but they differ by "
+                                   f"{len(data) - offset - stride * h}")
+    rows = np.frombuffer(data, np.uint8, stride * h, offset).reshape(h, stride)
+    px = rows[:, :width * have].reshape(h, width, have)
+    if height > 0:  # bottom-up
+        px = px[::-1]
+    want = channels or have
+    color = np.repeat(px, 3, -1) if have == 1 else px[..., [2, 1, 0]]  # BGR(A) -> RGB
+    if want == 1:
+        return np.ascontiguousarray(px)
+    if want == 3:
+        return np.ascontiguousarray(color)
+    alpha = px[..., 3:] if have == 4 else np.full((h, width, 1), 255, np.uint8)
+    return np.ascontiguousarray(np.concatenate([color, alpha], -1))
+
+
 def decode_bmp(contents, channels=0, name=None):
-    """Decodes an uncompressed 24- or 32-bit BMP into a `(height, width, channels)` uint8
-    tensor (RGB or RGBA), as `tf.io.decode_bmp`; `channels` 0 (as the file), 3 or 4 (must
-    match the file's).
+    """Decodes a BMP into a `(height, width, channels)` uint8 tensor, as `tf.io.decode_bmp`:
+    24-bit (RGB), 32-bit (RGBA) and 8-bit files (whose bytes are read as gray, their palette
+    ignored, as TF); `channels` 0 (as the file), 3 or 4. Other formats raise, as TF's kernel.
 
     >>> import struct
     >>> bmp = (b"BM" + struct.pack("<IHHI", 58, 0, 0, 54) + struct.pack("<IiiHHIIiiII",
@@ -495,33 +535,7 @@ def decode_bmp(contents, channels=0, name=None):
     >>> tg.io.decode_bmp(bmp).numpy().tolist()
     [[[3, 2, 1]]]
     """
-    who = "decode_bmp"
-    channels = _check_channels(channels, (0, 3, 4), who)
-    data = _contents(contents, who)
-    if len(data) < 54 or data[:2] != b"BM":
-        raise InvalidArgumentError(f"{who}: Invalid BMP header (magic BM), data size "
-                                   f"{len(data)}")
-    offset = struct.unpack("<I", data[10:14])[0]
-    width, height, _, bpp, compression = struct.unpack("<iiHHI", data[18:34])
-    if bpp not in (24, 32) or compression not in (0, 3):
-        raise InvalidArgumentError(f"{who}: only uncompressed 24- and 32-bit BMP files are "
-                                   f"supported, got {bpp} bits per pixel, compression "
-                                   f"{compression}")
-    file_channels = bpp // 8
-    if channels and channels != file_channels:
-        raise InvalidArgumentError(f"{who}: channels attribute {channels} does not match bits "
-                                   f"per pixel from file {bpp}")
-    h, w = abs(height), width
-    stride = (w * file_channels + 3) // 4 * 4
-    if width <= 0 or len(data) < offset + stride * h:
-        raise InvalidArgumentError(f"{who}: Invalid BMP data: {w}x{h} needs "
-                                   f"{offset + stride * h} bytes, got {len(data)}")
-    rows = np.frombuffer(data, np.uint8, stride * h, offset).reshape(h, stride)
-    px = rows[:, :w * file_channels].reshape(h, w, file_channels)
-    if height > 0:  # bottom-up
-        px = px[::-1]
-    order = [2, 1, 0] + ([3] if file_channels == 4 else [])
-    return convert_to_tensor(np.ascontiguousarray(px[..., order]))
+    return convert_to_tensor(_decode(contents, "decode_bmp", channels))
 
 
 # -- JPEG (Pillow) ------------------------------------------------------------------------------
@@ -545,27 +559,12 @@ def is_jpeg(contents, name=None):
     return convert_to_tensor(_contents(contents, "is_jpeg")[:3] == b"\xff\xd8\xff")
 
 
-def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
-                try_recover_truncated=False, acceptable_fraction=1, dct_method="", name=None):
-    """Decodes a JPEG into a `(height, width, channels)` uint8 tensor, as
-    `tf.io.decode_jpeg`, with Pillow's libjpeg: `channels` 0 (as the file), 1 (the luma, as
-    libjpeg's grayscale output) or 3; `ratio` 1, 2, 4 or 8 downscales while decoding.
-    `dct_method` is a hint, as TF documents it: Pillow always uses libjpeg's accurate integer
-    DCT (TF's 'INTEGER_ACCURATE'), where TF's default is 'INTEGER_FAST', so pixels can differ
-    from TF's default decoding by a few levels. `fancy_upscaling=False` and
-    `try_recover_truncated=True` raise ValueError.
-
-    >>> img = tg.io.decode_jpeg(tg.io.encode_jpeg(tg.fill([8, 8, 3], tg.constant(128, tg.uint8))))
-    >>> img.shape, int(img.numpy().mean())
-    ((8, 8, 3), 128)
-    """
-    who = "decode_jpeg"
-    channels = _check_channels(channels, (0, 1, 3), who)
+def _jpeg_options(ratio, fancy_upscaling, try_recover_truncated, dct_method, who):
     if ratio not in (1, 2, 4, 8):
-        raise ValueError(f"{who}: ratio must be 1, 2, 4 or 8, got {ratio!r}")
+        raise InvalidArgumentError(f"{who}: ratio must be 1, 2, 4, or 8, got {ratio!r}")
     if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
-        raise ValueError(f"{who}: dct_method must be one of {{'', 'INTEGER_FAST', "
-                         f"'INTEGER_ACCURATE'}}, got {dct_method!r}")
+        raise InvalidArgumentError(f"{who}: dct_method must be one of {{'', 'INTEGER_FAST', "
+                                   f"'INTEGER_ACCURATE'}}, got {dct_method!r}")
     if not fancy_upscaling:
         raise ValueError(f"{who}: fancy_upscaling=False is not supported (Pillow's libjpeg "
                          "always upsamples chroma smoothly); pass fancy_upscaling=True")
@@ -574,13 +573,14 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
                          "report how many lines of a truncated file it decoded, so "
                          "acceptable_fraction cannot be honoured); pass "
                          "try_recover_truncated=False")
-    data = _contents(contents, who)
+    return ratio
+
+
+def _jpeg_array(data, channels, ratio, who):
+    """A JPEG's pixels (h, w, 1 or 3) through Pillow's libjpeg."""
     Image = _pil(who)
     try:
         im = Image.open(_pyio.BytesIO(data))
-        if im.format != "JPEG":
-            raise InvalidArgumentError(f"{who}: Invalid JPEG data or crop window, data size "
-                                       f"{len(data)}")
         mode = {0: None, 1: "L", 3: "RGB"}[channels]
         if mode is None:
             mode = "L" if im.mode == "L" else "RGB"
@@ -589,33 +589,53 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
         im = im.convert(mode) if im.mode != mode else im
         a = np.asarray(im, np.uint8)
     except (OSError, SyntaxError) as e:
-        raise InvalidArgumentError(f"{who}: Invalid JPEG data or crop window, data size "
-                                   f"{len(data)} ({e})") from None
-    if a.ndim == 2:
-        a = a[..., None]
-    return convert_to_tensor(np.ascontiguousarray(a))
+        raise InvalidArgumentError(f"{who}: jpeg::Uncompress failed. Invalid JPEG data or "
+                                   f"crop window ({e})") from None
+    return np.ascontiguousarray(a[..., None] if a.ndim == 2 else a)
+
+
+def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True,
+                try_recover_truncated=False, acceptable_fraction=1, dct_method="", name=None):
+    """Decodes a JPEG into a `(height, width, channels)` uint8 tensor, as
+    `tf.io.decode_jpeg`, with Pillow's libjpeg: `channels` 0 (as the file), 1 (the luma, as
+    libjpeg's grayscale output) or 3; `ratio` 1, 2, 4 or 8 downscales while decoding. As TF's
+    kernel, it also decodes PNG files and one-frame GIFs (not BMP). `dct_method` is a hint,
+    as TF documents it: Pillow always uses libjpeg's accurate integer DCT (TF's
+    'INTEGER_ACCURATE'), where TF's default is 'INTEGER_FAST', so pixels can differ from TF's
+    default decoding by a few levels. `fancy_upscaling=False` and
+    `try_recover_truncated=True` raise ValueError.
+
+    >>> img = tg.io.decode_jpeg(tg.io.encode_jpeg(tg.fill([8, 8, 3], tg.constant(128, tg.uint8))))
+    >>> img.shape, int(img.numpy().mean())
+    ((8, 8, 3), 128)
+    """
+    ratio = _jpeg_options(ratio, fancy_upscaling, try_recover_truncated, dct_method,
+                          "decode_jpeg")
+    return convert_to_tensor(_decode(contents, "decode_jpeg", channels, ratio=ratio))
 
 
 def decode_and_crop_jpeg(contents, crop_window, channels=0, ratio=1, fancy_upscaling=True,
                          try_recover_truncated=False, acceptable_fraction=1, dct_method="",
                          name=None):
     """`decode_jpeg` then the window `crop_window = [y, x, height, width]` of the result, as
-    `tf.io.decode_and_crop_jpeg`; a window outside the image raises InvalidArgumentError.
+    `tf.io.decode_and_crop_jpeg` (JPEG files only); a window outside the image raises
+    InvalidArgumentError.
 
     >>> jpg = tg.io.encode_jpeg(tg.zeros([8, 8, 3], tg.uint8))
     >>> tg.io.decode_and_crop_jpeg(jpg, [2, 1, 4, 3]).shape
     (4, 3, 3)
     """
-    img = decode_jpeg(contents, channels, ratio, fancy_upscaling, try_recover_truncated,
-                      acceptable_fraction, dct_method).numpy()
+    who = "decode_and_crop_jpeg"
+    ratio = _jpeg_options(ratio, fancy_upscaling, try_recover_truncated, dct_method, who)
     win = np.asarray(crop_window.numpy() if isinstance(crop_window, Tensor) else crop_window)
     if win.shape != (4,):
-        raise ValueError(f"decode_and_crop_jpeg: crop_window must be [y, x, height, width], "
-                         f"got {win.tolist()}")
+        raise InvalidArgumentError(f"{who}: crop_window must be 1-D with four elements "
+                                   f"[y, x, height, width], got {win.tolist()}")
+    img = _decode(contents, who, channels, ratio=ratio)
     y, x, h, w = (int(v) for v in win)
     if y < 0 or x < 0 or h <= 0 or w <= 0 or y + h > img.shape[0] or x + w > img.shape[1]:
-        raise InvalidArgumentError(f"decode_and_crop_jpeg: Invalid JPEG data or crop window: "
-                                   f"window {win.tolist()} for an image of "
+        raise InvalidArgumentError(f"{who}: jpeg::Uncompress failed. Invalid JPEG data or crop "
+                                   f"window: window {win.tolist()} for an image of "
                                    f"{img.shape[0]}x{img.shape[1]}")
     return convert_to_tensor(np.ascontiguousarray(img[y:y + h, x:x + w]))
 
@@ -690,16 +710,73 @@ def encode_jpeg(image, format="", quality=95, progressive=False, optimize_size=F
 
 def _format(data):
     if data[:3] == b"\xff\xd8\xff":
-        return "jpeg"
+        return "JPEG"
     if data[:8] == _PNG_MAGIC:
-        return "png"
+        return "PNG"
     if data[:3] == b"GIF":
-        return "gif"
+        return "GIF"
     if data[:2] == b"BM":
-        return "bmp"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "webp"
+        return "BMP"
+    if data[:4] == b"RIFF" and len(data) > 12 and data[8:12] == b"WEBP":
+        return "WebP"
+    if data[:2] == b"\xff\x0a" or data[:12] == b"\x00\x00\x00\x0cJXL \r\n\x87\n":
+        return "JPEG XL"
     return None
+
+
+def _decode(contents, op, channels=0, bits=8, expand_animations=True, ratio=1):
+    """TF's one image kernel (DecodeImageV2) behind decode_jpeg / png / gif / bmp / image /
+    and_crop_jpeg: the format is read from the first bytes, and JPEG, PNG and GIF files decode
+    through each other's ops (a GIF through decode_jpeg / decode_png only with one frame),
+    BMP only through decode_bmp and decode_image. A numpy array: (h, w, c), or
+    (frames, h, w, 3) for decode_gif; PNG at `bits` 8 or 16 per sample."""
+    data = _contents(contents, op)
+    if not data:
+        raise InvalidArgumentError(f"{op}: Input is empty.")
+    channels = 0 if channels is None else channels
+    if op != "decode_gif":
+        channels = _check_channels(channels, (0, 1, 3, 4), op)
+    fmt = _format(data)
+    if fmt is None:
+        raise InvalidArgumentError(f"{op}: Unknown image file format. One of JPEG, PNG, GIF, "
+                                   "BMP required (tapegpu does not decode JPEG XL or WebP).")
+    if fmt in ("WebP", "JPEG XL"):
+        raise InvalidArgumentError(f"{op}: {fmt} is not supported by tapegpu; decode it with "
+                                   "Pillow and pass the array to tg.constant")
+    if op == "decode_and_crop_jpeg" and fmt != "JPEG":
+        raise InvalidArgumentError(f"{op}: DecodeAndCropJpeg operation can run on JPEG only, "
+                                   f"but detected {fmt}.")
+    if fmt == "BMP":
+        if channels == 1:
+            raise InvalidArgumentError(f"{op}: `channels` must be 0, 3 or 4 for BMP, but got 1")
+        if op not in ("decode_bmp", "decode_image"):
+            raise InvalidArgumentError(f"{op}: Trying to decode BMP format using a wrong op. "
+                                       "Use `decode_bmp` or `decode_image` instead.")
+        return _bmp_array(data, channels, op)
+    if op == "decode_bmp":
+        raise InvalidArgumentError(f"{op}: Trying to decode {fmt} format using DecodeBmp op. "
+                                   f"Use `decode_{fmt.lower()}` or `decode_image` instead.")
+    if fmt == "GIF":
+        if channels not in (0, 3):
+            raise InvalidArgumentError(f"{op}: channels must be 0 or 3 for GIF, got {channels}")
+        many = op == "decode_gif" or op == "decode_image" and expand_animations
+        frames = _gif_frames(data, op, all_frames=many or op != "decode_image")
+        if many:
+            return frames
+        if op != "decode_image" and len(frames) != 1:
+            raise InvalidArgumentError(f"{op}: Got {len(frames)} frames, but animated gifs can "
+                                       "only be decoded by tf.io.decode_gif or "
+                                       "tf.io.decode_image")
+        return frames[0]
+    if fmt == "JPEG":
+        if op == "decode_gif":
+            channels = 3
+        if channels == 4:
+            raise InvalidArgumentError(f"{op}: JPEG does not support 4 channels")
+        img = _jpeg_array(data, channels, ratio, op)
+    else:
+        img = _png_array(data, 3 if op == "decode_gif" else channels, bits, op)
+    return img[None] if op == "decode_gif" else img
 
 
 def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None,
@@ -713,33 +790,11 @@ def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None,
     >>> tg.io.decode_image(png, dtype=tg.float32)[..., 0].numpy()
     array([[0., 1.]], dtype=float32)
     """
-    who = "decode_image"
-    out_dtype = _image_dtype(dtype, ("uint8", "float32"), who)
-    data = _contents(contents, who)
-    kind = _format(data)
-    channels = 0 if channels is None else channels
-    if kind == "png":
-        img = _png_array(data, _check_channels(channels, (0, 1, 3, 4), who),
-                         16 if out_dtype == "float32" else 8, who)
-    elif kind == "jpeg":
-        img = decode_jpeg(data, _check_channels(channels, (0, 1, 3), who)).numpy()
-    elif kind == "bmp":
-        img = decode_bmp(data, _check_channels(channels, (0, 3, 4), who)).numpy()
-    elif kind == "gif":
-        if channels not in (0, 3):
-            raise InvalidArgumentError(f"{who}: channels must be 0 or 3 for GIF, got "
-                                       f"{channels}")
-        img = _gif_frames(data, who, all_frames=expand_animations)
-        if not expand_animations:
-            img = img[0]
-    elif kind == "webp":
-        raise InvalidArgumentError(f"{who}: WebP is not supported by tapegpu; decode it with "
-                                   "Pillow (PIL.Image.open) and pass the array to tg.constant")
-    else:
-        raise InvalidArgumentError(f"{who}: Unknown image file format. One of JPEG, PNG, GIF, "
-                                   "BMP required.")
+    out_dtype = _image_dtype(dtype, ("uint8", "float32"), "decode_image")
+    img = _decode(contents, "decode_image", channels, 16 if out_dtype == "float32" else 8,
+                  expand_animations)
     if out_dtype == "float32":
-        img = (img.astype(np.float32) / (65535.0 if img.dtype == np.uint16 else 255.0))
+        img = img.astype(np.float32) / np.float32(65535.0 if img.dtype == np.uint16 else 255.0)
     return convert_to_tensor(np.ascontiguousarray(img))
 
 

@@ -167,8 +167,10 @@ def test_png_errors():
     data[-20] ^= 0xFF  # inside the IDAT chunk: its CRC no longer matches
     with pytest.raises(tg.errors.InvalidArgumentError, match="CRC"):
         tg.io.decode_png(bytes(data))
-    with pytest.raises(tg.errors.InvalidArgumentError, match="PNG header"):
+    with pytest.raises(tg.errors.InvalidArgumentError, match="Unknown image file format"):
         tg.io.decode_png(b"not a png")
+    with pytest.raises(tg.errors.InvalidArgumentError, match="Input is empty"):
+        tg.io.decode_png(b"")
 
 
 def test_encode_png_round_trip_and_against_pillow():
@@ -277,8 +279,48 @@ def test_bmp(c, top_down):
     img = rng.integers(0, 256, (3, 5, c), dtype=np.uint8)
     np.testing.assert_array_equal(tg.io.decode_bmp(_bmp(img, top_down)).numpy(), img)
     np.testing.assert_array_equal(tg.io.decode_image(_bmp(img, top_down)).numpy(), img)
-    with pytest.raises(tg.errors.InvalidArgumentError, match="channels"):
-        tg.io.decode_bmp(_bmp(img), channels=7 - c)
+    # the other channel count converts, as TF's kernel: alpha 255 added, or dropped
+    other = tg.io.decode_bmp(_bmp(img, top_down), channels=7 - c).numpy()
+    np.testing.assert_array_equal(other[..., :3], img[..., :3])
+    if c == 3:
+        assert (other[..., 3] == 255).all()
+    with pytest.raises(tg.errors.InvalidArgumentError, match="0, 3 or 4 for BMP"):
+        tg.io.decode_image(_bmp(img), channels=1)
+
+
+def test_bmp_8_bit_size_rule_and_wrong_ops():
+    # an 8-bit BMP: TF reads the bytes as gray (the palette is ignored)
+    idx = np.array([[1, 2, 3], [4, 5, 6]], np.uint8)
+    rows = b"".join(r.tobytes() + bytes(1) for r in idx[::-1])  # bottom-up, padded to 4
+    palette = bytes(1024)
+    info = struct.pack("<IiiHHIIiiII", 40, 3, 2, 1, 8, 0, len(rows), 0, 0, 256, 0)
+    data = b"BM" + struct.pack("<IHHI", 54 + 1024 + len(rows), 0, 0, 54 + 1024) + info + \
+        palette + rows
+    np.testing.assert_array_equal(tg.io.decode_bmp(data).numpy()[..., 0], idx)
+    np.testing.assert_array_equal(tg.io.decode_bmp(data, channels=4).numpy()[0, 0],
+                                  [1, 1, 1, 255])
+    with pytest.raises(tg.errors.InvalidArgumentError, match="differ by 2"):
+        tg.io.decode_bmp(data + b"\0\0")  # TF wants the exact size
+    with pytest.raises(tg.errors.InvalidArgumentError, match="wrong op"):
+        tg.io.decode_png(data)
+    png = tg.io.encode_png(np.zeros((2, 2, 3), np.uint8))
+    with pytest.raises(tg.errors.InvalidArgumentError, match="DecodeBmp"):
+        tg.io.decode_bmp(png)
+
+
+def test_png_jpeg_gif_decode_through_each_others_ops():
+    img = rng.integers(0, 256, (4, 5, 3), dtype=np.uint8)
+    png = tg.io.encode_png(img)
+    np.testing.assert_array_equal(tg.io.decode_jpeg(png).numpy(), img)  # as TF's kernel
+    assert tg.io.decode_gif(png).shape == (1, 4, 5, 3)
+    colors = np.array([[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255]], np.uint8)
+    one = _gif(2, 1, colors, [(0, 0, np.array([[1, 2]]))])
+    np.testing.assert_array_equal(tg.io.decode_png(one).numpy(), [colors[[1, 2]]])
+    two = _gif(2, 1, colors, [(0, 0, np.array([[1, 2]])), (0, 0, np.array([[3, 3]]))])
+    with pytest.raises(tg.errors.InvalidArgumentError, match="Got 2 frames"):
+        tg.io.decode_jpeg(two)
+    with pytest.raises(tg.errors.InvalidArgumentError, match="JPEG only"):
+        tg.io.decode_and_crop_jpeg(png, [0, 0, 1, 1])
 
 
 def test_jpeg_round_trip_and_options():
@@ -298,6 +340,8 @@ def test_jpeg_round_trip_and_options():
     crop = tg.io.decode_and_crop_jpeg(jpg, [4, 8, 10, 12])
     np.testing.assert_array_equal(crop.numpy(), out.numpy()[4:14, 8:20])
     np.testing.assert_array_equal(tg.image.decode_image(jpg).numpy(), out.numpy())
+    np.testing.assert_array_equal(tg.io.decode_png(jpg).numpy(), out.numpy())  # TF's kernel
+    assert tg.io.decode_gif(jpg).shape == (1, 32, 48, 3)
     with pytest.raises(tg.errors.InvalidArgumentError):
         tg.io.decode_and_crop_jpeg(jpg, [30, 0, 10, 10])
     with pytest.raises(ValueError, match="channels"):
