@@ -8,6 +8,7 @@ elementwise over numpy object arrays.
 array([b'AB', b'C'], dtype=object)
 """
 import re
+import sys
 
 import numpy as np
 
@@ -232,9 +233,14 @@ def _pieces_tensor(pieces, dtype):
     return convert_to_tensor(np.asarray(pieces, dtype=dtype).reshape(len(pieces)))
 
 
+def _is_ragged(x):
+    """Whether `x` is a tg.RaggedTensor (none exists before tapegpu.ragged is imported)."""
+    ragged = sys.modules.get("tapegpu.ragged")
+    return ragged is not None and isinstance(x, ragged.RaggedTensor)
+
+
 def _dense_strings(x, who):
-    from .ragged import RaggedTensor
-    if isinstance(x, RaggedTensor):
+    if _is_ragged(x):  # the functions that take ragged inputs handle them before
         raise TypeError(f"tg.strings.{who}: RaggedTensor inputs are not supported; pass its "
                         "flat_values and rebuild with with_flat_values")
     return _strings(x, who)
@@ -245,13 +251,16 @@ def split(input, sep=None, maxsplit=-1, name=None):  # noqa: A002
     runs of ASCII whitespace separate and no piece is empty (but the remainder after
     `maxsplit` splits, as TF); otherwise every `sep` separates (`"a,,b"` gives `a`, ``, `b`).
     At most `maxsplit` splits when it is not -1. A scalar gives
-    a 1-D tensor, a tensor of rank N a `tg.RaggedTensor` of ragged rank N.
+    a 1-D tensor, a tensor of rank N a `tg.RaggedTensor` of ragged rank N, a RaggedTensor one
+    more ragged dimension (its flat values split).
 
     >>> tg.strings.split(tg.constant("hello  world")).numpy()
     array([b'hello', b'world'], dtype=object)
     >>> tg.strings.split(tg.constant(["a,b", "c"]), sep=",").to_list()
     [[b'a', b'b'], [b'c']]
     """
+    if _is_ragged(input):  # split the flat values: one more ragged dimension
+        return input.with_flat_values(split(input.flat_values, sep, maxsplit))
     arr = _dense_strings(input, "split")
     if isinstance(sep, Tensor):
         sep = sep.numpy().item() if sep.ndim == 0 else None
@@ -292,6 +301,8 @@ def bytes_split(input, name=None):  # noqa: A002
     >>> tg.strings.bytes_split(tg.constant("abc")).numpy()
     array([b'a', b'b', b'c'], dtype=object)
     """
+    if _is_ragged(input):
+        return input.with_flat_values(bytes_split(input.flat_values))
     arr = _dense_strings(input, "bytes_split")
     return _ragged_pieces(arr, lambda b: [b[i:i + 1] for i in range(len(b))], object)
 
@@ -358,6 +369,10 @@ def unicode_decode(input, input_encoding, errors="replace", replacement_char=655
     array([104, 233], dtype=int32)
     """
     codec = _codec(input_encoding, errors, "unicode_decode", "input_encoding")
+    if _is_ragged(input):
+        return input.with_flat_values(unicode_decode(
+            input.flat_values, input_encoding, errors, replacement_char,
+            replace_control_characters))
     arr = _dense_strings(input, "unicode_decode")
     return _ragged_pieces(arr, lambda b: _code_points(
         b, codec, errors, replacement_char, replace_control_characters, "unicode_decode"),
@@ -373,6 +388,9 @@ def unicode_split(input, input_encoding, errors="replace", replacement_char=6553
     array([b'h', b'\\xc3\\xa9'], dtype=object)
     """
     codec = _codec(input_encoding, errors, "unicode_split", "input_encoding")
+    if _is_ragged(input):
+        return input.with_flat_values(unicode_split(input.flat_values, input_encoding, errors,
+                                                    replacement_char))
     arr = _dense_strings(input, "unicode_split")
     return _ragged_pieces(arr, lambda b: [chr(c).encode(codec) for c in _code_points(
         b, codec, errors, replacement_char, False, "unicode_split")], object)
@@ -549,6 +567,8 @@ def to_hash_bucket_fast(input, num_buckets, name=None):  # noqa: A002
             num_buckets < 1:
         raise ValueError(f"tg.strings.to_hash_bucket_fast: num_buckets must be an int >= 1, "
                          f"got {num_buckets!r}")
+    if _is_ragged(input):
+        return input.with_flat_values(to_hash_bucket_fast(input.flat_values, num_buckets))
     a = _dense_strings(input, "to_hash_bucket_fast")
     return convert_to_tensor(_map(lambda b: _fingerprint64(b) % int(num_buckets), a, np.int64))
 
@@ -564,6 +584,10 @@ def unicode_decode_with_offsets(input, input_encoding, errors="replace", replace
     (array([104, 233,  33], dtype=int32), array([0, 1, 3]))
     """
     codec = _codec(input_encoding, errors, "unicode_decode_with_offsets", "input_encoding")
+    if _is_ragged(input):
+        cps, offsets = unicode_decode_with_offsets(input.flat_values, input_encoding, errors,
+                                                   replacement_char, replace_control_characters)
+        return input.with_flat_values(cps), input.with_flat_values(offsets)
     arr = _dense_strings(input, "unicode_decode_with_offsets")
 
     def both(b):
@@ -582,6 +606,10 @@ def unicode_split_with_offsets(input, input_encoding, errors="replace", replacem
     (array([b'\\xc3\\xa9', b'a'], dtype=object), array([0, 2]))
     """
     codec = _codec(input_encoding, errors, "unicode_split_with_offsets", "input_encoding")
+    if _is_ragged(input):
+        chars, offsets = unicode_split_with_offsets(input.flat_values, input_encoding, errors,
+                                                    replacement_char)
+        return input.with_flat_values(chars), input.with_flat_values(offsets)
     arr = _dense_strings(input, "unicode_split_with_offsets")
 
     def both(b):
@@ -602,6 +630,10 @@ def unicode_transcode(input, input_encoding, output_encoding, errors="replace",
     """
     src = _codec(input_encoding, errors, "unicode_transcode", "input_encoding")
     dst = _codec(output_encoding, errors, "unicode_transcode", "output_encoding")
+    if _is_ragged(input):
+        return input.with_flat_values(unicode_transcode(
+            input.flat_values, input_encoding, output_encoding, errors, replacement_char,
+            replace_control_characters))
     a = _dense_strings(input, "unicode_transcode")
     return _text(_map(lambda b: "".join(chr(c) for c in _code_points(
         b, src, errors, replacement_char, replace_control_characters,
@@ -778,6 +810,8 @@ def to_hash_bucket(input, num_buckets, name=None):  # noqa: A002
     array([2, 0, 1])
     """
     n = _buckets(num_buckets, "to_hash_bucket")
+    if _is_ragged(input):
+        return input.with_flat_values(to_hash_bucket(input.flat_values, num_buckets))
     a = _dense_strings(input, "to_hash_bucket")
     return convert_to_tensor(_map(lambda b: _murmur64(b) % n, a, np.int64))
 
@@ -794,5 +828,7 @@ def to_hash_bucket_strong(input, num_buckets, key, name=None):  # noqa: A002
         raise ValueError(f"tg.strings.to_hash_bucket_strong: key must hold 2 elements, got "
                          f"{list(key)}")
     k0, k1 = (int(k) & _M for k in key)
+    if _is_ragged(input):
+        return input.with_flat_values(to_hash_bucket_strong(input.flat_values, num_buckets, key))
     a = _dense_strings(input, "to_hash_bucket_strong")
     return convert_to_tensor(_map(lambda b: _siphash24(k0, k1, b) % n, a, np.int64))

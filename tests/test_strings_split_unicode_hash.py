@@ -185,3 +185,16 @@ def test_unsorted_segment_join():
     assert out.numpy().tolist() == [[b"c", b"d"], [b"a-e", b"b-f"], [b"", b""]]
     with pytest.raises(tg.errors.InvalidArgumentError):
         tg.strings.unsorted_segment_join(tg.constant(["a"]), [2], 2)
+
+
+def test_ragged_inputs_split_their_flat_values():
+    rt = tg.ragged.constant([["a b", "c"], ["d e f"]])
+    out = tg.strings.split(rt)
+    assert out.to_list() == [[[b"a", b"b"], [b"c"]], [[b"d", b"e", b"f"]]]
+    assert tg.strings.bytes_split(tg.ragged.constant([["ab"], []])).to_list() == \
+        [[[b"a", b"b"]], []]
+    hashed = tg.strings.to_hash_bucket_fast(
+        tg.ragged.constant([["Hello"], ["TensorFlow", "2.x"]]), 3)
+    assert hashed.to_list() == [[0], [2, 2]]
+    cps, offsets = tg.strings.unicode_decode_with_offsets(tg.ragged.constant([["é"]]), "UTF-8")
+    assert cps.to_list() == [[[233]]] and offsets.to_list() == [[[0]]]
