@@ -98,6 +98,13 @@ RULES = {
     "keras.applications": ("this application model is not implemented",
                            "the implemented ones: see docs/api_coverage.md"),
 }
+for _ns in ("tf.io", "tf.image"):  # the image formats tapegpu's codecs do not read
+    RULES[f"{_ns}.decode_webp"] = ("WebP decoding is not implemented (tapegpu reads PNG, GIF, "
+                                   "BMP, and JPEG through Pillow)", "numpy.asarray("
+                                   "PIL.Image.open(path)) (Pillow reads WebP), then tg.constant")
+    RULES[f"{_ns}.decode_jxl"] = ("JPEG XL decoding is not implemented (tapegpu reads PNG, "
+                                  "GIF, BMP, and JPEG through Pillow)", "a JPEG XL decoder "
+                                  "(e.g. Pillow with a JPEG XL plugin), then tg.constant")
 for _k in [k for k in RULES if k.startswith("keras.")]:
     RULES["tf." + _k] = RULES[_k]
 for _k in [k for k in RULES if k.startswith("tf.") and not k.startswith("tf.compat")]:
