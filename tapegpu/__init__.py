@@ -152,7 +152,10 @@ estimators = _namespace(
 newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
 from . import errors  # noqa: E402,F401
 from .ops import image as _image_ops  # noqa: E402
-image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__})
+image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__},
+                   **{_n: getattr(io, _n) for _n in io.__all__ if "code" in _n or "jpeg" in _n})
+from . import image_codecs as _codecs  # noqa: E402
+audio = _namespace("audio", decode_wav=_codecs.decode_wav, encode_wav=_codecs.encode_wav)
 from .autodiff.vectorize import vectorized_map  # noqa: E402,F401
 from . import summary  # noqa: E402,F401  (tg.summary: scalars for TensorBoard)
 from . import dtensor as _dtensor  # noqa: E402  (tg.experimental.dtensor: layouts as metadata)

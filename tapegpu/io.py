@@ -48,3 +48,9 @@ def write_file(filename, contents, name=None):
                          f"{t.dtype.name} of shape {t.shape}")
     data = t._data.item()
     files.atomic_write(path, lambda f: f.write(data))
+
+from .image_codecs import (decode_and_crop_jpeg, decode_bmp, decode_gif, decode_image,  # noqa: E402
+                           decode_jpeg, decode_png, encode_jpeg, encode_png,
+                           extract_jpeg_shape, is_jpeg)
+__all__ += ["decode_and_crop_jpeg", "decode_bmp", "decode_gif", "decode_image", "decode_jpeg",
+            "decode_png", "encode_jpeg", "encode_png", "extract_jpeg_shape", "is_jpeg"]

@@ -88,8 +88,6 @@ RULES = {
     "tf.queue": ("TF1 queues feed graphs; tapegpu runs eagerly", "tg.data.Dataset"),
     "tf.lookup": ("lookup tables are not implemented", "a Python dict in a tg.data map or "
                   "keras.layers.StringLookup/IntegerLookup where available"),
-    "tf.audio": ("audio decoding is not implemented", "decode with the wave module or "
-                 "soundfile, then tg.constant"),
     "tf.quantization": ("quantized kernels are not implemented", "float16 tensors (tg.cast)"),
     "tf.sparse": ("this sparse-tensor function is not implemented (tg.sparse has SparseTensor, "
                   "to_dense, from_dense, sparse_dense_matmul and a few more)",
@@ -132,6 +130,13 @@ RULES = {
     "keras.applications": ("this application model is not implemented",
                            "the implemented ones: see docs/api_coverage.md"),
 }
+for _ns in ("tf.io", "tf.image"):  # the image formats tapegpu's codecs do not read
+    RULES[f"{_ns}.decode_webp"] = ("WebP decoding is not implemented (tapegpu reads PNG, GIF, "
+                                   "BMP, and JPEG through Pillow)", "numpy.asarray("
+                                   "PIL.Image.open(path)) (Pillow reads WebP), then tg.constant")
+    RULES[f"{_ns}.decode_jxl"] = ("JPEG XL decoding is not implemented (tapegpu reads PNG, "
+                                  "GIF, BMP, and JPEG through Pillow)", "a JPEG XL decoder "
+                                  "(e.g. Pillow with a JPEG XL plugin), then tg.constant")
 for _k in [k for k in RULES if k.startswith("keras.")]:
     RULES["tf." + _k] = RULES[_k]
 for _k in [k for k in RULES if k.startswith("tf.") and not k.startswith("tf.compat")]:
@@ -149,6 +154,9 @@ LAZY = {
     "tf.SparseTensor": "tapegpu.sparse:SparseTensor",
     "tf.ragged": "tapegpu.ragged",
     "tf.RaggedTensor": "tapegpu.ragged:RaggedTensor",
+    **{f"tf.compat.v1.image.{_n}": f"tapegpu.compat.v1_image:{_n}" for _n in (
+        "resize_images", "resize_bilinear", "resize_bicubic", "resize_nearest_neighbor",
+        "resize_area")},
 }
 
 

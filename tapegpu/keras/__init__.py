@@ -194,6 +194,10 @@ losses.Reduction = _Reduction
 for _name in ("img_to_array", "array_to_img", "load_img", "save_img", "get_file"):
     setattr(utils, _name, getattr(_legacy, _name))
 utils.clear_session = backend.clear_session
+from . import dataset_utils as _dataset_utils  # noqa: E402
+for _name in ("image_dataset_from_directory", "text_dataset_from_directory",
+              "audio_dataset_from_directory"):
+    setattr(utils, _name, getattr(_dataset_utils, _name))
 utils.standardize_dtype = backend.standardize_dtype
 utils.is_keras_tensor = backend.is_keras_tensor
 
@@ -210,7 +214,9 @@ preprocessing = _namespace(
     image=_namespace("preprocessing.image", "Keras 2's image helpers.",
                      img_to_array=_legacy.img_to_array, array_to_img=_legacy.array_to_img,
                      load_img=_legacy.load_img, save_img=_legacy.save_img),
-    timeseries_dataset_from_array=utils.timeseries_dataset_from_array)
+    timeseries_dataset_from_array=utils.timeseries_dataset_from_array,
+    image_dataset_from_directory=utils.image_dataset_from_directory,
+    text_dataset_from_directory=utils.text_dataset_from_directory)
 for _ns in (preprocessing, preprocessing.text, preprocessing.sequence, preprocessing.image,
             random):
     _sys.modules.setdefault(_ns.__name__, _ns)

@@ -17,6 +17,7 @@
     rnn.py             SimpleRNN, LSTM, GRU, their cells, RNN, StackedRNNCells,
                        Bidirectional, TimeDistributed
     attention.py       MultiHeadAttention, Attention, AdditiveAttention
+    text.py            StringLookup, TextVectorization
     preprocessing.py   Rescaling, Normalization, Resizing, CenterCrop, the Random* image
                        augmentation layers
 
@@ -47,6 +48,7 @@ from .regularization import (ActivityRegularization, Dropout, GaussianDropout, G
                              SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .reshaping import (Cropping1D, Cropping2D, Flatten, Permute, RepeatVector, Reshape,
                         UpSampling1D, UpSampling2D, ZeroPadding1D, ZeroPadding2D)
+from .text import StringLookup, TextVectorization
 from .rnn import (GRU, LSTM, RNN, Bidirectional, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell,
                   StackedRNNCells, TimeDistributed)
 

@@ -227,7 +227,10 @@ class KerasTensor:
         return f"<KerasTensor shape={self.shape}, dtype={self.dtype.name}, name={self.name}>"
 
     def _concrete(self):
-        return ops.zeros([1 if d is None else d for d in self.shape], dtype=self.dtype.name)
+        shape = [1 if d is None else d for d in self.shape]
+        if self.dtype.kind == "O":  # a string input (keras.Input(dtype="string")): empty strings
+            return convert_to_tensor(np.full(shape, b"", dtype=object))
+        return ops.zeros(shape, dtype=self.dtype.name)
 
     def _symbolic_call(self, layer, inputs, args, kwargs):
         """Records `layer(inputs, *args, **kwargs)` and returns its symbolic output(s)."""
