@@ -15,6 +15,7 @@ import tapegpu as tg
 from .. import backends as backend
 from ..backends import cpu_kernels
 from ..backends.kernels import ACTIVATIONS, KERNEL_DIR, kernel_files, nvrtc
+from ..core.options import options
 from ..core import recording
 from ..function import fusion
 from ..ops.registry import REGISTRY
@@ -128,7 +129,7 @@ def _fusion_probe(x, m=tg):
 def _fusion():
     """Whether tg.function's fusion builds and runs a kernel on the CPU, checked against the
     unfused replay; else why it replays unfused."""
-    if not fusion.ENABLED:
+    if not options.fusion:
         return "off (TAPEGPU_FUSION=0): traced functions replay unfused"
     try:
         with tg.device("cpu"):

@@ -7,6 +7,7 @@ results; the defaults are what every user runs.
         ...
 """
 import contextlib
+import os
 
 
 class Options:
@@ -19,11 +20,15 @@ class Options:
     * `on_step` (function/graph.py): None, or `on_step(values)` called after every step of a
       replay (values by id), which then runs step by step;
     * `compile_in_background` (function/fusion.py): a tg.function whose generated CPU kernels
-      are not in the build cache replays unfused until a background thread has compiled them.
+      are not in the build cache replays unfused until a background thread has compiled them;
+    * `fusion` (function/fusion.py): tg.function fuses elementwise groups into generated
+      kernels (`TAPEGPU_FUSION=0` at start: off);
+    * `capture` (function/capture.py): `jit_compile=True` replays a CUDA graph where it can
+      (`TAPEGPU_CAPTURE=0` at start: off).
     """
 
     __slots__ = ("array_sweep", "in_place", "rewrites", "diagonal", "on_step",
-                 "compile_in_background")
+                 "compile_in_background", "fusion", "capture")
 
     def __init__(self):
         self.array_sweep = True
@@ -32,6 +37,8 @@ class Options:
         self.diagonal = True
         self.on_step = None
         self.compile_in_background = True
+        self.fusion = os.environ.get("TAPEGPU_FUSION", "1") != "0"
+        self.capture = os.environ.get("TAPEGPU_CAPTURE", "1") != "0"
 
     @contextlib.contextmanager
     def __call__(self, **changes):

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import backends as _backend
 from ..core import dtypes, nest
+from ..core.options import options
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
 from ..ops import registry
 from ..ops.control_flow import TensorArray
@@ -143,7 +144,7 @@ class ConcreteFunction:
             self.graph, on_ready=self._fused if function._jit_compile is None else None))
         # jit_compile=True: replayed from a captured CUDA graph where it can be (capture.py)
         self._capture = capture.Capture(self._plan) if function._jit_compile is True and \
-            capture.ENABLED else None
+            options.capture else None
         self._key = key
         self._arg_structure = arg_structure
 

@@ -32,7 +32,6 @@ host read or synchronisation during the capture (CUDA's and CuPy's rule, e.g. `f
 learning-rate schedule).
 """
 import collections
-import os
 import threading
 
 import numpy as np
@@ -41,7 +40,6 @@ from ..backends.emu import stream as emu_stream
 from ..core.tensor import Tensor
 from . import graph as _graph
 
-ENABLED = os.environ.get("TAPEGPU_CAPTURE", "1") != "0"
 TARGETS = ("cuda_emu", "cuda")
 GRAPH_LAUNCH = emu_stream.GRAPH_LAUNCH  # the launch counter's name of one graph launch
 

@@ -44,7 +44,7 @@ Targets, from one body of generated statements:
 * `cuda`: that CUDA C kernel compiled by NVRTC through `cupy.RawModule` (`--fmad=false`).
 
 Where no compiler works, `fuse` leaves the graph unfused and `unavailable_reason()` says why
-(`python -m tapegpu info` shows it). `TAPEGPU_FUSION=0`, `fusion.ENABLED = False` or
+(`python -m tapegpu info` shows it). `TAPEGPU_FUSION=0`, `options.fusion = False` (core/options.py) or
 `tg.function(..., jit_compile=False)` turn fusion off.
 
 Numerics: exact expressions (codegen.exact: arithmetic, comparisons, selects, fabs, sqrt) and
@@ -66,7 +66,6 @@ import inspect
 import math
 import os
 import queue
-import re
 import threading
 
 import numpy as np
@@ -85,7 +84,6 @@ try:
 except ImportError:  # the compiled helpers are optional: ctypes calls the kernels instead
     call_fused = None
 
-ENABLED = os.environ.get("TAPEGPU_FUSION", "1") != "0"
 C_TYPES = codegen.C_TYPES
 INT_TYPES = {"int32": "int", "int64": "long long"}  # compared (on GPUs), never computed on
 ANY = ""  # the compute dtype of an integer comparison: that of the group it joins
@@ -248,12 +246,6 @@ class Kernel:
 
     def __str__(self):
         return f"{self.name}[{', '.join(self.ops)}]"
-
-
-def _ctype(graph, v):
-    """The C type of value `v` in a kernel: `bool`, an integer type or the kernel's `T`."""
-    dtype = graph.meta[v][2]
-    return "bool" if dtype == "bool" else INT_TYPES.get(dtype, "T")
 
 
 def _statements(graph, nodes, leaves, outputs, summed=()):
@@ -447,7 +439,7 @@ def fuse(graph, on_ready=None):
     (and op determinism is not),
     `graph` itself is returned at once (the unfused replay) and the kernels are compiled on a
     background thread, which calls `on_ready(fused copy)` when they are ready."""
-    if not ENABLED:
+    if not options.fusion:
         return graph
     kernels = groups(graph)
     if on_ready is not None and options.compile_in_background and kernels and \

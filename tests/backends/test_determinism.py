@@ -108,7 +108,7 @@ def test_without_determinism_gpu_scatters_use_the_backends_add_at(cupy_gpu, monk
 def test_with_determinism_traced_functions_compile_in_the_call(deterministic, monkeypatch,
                                                               tmp_path):
     from tapegpu.function import fusion
-    if not fusion.ENABLED or fusion.unavailable_reason("numpy") is not None:
+    if not options.fusion or fusion.unavailable_reason("numpy") is not None:
         pytest.skip("no fusion here")
     monkeypatch.setattr(options, "compile_in_background", True)
     monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(tmp_path))  # nothing cached: a compile

@@ -16,7 +16,7 @@ from tapegpu.function import fusion
 
 SINGLE_DEVICE = True  # the numpy target's compile (g++); GPUs compile with NVRTC, in the call
 
-pytestmark = pytest.mark.skipif(shutil.which(build.CXX) is None or not fusion.ENABLED,
+pytestmark = pytest.mark.skipif(shutil.which(build.CXX) is None or not options.fusion,
                                 reason="no C++ compiler here, or fusion is off")
 
 

@@ -9,6 +9,7 @@ import pytest
 import tapegpu as tg
 from tapegpu import backends
 from tapegpu.backends.kernels import codegen, nvrtc
+from tapegpu.core.options import options
 from tapegpu.function import fusion
 from tapegpu.ops.registry import REGISTRY
 from tapegpu.testing.launches import traced_step_launches
@@ -342,7 +343,7 @@ def test_info_reports_whether_fusion_works_and_why_not_limits(monkeypatch):
     monkeypatch.setattr(fusion.build, "build_host_library", broken)
     line = info.report()["fusion (tg.function)"]
     assert line.startswith("unavailable") and "g++: not found" in line
-    monkeypatch.setattr(fusion, "ENABLED", False)
+    monkeypatch.setattr(options, "fusion", False)
     assert info.report()["fusion (tg.function)"].startswith("off")
 
 
