@@ -14,7 +14,7 @@ import numpy as np
 
 from . import backends as _backend
 from .core import dtypes
-from .core.tensor import Tensor, convert_to_tensor
+from .core.tensor import Tensor, _leaving, _thread, convert_to_tensor
 
 __all__ = ["length", "lower", "upper", "strip", "join", "reduce_join", "regex_replace",
            "regex_full_match", "to_number", "as_string", "substr", "split", "bytes_split",
@@ -29,7 +29,9 @@ def _strings(x, who):
         raise TypeError(f"tg.strings.{who}: expected a tg.string tensor (text), got "
                         f"{t.dtype.name} of shape {t.shape}; use tg.strings.as_string to "
                         "format numbers")
-    return t._data
+    if _thread.tracers:  # computed on the host from the value, not by a recorded op: inside a
+        _leaving(t)      # tg.function the trace guards the value, so a new one retraces (the
+    return t._data      # result is never a constant of the first call's text)
 
 
 def _text(arr):
