@@ -111,6 +111,7 @@ from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
 from .function import saved_model  # noqa: E402,F401  (tg.saved_model: save, load)
 from . import io, strings  # noqa: E402,F401  (tg.io, tg.strings: host-resident string tensors)
+from .io.tensors import make_ndarray, make_tensor_proto  # noqa: E402,F401
 from .function import api as _function_api  # noqa: E402
 config.run_functions_eagerly = _function_api.run_functions_eagerly
 config.functions_run_eagerly = _function_api.functions_run_eagerly

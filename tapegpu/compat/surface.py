@@ -117,7 +117,21 @@ LAZY = {
     "tf.SparseTensor": "tapegpu.sparse:SparseTensor",
     "tf.ragged": "tapegpu.ragged",
     "tf.RaggedTensor": "tapegpu.ragged:RaggedTensor",
+    # TF1's names of tg.io's record and file functions (tapegpu/io)
+    "tf.compat.v1.io.tf_record_iterator": "tapegpu.io.records:tf_record_iterator",
+    "tf.compat.v1.io.TFRecordCompressionType": "tapegpu.io.records:TFRecordCompressionType",
+    "tf.compat.v1.python_io.tf_record_iterator": "tapegpu.io.records:tf_record_iterator",
+    "tf.compat.v1.python_io.TFRecordCompressionType":
+        "tapegpu.io.records:TFRecordCompressionType",
+    "tf.compat.v1.python_io.TFRecordOptions": "tapegpu.io.records:TFRecordOptions",
+    "tf.compat.v1.python_io.TFRecordWriter": "tapegpu.io.records:TFRecordWriter",
 }
+LAZY.update({f"tf.compat.v1.gfile.{_n}": f"tapegpu.io.gfile_v1:{_n}" for _n in (
+    "Copy", "DeleteRecursively", "Exists", "FastGFile", "GFile", "Glob", "IsDirectory",
+    "ListDirectory", "MakeDirs", "MkDir", "Open", "Remove", "Rename", "Stat", "Walk")})
+LAZY.update({f"tf.compat.v1.{_n}": f"tapegpu.io:{_n}" for _n in (
+    "FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "decode_csv", "decode_raw",
+    "parse_example", "parse_single_example", "parse_single_sequence_example", "parse_tensor")})
 
 
 def _lazy(dotted):

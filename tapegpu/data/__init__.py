@@ -11,6 +11,7 @@ import types as _types
 from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset,
                       DatasetSpec, Options)
 from .iterators import Iterator
+from .records import CsvDataset, TFRecordDataset, TextLineDataset, make_csv_dataset
 
 # tf.data.experimental's names for the same constants
 class AutoShardPolicy:
@@ -28,7 +29,9 @@ experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE,
                                       INFINITE_CARDINALITY=INFINITE_CARDINALITY,
                                       UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY,
                                       AutoShardPolicy=AutoShardPolicy,
-                                      cardinality=_cardinality)
+                                      cardinality=_cardinality,
+                                      CsvDataset=CsvDataset,
+                                      make_csv_dataset=make_csv_dataset)
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
-           "Iterator", "Options"]
+           "Iterator", "Options", "TFRecordDataset", "TextLineDataset"]

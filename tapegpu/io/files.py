@@ -1,4 +1,4 @@
-"""`tg.io`: TensorFlow's file functions on string tensors (`read_file`, `write_file`).
+"""`tg.io.read_file` and `tg.io.write_file`: whole files as scalar string tensors.
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "f.txt")
@@ -8,8 +8,8 @@ b'hello'
 """
 import os
 
-from .core import files
-from .core.tensor import convert_to_tensor
+from ..core import files
+from ..core.tensor import convert_to_tensor
 
 __all__ = ["read_file", "write_file"]
 
@@ -33,7 +33,7 @@ def read_file(filename, name=None):
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        from .errors import NotFoundError
+        from ..errors import NotFoundError
         raise NotFoundError(f"tg.io.read_file: {path}; No such file or directory") from None
     return convert_to_tensor(data)
 
