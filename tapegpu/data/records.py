@@ -42,7 +42,7 @@ def _filenames(filenames, who):
     (returned as is, read when iterated)."""
     if isinstance(filenames, Dataset):
         spec = filenames.element_spec
-        if not isinstance(spec, TensorSpec) or not spec.dtype.is_string or spec.shape.rank != 0:
+        if not isinstance(spec, TensorSpec) or not spec.dtype.is_string or len(spec.shape):
             raise TypeError(f"{who}: a dataset of filenames must have scalar tg.string "
                             f"elements, got {spec}")
         return filenames
@@ -272,7 +272,7 @@ def _infer_type(field, previous):
         except Exception:  # noqa: BLE001 - not of this dtype
             continue
         if dtype == dtypes.float32 and np.isfinite(value) and \
-                abs(value) > np.finfo(np.float32).max:
+                abs(value) > float(np.finfo(np.float32).max):
             continue
         return dtype
     return dtypes.string

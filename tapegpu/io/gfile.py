@@ -203,6 +203,12 @@ class GFile:
     def __exit__(self, *exc):
         self.close()
 
+    def __del__(self):  # as TensorFlow's file objects: an unclosed file is closed when dropped
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - an interpreter shutting down
+            pass
+
     def seekable(self):
         return True
 

@@ -170,7 +170,7 @@ def _feature_values(feature, dtype, key, who):
     want = _KIND_OF[dtype.name]
     if kind is not None and kind != want:
         raise InvalidArgumentError(
-            f"{who}: Key: {key}.  Data types don't match. Data type: {_KIND_NAME[kind]} but "
+            f"{who}: Name: <unknown>, Key: {key}, Index: 0.  Data types don't match. Data type: {_KIND_NAME[kind]} but "
             f"expected type: {_KIND_NAME[want]}")
     try:
         return _list_values(payload, want)
@@ -307,7 +307,8 @@ def _batched(f, dtype, key, values, who):
             if v is None:
                 if default is None:
                     raise InvalidArgumentError(
-                        f"{who}: Name: <unknown>, Feature: {key} (data type: {dtype.name}) is "
+                        f"{who}: Name: <unknown>, Feature: {key} (data type: "
+                        f"{_KIND_NAME[_KIND_OF[dtype.name]]}) is "
                         "required but could not be found.")
                 rows.append(default.reshape(-1))
             elif v.size != size:

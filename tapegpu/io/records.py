@@ -308,16 +308,14 @@ class TFRecordWriter:
 def open_stream(path, compression, who):
     """A binary stream of the file's (decompressed) contents."""
     try:
+        if compression == "GZIP":
+            return gzip.open(path, "rb")
         raw = open(path, "rb")
     except FileNotFoundError:
         raise NotFoundError(f"{who}: {path}; No such file or directory") from None
     except IsADirectoryError:
         raise NotFoundError(f"{who}: {path} is a directory, not a file") from None
-    if compression == "GZIP":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if compression == "ZLIB":
-        return _ZlibReader(raw)
-    return raw
+    return _ZlibReader(raw) if compression == "ZLIB" else raw
 
 
 class _ZlibReader:
