@@ -100,3 +100,38 @@ def test_make_csv_dataset(tmp_path):
         tg.data.experimental.make_csv_dataset(str(path), 2, label_name="nope")
     with pytest.raises(ValueError, match="No files match"):
         tg.data.experimental.make_csv_dataset(str(tmp_path / "*.none"), 2)
+
+
+def test_make_csv_dataset_inferred_columns_are_optional(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text("n,x,s\n1,,a\n,2.5,\n7,nan,b\n")
+    ds = tg.data.experimental.make_csv_dataset(str(path), batch_size=3, num_epochs=1,
+                                               shuffle=False)
+    (batch,) = list(ds)
+    # n: int32 with 0 for the missing value; x: 'nan' is no float to the inference (it
+    # parses to no number below infinity), so x is a string column; s: '' when missing
+    assert batch["n"].dtype == tg.int32 and batch["n"].numpy().tolist() == [1, 0, 7]
+    assert batch["x"].dtype == tg.string and batch["x"].numpy().tolist() == [b"", b"2.5",
+                                                                              b"nan"]
+    assert batch["s"].numpy().tolist() == [b"a", b"", b"b"]
+
+
+def test_make_csv_dataset_ignore_errors_and_header_check(tmp_path):
+    a = tmp_path / "a.csv"
+    a.write_text("k,v\n1,2\noops,3\n4,5\n")
+    ds = tg.data.experimental.make_csv_dataset(
+        str(a), batch_size=5, num_epochs=1, shuffle=False, ignore_errors=True,
+        column_defaults=[tg.int32, tg.int32])
+    (batch,) = list(ds)
+    assert batch["k"].numpy().tolist() == [1, 4]
+    strict = tg.data.experimental.make_csv_dataset(
+        str(a), batch_size=5, num_epochs=1, shuffle=False, column_defaults=[tg.int32, tg.int32])
+    with pytest.raises(tg.errors.InvalidArgumentError, match="not a valid int32: oops"):
+        list(strict)
+    b = tmp_path / "b.csv"
+    b.write_text("k,w\n1,2\n")
+    with pytest.raises(ValueError, match="different column names"):
+        tg.data.experimental.make_csv_dataset([str(a), str(b)], 2)
+    with pytest.raises(ValueError, match="same length"):
+        tg.data.experimental.make_csv_dataset(str(a), 2, select_columns=["k"],
+                                              column_defaults=[[0], [0]])

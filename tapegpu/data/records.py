@@ -14,6 +14,7 @@ tensors (tg.string, or the CSV columns' dtypes).
 >>> [x.numpy() for x in tg.data.TextLineDataset(path)]
 [b'first', b'second']
 """
+import codecs
 import collections
 import os
 
@@ -22,6 +23,7 @@ import numpy as np
 from .. import backends as _backend
 from ..core import dtypes
 from ..core.tensor import Tensor
+from ..errors import InvalidArgumentError
 from ..function import TensorSpec
 from ..io import csv as _csv
 from ..io import gfile as _gfile
@@ -220,6 +222,7 @@ class CsvDataset(_FileSource):
     """
 
     _who = "tf.data.experimental.CsvDataset"
+    _ignore_errors = False
 
     def __init__(self, filenames, record_defaults, compression_type=None, buffer_size=None,
                  header=False, field_delim=",", use_quote_delim=True, na_value="",
@@ -250,8 +253,13 @@ class CsvDataset(_FileSource):
                     raise ValueError(f"{self._who}: record {index} has {n} fields; without "
                                      f"exclude_cols {self._exclude} that leaves {len(select)} "
                                      f"but record_defaults has {len(self._columns)}")
-            row = _csv.parse_row(record, self._columns, self._delim, self._quote, self._na,
-                                 select, index, self._who)
+            try:
+                row = _csv.parse_row(record, self._columns, self._delim, self._quote,
+                                     self._na, select, index, self._who)
+            except InvalidArgumentError:
+                if self._ignore_errors:  # make_csv_dataset(ignore_errors=True): skip it
+                    continue
+                raise
             yield tuple(_csv.column_tensor([v], dtype, ())
                         for v, (dtype, _) in zip(row, self._columns))
 
@@ -260,8 +268,9 @@ class CsvDataset(_FileSource):
 
 
 def _infer_type(field, previous):
-    """The narrowest of int32, int64, float32, float64, string that holds `field` and is no
-    narrower than `previous` (TensorFlow's inference for make_csv_dataset)."""
+    """The first of int32, int64, float32, float64, string that holds `field` and is no
+    narrower than `previous` (TensorFlow's inference for make_csv_dataset: a float must parse
+    to less than infinity in the dtype, so 'nan', 'inf' and 1e40 for float32 do not)."""
     order = [dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64, dtypes.string]
     start = order.index(previous) if previous is not None else 0
     for dtype in order[start:]:
@@ -271,11 +280,21 @@ def _infer_type(field, previous):
             value = _csv.convert_field(field, dtype, None, None, 0, 0, "")
         except Exception:  # noqa: BLE001 - not of this dtype
             continue
-        if dtype == dtypes.float32 and np.isfinite(value) and \
-                abs(value) > float(np.finfo(np.float32).max):
-            continue
+        if dtype.is_floating:
+            with np.errstate(over="ignore"):
+                if not dtype._np.type(value) < np.inf:
+                    continue
         return dtype
     return dtypes.string
+
+
+def _inferred_default(dtype):
+    """make_csv_dataset's default for an inferred column: 0, or '' for strings (optional)."""
+    if dtype.is_string:
+        arr = np.empty(1, dtype=object)
+        arr[0] = b""
+        return Tensor(arr, _backend.lookup("cpu"))
+    return Tensor(np.zeros(1, dtype=dtype._np), _backend.lookup("cpu"))
 
 
 def make_csv_dataset(file_pattern, batch_size, column_names=None, column_defaults=None,
@@ -288,11 +307,13 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
     """Batches of `(features, label)` read from CSV files (`tf.data.experimental.
     make_csv_dataset`): `features` an OrderedDict from column name to a `[batch]` tensor,
     `label` the `label_name` column (without it, the features alone). Column names come from
-    the first file's header unless given; dtypes from `column_defaults`, or inferred from the
-    first `num_rows_for_inference` rows (int32, int64, float32, float64 or string; a column
-    with no default then is required). The files are shuffled and the records shuffled with
-    a buffer of `shuffle_buffer_size` when `shuffle`; `num_epochs=None` repeats forever (and
-    drops the last, partial batch, as TensorFlow does).
+    the first file's header unless given; dtypes from `column_defaults` (a dtype or an empty
+    tensor: a required column), or inferred from the first `num_rows_for_inference` rows
+    (int32, int64, float32, float64 or string; missing values then default to 0 or '').
+    `ignore_errors=True` skips the records that fail to parse; `encoding` decodes the header.
+    The files are shuffled and the records shuffled with a buffer of `shuffle_buffer_size`
+    when `shuffle`; `num_epochs=None` repeats forever (and drops the last, partial batch, as
+    TensorFlow does).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
@@ -305,12 +326,10 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
     (['x', 'y'], [0.5, 1.5, 2.5], [0, 1, 0])
     """
     who = "tf.data.experimental.make_csv_dataset"
-    if ignore_errors:
-        raise NotImplementedError(f"{who}: ignore_errors=True is not implemented in tapegpu "
-                                  "(a malformed record raises); clean the files or use "
-                                  "ignore_errors=False")
-    if encoding != "utf-8":
-        raise ValueError(f"{who}: encoding must be 'utf-8', got {encoding!r}")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"{who}: unknown encoding {encoding!r}") from None
     batch_size = _count(batch_size, who, "batch_size", 1)
     files = _gfile.glob(file_pattern)
     if not files:
@@ -326,7 +345,7 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
             if header:
                 next(records, None)
             for r in records:
-                if len(out) >= n:
+                if n is not None and len(out) >= n:
                     return out
                 out.append(_csv.split_record(r, delim, use_quote_delim, len(out), who))
         return out
@@ -338,8 +357,14 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
         head = next(_csv_records(_lines(files[0], compression, who), use_quote_delim), None)
         if head is None:
             raise ValueError(f"{who}: the file {files[0]} is empty: no header line")
-        column_names = [f.decode("utf-8") for f in
+        column_names = [f.decode(encoding) for f in
                         _csv.split_record(head, delim, use_quote_delim, 0, who)]
+        for path in files[1:]:
+            other = next(_csv_records(_lines(path, compression, who), use_quote_delim), None)
+            if other is None or [f.decode(encoding) for f in _csv.split_record(
+                    other, delim, use_quote_delim, 0, who)] != column_names:
+                raise ValueError(f"{who}: Files have different column names in the header "
+                                 f"row ({files[0]} and {path}).")
     column_names = list(column_names)
     if len(set(column_names)) != len(column_names):
         raise ValueError(f"{who}: Cannot have duplicate column names: {column_names}")
@@ -366,18 +391,23 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
             for k, i in enumerate(indices):
                 if i < len(fields) and fields[i] not in (b"", na):
                     inferred[k] = _infer_type(fields[i], inferred[k])
-        column_defaults = [_csv._empty(t or dtypes.string) for t in inferred]
+        column_defaults = [_inferred_default(t or dtypes.string) for t in inferred]
     elif len(column_defaults) != len(indices):
-        column_defaults = [column_defaults[i] for i in indices] \
-            if len(column_defaults) == len(column_names) else column_defaults
+        raise ValueError(f"{who}: column_defaults has {len(column_defaults)} entries for "
+                         f"{len(indices)} " + ("selected columns: if specified, "
+                                               "column_defaults and select_columns must have "
+                                               "same length" if select_columns is not None
+                                               else "columns"))
     dataset = Dataset.from_tensor_slices(files)
     if shuffle:
         dataset = dataset.shuffle(len(files), seed=shuffle_seed)
 
     def read(filename):
-        return CsvDataset(filename, column_defaults, compression_type=compression,
-                          header=header, field_delim=delim, use_quote_delim=use_quote_delim,
-                          na_value=na_value, select_cols=indices)
+        ds = CsvDataset(filename, column_defaults, compression_type=compression,
+                        header=header, field_delim=delim, use_quote_delim=use_quote_delim,
+                        na_value=na_value, select_cols=indices)
+        ds._ignore_errors = bool(ignore_errors)
+        return ds
 
     cycle = 1 if num_parallel_reads is None else num_parallel_reads
     dataset = dataset.interleave(read, cycle_length=cycle, block_length=1)
