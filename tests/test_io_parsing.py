@@ -134,3 +134,36 @@ def test_in_a_dataset_map():
     batches = [(b["x"].numpy().tolist(), b["y"].numpy().tolist()) for b in ds]
     assert batches == [([0.0, 1.0], [0, 1]), ([2.0, 3.0], [2, 3])]
     assert np.asarray(tg.io.parse_example(recs, desc)["y"]).tolist() == [0, 1, 2, 3]
+
+
+def test_parse_sequence_example_batch():
+    recs = []
+    for n in (1, 3, 0):
+        se = T.SequenceExample()
+        se.context.feature["c"].bytes_list.value.append(b"c%d" % n)
+        for t in range(n):
+            se.feature_lists.feature_list["x"].feature.add().int64_list.value.extend(
+                range(t + 1))
+            se.feature_lists.feature_list["f"].feature.add().float_list.value.append(t + 0.5)
+        recs.append(se.SerializeToString())
+    ctx, seq, lengths = tg.io.parse_sequence_example(
+        recs, {"c": tg.io.FixedLenFeature([], tg.string)},
+        {"x": tg.io.VarLenFeature(tg.int64), "r": tg.io.RaggedFeature(tg.int64, value_key="x"),
+         "f": tg.io.FixedLenSequenceFeature([], tg.float32, allow_missing=True)})
+    assert ctx["c"].numpy().tolist() == [b"c1", b"c3", b"c0"]
+    assert seq["r"].to_list() == [[[0]], [[0], [0, 1], [0, 1, 2]], []]
+    assert seq["x"].indices.numpy().tolist() == [[0, 0, 0], [1, 0, 0], [1, 1, 0], [1, 1, 1],
+                                                 [1, 2, 0], [1, 2, 1], [1, 2, 2]]
+    assert seq["x"].dense_shape.numpy().tolist() == [3, 3, 3]
+    assert seq["f"].numpy().tolist() == [[0.5, 0, 0], [0.5, 1.5, 2.5], [0, 0, 0]]
+    assert lengths == {"f": lengths["f"]} and lengths["f"].numpy().tolist() == [1, 3, 0]
+
+
+def test_features_must_be_given():
+    with pytest.raises(ValueError, match="features cannot be None"):
+        tg.io.parse_single_example(_ex(a=[1]), {})
+    with pytest.raises(ValueError, match="at least one should have values"):
+        tg.io.parse_single_sequence_example(b"")
+    with pytest.raises(ValueError, match="FixedLenSequenceFeature"):
+        tg.io.parse_single_sequence_example(b"", sequence_features={
+            "x": tg.io.FixedLenFeature([], tg.int64)})

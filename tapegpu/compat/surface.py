@@ -77,6 +77,15 @@ RULES = {
                        "tg.saved_model.save / tg.saved_model.load"),
     "tf.types": ("TF's type-annotation protocols are not implemented", "tg.Tensor, "
                  "tg.Variable and tg.TensorSpec"),
+    "tf.io.decode_proto": ("it decodes any protocol buffer by its descriptor (TensorFlow's "
+                           "descriptor pool), which tapegpu does not have; it encodes and "
+                           "decodes the record protos only (tg.train.Example, SequenceExample, "
+                           "TensorProto)", "the message's Python class (tg.train.Example."
+                           "FromString, or protobuf's generated class), then tg.constant"),
+    "tf.io.encode_proto": ("it encodes any protocol buffer by its descriptor (TensorFlow's "
+                           "descriptor pool), which tapegpu does not have",
+                           "the message's Python class and its SerializeToString(), e.g. "
+                           "tg.train.Example(...).SerializeToString()"),
     "keras.distribution": ("Keras' JAX-backend distribution API is not implemented",
                            "tapegpu.distribute"),
     "keras.quantizers": ("Keras' quantizers are not implemented", "float16 weights"),

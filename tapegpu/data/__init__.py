@@ -11,7 +11,8 @@ import types as _types
 from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset,
                       DatasetSpec, Options)
 from .iterators import Iterator
-from .records import CsvDataset, TFRecordDataset, TextLineDataset, make_csv_dataset
+from .records import (CsvDataset, FixedLengthRecordDataset, TextLineDataset,  # noqa: F401
+                      TFRecordDataset, make_csv_dataset)
 
 # tf.data.experimental's names for the same constants
 class AutoShardPolicy:
@@ -34,4 +35,5 @@ experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE,
                                       make_csv_dataset=make_csv_dataset)
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
-           "Iterator", "Options", "TFRecordDataset", "TextLineDataset"]
+           "Iterator", "Options", "TFRecordDataset", "TextLineDataset",
+           "FixedLengthRecordDataset"]

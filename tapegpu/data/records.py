@@ -23,14 +23,15 @@ import numpy as np
 from .. import backends as _backend
 from ..core import dtypes
 from ..core.tensor import Tensor
-from ..errors import InvalidArgumentError
+from ..errors import DataLossError, InvalidArgumentError
 from ..function import TensorSpec
 from ..io import csv as _csv
 from ..io import gfile as _gfile
 from ..io import records as _records
 from .dataset import AUTOTUNE, UNKNOWN_CARDINALITY, Dataset, _count
 
-__all__ = ["TFRecordDataset", "TextLineDataset", "CsvDataset", "make_csv_dataset"]
+__all__ = ["TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset", "CsvDataset",
+           "make_csv_dataset"]
 
 
 def _string(data):
@@ -186,6 +187,48 @@ class TextLineDataset(_FileSource):
     def _read(self, path):
         for line in _lines(path, self._compression, self._who):
             yield _string(line)
+
+    def _spec(self):
+        return TensorSpec((), dtypes.string)
+
+
+class FixedLengthRecordDataset(_FileSource):
+    """Records of `record_bytes` bytes each from one or more files, after `header_bytes` and
+    before `footer_bytes` of each file, as scalar tg.string tensors
+    (`tf.data.FixedLengthRecordDataset(filenames, record_bytes, header_bytes=None,
+    footer_bytes=None, buffer_size=None, compression_type=None, num_parallel_reads=None)`).
+    A file whose body is not a whole number of records is a DataLossError.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"HDRaabbccFT")
+    >>> ds = tg.data.FixedLengthRecordDataset(path, 2, header_bytes=3, footer_bytes=2)
+    >>> [x.numpy() for x in ds]
+    [b'aa', b'bb', b'cc']
+    """
+
+    _who = "tf.data.FixedLengthRecordDataset"
+
+    def __init__(self, filenames, record_bytes, header_bytes=None, footer_bytes=None,
+                 buffer_size=None, compression_type=None, num_parallel_reads=None, name=None):
+        self._setup(filenames, num_parallel_reads)
+        self._record = _count(record_bytes, self._who, "record_bytes", 1)
+        self._header = _count(header_bytes, self._who, "header_bytes", 0, none_as=0)
+        self._footer = _count(footer_bytes, self._who, "footer_bytes", 0, none_as=0)
+        self._compression = _records._compression(compression_type, self._who)
+
+    def _read(self, path):
+        with _records.open_stream(path, self._compression, self._who) as f:
+            data = f.read()
+        body = data[self._header:len(data) - self._footer]
+        if len(data) < self._header + self._footer or len(body) % self._record:
+            raise DataLossError(f"{self._who}: Excluding the header ({self._header} bytes) and "
+                                f"footer ({self._footer} bytes), input file \"{path}\" has "
+                                f"body length {max(len(body), 0)} bytes, which is not an exact "
+                                f"multiple of the record length ({self._record} bytes).")
+        for i in range(0, len(body), self._record):
+            yield _string(body[i:i + self._record])
 
     def _spec(self):
         return TensorSpec((), dtypes.string)

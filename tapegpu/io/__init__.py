@@ -1,7 +1,8 @@
 """`tg.io`: TensorFlow's `tf.io` (files, records, parsing, tensor serialization), assembled
 here from its modules: files.py (`read_file`, `write_file`), records.py (TFRecord files),
 parsing.py (Example protos to tensors), csv.py (`decode_csv`), tensors.py
-(`serialize_tensor`, `parse_tensor`, `decode_raw`, ...), gfile.py (`tg.io.gfile`; TF1's
+(`serialize_tensor`, `parse_tensor`, `decode_raw`, ...), codecs.py (base64, compressed
+strings, `matching_files`), gfile.py (`tg.io.gfile`; TF1's
 names in gfile_v1.py). TF1's `tf_record_iterator` and `TFRecordCompressionType` live in
 records.py and are reached as `tg.compat.v1.io.*` (tapegpu/compat/surface.py, LAZY).
 
@@ -12,15 +13,17 @@ records.py and are reached as `tg.compat.v1.io.*` (tapegpu/compat/surface.py, LA
 b'hello'
 """
 from . import gfile  # noqa: F401
+from .codecs import decode_base64, decode_compressed, encode_base64, matching_files  # noqa: F401
 from .csv import decode_csv  # noqa: F401
 from .files import read_file, write_file  # noqa: F401
 from .parsing import (FixedLenFeature, FixedLenSequenceFeature, RaggedFeature,  # noqa: F401
-                      VarLenFeature, parse_example, parse_single_example,
-                      parse_single_sequence_example)
+                      VarLenFeature, parse_example, parse_sequence_example,
+                      parse_single_example, parse_single_sequence_example)
 from .records import TFRecordOptions, TFRecordWriter  # noqa: F401
 from .tensors import decode_raw, parse_tensor, serialize_sparse, serialize_tensor  # noqa: F401
 
 __all__ = ["read_file", "write_file", "FixedLenFeature", "FixedLenSequenceFeature",
            "VarLenFeature", "RaggedFeature", "parse_example", "parse_single_example",
-           "parse_single_sequence_example", "TFRecordOptions", "TFRecordWriter", "decode_csv",
-           "decode_raw", "serialize_tensor", "parse_tensor", "serialize_sparse"]
+           "parse_single_sequence_example", "parse_sequence_example", "TFRecordOptions", "TFRecordWriter", "decode_csv",
+           "decode_raw", "serialize_tensor", "parse_tensor", "serialize_sparse",
+           "encode_base64", "decode_base64", "decode_compressed", "matching_files"]

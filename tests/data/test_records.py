@@ -68,3 +68,18 @@ def test_text_line_dataset(tmp_path):
     skipped = tg.data.TextLineDataset(str(p)).skip(1).filter(
         lambda line: tg.strings.length(line) > 0)
     assert [x.numpy() for x in skipped] == [b"two", b"three"]
+
+
+def test_fixed_length_record_dataset(tmp_path):
+    a = tmp_path / "a.bin"
+    a.write_bytes(b"H" + bytes(range(6)) + b"FF")
+    b = tmp_path / "b.bin"
+    b.write_bytes(b"H" + b"xyz" + b"FF")
+    ds = tg.data.FixedLengthRecordDataset([str(a), str(b)], 3, header_bytes=1, footer_bytes=2)
+    assert [x.numpy() for x in ds] == [bytes([0, 1, 2]), bytes([3, 4, 5]), b"xyz"]
+    records = ds.map(lambda r: tg.io.decode_raw(r, tg.uint8))
+    assert [r.numpy().tolist() for r in records][:2] == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(tg.errors.DataLossError, match="not an exact multiple"):
+        list(tg.data.FixedLengthRecordDataset(str(a), 4))
+    with pytest.raises(tg.errors.InvalidArgumentError, match="record_bytes"):
+        tg.data.FixedLengthRecordDataset(str(a), 0)
