@@ -71,6 +71,7 @@ def test_field_types_are_checked():
         T.BytesList(value=["text"])
     with pytest.raises(TypeError):
         T.Int64List(value=[1.5])
+    assert list(T.Int64List(value=[True, np.int32(4)]).value) == [1, 4]  # as protobuf
     with pytest.raises(ValueError, match="out of range"):
         T.Int64List(value=[2 ** 63])
     with pytest.raises(ValueError, match="no \"nope\" field"):
@@ -86,11 +87,12 @@ def test_float_values_are_float32():
 def test_map_access_creates_entries_and_text_format():
     ex = T.Example()
     ex.features.feature["z"].bytes_list.value.append(b"a\"\n\xff")
-    ex.features.feature["y"].float_list.value.append(0.1)
+    ex.features.feature["y"].float_list.value.extend([0.1, 2, 1e-7, float("inf")])
     assert ex.HasField("features")
     assert str(ex) == (
         'features {\n'
         '  feature {\n    key: "y"\n    value {\n      float_list {\n        value: 0.1\n'
+        '        value: 2.0\n        value: 1e-07\n        value: inf\n'
         '      }\n    }\n  }\n'
         '  feature {\n    key: "z"\n    value {\n      bytes_list {\n'
         '        value: "a\\"\\n\\377"\n      }\n    }\n  }\n'

@@ -220,9 +220,10 @@ def _default(feature, shape, who, key):
     if value is None:
         return None
     arr = _host_values(value, feature.dtype)
-    if arr.size != int(np.prod(shape)):
-        raise ValueError(f"{who}: the default_value of feature {key!r} has {arr.size} values, "
-                         f"but its shape {list(shape)} needs {int(np.prod(shape))}")
+    if arr.size != int(np.prod(shape)):  # TensorFlow reshapes the default to the shape
+        raise InvalidArgumentError(f"{who}: the default_value of feature {key!r} has "
+                                   f"{arr.size} values, but its shape {list(shape)} needs "
+                                   f"{int(np.prod(shape))}")
     return arr.reshape(shape)
 
 
@@ -339,12 +340,15 @@ def _batched(f, dtype, key, values, who):
         pad = _host_values(f.default_value, dtype).reshape(-1) if f.default_value is not None \
             else np.array([b""] if dtype.is_string else [0], dtype=object if dtype.is_string
                           else dtype._np)
+        if pad.size != 1:
+            raise InvalidArgumentError(f"{who}: the default_value of FixedLenSequenceFeature "
+                                       f"{key!r} is the padding value, one element; got "
+                                       f"{pad.size}")
         out = np.empty((n, steps * size), dtype=object if dtype.is_string else dtype._np)
         for i, v in enumerate(rows):
             out[i, :v.size] = v
             if v.size < steps * size:
-                out[i, v.size:] = np.resize(pad, steps * size - v.size) if pad.size > 1 \
-                    else pad[0]
+                out[i, v.size:] = pad[0]
         return _tensor(out.reshape((n, steps) + shape), dtype)
     rows = [np.zeros(0, dtype=object if dtype.is_string else dtype._np) if v is None else v
             for v in values]

@@ -109,8 +109,8 @@ def _delimited(number, payload):
 # -- scalar kinds: (wire type of one value, packed?, check, encode one, decode one) ---------------
 
 def _check_int(lo, hi):
-    def check(v):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    def check(v):  # anything with __index__ (bools too, as protobuf), never a float
+        if not isinstance(v, (int, np.integer, np.bool_)):
             raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: int")
         v = int(v)
         if not lo <= v <= hi:
@@ -120,13 +120,13 @@ def _check_int(lo, hi):
 
 
 def _check_float(v):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+    if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
         raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: int, float")
     return float(np.float32(v))  # a float field holds float32 values
 
 
 def _check_double(v):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+    if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
         raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: int, float")
     return float(v)
 
@@ -666,21 +666,21 @@ def _text_scalar(kind, v):
     if kind == "bool":
         return "true" if v else "false"
     if kind == "float":
-        return _short_float(v)
-    if kind == "double":
-        return repr(v) if np.isfinite(v) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
-    return str(v)
+        return str(_short_float(v))
+    return str(v)  # doubles as Python prints them; integers
 
 
 def _short_float(v):
-    """The shortest decimal that reads back as the same float32 (protobuf prints floats so)."""
+    """The float with the fewest significant digits (6 or more) that is the same float32 as
+    `v`: protobuf's text format prints a float field as str() of it (0.1, not
+    0.10000000149011612; 2.0)."""
     if not np.isfinite(v):
-        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+        return v
     for digits in range(6, 10):
-        s = f"{v:.{digits}g}"
-        if np.float32(float(s)) == np.float32(v):
-            return s
-    return repr(v)
+        rounded = float(f"{v:.{digits}g}")
+        if np.float32(rounded) == np.float32(v):
+            return rounded
+    return v
 
 
 def _message(name, fields, doc):
