@@ -82,6 +82,19 @@ def test_field_types_are_checked():
 
 def test_float_values_are_float32():
     assert T.FloatList(value=[0.1]).value[0] == float(np.float32(0.1))
+    # text: '%.6g', or '%.9g' when that is another float32 (upb's format, TF 2.21's protobuf)
+    assert str(T.FloatList(value=[np.e, 0.5])) == "value: 2.71828175\nvalue: 0.5\n"
+
+
+def test_scalar_tensors_fill_number_fields():
+    # TensorFlow's TFRecord tutorial passes eager tensors to Int64List and FloatList
+    ints = T.Int64List(value=[tg.constant(3, tg.int64), tg.constant(True)])
+    assert list(ints.value) == [3, 1]
+    assert list(T.FloatList(value=[tg.constant(0.5)]).value) == [0.5]
+    with pytest.raises(TypeError):
+        T.Int64List(value=[tg.constant(1.5)])
+    with pytest.raises(TypeError):
+        T.BytesList(value=[tg.constant(b"x")])
 
 
 def test_map_access_creates_entries_and_text_format():
@@ -92,7 +105,7 @@ def test_map_access_creates_entries_and_text_format():
     assert str(ex) == (
         'features {\n'
         '  feature {\n    key: "y"\n    value {\n      float_list {\n        value: 0.1\n'
-        '        value: 2.0\n        value: 1e-07\n        value: inf\n'
+        '        value: 2\n        value: 1e-07\n        value: inf\n'
         '      }\n    }\n  }\n'
         '  feature {\n    key: "z"\n    value {\n      bytes_list {\n'
         '        value: "a\\"\\n\\377"\n      }\n    }\n  }\n'

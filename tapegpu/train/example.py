@@ -19,6 +19,7 @@ b'\\n\\x0e\\n\\x0c\\n\\x01x\\x12\\x07\\x1a\\x05\\n\\x03\\x01\\xac\\x02'
 >>> list(tg.train.Example.FromString(ex.SerializeToString()).features.feature["x"].int64_list.value)
 [1, 300]
 """
+import operator
 import struct
 
 import numpy as np
@@ -109,26 +110,39 @@ def _delimited(number, payload):
 # -- scalar kinds: (wire type of one value, packed?, check, encode one, decode one) ---------------
 
 def _check_int(lo, hi):
-    def check(v):  # anything with __index__ (bools too, as protobuf), never a float
-        if not isinstance(v, (int, np.integer, np.bool_)):
+    def check(v):  # anything with __index__ (bools and integer scalar tensors too, as
+        #            protobuf takes them), never a float
+        if isinstance(v, (float, np.floating, str, bytes)) or not hasattr(v, "__index__"):
             raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: int")
-        v = int(v)
+        try:
+            v = int(bool(v)) if getattr(getattr(v, "dtype", None), "is_bool", False) \
+                else operator.index(v)  # a bool tensor (TensorFlow's TFRecord tutorial)
+        except TypeError:
+            raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: "
+                            "int") from None
         if not lo <= v <= hi:
             raise ValueError(f"Value out of range: {v}")
         return v
     return check
 
 
-def _check_float(v):
-    if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
+def _real(v):
+    """A number field's value as a Python float: ints, floats, numpy and scalar tensors."""
+    if isinstance(v, (str, bytes, complex)) or not hasattr(v, "__float__"):
         raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: int, float")
-    return float(np.float32(v))  # a float field holds float32 values
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: int, "
+                        "float") from None
+
+
+def _check_float(v):
+    return float(np.float32(_real(v)))  # a float field holds float32 values
 
 
 def _check_double(v):
-    if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
-        raise TypeError(f"{v!r} has type {type(v).__name__}, but expected one of: int, float")
-    return float(v)
+    return _real(v)
 
 
 def _check_bytes(v):
@@ -643,44 +657,44 @@ class Message:
                     yield f"{pad}{name}: {_text_scalar(kind, v)}\n"
 
 
-def _c_escape(raw):
-    """Protobuf text format's escaping of bytes: \\n \\r \\t \\" \\' \\\\, octal for the other
-    bytes outside printable ASCII."""
-    out = []
+def _c_escape(raw, raw_high=False):
+    """Protobuf text format's escaping: \\n \\r \\t \\" \\' \\\\, octal for the other
+    bytes outside printable ASCII (a string field's UTF-8 bytes >= 0x80 are kept)."""
+    out = bytearray()
     for b in raw:
         c = chr(b)
         if c in "\n\r\t\"'\\":
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, "\\" + c))
-        elif 32 <= b < 127:
-            out.append(c)
+            out += {"\n": b"\\n", "\r": b"\\r", "\t": b"\\t"}.get(c, b"\\" + bytes([b]))
+        elif 32 <= b < 127 or (raw_high and b >= 0x80):
+            out.append(b)
         else:
-            out.append(f"\\{b:03o}")
-    return "".join(out)
+            out += f"\\{b:03o}".encode()
+    return out.decode("utf-8", "replace")
 
 
 def _text_scalar(kind, v):
     if kind == "bytes":
         return f'"{_c_escape(v)}"'
     if kind == "string":
-        return f'"{_c_escape(v.encode("utf-8"))}"'
+        return f'"{_c_escape(v.encode("utf-8"), raw_high=True)}"'
     if kind == "bool":
         return "true" if v else "false"
-    if kind == "float":
-        return str(_short_float(v))
-    return str(v)  # doubles as Python prints them; integers
+    if kind in ("float", "double"):
+        return _round_trip(v, kind)
+    return str(v)
 
 
-def _short_float(v):
-    """The float with the fewest significant digits (6 or more) that is the same float32 as
-    `v`: protobuf's text format prints a float field as str() of it (0.1, not
-    0.10000000149011612; 2.0)."""
-    if not np.isfinite(v):
-        return v
-    for digits in range(6, 10):
-        rounded = float(f"{v:.{digits}g}")
-        if np.float32(rounded) == np.float32(v):
-            return rounded
-    return v
+def _round_trip(v, kind):
+    """A float as protobuf's (upb's) text format writes it: '%.6g', or '%.9g' when that does
+    not read back as the same float32 (doubles: '%.15g', else '%.17g'); inf, -inf, nan."""
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    short, long_ = (6, 9) if kind == "float" else (15, 17)
+    text = f"{v:.{short}g}"
+    same = np.float32(float(text)) == np.float32(v) if kind == "float" else float(text) == v
+    return text if same else f"{v:.{long_}g}"
 
 
 def _message(name, fields, doc):
