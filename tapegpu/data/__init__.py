@@ -12,7 +12,8 @@ from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Datas
                       DatasetSpec, Options)
 from .iterators import Iterator
 from .records import (CsvDataset, FixedLengthRecordDataset, TextLineDataset,  # noqa: F401
-                      TFRecordDataset, make_csv_dataset)
+                      TFRecordDataset, TFRecordWriter, make_batched_features_dataset,
+                      make_csv_dataset)
 
 # tf.data.experimental's names for the same constants
 class AutoShardPolicy:
@@ -32,7 +33,10 @@ experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE,
                                       AutoShardPolicy=AutoShardPolicy,
                                       cardinality=_cardinality,
                                       CsvDataset=CsvDataset,
-                                      make_csv_dataset=make_csv_dataset)
+                                      make_csv_dataset=make_csv_dataset,
+                                      TFRecordWriter=TFRecordWriter,
+                                      make_batched_features_dataset=(
+                                          make_batched_features_dataset))
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
            "Iterator", "Options", "TFRecordDataset", "TextLineDataset",

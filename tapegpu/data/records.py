@@ -27,11 +27,12 @@ from ..errors import DataLossError, InvalidArgumentError
 from ..function import TensorSpec
 from ..io import csv as _csv
 from ..io import gfile as _gfile
+from ..io import parsing as _parsing
 from ..io import records as _records
 from .dataset import AUTOTUNE, UNKNOWN_CARDINALITY, Dataset, _count
 
 __all__ = ["TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset", "CsvDataset",
-           "make_csv_dataset"]
+           "make_csv_dataset", "TFRecordWriter", "make_batched_features_dataset"]
 
 
 def _string(data):
@@ -471,3 +472,96 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
     buffer = AUTOTUNE if prefetch_buffer_size is None else prefetch_buffer_size
     return dataset.prefetch(buffer)
 
+
+
+class TFRecordWriter:
+    """Writes a dataset of scalar strings to a TFRecord file
+    (`tf.data.experimental.TFRecordWriter(filename, compression_type=None)`): `write(dataset)`.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.tfrecord")
+    >>> tg.data.experimental.TFRecordWriter(path).write(
+    ...     tg.data.Dataset.from_tensor_slices([b"a", b"b"]))
+    >>> [x.numpy() for x in tg.data.TFRecordDataset(path)]
+    [b'a', b'b']
+    """
+
+    def __init__(self, filename, compression_type=None):
+        self._who = "tf.data.experimental.TFRecordWriter"
+        self._path = _records._path(filename, self._who)
+        self._options = _records.TFRecordOptions(
+            _records._compression(compression_type, self._who))
+
+    def write(self, dataset):
+        """Writes every element of `dataset` (scalar tg.string tensors) as a record."""
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"{self._who}.write: expected a tg.data.Dataset, got "
+                            f"{type(dataset).__name__}")
+        spec = dataset.element_spec
+        if not isinstance(spec, TensorSpec) or not spec.dtype.is_string or len(spec.shape):
+            raise TypeError(f"{self._who}.write: the dataset's elements must be scalar "
+                            f"tg.string tensors, got {spec}")
+        with _records.TFRecordWriter(self._path, self._options) as writer:
+            for element in dataset:
+                writer.write(element)
+
+
+def make_batched_features_dataset(file_pattern, batch_size, features, reader=None,
+                                  label_key=None, reader_args=None, num_epochs=None,
+                                  shuffle=True, shuffle_buffer_size=10000, shuffle_seed=None,
+                                  prefetch_buffer_size=None, reader_num_threads=None,
+                                  parser_num_threads=None, sloppy_ordering=False,
+                                  drop_final_batch=False):
+    """Batches of parsed `tf.train.Example`s read from files
+    (`tf.data.experimental.make_batched_features_dataset`): the files matching
+    `file_pattern` are read with `reader` (default `tg.data.TFRecordDataset`, given
+    `reader_args` after the file name), shuffled when `shuffle`, repeated `num_epochs` times
+    (forever when None), batched and parsed with `tg.io.parse_example(batch, features)`;
+    with `label_key`, elements are `(features, label)`.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "e.tfrecord")
+    >>> with tg.io.TFRecordWriter(path) as w:
+    ...     for i in range(3):
+    ...         w.write(tg.train.Example(features=tg.train.Features(feature={"x": tg.train.Feature(
+    ...             int64_list=tg.train.Int64List(value=[i]))})).SerializeToString())
+    >>> ds = tg.data.experimental.make_batched_features_dataset(
+    ...     path, 2, {"x": tg.io.FixedLenFeature([], tg.int64)}, num_epochs=1, shuffle=False)
+    >>> [b["x"].numpy().tolist() for b in ds]
+    [[0, 1], [2]]
+    """
+    who = "tf.data.experimental.make_batched_features_dataset"
+    batch_size = _count(batch_size, who, "batch_size", 1)
+    files = _gfile.glob(file_pattern)
+    if not files:
+        raise InvalidArgumentError(f"{who}: No files matched pattern: {file_pattern}")
+    if label_key is not None and label_key not in features:
+        raise ValueError(f"{who}: The `label_key` provided ({label_key!r}) must be one of the "
+                         f"`features` keys.")
+    reader = TFRecordDataset if reader is None else reader
+    args = list(reader_args or [])
+    dataset = Dataset.from_tensor_slices(files)
+    if shuffle:
+        dataset = dataset.shuffle(len(files), seed=shuffle_seed)
+    cycle = 1 if reader_num_threads is None else reader_num_threads
+    dataset = dataset.interleave(lambda f: reader(f, *args), cycle_length=cycle,
+                                 block_length=1)
+    spec = dataset.element_spec
+    if isinstance(spec, tuple) and len(spec) == 2 and all(
+            isinstance(x, TensorSpec) and x.dtype.is_string for x in spec):
+        dataset = dataset.map(lambda _, value: value)  # (key, value) records: the values
+    if shuffle:
+        dataset = dataset.shuffle(shuffle_buffer_size, seed=shuffle_seed)
+    if num_epochs != 1:
+        dataset = dataset.repeat(num_epochs)
+    # repeating forever, every batch is full: TensorFlow drops the (never reached) remainder
+    dataset = dataset.batch(batch_size, drop_remainder=drop_final_batch or num_epochs is None)
+
+    def parse(records):
+        parsed = _parsing.parse_example(records, features)
+        if label_key is None:
+            return parsed
+        return parsed, parsed.pop(label_key)
+
+    dataset = dataset.map(parse)
+    return dataset.prefetch(AUTOTUNE if prefetch_buffer_size is None else prefetch_buffer_size)

@@ -83,3 +83,30 @@ def test_fixed_length_record_dataset(tmp_path):
         list(tg.data.FixedLengthRecordDataset(str(a), 4))
     with pytest.raises(tg.errors.InvalidArgumentError, match="record_bytes"):
         tg.data.FixedLengthRecordDataset(str(a), 0)
+
+
+def test_experimental_tfrecord_writer_and_batched_features(tmp_path):
+    recs = tg.data.Dataset.from_tensor_slices([tg.train.Example(features=tg.train.Features(
+        feature={"x": tg.train.Feature(int64_list=tg.train.Int64List(value=[i])),
+                 "y": tg.train.Feature(float_list=tg.train.FloatList(value=[i / 2]))}))
+        .SerializeToString() for i in range(5)])
+    path = str(tmp_path / "w.tfrecord.gz")
+    tg.data.experimental.TFRecordWriter(path, "GZIP").write(recs)
+    assert [r.numpy() for r in tg.data.TFRecordDataset(path, "GZIP")] == \
+        [r.numpy() for r in recs]
+    with pytest.raises(TypeError, match="scalar tg.string"):
+        tg.data.experimental.TFRecordWriter(path).write(tg.data.Dataset.range(3))
+    # (tg.data elements hold tensors only, so VarLenFeature's SparseTensor cannot be one)
+    feats = {"x": tg.io.FixedLenFeature([], tg.int64), "y": tg.io.FixedLenFeature([], tg.float32)}
+    ds = tg.data.experimental.make_batched_features_dataset(
+        path, 2, feats, label_key="x", reader_args=["GZIP"], num_epochs=1, shuffle=False)
+    out = [(f["y"].numpy().tolist(), x.numpy().tolist()) for f, x in ds]
+    assert out == [([0.0, 0.5], [0, 1]), ([1.0, 1.5], [2, 3]), ([2.0], [4])]
+    forever = tg.data.experimental.make_batched_features_dataset(
+        path, 3, feats, reader_args=["GZIP"], shuffle=False)
+    it = iter(forever)
+    assert [next(it)["x"].numpy().tolist() for _ in range(2)] == [[0, 1, 2], [3, 4, 0]]
+    with pytest.raises(ValueError, match="label_key"):
+        tg.data.experimental.make_batched_features_dataset(path, 2, feats, label_key="z")
+    with pytest.raises(tg.errors.InvalidArgumentError, match="No files matched"):
+        tg.data.experimental.make_batched_features_dataset(str(tmp_path / "*.none"), 2, feats)
