@@ -95,3 +95,31 @@ def test_decode_raw():
         tg.io.decode_raw([b"ab", b"abcd"], tg.uint8)
     with pytest.raises(tg.errors.InvalidArgumentError, match="not a multiple of 4"):
         tg.io.decode_raw([b"abcde"], tg.float32)
+
+
+def test_serialize_many_sparse_round_trip():
+    sp = tg.SparseTensor([[0, 0, 1], [1, 2, 0], [1, 2, 3]], [b"a", b"b", b"c"], [3, 4, 5])
+    s = tg.io.serialize_many_sparse(sp)
+    assert s.shape == (3, 3) and s.dtype == tg.string
+    # row 1: its entries, without the minibatch index, and the inner dense shape
+    assert tg.io.parse_tensor(s[1][0], tg.int64).numpy().tolist() == [[2, 0], [2, 3]]
+    assert tg.io.parse_tensor(s[1][1], tg.string).numpy().tolist() == [b"b", b"c"]
+    assert tg.io.parse_tensor(s[2][2], tg.int64).numpy().tolist() == [4, 5]
+    assert tg.io.parse_tensor(s[2][0], tg.int64).shape == (0, 2)
+    back = tg.io.deserialize_many_sparse(s, tg.string, rank=3)
+    assert back.indices.numpy().tolist() == sp.indices.numpy().tolist()
+    assert back.values.numpy().tolist() == [b"a", b"b", b"c"]
+    assert back.dense_shape.numpy().tolist() == [3, 4, 5]
+    with pytest.raises(tg.errors.InvalidArgumentError, match="rank"):
+        tg.io.deserialize_many_sparse(s, tg.string, rank=2)
+    with pytest.raises(tg.errors.InvalidArgumentError, match="rank >= 2"):
+        tg.io.serialize_many_sparse(tg.SparseTensor([[1]], [1], [3]))
+
+
+def test_deserialize_many_sparse_takes_the_largest_shape():
+    a = tg.io.serialize_sparse(tg.SparseTensor([[0, 1]], [1.0], [1, 2]))
+    b = tg.io.serialize_sparse(tg.SparseTensor([[2, 0]], [2.0], [3, 1]))
+    both = tg.constant(np.stack([a.numpy(), b.numpy()]))
+    sp = tg.io.deserialize_many_sparse(both, tg.float32)
+    assert sp.indices.numpy().tolist() == [[0, 0, 1], [1, 2, 0]]
+    assert sp.dense_shape.numpy().tolist() == [2, 3, 2]
