@@ -167,3 +167,20 @@ def test_features_must_be_given():
     with pytest.raises(ValueError, match="FixedLenSequenceFeature"):
         tg.io.parse_single_sequence_example(b"", sequence_features={
             "x": tg.io.FixedLenFeature([], tg.int64)})
+
+
+def test_sparse_feature():
+    recs = [_ex(r=[2, 0], c=[1, 4], v=[1.0, 2.0]), _ex(), _ex(r=[1], c=[0], v=[3.0])]
+    feats = {"m": tg.io.SparseFeature(["r", "c"], "v", tg.float32, [3, 5])}
+    sp = tg.io.parse_example(recs, feats)["m"]
+    # entries ordered by index within each record (already_sorted=False)
+    assert sp.indices.numpy().tolist() == [[0, 0, 4], [0, 2, 1], [2, 1, 0]]
+    assert sp.values.numpy().tolist() == [2.0, 1.0, 3.0]
+    assert sp.dense_shape.numpy().tolist() == [3, 3, 5]
+    single = tg.io.parse_single_example(recs[0], feats)["m"]
+    assert single.indices.numpy().tolist() == [[0, 4], [2, 1]]
+    assert single.dense_shape.numpy().tolist() == [3, 5]
+    with pytest.raises(tg.errors.InvalidArgumentError, match="outside \\[0, 3\\)"):
+        tg.io.parse_single_example(_ex(r=[3], c=[0], v=[1.0]), feats)
+    with pytest.raises(tg.errors.InvalidArgumentError, match="has 1 values but value"):
+        tg.io.parse_single_example(_ex(r=[1], c=[0], v=[1.0, 2.0]), feats)

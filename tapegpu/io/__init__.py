@@ -17,15 +17,16 @@ from .codecs import decode_base64, decode_compressed, encode_base64, matching_fi
 from .csv import decode_csv  # noqa: F401
 from .files import read_file, write_file  # noqa: F401
 from .parsing import (FixedLenFeature, FixedLenSequenceFeature, RaggedFeature,  # noqa: F401
-                      VarLenFeature, parse_example, parse_sequence_example,
+                      SparseFeature, VarLenFeature, parse_example, parse_sequence_example,
                       parse_single_example, parse_single_sequence_example)
 from .records import TFRecordOptions, TFRecordWriter  # noqa: F401
 from .tensors import (decode_raw, deserialize_many_sparse, parse_tensor,  # noqa: F401
                       serialize_many_sparse, serialize_sparse, serialize_tensor)
 
 __all__ = ["read_file", "write_file", "FixedLenFeature", "FixedLenSequenceFeature",
-           "VarLenFeature", "RaggedFeature", "parse_example", "parse_single_example",
-           "parse_single_sequence_example", "parse_sequence_example", "TFRecordOptions", "TFRecordWriter", "decode_csv",
-           "decode_raw", "serialize_tensor", "parse_tensor", "serialize_sparse",
-           "encode_base64", "decode_base64", "decode_compressed", "matching_files",
-           "serialize_many_sparse", "deserialize_many_sparse"]
+           "VarLenFeature", "RaggedFeature", "SparseFeature", "parse_example",
+           "parse_single_example", "parse_single_sequence_example", "parse_sequence_example",
+           "TFRecordOptions", "TFRecordWriter", "decode_csv", "decode_raw", "serialize_tensor",
+           "parse_tensor", "serialize_sparse", "encode_base64", "decode_base64",
+           "decode_compressed", "matching_files", "serialize_many_sparse",
+           "deserialize_many_sparse"]

@@ -371,7 +371,7 @@ def copy(src, dst, overwrite=False):
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp(); a, b = os.path.join(d, "a"), os.path.join(d, "b")
     >>> with open(a, "w") as f: _ = f.write("hi")
-    >>> tg.io.gfile.copy(a, b); open(b).read()
+    >>> tg.io.gfile.copy(a, b); tg.io.gfile.GFile(b).read()
     'hi'
     """
     src, dst = _path(src, "copy"), _path(dst, "copy")

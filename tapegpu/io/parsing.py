@@ -30,6 +30,7 @@ from ..sparse import SparseTensor
 from ..train.example import DecodeError, _fields, _read_varint, _signed64
 
 __all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "RaggedFeature",
+           "SparseFeature",
            "parse_single_example", "parse_example", "parse_single_sequence_example",
            "parse_sequence_example"]
 
@@ -122,6 +123,64 @@ class RaggedFeature(collections.namedtuple(
                              f"tg.int64, got {row_splits_dtype.name}")
         return super().__new__(cls, dtype, value_key, tuple(partitions), row_splits_dtype,
                                validate)
+
+
+class SparseFeature(collections.namedtuple(
+        "SparseFeature", ["index_key", "value_key", "dtype", "size", "already_sorted"])):
+    """A sparse tensor assembled from features (`tf.io.SparseFeature(index_key, value_key,
+    dtype, size, already_sorted=False)`): the values of feature `value_key` go to the
+    positions read from the int64 feature(s) `index_key` (one per dimension, each index in
+    [0, size)); parsed to a `tg.SparseTensor` of dense shape `size` (`[batch] + size` in
+    `parse_example`), its entries in index order.
+
+    >>> ex = tg.train.Example(features=tg.train.Features(feature={
+    ...     "ix": tg.train.Feature(int64_list=tg.train.Int64List(value=[3, 0])),
+    ...     "v": tg.train.Feature(float_list=tg.train.FloatList(value=[1.5, 2.5]))}))
+    >>> sp = tg.io.parse_single_example(ex.SerializeToString(),
+    ...                                 {"s": tg.io.SparseFeature("ix", "v", tg.float32, 4)})["s"]
+    >>> sp.indices.numpy().tolist(), sp.values.numpy().tolist(), sp.dense_shape.numpy().tolist()
+    ([[0], [3]], [2.5, 1.5], [4])
+    """
+
+    def __new__(cls, index_key, value_key, dtype, size, already_sorted=False):
+        return super().__new__(cls, index_key, value_key, dtype, size, already_sorted)
+
+
+def _sparse_feature(f, key, raw_of, n, who):
+    """The batched SparseTensor of a SparseFeature; raw_of(name, dtype) gives each record's
+    values of a feature (None when missing)."""
+    index_keys = [f.index_key] if isinstance(f.index_key, str) else list(f.index_key)
+    sizes = [f.size] if isinstance(f.size, int) else [int(s) for s in f.size]
+    if len(sizes) != len(index_keys):
+        raise ValueError(f"{who}: SparseFeature {key!r} has {len(index_keys)} index keys but "
+                         f"{len(sizes)} sizes")
+    dtype = _feature_dtype(f.dtype, who)
+    values = raw_of(f.value_key, dtype)
+    ids = [raw_of(k, dtypes.int64) for k in index_keys]
+    empty = np.zeros(0, dtype=object if dtype.is_string else dtype._np)
+    rows_idx, rows_val = [], []
+    for b in range(n):
+        v = empty if values[b] is None else values[b]
+        cols = [np.zeros(0, np.int64) if i[b] is None else i[b] for i in ids]
+        for k, c in zip(index_keys, cols):
+            if c.size != v.size:
+                raise InvalidArgumentError(f"{who}: SparseFeature {key!r}, record {b}: index "
+                                           f"feature {k!r} has {c.size} values but value "
+                                           f"feature {f.value_key!r} has {v.size}")
+        for c, size, k in zip(cols, sizes, index_keys):
+            bad = (c < 0) | (c >= size)
+            if bad.any():
+                raise InvalidArgumentError(f"{who}: SparseFeature {key!r}, record {b}: index "
+                                           f"{int(c[bad][0])} of {k!r} is outside [0, {size})")
+        idx = np.stack([np.full(v.size, b, np.int64)] + cols, axis=1) if v.size else \
+            np.zeros((0, len(cols) + 1), np.int64)
+        if not f.already_sorted and v.size:
+            order = np.lexsort(idx[:, ::-1].T)
+            idx, v = idx[order], v[order]
+        rows_idx.append(idx)
+        rows_val.append(v)
+    indices = np.concatenate(rows_idx) if n else np.zeros((0, len(sizes) + 1), np.int64)
+    return SparseTensor(indices, _tensor(_concat(rows_val, dtype), dtype), [n] + sizes)
 
 
 # -- decoding ------------------------------------------------------------------------------------
@@ -266,12 +325,13 @@ def _check_features(features, who, sequence=False):
     if not isinstance(features, dict):
         raise TypeError(f"{who}: features must be a dict from feature name to FixedLenFeature, "
                         f"VarLenFeature or RaggedFeature, got {type(features).__name__}")
-    kinds = (FixedLenFeature, VarLenFeature, RaggedFeature, FixedLenSequenceFeature)
+    kinds = (FixedLenFeature, VarLenFeature, RaggedFeature, FixedLenSequenceFeature,
+             SparseFeature)
     for key, f in features.items():
         if not isinstance(f, kinds):
             raise ValueError(f"{who}: Unsupported feature type for {key!r}: {f!r} (valid: "
                              "FixedLenFeature, FixedLenSequenceFeature, VarLenFeature, "
-                             "RaggedFeature)")
+                             "RaggedFeature, SparseFeature)")
         _feature_dtype(f.dtype, who)
 
 
@@ -287,8 +347,16 @@ def _examples_features(records, who):
 def _parse_batch(records, features, who, names=None):
     """{key: batched result} for a list of serialized Examples."""
     per_record = _examples_features(records, who)
+
+    def raw_of(name, dtype):
+        return [None if feats.get(name) is None else
+                _feature_values(feats[name], dtype, name, who) for feats in per_record]
+
     out = {}
     for key, f in features.items():
+        if isinstance(f, SparseFeature):
+            out[key] = _sparse_feature(f, key, raw_of, len(per_record), who)
+            continue
         dtype = _feature_dtype(f.dtype, who)
         src = f.value_key or key if isinstance(f, RaggedFeature) else key
         values = []

@@ -16,7 +16,8 @@ both checksums and raises `tg.errors.DataLossError` on a mismatch or a truncated
 >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
 >>> with tg.io.TFRecordWriter(path) as w:
 ...     w.write(b"abc")
->>> open(path, "rb").read().hex()
+>>> with open(path, "rb") as f:
+...     f.read().hex()
 '0300000000000000b099490e6162636e57f121'
 """
 import gzip
