@@ -119,3 +119,19 @@ def test_flush_makes_gzip_records_readable_before_close(tmp_path):
     assert d.decompress(_read(path)).endswith(b"abc" + struct.pack(
         "<I", _masked(records.crc32c(b"abc"))))
     w.close()
+
+
+def test_iter_lines_across_chunks():
+    import io
+    data = b"ab\r\ncdef\n\nghi"
+    for chunk in (1, 2, 3, 100):
+        assert list(records.iter_lines(io.BytesIO(data), chunk)) == [b"ab", b"cdef", b"", b"ghi"]
+
+
+def test_zlib_stream_reads_many_small_records(tmp_path):
+    path = str(tmp_path / "z")
+    recs = [bytes([i % 256]) * (i % 7) for i in range(3000)]
+    with tg.io.TFRecordWriter(path, "ZLIB") as w:
+        for r in recs:
+            w.write(r)
+    assert list(records.read_records(path, "ZLIB")) == recs

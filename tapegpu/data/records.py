@@ -155,14 +155,10 @@ class TFRecordDataset(_FileSource):
 
 
 def _lines(path, compression, who):
-    """The lines of a file, without their line ends ('\\n' and a '\\r' before it)."""
+    """The lines of a file, without their line ends ('\\n' and a '\\r' before it), read a
+    chunk at a time."""
     with _records.open_stream(path, compression, who) as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for line in lines:
-        yield line[:-1] if line.endswith(b"\r") else line
+        yield from _records.iter_lines(f)
 
 
 class TextLineDataset(_FileSource):
@@ -220,16 +216,32 @@ class FixedLengthRecordDataset(_FileSource):
         self._compression = _records._compression(compression_type, self._who)
 
     def _read(self, path):
+        """The records, read a block at a time; the last `footer_bytes` are held back until
+        the end shows they are the footer."""
+        record, footer = self._record, self._footer
+        block = max(record, (1 << 20) // record * record)
         with _records.open_stream(path, self._compression, self._who) as f:
-            data = f.read()
-        body = data[self._header:len(data) - self._footer]
-        if len(data) < self._header + self._footer or len(body) % self._record:
-            raise DataLossError(f"{self._who}: Excluding the header ({self._header} bytes) and "
-                                f"footer ({self._footer} bytes), input file \"{path}\" has "
-                                f"body length {max(len(body), 0)} bytes, which is not an exact "
-                                f"multiple of the record length ({self._record} bytes).")
-        for i in range(0, len(body), self._record):
-            yield _string(body[i:i + self._record])
+            head = f.read(self._header)
+            buf, pos, body = bytearray(), 0, 0
+            while True:
+                data = f.read(block)
+                if data:
+                    del buf[:pos]
+                    pos = 0
+                    buf += data
+                    while len(buf) - pos >= record + footer:
+                        yield _string(bytes(buf[pos:pos + record]))
+                        pos += record
+                        body += record
+                    continue
+                left = len(buf) - pos
+                if len(head) < self._header or left != footer:
+                    raise DataLossError(
+                        f"{self._who}: Excluding the header ({self._header} bytes) and footer "
+                        f"({footer} bytes), input file \"{path}\" has body length "
+                        f"{max(body + left - footer, 0)} bytes, which is not an exact multiple "
+                        f"of the record length ({record} bytes).")
+                return
 
     def _spec(self):
         return TensorSpec((), dtypes.string)

@@ -320,25 +320,31 @@ def open_stream(path, compression, who):
 
 
 class _ZlibReader:
-    """A read-only stream of a zlib-compressed file."""
+    """A read-only stream of a zlib-compressed file (decompressed a chunk at a time; a read
+    moves a position in the buffer instead of copying what is left)."""
 
     def __init__(self, raw):
-        self._raw, self._z, self._buf = raw, zlib.decompressobj(), b""
+        self._raw, self._z = raw, zlib.decompressobj()
+        self._buf, self._pos, self._eof = bytearray(), 0, False
+
+    def _fill(self):
+        chunk = self._raw.read(1 << 16)
+        if self._pos:
+            del self._buf[:self._pos]
+            self._pos = 0
+        try:
+            self._buf += self._z.decompress(chunk) if chunk else self._z.flush()
+        except zlib.error as e:
+            raise DataLossError(f"corrupted ZLIB stream: {e}") from None
+        if not chunk:
+            self._eof = True
 
     def read(self, n=-1):
-        while n < 0 or len(self._buf) < n:
-            chunk = self._raw.read(1 << 16)
-            if not chunk:
-                self._buf += self._z.flush()
-                break
-            try:
-                self._buf += self._z.decompress(chunk)
-            except zlib.error as e:
-                raise DataLossError(f"corrupted ZLIB stream: {e}") from None
-        if n < 0:
-            out, self._buf = self._buf, b""
-        else:
-            out, self._buf = self._buf[:n], self._buf[n:]
+        while not self._eof and (n < 0 or len(self._buf) - self._pos < n):
+            self._fill()
+        end = len(self._buf) if n < 0 else min(len(self._buf), self._pos + n)
+        out = bytes(self._buf[self._pos:end])
+        self._pos = end
         return out
 
     def close(self):
@@ -349,6 +355,22 @@ class _ZlibReader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def iter_lines(stream, chunk=1 << 20):
+    """The lines of a binary stream, without their line ends ('\\n' and a '\\r' before
+    it), read a chunk at a time; a last line without '\\n' is a line too."""
+    pending = b""
+    while True:
+        data = stream.read(chunk)
+        if not data:
+            break
+        parts = (pending + data).split(b"\n")
+        pending = parts.pop()
+        for line in parts:
+            yield line[:-1] if line.endswith(b"\r") else line
+    if pending:
+        yield pending[:-1] if pending.endswith(b"\r") else pending
 
 
 def read_records(path, compression="", who="tf.data.TFRecordDataset"):
