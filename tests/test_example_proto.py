@@ -149,3 +149,16 @@ def test_tensor_proto_known_encoding():
 def test_compat_v1_names_are_the_same_classes():
     assert tg.compat.v1.train.Example is T.Example
     assert tg.compat.surface.status("tf.train.SequenceExample") == "implemented"
+
+
+def test_packed_varints_edge_values():
+    from tapegpu.train.example import packed_varints
+    # hand-written encodings: 0 -> 00, 127 -> 7f, 128 -> 80 01, 300 -> ac 02,
+    # -1 -> ff*9 01, -2**63 -> 80*9 01, 2**63-1 -> ff*8 7f
+    data = (b"\x00" + b"\x7f" + b"\x80\x01" + b"\xac\x02" + b"\xff" * 9 + b"\x01" +
+            b"\x80" * 9 + b"\x01" + b"\xff" * 8 + b"\x7f")
+    assert packed_varints(data).tolist() == [0, 127, 128, 300, -1, -2 ** 63, 2 ** 63 - 1]
+    with pytest.raises(DecodeError, match="longer than 10 bytes"):
+        packed_varints(b"\xff" * 10 + b"\x01")
+    with pytest.raises(DecodeError, match="Truncated"):
+        packed_varints(b"\x01\x80")

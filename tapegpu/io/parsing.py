@@ -27,7 +27,7 @@ from ..core.tensor import Tensor, convert_to_tensor
 from ..errors import InvalidArgumentError
 from ..ragged import RaggedTensor
 from ..sparse import SparseTensor
-from ..train.example import DecodeError, _fields, _read_varint, _signed64
+from ..train.example import DecodeError, _fields, _signed64, packed_varints
 
 __all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "RaggedFeature",
            "SparseFeature",
@@ -257,11 +257,7 @@ def _list_values(payload, kind):
             elif w == 5:
                 parts.append(np.frombuffer(v, "<f4"))
         elif w == 2:
-            ints, pos = [], 0
-            while pos < len(v):
-                x, pos = _read_varint(v, pos, len(v))
-                ints.append(_signed64(x))
-            parts.append(np.array(ints, dtype=np.int64))
+            parts.append(packed_varints(v))
         elif w == 0:
             parts.append(np.array([_signed64(v)], dtype=np.int64))
     npd = np.float32 if kind == 2 else np.int64

@@ -183,6 +183,28 @@ _KINDS = {  # name: (wire type, check, encode one value, decode one value, defau
 }
 
 
+def packed_varints(payload):
+    """The int64 values of a packed varint field, decoded in numpy: a value ends at each byte
+    below 0x80, and its k-th byte carries bits 7k..7k+6 (ten bytes at most; bits past 64 are
+    dropped, so a negative int64's ten-byte encoding reads back as itself)."""
+    arr = np.frombuffer(payload, np.uint8)
+    if not arr.size:
+        return np.zeros(0, np.int64)
+    ends = np.flatnonzero(arr < 0x80)
+    if not ends.size or ends[-1] != arr.size - 1:
+        raise DecodeError("Truncated message: a varint runs past the end")
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    lengths = ends - starts + 1
+    if lengths.max() > 10:
+        raise DecodeError("Error parsing message: a varint is longer than 10 bytes")
+    values = np.zeros(ends.size, np.uint64)
+    for k in range(int(lengths.max())):
+        has = lengths > k
+        values[has] |= (arr[starts[has] + k].astype(np.uint64) & np.uint64(0x7F)) << \
+            np.uint64(7 * k)
+    return values.view(np.int64)
+
+
 def _decode_packed(kind, payload):
     wire, _, _, decode, _ = _KINDS[kind]
     if wire == 5:
@@ -191,6 +213,8 @@ def _decode_packed(kind, payload):
     if wire == 1:
         return [float(v) for v in np.frombuffer(payload, "<f8")] if len(payload) % 8 == 0 \
             else _bad(f"packed double field of {len(payload)} bytes")
+    if kind == "int64":
+        return packed_varints(payload).tolist()
     out, pos = [], 0
     while pos < len(payload):
         v, pos = _read_varint(payload, pos, len(payload))
