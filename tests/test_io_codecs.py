@@ -35,3 +35,24 @@ def test_matching_files(tmp_path):
     got = tg.io.matching_files(str(tmp_path / "*.txt"))
     assert got.dtype == tg.string
     assert got.numpy().tolist() == [str(tmp_path / n).encode() for n in ("a.txt", "b.txt")]
+
+
+def test_decode_json_example():
+    js = ('{"features": {"feature": {'
+          '"i": {"int64_list": {"value": [1, "-2", "9007199254740993"]}},'
+          '"f": {"floatList": {"value": [1.5, "NaN"]}},'
+          '"b": {"bytesList": {"value": ["YWJj", "-_8"]}},'
+          '"e": {}}}}')
+    out = tg.io.decode_json_example(tg.constant([js]))
+    assert out.shape == (1,)
+    ex = tg.train.Example.FromString(out.numpy()[0])
+    feats = ex.features.feature
+    assert list(feats["i"].int64_list.value) == [1, -2, 9007199254740993]
+    f = list(feats["f"].float_list.value)
+    assert f[0] == 1.5 and f[1] != f[1]
+    assert list(feats["b"].bytes_list.value) == [b"abc", b"\xfb\xff"]
+    assert feats["e"].WhichOneof("kind") is None
+    with pytest.raises(tg.errors.InvalidArgumentError, match='no field named "feats"'):
+        tg.io.decode_json_example('{"feats": {}}')
+    with pytest.raises(tg.errors.InvalidArgumentError, match="Error while parsing JSON"):
+        tg.io.decode_json_example("{not json")

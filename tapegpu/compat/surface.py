@@ -141,6 +141,7 @@ LAZY.update({f"tf.compat.v1.gfile.{_n}": f"tapegpu.io.gfile_v1:{_n}" for _n in (
 LAZY.update({f"tf.compat.v1.{_n}": f"tapegpu.io:{_n}" for _n in (
     "FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "SparseFeature",
     "decode_csv", "decode_raw", "decode_base64", "encode_base64", "decode_compressed",
+    "decode_json_example",
     "parse_example", "parse_single_example", "parse_single_sequence_example", "parse_tensor",
     "serialize_tensor", "serialize_sparse", "serialize_many_sparse", "deserialize_many_sparse")})
 

@@ -13,7 +13,8 @@ records.py and are reached as `tg.compat.v1.io.*` (tapegpu/compat/surface.py, LA
 b'hello'
 """
 from . import gfile  # noqa: F401
-from .codecs import decode_base64, decode_compressed, encode_base64, matching_files  # noqa: F401
+from .codecs import (decode_base64, decode_compressed, decode_json_example,  # noqa: F401
+                     encode_base64, matching_files)
 from .csv import decode_csv  # noqa: F401
 from .files import read_file, write_file  # noqa: F401
 from .parsing import (FixedLenFeature, FixedLenSequenceFeature, RaggedFeature,  # noqa: F401
@@ -29,4 +30,4 @@ __all__ = ["read_file", "write_file", "FixedLenFeature", "FixedLenSequenceFeatur
            "TFRecordOptions", "TFRecordWriter", "decode_csv", "decode_raw", "serialize_tensor",
            "parse_tensor", "serialize_sparse", "encode_base64", "decode_base64",
            "decode_compressed", "matching_files", "serialize_many_sparse",
-           "deserialize_many_sparse"]
+           "deserialize_many_sparse", "decode_json_example"]
