@@ -26,8 +26,8 @@ from ..core.tensor import Tensor
 from ..errors import DataLossError, InvalidArgumentError
 from ..function import TensorSpec
 from ..io import csv as _csv
+from .. import io as _io
 from ..io import gfile as _gfile
-from ..io import parsing as _parsing
 from ..io import records as _records
 from .dataset import AUTOTUNE, UNKNOWN_CARDINALITY, Dataset, _count
 
@@ -570,7 +570,7 @@ def make_batched_features_dataset(file_pattern, batch_size, features, reader=Non
     dataset = dataset.batch(batch_size, drop_remainder=drop_final_batch or num_epochs is None)
 
     def parse(records):
-        parsed = _parsing.parse_example(records, features)
+        parsed = _io.parse_example(records, features)
         if label_key is None:
             return parsed
         return parsed, parsed.pop(label_key)

@@ -230,7 +230,8 @@ def _feature_values(feature, dtype, key, who):
     want = _KIND_OF[dtype.name]
     if kind is not None and kind != want:
         raise InvalidArgumentError(
-            f"{who}: Name: <unknown>, Key: {key}, Index: 0.  Data types don't match. Data type: {_KIND_NAME[kind]} but "
+            f"{who}: Name: <unknown>, Key: {key}, Index: 0.  Data types don't match. "
+            f"Data type: {_KIND_NAME[kind]} but "
             f"expected type: {_KIND_NAME[want]}")
     try:
         return _list_values(payload, want)

@@ -481,9 +481,10 @@ class Message:
             return
         _, _, kind, label, _ = self._field_or_attr(name)
         if label != "optional" or isinstance(kind, type):
+            what = "repeated" if label != "optional" else "message"
             raise AttributeError(f"Assignment not allowed to field \"{name}\" in protocol "
-                                 f"message object (a {'repeated' if label != 'optional' else 'message'}"
-                                 " field: use extend/append or CopyFrom)")
+                                 f"message object (a {what} field: use extend/append or "
+                                 "CopyFrom)")
         self._values[name] = _KINDS[kind][1](value)
         self._mark(name)
 
@@ -802,7 +803,8 @@ TensorShapeProto = _message("TensorShapeProto", [(2, "dim", _Dim, "repeated", No
                                                  (3, "unknown_rank", "bool", "optional", None)],
                             "TensorFlow's `TensorShapeProto`: `dim` (each with `size`) and "
                             "`unknown_rank`.\n\n"
-                            "    >>> s = tg.make_tensor_proto([[1, 2, 3], [4, 5, 6]]).tensor_shape\n"
+                            "    >>> s = tg.make_tensor_proto([[1, 2, 3], [4, 5, 6]])"
+                            ".tensor_shape\n"
                             "    >>> [d.size for d in s.dim]\n"
                             "    [2, 3]\n")
 TensorShapeProto.Dim = _Dim
