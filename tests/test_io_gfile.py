@@ -114,3 +114,13 @@ def test_v1_names(tmp_path):
     v1.DeleteRecursively(d)
     assert not v1.Exists(d)
     assert tg.compat.v1.io.gfile.GFile is G.GFile
+
+
+def test_a_failed_write_leaves_the_file_as_it_was(tmp_path):
+    p = str(tmp_path / "keep.txt")
+    _write(p, "old")
+    with pytest.raises(RuntimeError):
+        with G.GFile(p, "w") as f:
+            f.write("half")
+            raise RuntimeError("interrupted")
+    assert _read(p, "r") == "old" and G.listdir(str(tmp_path)) == ["keep.txt"]

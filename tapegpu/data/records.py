@@ -99,7 +99,10 @@ class _FileSource(Dataset):
             for path in self._paths():
                 yield from self._read(path)
             return
-        files = Dataset.from_tensor_slices(list(self._paths()) or np.empty(0, dtype=object))
+        paths = list(self._paths())
+        if not paths:
+            return
+        files = Dataset.from_tensor_slices(paths)
         reading = files.interleave(lambda f: _OneFile(self, f.numpy().decode("utf-8")),
                                    cycle_length=self._parallel, block_length=1)
         yield from reading._iterate(ctx)

@@ -6,7 +6,8 @@ Failures raise TensorFlow's errors: `tg.errors.NotFoundError` for a missing path
 `tg.errors.AlreadyExistsError` where the target exists and `overwrite` is False. Paths with
 a file-system scheme other than `file://` (gs://, s3://, hdfs://) raise
 `tg.errors.UnimplementedError`. A file opened for writing ('w', 'wb') is written to a
-temporary file that replaces the target when it is closed, so a reader never sees half of it.
+temporary file that replaces the target when it is closed, so a reader never sees half of it
+(and a `with` block that raises leaves the target as it was).
 
 >>> import os, tempfile
 >>> d = os.path.join(tempfile.mkdtemp(), "a", "b")
@@ -200,8 +201,20 @@ class GFile:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        if exc_type is not None and self._tmp is not None:  # a failed write leaves the
+            self._abort()                                      # target as it was
         self.close()
+
+    def _abort(self):
+        self._closed = True
+        f, self._f = self._f, None
+        if f is not None:
+            f.close()
+        try:
+            os.remove(self._tmp)
+        except OSError:
+            pass
 
     def __del__(self):  # as TensorFlow's file objects: an unclosed file is closed when dropped
         try:

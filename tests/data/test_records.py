@@ -110,3 +110,8 @@ def test_experimental_tfrecord_writer_and_batched_features(tmp_path):
         tg.data.experimental.make_batched_features_dataset(path, 2, feats, label_key="z")
     with pytest.raises(tg.errors.InvalidArgumentError, match="No files matched"):
         tg.data.experimental.make_batched_features_dataset(str(tmp_path / "*.none"), 2, feats)
+
+
+def test_no_files_no_records():
+    assert list(tg.data.TFRecordDataset([], num_parallel_reads=2)) == []
+    assert list(tg.data.TextLineDataset([])) == []
