@@ -56,3 +56,11 @@ def test_decode_json_example():
         tg.io.decode_json_example('{"feats": {}}')
     with pytest.raises(tg.errors.InvalidArgumentError, match="Error while parsing JSON"):
         tg.io.decode_json_example("{not json")
+
+
+def test_match_filenames_once(tmp_path):
+    (tmp_path / "x.txt").write_text("")
+    v = tg.io.match_filenames_once(str(tmp_path / "*.txt"))
+    assert isinstance(v, tg.Variable) and not v.trainable and v.dtype == tg.string
+    (tmp_path / "y.txt").write_text("")  # matched once: later files are not in it
+    assert v.numpy().tolist() == [str(tmp_path / "x.txt").encode()]

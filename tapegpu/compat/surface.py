@@ -86,6 +86,9 @@ RULES = {
                            "descriptor pool), which tapegpu does not have",
                            "the message's Python class and its SerializeToString(), e.g. "
                            "tg.train.Example(...).SerializeToString()"),
+    "tf.io.write_graph": ("it writes a TensorFlow GraphDef; tapegpu has no TF graphs",
+                          "print(tg.function(f).get_concrete_function(...).graph), or "
+                          "tg.saved_model.save"),
     "keras.distribution": ("Keras' JAX-backend distribution API is not implemented",
                            "tapegpu.distribute"),
     "keras.quantizers": ("Keras' quantizers are not implemented", "float16 weights"),

@@ -17,7 +17,7 @@ import importlib
 
 from . import gfile  # noqa: F401
 from .codecs import (decode_base64, decode_compressed, decode_json_example,  # noqa: F401
-                     encode_base64, matching_files)
+                     encode_base64, match_filenames_once, matching_files)
 from .csv import decode_csv  # noqa: F401
 from .files import read_file, write_file  # noqa: F401
 from .records import TFRecordOptions, TFRecordWriter  # noqa: F401
@@ -47,4 +47,5 @@ def __getattr__(name):
 __all__ = ["read_file", "write_file", "decode_csv", "decode_raw", "serialize_tensor",
            "parse_tensor", "TFRecordOptions", "TFRecordWriter", "encode_base64",
            "decode_base64", "decode_compressed", "decode_json_example", "matching_files",
+           "match_filenames_once",
            *_ON_FIRST_USE]

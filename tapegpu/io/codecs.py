@@ -14,14 +14,14 @@ import zlib
 import numpy as np
 
 from .. import backends as _backend
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.tensor import Tensor, Variable, convert_to_tensor
 from ..errors import InvalidArgumentError
 from ..train import example as _example
 from . import gfile as _gfile
 from . import records as _records
 
 __all__ = ["encode_base64", "decode_base64", "decode_compressed", "matching_files",
-           "decode_json_example"]
+           "match_filenames_once", "decode_json_example"]
 
 
 def _strings(x, who):
@@ -110,6 +110,18 @@ def matching_files(pattern, name=None):
     out = np.empty(len(found), dtype=object)
     out[:] = [f.encode("utf-8") for f in found]
     return Tensor(out, _backend.lookup("cpu"))
+
+
+def match_filenames_once(pattern, name=None):
+    """The files matching `pattern`, matched once, in a non-trainable string variable
+    (`tf.io.match_filenames_once`), sorted.
+
+    >>> v = tg.io.match_filenames_once("/no/such/dir/*")
+    >>> v.trainable, v.shape
+    (False, (0,))
+    """
+    return Variable(matching_files(pattern), trainable=False,
+                    name=name or "matching_filenames")
 
 
 def _camel(name):
