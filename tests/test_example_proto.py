@@ -162,3 +162,14 @@ def test_packed_varints_edge_values():
         packed_varints(b"\xff" * 10 + b"\x01")
     with pytest.raises(DecodeError, match="Truncated"):
         packed_varints(b"\x01\x80")
+
+
+def test_pickle_and_deepcopy():
+    import copy
+    import pickle
+    ex = T.Example()
+    ex.features.feature["a"].bytes_list.value.append(b"z")
+    for clone in (pickle.loads(pickle.dumps(ex)), copy.deepcopy(ex)):
+        assert clone == ex and clone is not ex
+        clone.features.feature["a"].bytes_list.value.append(b"y")
+        assert list(ex.features.feature["a"].bytes_list.value) == [b"z"]

@@ -587,8 +587,13 @@ class Message:
                     out += _tag(number, wire) + encode(value)
         return bytes(out)
 
+    SerializePartialToString = SerializeToString  # every message here is always complete
+
     def ByteSize(self):  # noqa: N802
         return len(self.SerializeToString())
+
+    def __reduce__(self):  # pickles (and deep-copies) as its bytes, as protobuf messages do
+        return type(self).FromString, (self.SerializeToString(),)
 
     @classmethod
     def FromString(cls, s):  # noqa: N802
@@ -808,6 +813,7 @@ TensorShapeProto = _message("TensorShapeProto", [(2, "dim", _Dim, "repeated", No
                             "    >>> [d.size for d in s.dim]\n"
                             "    [2, 3]\n")
 TensorShapeProto.Dim = _Dim
+_Dim.__qualname__ = "TensorShapeProto.Dim"  # where pickle finds it
 TensorProto = _message("TensorProto", [
     (1, "dtype", "int32", "optional", None),
     (2, "tensor_shape", TensorShapeProto, "optional", None),
