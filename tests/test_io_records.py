@@ -27,6 +27,9 @@ def _write(path, data):
     (b"\xff" * 32, 0x62A8AB43),
     (bytes(range(32)), 0x46DD794E),
     (bytes(range(31, -1, -1)), 0x113FDB5C),
+    (bytes([0x01, 0xC0] + [0] * 14 + [0x14] + [0] * 5 + [0x04] + [0] * 4 + [0x14] + [0] * 3 +
+           [0x18, 0x28] + [0] * 7 + [0x02] + [0] * 7), 0xD9963A56),  # RFC 3720: a SCSI read
+    (b"The quick brown fox jumps over the lazy dog", 0x22620404),
     (b"", 0x0),
 ])
 def test_crc32c_check_values(data, crc):
