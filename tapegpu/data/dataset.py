@@ -959,6 +959,8 @@ class _Map(_Unary):
         if out is None:
             raise TypeError("Dataset.map: map_func returned None; it must return tensors (or "
                             "nested tuples / dicts of them)")
+        if type(out) is list:  # as tf.data: a returned list (decode_csv's) is a tuple of
+            out = tuple(out)   # components, not a tensor to stack
         return structure.normalize(out, "Dataset.map")
 
     def _iterate(self, ctx):

@@ -115,3 +115,17 @@ def test_experimental_tfrecord_writer_and_batched_features(tmp_path):
 def test_no_files_no_records():
     assert list(tg.data.TFRecordDataset([], num_parallel_reads=2)) == []
     assert list(tg.data.TextLineDataset([])) == []
+
+
+def test_decode_csv_in_a_map_gives_tuples(tmp_path):
+    # TensorFlow's CSV tutorial: map_func returns decode_csv's list, which tf.data packs as a
+    # tuple of components (of different dtypes)
+    p = tmp_path / "t.csv"
+    p.write_text("a,b\n1,x\n2,y\n")
+    ds = tg.data.TextLineDataset(str(p)).skip(1).map(
+        lambda line: tg.io.decode_csv(line, [int(), str()]))
+    assert ds.element_spec == (tg.TensorSpec((), tg.int32), tg.TensorSpec((), tg.string))
+    assert [(int(a), b.numpy()) for a, b in ds] == [(1, b"x"), (2, b"y")]
+    lines = tg.data.TextLineDataset(str(p)).skip(1).batch(2).map(
+        lambda x: tg.io.decode_csv(x, record_defaults=[int(), str()]))
+    assert [[c.numpy().tolist() for c in b] for b in lines] == [[[1, 2], [b"x", b"y"]]]
