@@ -129,3 +129,24 @@ def test_decode_csv_in_a_map_gives_tuples(tmp_path):
     lines = tg.data.TextLineDataset(str(p)).skip(1).batch(2).map(
         lambda x: tg.io.decode_csv(x, record_defaults=[int(), str()]))
     assert [[c.numpy().tolist() for c in b] for b in lines] == [[[1, 2], [b"x", b"y"]]]
+
+
+def test_list_files(tmp_path):
+    for n in ("b.csv", "a.csv", "c.txt"):
+        (tmp_path / n).write_text("h\n1\n")
+    names = [f.numpy() for f in tg.data.Dataset.list_files(str(tmp_path / "*.csv"),
+                                                           shuffle=False)]
+    assert names == [str(tmp_path / n).encode() for n in ("a.csv", "b.csv")]
+    both = tg.data.Dataset.list_files([str(tmp_path / "*.txt"), str(tmp_path / "a.*")],
+                                      shuffle=False)
+    assert [f.numpy() for f in both] == [str(tmp_path / n).encode() for n in ("a.csv", "c.txt")]
+    shuffled = tg.data.Dataset.list_files(str(tmp_path / "*"), seed=3)
+    assert sorted(f.numpy() for f in shuffled) == sorted(
+        str(tmp_path / n).encode() for n in ("a.csv", "b.csv", "c.txt"))
+    with pytest.raises(tg.errors.InvalidArgumentError, match="No files matched pattern"):
+        tg.data.Dataset.list_files(str(tmp_path / "*.none"))
+    # TensorFlow's CSV tutorial: files -> interleaved CsvDatasets
+    rows = tg.data.Dataset.list_files(str(tmp_path / "*.csv"), shuffle=False).interleave(
+        lambda path: tg.data.experimental.CsvDataset(path, [int()], header=True),
+        cycle_length=10)
+    assert [int(r) for (r,) in rows] == [1, 1]
