@@ -20,6 +20,7 @@ both checksums and raises `tg.errors.DataLossError` on a mismatch or a truncated
 ...     f.read().hex()
 '0300000000000000b099490e6162636e57f121'
 """
+import functools
 import gzip
 import os
 import struct
@@ -47,7 +48,7 @@ def _crc_table():
 
 _TABLE = _crc_table()
 _NP_TABLE = np.array(_TABLE, dtype=np.uint32)
-_LANES_FROM = 1 << 15  # data at least this long is checksummed in numpy lanes
+_LANES_FROM = 1 << 14  # data at least this long is checksummed in numpy lanes
 
 
 def _crc_raw(data, crc):
@@ -73,6 +74,7 @@ def _gf2_square(mat):
     return [_gf2_times(mat, mat[i]) for i in range(32)]
 
 
+@functools.lru_cache(maxsize=64)
 def _zeros_operator(nbytes):
     """The matrix that advances a CRC register over `nbytes` zero bytes (zlib's crc32_combine
     idea: the register's update is linear over GF(2), so n zero bytes are a matrix power)."""
@@ -93,7 +95,9 @@ def _crc_lanes(data, crc):
     advance together in numpy (one table lookup per lane per byte), then chained: the register
     after lanes a and b is zeros_n(register after a) xor (b's register from 0)."""
     size = len(data)
-    k = max(1, int(np.sqrt(size / 8)))
+    # n numpy steps (a few microseconds each) plus k chainings in Python (a few more each):
+    # about sqrt(size) of each
+    k = max(1, int(np.sqrt(size * 0.6)))
     n = size // k
     body = np.frombuffer(data, dtype=np.uint8, count=n * k).reshape(k, n)
     regs = np.zeros(k, dtype=np.uint32)
