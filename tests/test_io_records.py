@@ -36,8 +36,9 @@ def test_crc32c_check_values(data, crc):
     assert records.crc32c(data) == crc
 
 
-def test_crc32c_of_long_data_matches_the_bytewise_loop():
-    data = os.urandom(100_003)  # above the size checksummed in numpy lanes
+@pytest.mark.parametrize("size", [1, 7, 16_384, 16_385, 100_003])
+def test_crc32c_of_long_data_matches_the_bytewise_loop(size):
+    data = os.urandom(size)  # from 16 KiB checksummed in numpy lanes
     assert records._crc_lanes(data, 0xFFFFFFFF) == records._crc_raw(data, 0xFFFFFFFF)
 
 
