@@ -98,6 +98,7 @@ def test_corruption_raises_data_loss(tmp_path):
 
 def test_options_and_errors(tmp_path):
     assert tg.io.TFRecordOptions.get_compression_type_string(None) == ""
+    assert tg.io.TFRecordOptions(tg.constant("GZIP")).compression_type == "GZIP"
     assert tg.io.TFRecordOptions.get_compression_type_string(
         tg.compat.v1.io.TFRecordCompressionType.GZIP) == "GZIP"
     with pytest.raises(ValueError, match="compression_type"):

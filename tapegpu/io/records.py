@@ -147,6 +147,10 @@ _COMPRESSION = {None: "", "": "", "ZLIB": "ZLIB", "GZIP": "GZIP",
 def _compression(value, who):
     if isinstance(value, TFRecordOptions):
         return value.compression_type_string()
+    if isinstance(value, Tensor) and value.dtype.is_string and value.ndim == 0:
+        value = value.numpy()
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
     key = value.upper() if isinstance(value, str) else value
     if isinstance(key, bool) or key not in _COMPRESSION:
         raise ValueError(f"{who}: compression_type must be None, '', 'ZLIB' or 'GZIP' (or a "
