@@ -177,7 +177,8 @@ class Dataset:
         [b'a.csv', b'b.csv']
         """
         if isinstance(file_pattern, Tensor):
-            file_pattern = [bytes(p) for p in np.ravel(file_pattern._data)]
+            file_pattern = [bytes(p) for p in np.ravel(np.asarray(file_pattern.numpy(),
+                                                                 dtype=object))]
         patterns = file_pattern if isinstance(file_pattern, (list, tuple)) else [file_pattern]
         found = _gfile.glob(list(patterns))
         if not found:

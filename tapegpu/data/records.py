@@ -54,7 +54,7 @@ def _filenames(filenames, who):
         if not filenames.dtype.is_string or filenames.ndim > 1:
             raise TypeError(f"{who}: filenames must be a scalar or 1-D tg.string tensor, got "
                             f"{filenames.dtype.name} of shape {filenames.shape}")
-        filenames = list(np.asarray(filenames._data, dtype=object).reshape(-1))
+        filenames = list(np.asarray(filenames.numpy(), dtype=object).reshape(-1))
     if isinstance(filenames, (str, bytes, os.PathLike)):
         filenames = [filenames]
     if not isinstance(filenames, (list, tuple)):

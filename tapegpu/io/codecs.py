@@ -19,6 +19,7 @@ from ..errors import InvalidArgumentError
 from ..train import example as _example
 from . import gfile as _gfile
 from . import records as _records
+from .tensors import host_array
 
 __all__ = ["encode_base64", "decode_base64", "decode_compressed", "matching_files",
            "match_filenames_once", "decode_json_example"]
@@ -28,7 +29,7 @@ def _strings(x, who):
     t = x if isinstance(x, Tensor) else convert_to_tensor(x)
     if not t.dtype.is_string:
         raise TypeError(f"{who}: expected a tg.string tensor, got {t.dtype.name}")
-    return np.asarray(t._data, dtype=object)
+    return host_array(t)
 
 
 def _map(fn, arr):

@@ -19,6 +19,7 @@ from .. import backends as _backend
 from ..core import dtypes
 from ..core.tensor import Tensor, convert_to_tensor
 from ..errors import InvalidArgumentError
+from .tensors import host_array
 
 __all__ = ["decode_csv"]
 
@@ -190,7 +191,7 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     t = records if isinstance(records, Tensor) else convert_to_tensor(records)
     if not t.dtype.is_string:
         raise TypeError(f"{who}: records must be a tg.string tensor, got {t.dtype.name}")
-    arr = np.asarray(t._data, dtype=object)
+    arr = host_array(t)
     rows = [parse_row(bytes(r), columns, delim, use_quote_delim, na, select_cols, i, who)
             for i, r in enumerate(arr.reshape(-1))]
     return [column_tensor([row[k] for row in rows], dtype, arr.shape)

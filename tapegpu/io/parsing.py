@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError
 from ..ragged import RaggedTensor
 from ..sparse import SparseTensor
 from ..train.example import DecodeError, _fields, _signed64, packed_varints
+from .tensors import host_array
 
 __all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "RaggedFeature",
            "SparseFeature",
@@ -301,7 +302,7 @@ def _serialized_list(serialized, who):
         if not serialized.dtype.is_string:
             raise TypeError(f"{who}: serialized must be a tg.string tensor, got "
                             f"{serialized.dtype.name}")
-        arr = np.asarray(serialized._data, dtype=object)
+        arr = host_array(serialized)
     elif isinstance(serialized, (bytes, str)):
         arr = np.array(serialized.encode("utf-8") if isinstance(serialized, str) else serialized,
                        dtype=object)
@@ -456,7 +457,7 @@ def _unbatch(value):
         return SparseTensor(idx[:, 1:], value.values, value.dense_shape.numpy()[1:])
     if isinstance(value, RaggedTensor):
         return value.values
-    return _tensor(value.numpy()[0] if not value.dtype.is_string else value._data[0],
+    return _tensor(host_array(value)[0],
                    value.dtype)
 
 

@@ -13,7 +13,7 @@ from ..core import dtypes
 from ..core.tensor import Tensor, convert_to_tensor
 from ..errors import InvalidArgumentError
 from ..sparse import SparseTensor
-from .tensors import _proto_of_array, parse_tensor, serialize_tensor
+from .tensors import _proto_of_array, host_array, parse_tensor, serialize_tensor
 
 __all__ = ["serialize_sparse", "serialize_many_sparse", "deserialize_many_sparse"]
 
@@ -43,7 +43,7 @@ def serialize_sparse(sp_input, out_type=dtypes.string, name=None):
 def _sparse_parts(sp, who):
     if not isinstance(sp, SparseTensor):
         raise TypeError(f"{who}: expected a tg.SparseTensor, got {type(sp).__name__}")
-    values = np.asarray(sp.values._data if sp.values.dtype.is_string else sp.values.numpy())
+    values = host_array(sp.values)
     return sp.indices.numpy(), values, sp.dense_shape.numpy(), sp.values.dtype
 
 
@@ -93,10 +93,10 @@ def deserialize_many_sparse(serialized_sparse, dtype, rank=None, name=None):
         raise InvalidArgumentError(f"{who}: serialized_sparse must be a [N, 3] tg.string "
                                    f"tensor, got {t.dtype.name} of shape {tuple(t.shape)}")
     all_indices, all_values, shapes = [], [], []
-    for i, row in enumerate(np.asarray(t._data, dtype=object)):
+    for i, row in enumerate(host_array(t)):
         idx = parse_tensor(row[0], dtypes.int64).numpy()
         vals = parse_tensor(row[1], dtype)
-        vals = np.asarray(vals._data if dtype.is_string else vals.numpy())
+        vals = host_array(vals)
         shp = parse_tensor(row[2], dtypes.int64).numpy()
         if shapes and len(shp) != len(shapes[0]):
             raise InvalidArgumentError(f"{who}: Inconsistent rank across SparseTensors: rank "

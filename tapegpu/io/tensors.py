@@ -19,7 +19,7 @@ from ..errors import InvalidArgumentError
 from ..train.example import DecodeError, TensorProto, TensorShapeProto
 
 __all__ = ["serialize_tensor", "parse_tensor", "decode_raw", "make_tensor_proto",
-           "make_ndarray"]
+           "make_ndarray", "host_array"]
 
 # TensorFlow's DataType enum (tensorflow/core/framework/types.proto)
 _ENUM = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6,
@@ -47,10 +47,22 @@ def _enum(dtype, who):
     return _ENUM[dtype.name]
 
 
+def host_array(t):
+    """The host numpy value of a tensor (strings: an object array of bytes, also 0-d), read
+    through `numpy()`: a `tg.function` tracing the caller guards the value, so the Python
+    computation on it is traced again for another value instead of kept as a constant."""
+    value = t.numpy()
+    if isinstance(value, bytes):
+        arr = np.empty((), dtype=object)
+        arr[()] = value
+        return arr
+    return np.asarray(value)
+
+
 def _host(value):
     """A host numpy array of `value` (tensors' own dtype; strings as object arrays of bytes)."""
     t = value if isinstance(value, Tensor) else convert_to_tensor(value)
-    return np.asarray(t._data if t.dtype.is_string else t.numpy()), t.dtype
+    return host_array(t), t.dtype
 
 
 def _shape_proto(shape):
@@ -267,7 +279,7 @@ def decode_raw(input_bytes, out_type, little_endian=True, fixed_length=None, nam
     t = input_bytes if isinstance(input_bytes, Tensor) else convert_to_tensor(input_bytes)
     if not t.dtype.is_string:
         raise TypeError(f"{who}: input_bytes must be a tg.string tensor, got {t.dtype.name}")
-    arr = np.asarray(t._data, dtype=object)
+    arr = host_array(t)
     npd = np.dtype(out_type._np).newbyteorder("<" if little_endian else ">")
     flat = [bytes(v) for v in arr.reshape(-1)]
     if fixed_length is not None:
