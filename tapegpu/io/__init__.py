@@ -1,11 +1,11 @@
 """`tg.io`: TensorFlow's `tf.io` (files, records, parsing, tensor serialization), assembled
 here from its modules: files.py (`read_file`, `write_file`), records.py (TFRecord files),
-parsing.py (Example protos to tensors), csv.py (`decode_csv`), tensors.py
-(`serialize_tensor`, `parse_tensor`, `decode_raw`, ...), sparse_io.py (sparse tensors as
-bytes), codecs.py (base64, compressed strings, JSON Examples, `matching_files`), gfile.py
-(`tg.io.gfile`; TF1's names in gfile_v1.py). TF1's `tf_record_iterator` and
-`TFRecordCompressionType` live in records.py and are reached as `tg.compat.v1.io.*`
-(tapegpu/compat/surface.py, LAZY).
+parsing.py (Example protos to tensors; SequenceExamples in sequence.py), csv.py
+(`decode_csv`), tensors.py (`serialize_tensor`, `parse_tensor`, `decode_raw`, ...),
+sparse_io.py (sparse tensors as bytes), codecs.py (base64, compressed strings, JSON
+Examples, `matching_files`), gfile.py (`tg.io.gfile`; TF1's names in gfile_v1.py). TF1's
+`tf_record_iterator` and `TFRecordCompressionType` live in records.py and are reached as
+`tg.compat.v1.io.*` (tapegpu/compat/surface.py, LAZY).
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "f.txt")
@@ -23,12 +23,13 @@ from .files import read_file, write_file  # noqa: F401
 from .records import TFRecordOptions, TFRecordWriter  # noqa: F401
 from .tensors import decode_raw, parse_tensor, serialize_tensor  # noqa: F401
 
-# parsing.py and sparse_io.py use tg.sparse and tg.ragged, whose imports `import tapegpu`
+# parsing.py, sequence.py and sparse_io.py use tg.sparse and tg.ragged, whose imports `import tapegpu`
 # leaves for first use: their names are imported when first read (PEP 562)
 _ON_FIRST_USE = {
     **{name: "parsing" for name in (
         "FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "RaggedFeature",
-        "SparseFeature", "parse_example", "parse_single_example",
+        "SparseFeature", "parse_example", "parse_single_example")},
+    **{name: "sequence" for name in (
         "parse_single_sequence_example", "parse_sequence_example")},
     **{name: "sparse_io" for name in (
         "serialize_sparse", "serialize_many_sparse", "deserialize_many_sparse")},
