@@ -23,8 +23,8 @@ from .files import read_file, write_file  # noqa: F401
 from .records import TFRecordOptions, TFRecordWriter  # noqa: F401
 from .tensors import decode_raw, parse_tensor, serialize_tensor  # noqa: F401
 
-# parsing.py, sequence.py and sparse_io.py use tg.sparse and tg.ragged, whose imports `import tapegpu`
-# leaves for first use: their names are imported when first read (PEP 562)
+# parsing.py, sequence.py and sparse_io.py use tg.sparse and tg.ragged, whose imports
+# `import tapegpu` leaves for first use: their names are imported when first read (PEP 562)
 _ON_FIRST_USE = {
     **{name: "parsing" for name in (
         "FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "RaggedFeature",

@@ -1,6 +1,7 @@
 """Parsing serialized `tf.train.Example` records into tensors: `tg.io.parse_single_example`,
-`parse_example` (SequenceExamples: sequence.py), and the feature descriptions `FixedLenFeature`, `FixedLenSequenceFeature`, `VarLenFeature`,
-`RaggedFeature`.
+`parse_example` (SequenceExamples: sequence.py), and the feature descriptions
+`FixedLenFeature`, `FixedLenSequenceFeature`, `VarLenFeature`, `RaggedFeature`,
+`SparseFeature`.
 
 A feature's values are read from its `bytes_list` (dtype tg.string), `float_list`
 (tg.float32) or `int64_list` (tg.int64); those are the only dtypes a description may ask for.
