@@ -11,9 +11,9 @@ import types as _types
 from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset,
                       DatasetSpec, Options)
 from .iterators import Iterator
-from .records import (CsvDataset, FixedLengthRecordDataset, TextLineDataset,  # noqa: F401
-                      TFRecordDataset, TFRecordWriter, make_batched_features_dataset,
-                      make_csv_dataset)
+from .csv import CsvDataset, make_csv_dataset  # noqa: F401
+from .records import (FixedLengthRecordDataset, TextLineDataset, TFRecordDataset,  # noqa: F401
+                      TFRecordWriter, make_batched_features_dataset)
 
 # tf.data.experimental's names for the same constants
 class AutoShardPolicy:
