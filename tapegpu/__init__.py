@@ -129,6 +129,7 @@ from .function import TensorSpec, init_scope, function  # noqa: E402,F401
 from .function import print_ as print  # noqa: E402,F401,A001
 from .function import saved_model  # noqa: E402,F401  (tg.saved_model: save, load)
 from . import io, strings  # noqa: E402,F401  (tg.io, tg.strings: host-resident string tensors)
+from .io.tensors import make_ndarray, make_tensor_proto  # noqa: E402,F401
 from .function import api as _function_api  # noqa: E402
 config.run_functions_eagerly = _function_api.run_functions_eagerly
 config.functions_run_eagerly = _function_api.functions_run_eagerly
@@ -153,7 +154,10 @@ newaxis = None  # x[:, tg.newaxis] inserts an axis (tf.newaxis)
 from . import errors  # noqa: E402,F401
 from .ops import image as _image_ops  # noqa: E402
 image = _namespace("image", **{_n: getattr(_image_ops, _n) for _n in _image_ops.__all__},
-                   **{_n: getattr(io, _n) for _n in io.__all__ if "code" in _n or "jpeg" in _n})
+                   **{_n: getattr(io, _n) for _n in (
+                       "decode_and_crop_jpeg", "decode_bmp", "decode_gif", "decode_image",
+                       "decode_jpeg", "decode_png", "encode_jpeg", "encode_png",
+                       "extract_jpeg_shape", "is_jpeg")})
 from . import image_codecs as _codecs  # noqa: E402
 audio = _namespace("audio", decode_wav=_codecs.decode_wav, encode_wav=_codecs.encode_wav)
 from .autodiff.vectorize import vectorized_map  # noqa: E402,F401

@@ -107,6 +107,18 @@ RULES = {
                        "tg.saved_model.save / tg.saved_model.load"),
     "tf.types": ("TF's type-annotation protocols are not implemented", "tg.Tensor, "
                  "tg.Variable and tg.TensorSpec"),
+    "tf.io.decode_proto": ("it decodes any protocol buffer by its descriptor (TensorFlow's "
+                           "descriptor pool), which tapegpu does not have; it encodes and "
+                           "decodes the record protos only (tg.train.Example, SequenceExample, "
+                           "TensorProto)", "the message's Python class (tg.train.Example."
+                           "FromString, or protobuf's generated class), then tg.constant"),
+    "tf.io.encode_proto": ("it encodes any protocol buffer by its descriptor (TensorFlow's "
+                           "descriptor pool), which tapegpu does not have",
+                           "the message's Python class and its SerializeToString(), e.g. "
+                           "tg.train.Example(...).SerializeToString()"),
+    "tf.io.write_graph": ("it writes a TensorFlow GraphDef; tapegpu has no TF graphs",
+                          "print(tg.function(f).get_concrete_function(...).graph), or "
+                          "tg.saved_model.save"),
     "keras.distribution": ("Keras' JAX-backend distribution API is not implemented",
                            "tapegpu.distribute"),
     "keras.quantizers": ("Keras' quantizers are not implemented", "float16 weights"),
@@ -157,7 +169,24 @@ LAZY = {
     **{f"tf.compat.v1.image.{_n}": f"tapegpu.compat.v1_image:{_n}" for _n in (
         "resize_images", "resize_bilinear", "resize_bicubic", "resize_nearest_neighbor",
         "resize_area")},
+    # TF1's names of tg.io's record and file functions (tapegpu/io)
+    "tf.compat.v1.io.tf_record_iterator": "tapegpu.io.records:tf_record_iterator",
+    "tf.compat.v1.io.TFRecordCompressionType": "tapegpu.io.records:TFRecordCompressionType",
+    "tf.compat.v1.python_io.tf_record_iterator": "tapegpu.io.records:tf_record_iterator",
+    "tf.compat.v1.python_io.TFRecordCompressionType":
+        "tapegpu.io.records:TFRecordCompressionType",
+    "tf.compat.v1.python_io.TFRecordOptions": "tapegpu.io.records:TFRecordOptions",
+    "tf.compat.v1.python_io.TFRecordWriter": "tapegpu.io.records:TFRecordWriter",
 }
+LAZY.update({f"tf.compat.v1.gfile.{_n}": f"tapegpu.io.gfile_v1:{_n}" for _n in (
+    "Copy", "DeleteRecursively", "Exists", "FastGFile", "GFile", "Glob", "IsDirectory",
+    "ListDirectory", "MakeDirs", "MkDir", "Open", "Remove", "Rename", "Stat", "Walk")})
+LAZY.update({f"tf.compat.v1.{_n}": f"tapegpu.io:{_n}" for _n in (
+    "FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "SparseFeature",
+    "decode_csv", "decode_raw", "decode_base64", "encode_base64", "decode_compressed",
+    "decode_json_example",
+    "parse_example", "parse_single_example", "parse_single_sequence_example", "parse_tensor",
+    "serialize_tensor", "serialize_sparse", "serialize_many_sparse", "deserialize_many_sparse")})
 
 
 def _lazy(dotted):

@@ -11,6 +11,9 @@ import types as _types
 from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset,
                       DatasetSpec, Options)
 from .iterators import Iterator
+from .csv import CsvDataset, make_csv_dataset  # noqa: F401
+from .records import (FixedLengthRecordDataset, TextLineDataset, TFRecordDataset,  # noqa: F401
+                      TFRecordWriter, make_batched_features_dataset)
 
 # tf.data.experimental's names for the same constants
 class AutoShardPolicy:
@@ -28,7 +31,13 @@ experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE,
                                       INFINITE_CARDINALITY=INFINITE_CARDINALITY,
                                       UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY,
                                       AutoShardPolicy=AutoShardPolicy,
-                                      cardinality=_cardinality)
+                                      cardinality=_cardinality,
+                                      CsvDataset=CsvDataset,
+                                      make_csv_dataset=make_csv_dataset,
+                                      TFRecordWriter=TFRecordWriter,
+                                      make_batched_features_dataset=(
+                                          make_batched_features_dataset))
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
-           "Iterator", "Options"]
+           "Iterator", "Options", "TFRecordDataset", "TextLineDataset",
+           "FixedLengthRecordDataset"]

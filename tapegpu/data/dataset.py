@@ -17,6 +17,7 @@ from .. import backends as _backend
 from ..core import dtypes, nest
 from ..core.tensor import Tensor, constant
 from ..function import TensorSpec
+from ..io import gfile as _gfile
 from ..ops import random as _random
 from ..ops.registry import InvalidArgumentError
 from . import cache_file, iterators, structure
@@ -160,6 +161,34 @@ class Dataset:
         [[1, 2, 3]]
         """
         return _Tensors(tensors)
+
+    @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None, name=None):
+        """The files matching a glob pattern (or any of a list of patterns) as scalar tg.string
+        tensors (`tf.data.Dataset.list_files`), sorted, then shuffled anew at each iteration
+        unless `shuffle=False`; an InvalidArgumentError when nothing matches.
+
+        >>> import os, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> for n in ("b.csv", "a.csv"):
+        ...     open(os.path.join(d, n), "w").close()
+        >>> ds = tg.data.Dataset.list_files(os.path.join(d, "*.csv"), shuffle=False)
+        >>> [os.path.basename(f.numpy()) for f in ds]
+        [b'a.csv', b'b.csv']
+        """
+        if isinstance(file_pattern, Tensor):
+            file_pattern = [bytes(p) for p in np.ravel(np.asarray(file_pattern.numpy(),
+                                                                 dtype=object))]
+        patterns = file_pattern if isinstance(file_pattern, (list, tuple)) else [file_pattern]
+        found = _gfile.glob(list(patterns))
+        if not found:
+            shown = ", ".join(p.decode() if isinstance(p, bytes) else os.fspath(p)
+                              for p in patterns)
+            raise InvalidArgumentError(f"Dataset.list_files: No files matched pattern: {shown}")
+        dataset = Dataset.from_tensor_slices([f.encode("utf-8") for f in found])
+        if shuffle is None or shuffle:
+            dataset = dataset.shuffle(len(found), seed=seed)
+        return dataset
 
     @staticmethod
     def from_generator(generator, output_types=None, output_shapes=None, args=None,
@@ -959,6 +988,8 @@ class _Map(_Unary):
         if out is None:
             raise TypeError("Dataset.map: map_func returned None; it must return tensors (or "
                             "nested tuples / dicts of them)")
+        if type(out) is list:  # as tf.data: a returned list (decode_csv's) is a tuple of
+            out = tuple(out)   # components, not a tensor to stack
         return structure.normalize(out, "Dataset.map")
 
     def _iterate(self, ctx):

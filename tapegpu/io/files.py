@@ -1,4 +1,4 @@
-"""`tg.io`: TensorFlow's file functions on string tensors (`read_file`, `write_file`).
+"""`tg.io.read_file` and `tg.io.write_file`: whole files as scalar string tensors.
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "f.txt")
@@ -8,8 +8,8 @@ b'hello'
 """
 import os
 
-from .core import files
-from .core.tensor import convert_to_tensor
+from ..core import files
+from ..core.tensor import convert_to_tensor
 
 __all__ = ["read_file", "write_file"]
 
@@ -33,7 +33,7 @@ def read_file(filename, name=None):
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        from .errors import NotFoundError
+        from ..errors import NotFoundError
         raise NotFoundError(f"tg.io.read_file: {path}; No such file or directory") from None
     return convert_to_tensor(data)
 
@@ -48,9 +48,3 @@ def write_file(filename, contents, name=None):
                          f"{t.dtype.name} of shape {t.shape}")
     data = t._data.item()
     files.atomic_write(path, lambda f: f.write(data))
-
-from .image_codecs import (decode_and_crop_jpeg, decode_bmp, decode_gif, decode_image,  # noqa: E402
-                           decode_jpeg, decode_png, encode_jpeg, encode_png,
-                           extract_jpeg_shape, is_jpeg)
-__all__ += ["decode_and_crop_jpeg", "decode_bmp", "decode_gif", "decode_image", "decode_jpeg",
-            "decode_png", "encode_jpeg", "encode_png", "extract_jpeg_shape", "is_jpeg"]
