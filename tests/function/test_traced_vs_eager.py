@@ -208,7 +208,31 @@ def _hessian(x):
     return tg.autodiff.hessian(lambda t: tg.reduce_sum(tg.sin(t) * t * t), x)
 
 
+def _u8_image(rng):
+    return rng.integers(0, 256, (3, 4, 3)).astype(np.uint8)
+
+
+def _bmp(rng):
+    """A 24-bit BMP file of a random (2, 3) image, as a scalar string (rows bottom-up, BGR,
+    each padded to 4 bytes)."""
+    img = rng.integers(0, 256, (2, 3, 3)).astype(np.uint8)
+    rows = b"".join(img[r, :, ::-1].tobytes() + b"\0" * 3 for r in (1, 0))
+    header = b"BM" + (54 + len(rows)).to_bytes(4, "little") + bytes(4) + (54).to_bytes(4, "little")
+    info = (40).to_bytes(4, "little") + (3).to_bytes(4, "little") + (2).to_bytes(4, "little") + \
+        (1).to_bytes(2, "little") + (24).to_bytes(2, "little") + bytes(4) + \
+        len(rows).to_bytes(4, "little") + bytes(16)
+    return np.array(header + info + rows, dtype=object)
+
+
 PUBLIC = [
+    # -- image files (host codecs: a trace guards the bytes, so a new file retraces) ----------
+    ("encode_png", lambda img: tg.image.decode_png(tg.image.encode_png(img)), _args(_u8_image)),
+    ("decode_png", lambda img: tg.image.decode_png(tg.image.encode_png(img), channels=1),
+     _args(_u8_image)),
+    ("decode_image", lambda img: tg.image.decode_image(tg.image.encode_png(img)),
+     _args(_u8_image)),
+    ("is_jpeg", lambda img: tg.image.is_jpeg(tg.image.encode_png(img)), _args(_u8_image)),
+    ("decode_bmp", tg.image.decode_bmp, _args(_bmp)),
     # -- the top level -------------------------------------------------------------------------
     ("add_n", lambda a, b, c: tg.add_n([a, b, c]), _args(_f(3, 4), _f(3, 4), _f(3, 4))),
     ("argmax", lambda x: tg.argmax(x, axis=1), _args(_f(3, 4))),
@@ -483,6 +507,12 @@ EXEMPT = {
     "is_tensor": "a type check",
     "register_tensor_conversion_function": "registers a conversion (test_conversion_rules)",
     "set_log_device_placement": "a switch (tests/core/test_logical_devices.py)",
+    "make_tensor_proto": "makes a TensorProto (a Python object; tests/test_io_tensors.py)",
+    "make_ndarray": "reads a TensorProto (a Python object)",
+    "decode_jpeg": "JPEG needs Pillow (tests/test_image_codecs.py, where it is installed)",
+    "decode_and_crop_jpeg": "JPEG needs Pillow", "encode_jpeg": "JPEG needs Pillow",
+    "extract_jpeg_shape": "JPEG needs Pillow",
+    "decode_gif": "takes a GIF file (tests/test_image_codecs.py writes them byte by byte)",
     "get_log_device_placement": "reads a switch",
 }
 
