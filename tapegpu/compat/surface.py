@@ -117,6 +117,32 @@ LAZY = {
     "tf.SparseTensor": "tapegpu.sparse:SparseTensor",
     "tf.ragged": "tapegpu.ragged",
     "tf.RaggedTensor": "tapegpu.ragged:RaggedTensor",
+    # smaller names (tapegpu/compat/tf_more.py)
+    "tf.version": "tapegpu.compat.tf_more:version",
+    "tf.autograph": "tapegpu.compat.tf_more:autograph",
+    "tf.experimental.numpy.random": "tapegpu.compat.tf_more:numpy_random",
+    "tf.experimental.numpy.copy": "tapegpu.compat.tf_more:numpy_copy",
+    "tf.experimental.numpy.newaxis": "tapegpu.compat.tf_more:newaxis",
+    "tf.nn.scale_regularization_loss": "tapegpu.compat.tf_more:scale_regularization_loss",
+    "tf.nn.top_k": "tapegpu.ops.shape:top_k",
+    "tf.saturate_cast": "tapegpu.compat.tf_more:saturate_cast",
+    "tf.dtypes.saturate_cast": "tapegpu.compat.tf_more:saturate_cast",
+    "tf.random.split": "tapegpu.compat.tf_more:split",
+    "tf.data.experimental.Counter": "tapegpu.compat.tf_more:Counter",
+    "tf.data.experimental.assert_cardinality": "tapegpu.compat.tf_more:assert_cardinality",
+    # extension types and dispatch (tapegpu/extension_type.py)
+    "tf.experimental.ExtensionType": "tapegpu.extension_type:ExtensionType",
+    "tf.experimental.BatchableExtensionType": "tapegpu.extension_type:BatchableExtensionType",
+    "tf.experimental.ExtensionTypeSpec": "tapegpu.extension_type:ExtensionTypeSpec",
+    "tf.experimental.dispatch_for_api": "tapegpu.extension_type:dispatch_for_api",
+    "tf.experimental.dispatch_for_unary_elementwise_apis": "tapegpu.extension_type:dispatch_for_unary_elementwise_apis",
+    "tf.experimental.dispatch_for_binary_elementwise_apis": "tapegpu.extension_type:dispatch_for_binary_elementwise_apis",
+    "tf.experimental.unregister_dispatch_for": "tapegpu.extension_type:unregister_dispatch_for",
+    "tf.type_spec_from_value": "tapegpu.extension_type:type_spec_from_value",
+    # feature columns (tapegpu/feature_column.py)
+    "tf.feature_column": "tapegpu.feature_column",
+    "tf.keras.layers.DenseFeatures": "tapegpu.feature_column:DenseFeatures",
+    "tf.compat.v1.feature_column.input_layer": "tapegpu.feature_column:input_layer",
 }
 
 

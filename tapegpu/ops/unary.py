@@ -116,6 +116,13 @@ cosh = _unary("cosh", ufunc("cosh"), c="cosh(x)", vjp=lambda ops, g, x: g * ops.
 # atan' = 1 / (1 + x^2)
 atan = _unary("atan", ufunc("arctan"), c="atan(x)", vjp=lambda ops, g, x: g / (x * x + 1.0),
               saves=("x",), doc="The arctangent, elementwise.")
+# asin' = 1 / sqrt(1 - x^2), acos' = -1 / sqrt(1 - x^2)
+asin = _unary("asin", quiet(ufunc("arcsin")), c="asin(x)",
+              vjp=lambda ops, g, x: g * ops.rsqrt(1.0 - x * x), saves=("x",),
+              doc="The arcsine, elementwise (NaN outside [-1, 1]).")
+acos = _unary("acos", quiet(ufunc("arccos")), c="acos(x)",
+              vjp=lambda ops, g, x: g * -ops.rsqrt(1.0 - x * x), saves=("x",),
+              doc="The arccosine, elementwise (NaN outside [-1, 1]).")
 
 
 def _sigmoid(xp, x):

@@ -453,6 +453,8 @@ SPECS = [
     Spec("sinh", tg.math.sinh, (U,), np.sinh),
     Spec("cosh", tg.cosh, (U,), np.cosh),
     Spec("atan", tg.math.atan, (U,), np.arctan),
+    Spec("asin", tg.math.asin, (U,), np.arcsin, domain=(-0.9, 0.9)),
+    Spec("acos", tg.math.acos, (U,), np.arccos, domain=(-0.9, 0.9)),
     Spec("sigmoid", tg.sigmoid, (U,), _sigmoid, domain=(-6, 6)),
     Spec("softplus", tg.math.softplus, (U,), lambda x: np.log1p(np.exp(x)), domain=(-6, 6)),
     Spec("erfc", tg.math.erfc, (U,), lambda x: 1 - _erf(x)),
