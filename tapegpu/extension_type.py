@@ -37,6 +37,7 @@ __all__ = ["ExtensionType", "BatchableExtensionType", "ExtensionTypeSpec",
            "dispatch_for_binary_elementwise_apis", "unregister_dispatch_for"]
 
 _MISSING = object()
+_UNIONS = (typing.Union, types.UnionType)  # Optional[int] and int | None
 
 
 # -- field conversion -----------------------------------------------------------------------------
@@ -52,7 +53,7 @@ def _convert(value, annotation, where):
     args = typing.get_args(annotation)
     if annotation is typing.Any:
         return value
-    if origin is typing.Union:
+    if origin in _UNIONS:
         for t in args:
             try:
                 return _convert(value, t, where)
@@ -112,7 +113,7 @@ def _convert(value, annotation, where):
     raise TypeError(f"{where}: unsupported field type annotation {annotation!r}")
 
 
-_SUPPORTED_ORIGINS = (typing.Union, tuple, collections.abc.Sequence, collections.abc.Mapping,
+_SUPPORTED_ORIGINS = (typing.Union, types.UnionType, tuple, collections.abc.Sequence, collections.abc.Mapping,
                       dict)
 
 
@@ -312,6 +313,22 @@ class ExtensionType:
         inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in type(self)._tg_fields)
         return f"{type(self).__name__}({inner})"
 
+    def _tg_parts(self):
+        """The field values in field order (mappings as dicts), for tg.function's structure
+        functions (`tapegpu/core/nest.py`, `composites`)."""
+        return [dict(v) if isinstance(v, types.MappingProxyType) else v
+                for v in (getattr(self, k) for k in type(self)._tg_fields)]
+
+    def _tg_rebuild(self, parts):
+        """A value of this type with the fields `parts` (already converted and validated
+        ones: no conversion, no `__validate__`)."""
+        out = object.__new__(type(self))
+        d = out.__dict__
+        for k, v in zip(type(self)._tg_fields, parts):
+            d[k] = types.MappingProxyType(v) if isinstance(v, dict) else v
+        d["_tg_frozen"] = True
+        return out
+
     def _tg_tensors(self):
         """The tensors of the fields (nested ones included), in field order."""
         out = []
@@ -417,7 +434,7 @@ def _matches(value, annotation):
     args = typing.get_args(annotation)
     if annotation is typing.Any:
         return True
-    if origin is typing.Union:
+    if origin in _UNIONS:
         return any(_matches(value, a) for a in args)
     if origin in (list, collections.abc.Sequence, collections.abc.Iterable, tuple):
         if not isinstance(value, (list, tuple)) or not value:

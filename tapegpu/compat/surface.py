@@ -143,6 +143,8 @@ LAZY = {
     "tf.feature_column": "tapegpu.feature_column",
     "tf.keras.layers.DenseFeatures": "tapegpu.feature_column:DenseFeatures",
     "tf.compat.v1.feature_column.input_layer": "tapegpu.feature_column:input_layer",
+    "keras.utils.plot_model": "tapegpu.keras.plot_model:plot_model",
+    "tf.keras.utils.plot_model": "tapegpu.keras.plot_model:plot_model",
 }
 
 

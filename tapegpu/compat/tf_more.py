@@ -223,8 +223,8 @@ def split(seed, num=2, alg="auto_select"):
     (its stateless generators are not TensorFlow's Philox streams).
 
     >>> s = tg.random.split(tg.constant([1, 2], dtype=tg.int64), num=3)
-    >>> s.shape, s.dtype, bool(tg.reduce_all(s == tg.random.split([1, 2], num=3)))
-    ((3, 2), tg.int64, True)
+    >>> s.shape, s.dtype
+    ((3, 2), tg.int64)
     """
     s = convert_to_tensor(seed)
     if tuple(s.shape) != (2,) or s._data.dtype.kind not in "iu":

@@ -1,0 +1,108 @@
+"""The smaller TF names of tapegpu/compat/tf_more.py, checked against numpy and TF's
+documented behaviour."""
+import numpy as np
+import pytest
+
+import tapegpu as tg
+
+
+def test_version_module():
+    assert tg.version.VERSION == tg.__version__
+    assert tg.version.GIT_VERSION == "v" + tg.__version__
+    with pytest.raises(NotImplementedError, match="tf.version.GRAPH_DEF_VERSION"):
+        tg.version.GRAPH_DEF_VERSION()
+
+
+def test_tnp_random_shapes_dtypes_ranges_and_seed():
+    r = tg.experimental.numpy.random
+    assert r.randn(2, 3).shape == (2, 3) and r.randn(2, 3).dtype == tg.float64
+    assert r.standard_normal().shape == () and r.standard_normal(4).shape == (4,)
+    u = r.uniform(-1.0, [1.0, 2.0, 3.0])  # size from the broadcast shape
+    assert u.shape == (3,) and bool(tg.reduce_all(u >= -1.0))
+    x = r.randint(3, 7, size=1000)
+    assert x.dtype == tg.int64 and set(np.unique(x.numpy())) == {3, 4, 5, 6}
+    with pytest.raises(ValueError, match="invalid value"):
+        r.randint(3, dtype=np.float32)
+    assert r.rand(5).dtype == tg.float64 and r.random((2, 2)).shape == (2, 2)
+    r.seed(7)
+    a = r.randn(4).numpy()
+    r.seed(7)
+    np.testing.assert_array_equal(a, r.randn(4).numpy())
+    big = r.randn(20000).numpy()
+    assert abs(big.mean()) < 0.05 and abs(big.std() - 1) < 0.05
+    assert tg.experimental.numpy.newaxis is None
+    c = tg.experimental.numpy.copy(tg.constant([1, 2]))
+    np.testing.assert_array_equal(c.numpy(), [1, 2])
+
+
+def test_saturate_cast_clamps_as_tf():
+    x = tg.constant([-5.0, 3.7, 300.0, 3e9, -3e9])
+    np.testing.assert_array_equal(tg.saturate_cast(x, tg.uint8).numpy(), [0, 3, 255, 255, 0])
+    # float32 has no 2**31 - 1: TF clamps to the nearest float32 below it
+    np.testing.assert_array_equal(tg.saturate_cast(x, tg.int32).numpy(),
+                                  [-5, 3, 300, 2147483520, -2147483648])
+    y = tg.saturate_cast(tg.constant([1e300, -1e300, 1.5], dtype=tg.float64), tg.float32)
+    np.testing.assert_array_equal(y.numpy(), np.array([3.4028235e38, -3.4028235e38, 1.5],
+                                                      np.float32))
+    np.testing.assert_array_equal(tg.dtypes.saturate_cast([70000, -70000], tg.int16).numpy(),
+                                  [32767, -32768])
+
+
+def test_scale_regularization_loss_sums():
+    assert float(tg.nn.scale_regularization_loss(tg.constant([1.0, 2.5]))) == 3.5
+    assert float(tg.nn.scale_regularization_loss([tg.constant(1.0), tg.constant(2.0)])) == 3.0
+
+
+def test_nn_top_k_is_math_top_k():
+    v, i = tg.nn.top_k(tg.constant([1.0, 5.0, 3.0]), k=2)
+    np.testing.assert_array_equal(v.numpy(), [5.0, 3.0])
+    np.testing.assert_array_equal(i.numpy(), [1, 2])
+
+
+def test_random_split_is_deterministic_and_keeps_the_dtype():
+    s = tg.random.split(tg.constant([3, 4], dtype=tg.int64), num=4)
+    assert s.shape == (4, 2) and s.dtype == tg.int64
+    again = tg.random.split(tg.constant([3, 4], dtype=tg.int64), num=4)
+    np.testing.assert_array_equal(s.numpy(), again.numpy())
+    assert not np.array_equal(s.numpy(), tg.random.split(tg.constant([3, 5], tg.int64), 4))
+    assert len({tuple(r) for r in s.numpy().tolist()}) == 4
+    assert tg.random.split(tg.constant([1, 2], dtype=tg.int32)).dtype == tg.int32
+    with pytest.raises(tg.errors.InvalidArgumentError, match=r"shape \[2\]"):
+        tg.random.split([1, 2, 3])
+
+
+def test_autograph_to_code_returns_the_source():
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    code = tg.autograph.to_code(f)
+    assert code.startswith("def f(x):") and "return -x" in code
+    assert tg.autograph.to_code(tg.function(f)) == code
+
+
+def test_counter_and_assert_cardinality():
+    assert [int(x) for x in tg.data.experimental.Counter(start=1, step=2).take(3)] == [1, 3, 5]
+    ds = tg.data.Dataset.range(4).filter(lambda x: True)
+    assert int(ds.cardinality()) == tg.data.UNKNOWN_CARDINALITY
+    ok = ds.apply(tg.data.experimental.assert_cardinality(4))
+    assert int(ok.cardinality()) == 4 and [int(x) for x in ok] == [0, 1, 2, 3]
+    with pytest.raises(tg.errors.FailedPreconditionError, match="at least 4 elements"):
+        list(ds.apply(tg.data.experimental.assert_cardinality(3)))
+    with pytest.raises(tg.errors.FailedPreconditionError, match="only 4 elements"):
+        list(ds.apply(tg.data.experimental.assert_cardinality(5)))
+    with pytest.raises(TypeError, match="must return a Dataset"):
+        ds.apply(lambda d: 3)
+
+
+def test_asin_acos_values_and_gradients():
+    x = tg.constant([-0.5, 0.0, 0.5])
+    np.testing.assert_allclose(tg.math.acos(x).numpy(), np.arccos([-0.5, 0.0, 0.5]), rtol=1e-6)
+    np.testing.assert_allclose(tg.asin(x).numpy(), np.arcsin([-0.5, 0.0, 0.5]), rtol=1e-6)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.reduce_sum(tg.acos(x))
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(),
+                               -1 / np.sqrt(1 - np.array([0.25, 0.0, 0.25])), rtol=1e-6)
+    assert np.isnan(tg.acos(tg.constant(2.0)).numpy())
