@@ -54,8 +54,13 @@ RULES = {
     "tf.sysconfig": ("it describes TensorFlow's C++ build (headers, libraries, flags)",
                      "python -m tapegpu info"),
     "tf.queue": ("TF1 queues feed graphs; tapegpu runs eagerly", "tg.data.Dataset"),
-    "tf.lookup": ("lookup tables are not implemented", "a Python dict in a tg.data map or "
+    "tf.lookup": ("this lookup table is not implemented (tg.lookup has StaticHashTable and "
+                  "KeyValueTensorInitializer)", "tg.lookup.StaticHashTable, or "
                   "keras.layers.StringLookup/IntegerLookup where available"),
+    "tf.lookup.StaticVocabularyTable": ("it hashes out-of-vocabulary keys into buckets with "
+                                        "TensorFlow's FarmHash Fingerprint64, which tapegpu "
+                                        "does not have", "tg.lookup.StaticHashTable with a "
+                                        "default_value for the other keys"),
     "tf.audio": ("audio decoding is not implemented", "decode with the wave module or "
                  "soundfile, then tg.constant"),
     "tf.quantization": ("quantized kernels are not implemented", "float16 tensors (tg.cast)"),
@@ -178,6 +183,7 @@ LAZY = {
     "tf.keras.activations.serialize": "tapegpu.keras.custom_objects:serialize",
     "tf.keras.activations.deserialize": "tapegpu.keras.custom_objects:deserialize",
     "tf.keras.losses.kullback_leibler_divergence": "tapegpu.models.losses:kl_divergence",
+    "tf.lookup": "tapegpu.lookup",
 }
 
 
