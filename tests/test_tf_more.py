@@ -106,3 +106,12 @@ def test_asin_acos_values_and_gradients():
     np.testing.assert_allclose(tape.gradient(y, x).numpy(),
                                -1 / np.sqrt(1 - np.array([0.25, 0.0, 0.25])), rtol=1e-6)
     assert np.isnan(tg.acos(tg.constant(2.0)).numpy())
+
+
+def test_unsigned_dtypes():
+    for d, npd in ((tg.uint16, np.uint16), (tg.uint32, np.uint32), (tg.uint64, np.uint64)):
+        assert tg.as_dtype(npd) == d and tg.dtypes.as_dtype(d.name) == d
+        x = tg.constant([1, 2], dtype=d)
+        assert x.dtype == d and (x + x).numpy().dtype == npd
+    np.testing.assert_array_equal(tg.saturate_cast(tg.constant([-1.0, 5e9]), tg.uint32).numpy(),
+                                  [0, 4294967040])  # the largest float32 below 2**32
