@@ -36,3 +36,9 @@ resnet50 = _module("resnet50", "ResNet50 and its preprocess_input.", ResNet50=Re
 resnet.decode_predictions = imagenet_utils.decode_predictions
 inception_v3.decode_predictions = imagenet_utils.decode_predictions
 mobilenet_v2.decode_predictions = imagenet_utils.decode_predictions
+# the modules of models tapegpu does not build (their builders are refused): the
+# preprocess_input they share with MobileNetV2 (pixels to [-1, 1]) and decode_predictions
+mobilenet = _module("mobilenet", "MobileNet's preprocess_input (the MobileNet model is not "
+                    "built by tapegpu).", preprocess_input=mobilenet_v2.preprocess_input)
+xception = _module("xception", "Xception's preprocess_input (the Xception model is not built "
+                   "by tapegpu).", preprocess_input=mobilenet_v2.preprocess_input)
