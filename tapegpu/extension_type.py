@@ -113,7 +113,8 @@ def _convert(value, annotation, where):
     raise TypeError(f"{where}: unsupported field type annotation {annotation!r}")
 
 
-_SUPPORTED_ORIGINS = (typing.Union, types.UnionType, tuple, collections.abc.Sequence, collections.abc.Mapping,
+_SUPPORTED_ORIGINS = (typing.Union, types.UnionType, tuple, collections.abc.Sequence,
+                      collections.abc.Mapping,
                       dict)
 
 

@@ -24,10 +24,11 @@ array([[3., 0., 1.],
        [5., 1., 0.]], dtype=float32)
 """
 import math
-import types
+import sys
 
 import numpy as np
 
+from .compat import surface
 from .core import dtypes
 from .core.tensor import Tensor, Variable, constant, convert_to_tensor
 from . import ops
@@ -351,7 +352,7 @@ class EmbeddingColumn(_Column):
         return self.categorical_column.parse_spec
 
 
-# -- constructors -----------------------------------------------------------------------------------
+# -- constructors ---------------------------------------------------------------------------------
 
 def _check_key(key, fn):
     if not isinstance(key, str):
@@ -638,3 +639,7 @@ def input_layer(features, feature_columns, weight_collections=None, trainable=Tr
     (2, 1)
     """
     return DenseFeatures(feature_columns, trainable=trainable)(features)
+
+
+# the names of tf.feature_column this module lacks are refusals, however it is first imported
+surface.hook(sys.modules[__name__], "tf.feature_column")

@@ -7,10 +7,13 @@ refused.
 >>> init = tg.lookup.KeyValueTensorInitializer(["a", "b"], [1, 2])
 >>> table = tg.lookup.StaticHashTable(init, default_value=-1)
 >>> table.lookup(tg.constant(["b", "z", "a"])).numpy()
-array([ 2, -1,  1])
+array([ 2, -1,  1], dtype=int32)
 """
+import sys
+
 import numpy as np
 
+from .compat import surface
 from .core import dtypes
 from .core.tensor import Tensor, Variable, constant, convert_to_tensor
 
@@ -109,3 +112,7 @@ class StaticHashTable:
     def export(self, name=None):
         """(keys, values) tensors of the table's entries."""
         return self._init._keys, self._init._values
+
+
+# the names of tf.lookup this module lacks are refusals, however it is first imported
+surface.hook(sys.modules[__name__], "tf.lookup")

@@ -64,7 +64,8 @@ def test_embedding_column_mean_combiner_and_training():
         y = tg.reduce_sum(layer({"k": tg.constant([["a", "a"]])}))
     g = tape.gradient(y, layer.trainable_variables[0])
     np.testing.assert_allclose(tg.convert_to_tensor(g).numpy(), [[1, 1], [0, 0], [0, 0]])
-    s = fc.embedding_column(c, dimension=2, combiner="sum", initializer=tg.keras.initializers.Ones())
+    s = fc.embedding_column(c, dimension=2, combiner="sum",
+                            initializer=tg.keras.initializers.Ones())
     out = tg.keras.layers.DenseFeatures([s])({"k": tg.constant([["a", "b"]])})
     np.testing.assert_array_equal(out.numpy(), [[2, 2]])
     with pytest.raises(ValueError, match="Invalid dimension"):

@@ -115,3 +115,33 @@ def test_unsigned_dtypes():
         assert x.dtype == d and (x + x).numpy().dtype == npd
     np.testing.assert_array_equal(tg.saturate_cast(tg.constant([-1.0, 5e9]), tg.uint32).numpy(),
                                   [0, 4294967040])  # the largest float32 below 2**32
+
+
+def test_real_imag_complex_and_their_gradients():
+    z = tg.constant([-2.25 + 4.75j, 3.25 + 5.75j], dtype=tg.complex64)  # TF's example
+    np.testing.assert_array_equal(tg.math.real(z).numpy(), np.float32([-2.25, 3.25]))
+    np.testing.assert_array_equal(tg.math.imag(z).numpy(), np.float32([4.75, 5.75]))
+    x = tg.constant([1.0, 2.0])
+    assert tg.math.real(x) is x
+    with pytest.raises(tg.errors.InvalidArgumentError, match="complex64 or complex128"):
+        tg.math.imag(x)
+    c = tg.dtypes.complex(tg.constant([2.25, 3.25], tg.float64), tg.constant([4.75, 5.75],
+                                                                            tg.float64))
+    assert c.dtype == tg.complex128 and c.numpy().tolist() == [2.25 + 4.75j, 3.25 + 5.75j]
+    with pytest.raises(TypeError, match="float32 or both float64"):
+        tg.complex(tg.constant([1.0]), tg.constant([1.0], tg.float64))
+    # TF's rules: d real / dz = complex(g, 0), d imag / dz = complex(0, g)
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(z)
+        r = tg.reduce_sum(tg.math.real(z) * 2.0)
+        i = tg.reduce_sum(tg.math.imag(z) * 3.0)
+    np.testing.assert_array_equal(tape.gradient(r, z).numpy(), [2 + 0j, 2 + 0j])
+    np.testing.assert_array_equal(tape.gradient(i, z).numpy(), [3j, 3j])
+    re, im = tg.constant([1.0, 2.0]), tg.constant([3.0, 4.0])
+    with tg.GradientTape() as tape:
+        tape.watch([re, im])
+        y = tg.reduce_sum(tg.math.real(tg.complex(re, im)) * 5.0 +
+                          tg.math.imag(tg.complex(re, im)) * 7.0)
+    g_re, g_im = tape.gradient(y, [re, im])
+    np.testing.assert_array_equal(g_re.numpy(), [5.0, 5.0])
+    np.testing.assert_array_equal(g_im.numpy(), [7.0, 7.0])

@@ -70,8 +70,9 @@ RULES = {
     "tf.ragged": ("this ragged-tensor function is not implemented (tg.ragged has RaggedTensor, "
                   "constant, range, map_flat_values and the row-partition helpers)",
                   "RaggedTensor.to_tensor() or flat_values, then the dense op"),
-    "tf.signal": ("tf.signal's transforms are not implemented", "numpy.fft on .numpy() "
-                  "values (not differentiable) or the transform written with tg ops"),
+    "tf.signal": ("this tf.signal function is not implemented (tg.signal has rfft, irfft, "
+                  "rfft2d, irfft2d, frame, stft and the Hann/Hamming windows)", "numpy.fft on "
+                  ".numpy() values (not differentiable) or the transform written with tg ops"),
     "tf.profiler": ("TensorFlow's profiler service is not implemented", "tg.profiler() "
                     "(FLOPs, bytes and kernel launches per op)"),
     "tf.autograph": ("AutoGraph rewrites Python control flow into graph ops; tg.function "
@@ -184,6 +185,8 @@ LAZY = {
     "tf.keras.activations.deserialize": "tapegpu.keras.custom_objects:deserialize",
     "tf.keras.losses.kullback_leibler_divergence": "tapegpu.models.losses:kl_divergence",
     "tf.lookup": "tapegpu.lookup",
+    "tf.dtypes.complex": "tapegpu.ops.binary:complex",
+    "tf.signal": "tapegpu.signal",
 }
 
 
