@@ -187,6 +187,8 @@ LAZY = {
     "tf.lookup": "tapegpu.lookup",
     "tf.dtypes.complex": "tapegpu.ops.binary:complex",
     "tf.signal": "tapegpu.signal",
+    "keras.callbacks.BackupAndRestore": "tapegpu.keras.backup:BackupAndRestore",
+    "tf.keras.callbacks.BackupAndRestore": "tapegpu.keras.backup:BackupAndRestore",
 }
 
 
