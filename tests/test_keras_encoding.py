@@ -82,3 +82,38 @@ def test_registry_and_activation_serialization():
     kl = tg.keras.losses.kullback_leibler_divergence([[0.5, 0.5]], [[0.25, 0.75]])
     np.testing.assert_allclose(kl.numpy(), [0.5 * np.log(2) + 0.5 * np.log(0.5 / 0.75)],
                                rtol=1e-5)
+
+
+def test_integer_lookup_keras_examples():
+    vocab = [12, 36, 1138, 42]
+    data = np.array([[12, 1138, 42], [42, 1000, 36]])
+    layer = L.IntegerLookup(vocabulary=vocab)
+    np.testing.assert_array_equal(layer(data).numpy(), [[1, 3, 4], [4, 0, 2]])
+    assert layer(data).dtype == tg.int64 and layer.vocabulary_size() == 5
+    adapted = L.IntegerLookup()
+    adapted.adapt(data)
+    assert adapted.get_vocabulary() == [-1, 42, 1138, 1000, 36, 12]
+    np.testing.assert_array_equal(adapted(data).numpy(), [[5, 2, 1], [1, 3, 4]])
+    np.testing.assert_array_equal(L.IntegerLookup(vocabulary=vocab, num_oov_indices=2)(data)
+                                  .numpy(), [[2, 4, 5], [5, 0, 3]])
+    np.testing.assert_array_equal(
+        L.IntegerLookup(vocabulary=vocab, output_mode="one_hot")(np.array([12, 36, 1138, 42, 7]))
+        .numpy(), np.eye(5)[[1, 2, 3, 4, 0]])
+    np.testing.assert_array_equal(L.IntegerLookup(vocabulary=vocab, output_mode="multi_hot")(
+        data).numpy(), [[0, 1, 0, 1, 1], [1, 0, 1, 0, 1]])
+    np.testing.assert_array_equal(L.IntegerLookup(vocabulary=vocab, output_mode="count",
+                                                  pad_to_max_tokens=True, max_tokens=8)(
+        np.array([[12, 12, 7]])).numpy(), [[1, 2, 0, 0, 0, 0, 0, 0]])
+    masked = L.IntegerLookup(vocabulary=vocab, mask_token=0)
+    np.testing.assert_array_equal(masked(np.array([[12, 0, 42], [42, 1000, 0]])).numpy(),
+                                  [[2, 0, 5], [5, 1, 0]])
+    inverse = L.IntegerLookup(vocabulary=vocab, invert=True)
+    np.testing.assert_array_equal(inverse(np.array([[1, 3, 4], [4, 0, 2]])).numpy(),
+                                  [[12, 1138, 42], [42, -1, 36]])
+    with pytest.raises(ValueError, match="repeated term"):
+        L.IntegerLookup(vocabulary=[1, 1])
+    with pytest.raises(ValueError, match="invert"):
+        L.IntegerLookup(invert=True, output_mode="multi_hot")
+    max3 = L.IntegerLookup(max_tokens=3)
+    max3.adapt(np.array([5, 5, 5, 6, 6, 7]))
+    assert max3.get_vocabulary() == [-1, 5, 6]

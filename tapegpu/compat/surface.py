@@ -155,6 +155,8 @@ LAZY = {
     "tf.keras.layers.CategoryEncoding": "tapegpu.keras.encoding_layers:CategoryEncoding",
     "keras.layers.Discretization": "tapegpu.keras.encoding_layers:Discretization",
     "tf.keras.layers.Discretization": "tapegpu.keras.encoding_layers:Discretization",
+    "keras.layers.IntegerLookup": "tapegpu.keras.encoding_layers:IntegerLookup",
+    "tf.keras.layers.IntegerLookup": "tapegpu.keras.encoding_layers:IntegerLookup",
     "keras.saving.register_keras_serializable": "tapegpu.keras.custom_objects:register_keras_serializable",
     "keras.saving.get_registered_name": "tapegpu.keras.custom_objects:get_registered_name",
     "keras.saving.get_registered_object": "tapegpu.keras.custom_objects:get_registered_object",
