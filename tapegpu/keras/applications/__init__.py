@@ -1,5 +1,5 @@
-"""`keras.applications`: MobileNetV2, InceptionV3, VGG16, VGG19, ResNet50, ResNet101 and
-ResNet152 built with Keras' layer structure, names
+"""`keras.applications`: MobileNetV2, InceptionV3, VGG16, VGG19, ResNet50, ResNet101,
+ResNet152 and Xception built with Keras' layer structure, names
 and parameter counts, and their `preprocess_input`. Nothing is downloaded here: build with
 `weights=None` and load weights from a local file with `model.load_weights(path)`;
 `weights='imagenet'` (Keras' default) raises saying so.
@@ -15,6 +15,8 @@ from .mobilenet_v2 import MobileNetV2  # noqa: F401
 from . import resnet, vgg  # noqa: F401
 from .resnet import ResNet50, ResNet101, ResNet152  # noqa: F401
 from .vgg import VGG16, VGG19  # noqa: F401
+from . import xception  # noqa: F401
+from .xception import Xception  # noqa: F401
 
 
 def _module(name, doc, **members):
@@ -36,9 +38,7 @@ resnet50 = _module("resnet50", "ResNet50 and its preprocess_input.", ResNet50=Re
 resnet.decode_predictions = imagenet_utils.decode_predictions
 inception_v3.decode_predictions = imagenet_utils.decode_predictions
 mobilenet_v2.decode_predictions = imagenet_utils.decode_predictions
-# the modules of models tapegpu does not build (their builders are refused): the
-# preprocess_input they share with MobileNetV2 (pixels to [-1, 1]) and decode_predictions
+# the module of a model tapegpu does not build (its builder is refused): the
+# preprocess_input it shares with MobileNetV2 (pixels to [-1, 1]) and decode_predictions
 mobilenet = _module("mobilenet", "MobileNet's preprocess_input (the MobileNet model is not "
                     "built by tapegpu).", preprocess_input=mobilenet_v2.preprocess_input)
-xception = _module("xception", "Xception's preprocess_input (the Xception model is not built "
-                   "by tapegpu).", preprocess_input=mobilenet_v2.preprocess_input)

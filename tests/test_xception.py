@@ -1,0 +1,35 @@
+"""keras.applications.Xception: Keras' parameter counts, layer names and shapes."""
+import numpy as np
+import pytest
+
+import tapegpu as tg
+
+
+def _count(variables):
+    return sum(int(np.prod(v.shape)) for v in variables)
+
+
+def test_parameter_counts_and_names_match_keras():
+    model = tg.keras.applications.Xception(weights=None)
+    assert _count(model.variables) == 22910480  # Keras' total
+    assert _count(model.trainable_variables) == 22855952
+    names = {layer.name for layer in model.layers}
+    for name in ("block1_conv1", "block2_sepconv2_bn", "block12_sepconv3", "block13_pool",
+                 "block14_sepconv2_act", "avg_pool", "predictions"):
+        assert name in names
+    assert model.outputs[0].shape == (None, 1000)
+
+
+def test_headless_small_input_runs():
+    model = tg.keras.applications.Xception(weights=None, include_top=False,
+                                           input_shape=(71, 71, 3), pooling="max")
+    out = model(np.random.default_rng(0).uniform(0, 255, (2, 71, 71, 3)).astype(np.float32))
+    assert out.shape == (2, 2048) and np.isfinite(out.numpy()).all()
+    assert _count(model.variables) == 22910480 - (2048 * 1000 + 1000)
+    with pytest.raises(ValueError, match="at least 71x71"):
+        tg.keras.applications.Xception(weights=None, include_top=False, input_shape=(64, 64, 3))
+    with pytest.raises(ValueError, match="downloads nothing"):
+        tg.keras.applications.Xception()
+    np.testing.assert_allclose(
+        tg.keras.applications.xception.preprocess_input(np.array([0.0, 127.5, 255.0])),
+        [-1.0, 0.0, 1.0])
