@@ -1,4 +1,4 @@
-"""`keras.applications`: MobileNetV2, InceptionV3, VGG16, VGG19, ResNet50, ResNet101,
+"""`keras.applications`: MobileNet, MobileNetV2, InceptionV3, VGG16, VGG19, ResNet50, ResNet101,
 ResNet152 and Xception built with Keras' layer structure, names
 and parameter counts, and their `preprocess_input`. Nothing is downloaded here: build with
 `weights=None` and load weights from a local file with `model.load_weights(path)`;
@@ -15,7 +15,8 @@ from .mobilenet_v2 import MobileNetV2  # noqa: F401
 from . import resnet, vgg  # noqa: F401
 from .resnet import ResNet50, ResNet101, ResNet152  # noqa: F401
 from .vgg import VGG16, VGG19  # noqa: F401
-from . import xception  # noqa: F401
+from . import mobilenet, xception  # noqa: F401
+from .mobilenet import MobileNet  # noqa: F401
 from .xception import Xception  # noqa: F401
 
 
@@ -38,7 +39,3 @@ resnet50 = _module("resnet50", "ResNet50 and its preprocess_input.", ResNet50=Re
 resnet.decode_predictions = imagenet_utils.decode_predictions
 inception_v3.decode_predictions = imagenet_utils.decode_predictions
 mobilenet_v2.decode_predictions = imagenet_utils.decode_predictions
-# the module of a model tapegpu does not build (its builder is refused): the
-# preprocess_input it shares with MobileNetV2 (pixels to [-1, 1]) and decode_predictions
-mobilenet = _module("mobilenet", "MobileNet's preprocess_input (the MobileNet model is not "
-                    "built by tapegpu).", preprocess_input=mobilenet_v2.preprocess_input)

@@ -1,4 +1,4 @@
-"""keras.applications.Xception: Keras' parameter counts, layer names and shapes."""
+"""keras.applications.Xception and MobileNet: Keras' parameter counts, layer names and shapes."""
 import numpy as np
 import pytest
 
@@ -33,3 +33,19 @@ def test_headless_small_input_runs():
     np.testing.assert_allclose(
         tg.keras.applications.xception.preprocess_input(np.array([0.0, 127.5, 255.0])),
         [-1.0, 0.0, 1.0])
+
+
+def test_mobilenet_counts_names_and_forward():
+    model = tg.keras.applications.MobileNet(weights=None)
+    assert _count(model.variables) == 4253864  # Keras' MobileNet 1.0 224
+    assert _count(model.trainable_variables) == 4231976
+    assert model.name == "mobilenet_1.00_224" and model.outputs[0].shape == (None, 1000)
+    names = {layer.name for layer in model.layers}
+    assert {"conv1_pad", "conv_dw_13_relu", "conv_pw_6_bn", "conv_preds", "reshape_2",
+            "predictions"} <= names
+    small = tg.keras.applications.MobileNet(input_shape=(32, 32, 3), alpha=0.25,
+                                            include_top=False, weights=None, pooling="avg")
+    out = small(np.ones((2, 32, 32, 3), np.float32))
+    assert out.shape == (2, 256) and np.isfinite(out.numpy()).all()
+    np.testing.assert_allclose(
+        tg.keras.applications.mobilenet.preprocess_input(np.array([0.0, 255.0])), [-1.0, 1.0])
