@@ -53,7 +53,8 @@ RULES = {
     "tf.mlir": ("MLIR bridges TF graphs; tapegpu has no TF graphs", "tg.function(...).graph"),
     "tf.sysconfig": ("it describes TensorFlow's C++ build (headers, libraries, flags)",
                      "python -m tapegpu info"),
-    "tf.queue": ("TF1 queues feed graphs; tapegpu runs eagerly", "tg.data.Dataset"),
+    "tf.queue": ("this queue is not implemented (tg.queue has FIFOQueue)",
+                 "tg.queue.FIFOQueue or tg.data.Dataset"),
     "tf.lookup": ("this lookup table is not implemented (tg.lookup has StaticHashTable and "
                   "KeyValueTensorInitializer)", "tg.lookup.StaticHashTable, or "
                   "keras.layers.StringLookup/IntegerLookup where available"),
@@ -189,6 +190,7 @@ LAZY = {
     "tf.lookup": "tapegpu.lookup",
     "tf.dtypes.complex": "tapegpu.ops.binary:complex",
     "tf.signal": "tapegpu.signal",
+    "tf.queue": "tapegpu.queue",
     "keras.callbacks.BackupAndRestore": "tapegpu.keras.backup:BackupAndRestore",
     "tf.keras.callbacks.BackupAndRestore": "tapegpu.keras.backup:BackupAndRestore",
 }
