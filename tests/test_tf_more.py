@@ -145,3 +145,49 @@ def test_real_imag_complex_and_their_gradients():
     g_re, g_im = tape.gradient(y, [re, im])
     np.testing.assert_array_equal(g_re.numpy(), [5.0, 5.0])
     np.testing.assert_array_equal(g_im.numpy(), [7.0, 7.0])
+
+
+def _sigmoid_ce(z, x):
+    return np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))
+
+
+def test_nce_and_sampled_softmax_losses_against_numpy():
+    r = np.random.default_rng(3)
+    w, b = r.standard_normal((6, 3)), r.standard_normal(6)
+    x, labels = r.standard_normal((2, 3)), np.array([[1], [4]])
+    sampled = np.array([0, 4, 5])
+    tc, sc = np.array([[0.3], [0.2]]), np.array([0.5, 0.2, 0.1])
+    values = (tg.constant(sampled), tg.constant(tc), tg.constant(sc))
+    true_logits = np.sum(x * w[labels[:, 0]], axis=1, keepdims=True) + b[labels] - np.log(tc)
+    sampled_logits = x @ w[sampled].T + b[sampled] - np.log(sc)
+    nce = tg.nn.nce_loss(tg.constant(w), tg.constant(b), labels, tg.constant(x), 3, 6,
+                         sampled_values=values).numpy()
+    want = _sigmoid_ce(1, true_logits).sum(1) + _sigmoid_ce(0, sampled_logits).sum(1)
+    np.testing.assert_allclose(nce, want, rtol=1e-10)
+    # sampled softmax removes the accidental hit (class 4 sampled for the row labelled 4)
+    hit = sampled_logits.copy()
+    hit[1, 1] += np.finfo(np.float64).min
+    logits = np.concatenate([true_logits, hit], axis=1)
+    lse = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) + logits.max(1)
+    ssl = tg.nn.sampled_softmax_loss(tg.constant(w), tg.constant(b), labels, tg.constant(x), 3,
+                                     6, sampled_values=values).numpy()
+    np.testing.assert_allclose(ssl, lse - logits[:, 0], rtol=1e-10)
+
+
+def test_candidate_samplers():
+    s, t, c = tg.random.log_uniform_candidate_sampler([[0], [3]], 1, 5, True, 8, seed=4)
+    assert s.dtype == tg.int64 and len(set(s.numpy().tolist())) == 5
+    assert np.all((s.numpy() >= 0) & (s.numpy() < 8))
+    p = lambda k: np.log((k + 2.0) / (k + 1.0)) / np.log(9.0)  # noqa: E731
+    tries_p = c.numpy()
+    # unique sampling: expected count 1 - (1 - p)^tries, the same tries for every class
+    tries = np.log1p(-tries_p) / np.log1p(-p(s.numpy()))
+    np.testing.assert_allclose(tries, tries[0], rtol=1e-4)
+    assert tries[0] >= 5
+    s2, t2, c2 = tg.random.uniform_candidate_sampler([[1]], 1, 4, False, 3, seed=1)
+    np.testing.assert_allclose(c2.numpy(), 4 / 3)
+    np.testing.assert_allclose(t2.numpy(), 4 / 3)
+    big = tg.random.log_uniform_candidate_sampler([[0]], 1, 20000, False, 5, seed=9)[0].numpy()
+    freq = np.bincount(big, minlength=5) / big.size
+    k = np.arange(5)
+    np.testing.assert_allclose(freq, np.log((k + 2.0) / (k + 1.0)) / np.log(6.0), atol=0.02)

@@ -135,6 +135,11 @@ LAZY = {
     "tf.saturate_cast": "tapegpu.compat.tf_more:saturate_cast",
     "tf.dtypes.saturate_cast": "tapegpu.compat.tf_more:saturate_cast",
     "tf.random.split": "tapegpu.compat.tf_more:split",
+    "tf.random.log_uniform_candidate_sampler":
+        "tapegpu.compat.tf_more:log_uniform_candidate_sampler",
+    "tf.random.uniform_candidate_sampler": "tapegpu.compat.tf_more:uniform_candidate_sampler",
+    "tf.nn.nce_loss": "tapegpu.compat.tf_more:nce_loss",
+    "tf.nn.sampled_softmax_loss": "tapegpu.compat.tf_more:sampled_softmax_loss",
     "tf.data.experimental.Counter": "tapegpu.compat.tf_more:Counter",
     "tf.data.experimental.assert_cardinality": "tapegpu.compat.tf_more:assert_cardinality",
     # extension types and dispatch (tapegpu/extension_type.py)

@@ -4,6 +4,7 @@
 `assert_cardinality` (reached through `tapegpu/compat/surface.py`'s `LAZY` table).
 """
 import inspect
+import math
 import platform
 import textwrap
 import types
@@ -322,3 +323,157 @@ class _AssertCardinality(_tg.data.dataset._Unary):
             raise _tg.errors.FailedPreconditionError(
                 None, None, f"Input dataset was expected to contain {self._n} elements but "
                 f"contained only {seen} elements.")
+
+
+# -- candidate sampling and the sampled losses (tf.random.*_candidate_sampler, tf.nn.nce_loss,
+# tf.nn.sampled_softmax_loss) ---------------------------------------------------------------------
+
+def _expected_count(p, num_sampled, num_tries, unique):
+    """TF's expected count of a candidate of probability p among the samples: p * n for
+    sampling with replacement, 1 - (1 - p)^tries for unique sampling."""
+    if not unique or num_tries == num_sampled:
+        return p * num_sampled
+    return -np.expm1(num_tries * np.log1p(-p))
+
+
+def _candidates(true_classes, num_true, num_sampled, unique, range_max, seed, draw, prob, fn):
+    labels = _tg.cast(convert_to_tensor(true_classes), _tg.int64).numpy()
+    if labels.ndim != 2 or labels.shape[1] != int(num_true):
+        raise InvalidArgumentError(f"{fn}: true_classes must be [batch_size, num_true] with "
+                                   f"num_true={num_true}, got shape {labels.shape}")
+    n, rmax = int(num_sampled), int(range_max)
+    if unique and n > rmax:
+        raise InvalidArgumentError(f"{fn}: with unique=True, num_sampled ({n}) must be <= "
+                                   f"range_max ({rmax})")
+    gen = _random._gen(seed, fn)
+    if unique:
+        picked, seen, tries = [], set(), 0
+        while len(picked) < n:
+            tries += 1
+            v = int(draw(gen))
+            if v not in seen:
+                seen.add(v)
+                picked.append(v)
+    else:
+        picked, tries = [int(draw(gen)) for _ in range(n)], n
+    sampled = np.asarray(picked, np.int64)
+    true_count = _expected_count(prob(labels), n, tries, unique).astype(np.float32)
+    sampled_count = _expected_count(prob(sampled), n, tries, unique).astype(np.float32)
+    return constant(sampled), constant(true_count), constant(sampled_count)
+
+
+def log_uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max,
+                                  seed=None, name=None):
+    """`num_sampled` classes drawn from the log-uniform (Zipfian) distribution
+    P(k) = log((k + 2) / (k + 1)) / log(range_max + 1) over [0, range_max), without
+    repeats when `unique`, with the expected counts of the true and sampled classes, as
+    tf.random.log_uniform_candidate_sampler: (sampled int64 [num_sampled],
+    true_expected_count float32 [batch, num_true], sampled_expected_count float32
+    [num_sampled]). The draws are tapegpu's (not TF's random stream).
+
+    >>> s, t, c = tg.random.log_uniform_candidate_sampler([[1], [5]], 1, 4, True, 10, seed=1)
+    >>> s.shape, t.shape, c.shape, len(set(s.numpy().tolist()))
+    ((4,), (2, 1), (4,), 4)
+    """
+    log_range = math.log(int(range_max) + 1)
+
+    def draw(gen):
+        return (int(math.exp(gen.random() * log_range)) - 1) % int(range_max)
+
+    def prob(v):
+        return np.log((v + 2.0) / (v + 1.0)) / log_range
+    return _candidates(true_classes, num_true, num_sampled, unique, range_max, seed, draw, prob,
+                       "log_uniform_candidate_sampler")
+
+
+def uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max,
+                              seed=None, name=None):
+    """`num_sampled` classes drawn uniformly from [0, range_max) (without repeats when
+    `unique`), with expected counts, as tf.random.uniform_candidate_sampler.
+
+    >>> s, _, c = tg.random.uniform_candidate_sampler([[0]], 1, 3, True, 3, seed=2)
+    >>> sorted(s.numpy().tolist()), c.numpy().round(3).tolist()
+    ([0, 1, 2], [1.0, 1.0, 1.0])
+    """
+    def draw(gen):
+        return gen.integers(0, int(range_max))
+
+    def prob(v):
+        return np.full(np.shape(v), 1.0 / int(range_max))
+    return _candidates(true_classes, num_true, num_sampled, unique, range_max, seed, draw, prob,
+                       "uniform_candidate_sampler")
+
+
+def _sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true,
+                    sampled_values, subtract_log_q, remove_accidental_hits, fn):
+    """TF's `_compute_sampled_logits`: logits of the true and the sampled classes
+    ([batch, num_true + num_sampled]) and their labels (1 / num_true for the true ones)."""
+    if isinstance(weights, (list, tuple)):
+        weights = _tg.concat(list(weights), axis=0)  # a partitioned table: its shards stacked
+    labels = _tg.cast(convert_to_tensor(labels), _tg.int64)
+    if labels.ndim == 1:
+        labels = _tg.expand_dims(labels, -1)
+    if sampled_values is None:
+        sampled_values = log_uniform_candidate_sampler(labels, num_true, num_sampled, True,
+                                                       num_classes)
+    sampled, true_count, sampled_count = sampled_values
+    sampled = _tg.cast(convert_to_tensor(sampled), _tg.int64)
+    x = convert_to_tensor(inputs)
+    true_w = _tg.gather(weights, labels)  # [batch, num_true, dim]
+    true_b = _tg.gather(biases, labels)
+    sampled_w = _tg.gather(weights, sampled)  # [num_sampled, dim]
+    sampled_b = _tg.gather(biases, sampled)
+    true_logits = _tg.reduce_sum(_tg.expand_dims(x, 1) * true_w, axis=-1) + true_b
+    sampled_logits = _tg.matmul(x, sampled_w, transpose_b=True) + sampled_b
+    if remove_accidental_hits:
+        hits = np.any(labels.numpy()[:, :, None] == sampled.numpy()[None, None, :], axis=1)
+        floor = np.finfo(np.dtype(x._data.dtype)).min
+        sampled_logits = _tg.where(constant(hits), sampled_logits + floor, sampled_logits)
+    if subtract_log_q:
+        true_logits = true_logits - _tg.math.log(_tg.cast(true_count, x.dtype))
+        sampled_logits = sampled_logits - _tg.math.log(_tg.cast(sampled_count, x.dtype))
+    logits = _tg.concat([true_logits, sampled_logits], axis=1)
+    batch = x.shape[0]
+    target = np.concatenate([np.full((batch, num_true), 1.0 / num_true),
+                             np.zeros((batch, int(num_sampled)))], axis=1)
+    return logits, constant(target.astype(np.dtype(x._data.dtype)))
+
+
+def nce_loss(weights, biases, labels, inputs, num_sampled, num_classes, num_true=1,
+             sampled_values=None, remove_accidental_hits=False, name="nce_loss"):
+    """The noise-contrastive estimation loss per example ([batch]), as tf.nn.nce_loss: the
+    sigmoid cross-entropy of the true classes (label 1 / num_true) and `num_sampled` sampled
+    classes (label 0), their logits `inputs . weights[c] + biases[c] - log(expected count)`;
+    the classes are drawn log-uniformly (or given by `sampled_values`).
+
+    >>> w, b = tg.random.normal((10, 4)), tg.zeros((10,))
+    >>> tg.nn.nce_loss(w, b, [[1], [3]], tg.random.normal((2, 4)), 3, 10).shape
+    (2,)
+    """
+    logits, target = _sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes,
+                                      num_true, sampled_values, True, remove_accidental_hits,
+                                      "nce_loss")
+    losses = _tg.nn.sigmoid_cross_entropy_with_logits(labels=target, logits=logits)
+    return _tg.reduce_sum(losses, axis=1)
+
+
+def sampled_softmax_loss(weights, biases, labels, inputs, num_sampled, num_classes,
+                         num_true=1, sampled_values=None, remove_accidental_hits=True,
+                         seed=None, name="sampled_softmax_loss"):
+    """The softmax cross-entropy over the true classes and `num_sampled` sampled ones
+    ([batch]), as tf.nn.sampled_softmax_loss (logits corrected by the log expected counts;
+    sampled classes equal to a true one removed).
+
+    >>> w, b = tg.random.normal((10, 4)), tg.zeros((10,))
+    >>> tg.nn.sampled_softmax_loss(w, b, [[1], [3]], tg.random.normal((2, 4)), 3, 10).shape
+    (2,)
+    """
+    if sampled_values is None:
+        lab = _tg.cast(convert_to_tensor(labels), _tg.int64)
+        lab = _tg.expand_dims(lab, -1) if lab.ndim == 1 else lab
+        sampled_values = log_uniform_candidate_sampler(lab, num_true, num_sampled, True,
+                                                       num_classes, seed=seed)
+    logits, target = _sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes,
+                                      num_true, sampled_values, True, remove_accidental_hits,
+                                      "sampled_softmax_loss")
+    return _tg.nn.softmax_cross_entropy_with_logits(labels=target, logits=logits)
