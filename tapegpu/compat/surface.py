@@ -46,8 +46,10 @@ RULES = {
                       "processes or GPUs"),
     "tf.lite": ("TensorFlow Lite converts TF graphs to .tflite flatbuffers; tapegpu has no TF "
                 "graphs", "tg.saved_model.save for tapegpu's own export"),
-    "tf.feature_column": ("feature columns (deprecated in TF 2.x) are not implemented",
-                          "Keras preprocessing layers or tg ops in a tg.data map"),
+    "tf.feature_column": ("this feature column is not implemented (tg.feature_column has "
+                          "numeric, bucketized, vocabulary-list and identity categorical, "
+                          "indicator and embedding columns)", "those columns, Keras "
+                          "preprocessing layers or tg ops in a tg.data map"),
     "tf.estimator": ("Estimators (removed in TF 2.16) are not implemented", "tg.keras.Model"),
     "tf.xla": ("XLA compiles TF graphs; tapegpu has no XLA", "tg.function (traced, fused)"),
     "tf.mlir": ("MLIR bridges TF graphs; tapegpu has no TF graphs", "tg.function(...).graph"),
@@ -76,6 +78,31 @@ RULES = {
                   ".numpy() values (not differentiable) or the transform written with tg ops"),
     "tf.profiler": ("TensorFlow's profiler service is not implemented", "tg.profiler() "
                     "(FLOPs, bytes and kernel launches per op)"),
+    "tf.profiler.experimental": ("TensorFlow's profiler writes XPlane traces for TensorBoard's "
+                                 "profile plugin, which tapegpu does not produce",
+                                 "tg.profiler() (FLOPs, bytes and kernel launches per op)"),
+    "tf.summary.trace_on": ("it records TF graphs and profiles for TensorBoard's graph plugin; "
+                            "tapegpu has no TF GraphDefs", "print(tg.function(f)"
+                            ".get_concrete_function(x).graph) and tg.profiler()"),
+    "tf.summary.trace_export": ("it writes TF graphs and profiles for TensorBoard's graph "
+                                "plugin; tapegpu has no TF GraphDefs", "print(tg.function(f)"
+                                ".get_concrete_function(x).graph) and tg.profiler()"),
+    "tf.summary.trace_off": ("it stops a TF graph/profile trace (tf.summary.trace_on), which "
+                             "tapegpu does not record", "nothing to stop"),
+    "tf.feature_column.make_parse_example_spec": (
+        "it returns tf.io parsing specs (FixedLenFeature, VarLenFeature) for parsing "
+        "tf.train.Example protos, which tapegpu's feature columns do not use", "feed the "
+        "feature dict directly (tg.data.Dataset.from_tensor_slices(dict(dataframe)))"),
+    "tf.image.sample_distorted_bounding_box": ("TF's random search for a box covering "
+                                               "min_object_covered of the boxes is not "
+                                               "implemented", "tg.image.random_crop or "
+                                               "stateless_random_crop"),
+    "tf.data.experimental.dense_to_ragged_batch": ("batching into RaggedTensors is not "
+                                                   "implemented in tg.data", "padded_batch, or "
+                                                   "batch elements of one shape"),
+    "tf.types.experimental.TraceType": ("tg.function keys its traces by its own argument keys; "
+                                        "there is no tracing-type protocol to implement",
+                                        "pass tensors and hashable Python values"),
     "tf.autograph": ("AutoGraph rewrites Python control flow into graph ops; tg.function "
                      "traces instead", "tg.cond / tg.while_loop in a tg.function"),
     "tf.graph_util": ("it edits TF GraphDefs; tapegpu has no TF graphs",
