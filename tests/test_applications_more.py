@@ -1,4 +1,5 @@
-"""keras.applications.Xception and MobileNet: Keras' parameter counts, layer names and shapes."""
+"""keras.applications.Xception, MobileNet and EfficientNet: Keras' parameter counts, layer
+names and shapes."""
 import numpy as np
 import pytest
 
@@ -49,3 +50,20 @@ def test_mobilenet_counts_names_and_forward():
     assert out.shape == (2, 256) and np.isfinite(out.numpy()).all()
     np.testing.assert_allclose(
         tg.keras.applications.mobilenet.preprocess_input(np.array([0.0, 255.0])), [-1.0, 1.0])
+
+
+def test_efficientnet_b0_b1_counts_names_and_forward():
+    b0 = tg.keras.applications.EfficientNetB0(weights=None)
+    assert _count(b0.variables) == 5330571  # Keras 3's EfficientNetB0
+    assert _count(b0.trainable_variables) == 5288548
+    assert b0.name == "efficientnetb0" and b0.inputs[0].shape == (None, 224, 224, 3)
+    names = {layer.name for layer in b0.layers}
+    assert {"stem_conv_pad", "block1a_se_excite", "block2b_drop", "block6d_add", "top_conv",
+            "top_dropout", "predictions"} <= names
+    assert _count(tg.keras.applications.EfficientNetB1(weights=None).variables) == 7856239
+    small = tg.keras.applications.EfficientNetB0(weights=None, include_top=False,
+                                                 input_shape=(32, 32, 3), pooling="avg")
+    out = small(np.random.default_rng(1).uniform(0, 255, (2, 32, 32, 3)).astype(np.float32))
+    assert out.shape == (2, 1280) and np.isfinite(out.numpy()).all()
+    x = np.array([0.0, 255.0])
+    assert tg.keras.applications.efficientnet.preprocess_input(x) is x
