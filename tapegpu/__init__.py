@@ -12,7 +12,8 @@ import types as _types
 
 from .core import dtypes as _dtypes
 from .core.dtypes import (DType, as_dtype, bool, complex64, complex128, float16, float32,  # noqa: F401,A004
-                          float64, int8, int16, int32, int64, string, uint8)
+                          float64, int8, int16, int32, int64, string, uint8, uint16, uint32,
+                          uint64)
 double, half = float64, float16  # TensorFlow's aliases
 if hasattr(_dtypes, "bfloat16"):  # ml_dtypes' bfloat16 (absent without ml_dtypes)
     bfloat16 = _dtypes.bfloat16

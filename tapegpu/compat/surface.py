@@ -78,16 +78,24 @@ RULES = {
         "tg.distribute.MultiWorkerMirroredStrategy (synchronous, over MPI)"),
     "tf.lite": ("TensorFlow Lite converts TF graphs to .tflite flatbuffers; tapegpu has no TF "
                 "graphs", "tg.saved_model.save for tapegpu's own export"),
-    "tf.feature_column": ("feature columns (deprecated in TF 2.x) are not implemented",
-                          "Keras preprocessing layers or tg ops in a tg.data map"),
+    "tf.feature_column": ("this feature column is not implemented (tg.feature_column has "
+                          "numeric, bucketized, vocabulary-list and identity categorical, "
+                          "indicator and embedding columns)", "those columns, Keras "
+                          "preprocessing layers or tg ops in a tg.data map"),
     "tf.estimator": ("Estimators (removed in TF 2.16) are not implemented", "tg.keras.Model"),
     "tf.xla": ("XLA compiles TF graphs; tapegpu has no XLA", "tg.function (traced, fused)"),
     "tf.mlir": ("MLIR bridges TF graphs; tapegpu has no TF graphs", "tg.function(...).graph"),
     "tf.sysconfig": ("it describes TensorFlow's C++ build (headers, libraries, flags)",
                      "python -m tapegpu info"),
-    "tf.queue": ("TF1 queues feed graphs; tapegpu runs eagerly", "tg.data.Dataset"),
-    "tf.lookup": ("lookup tables are not implemented", "a Python dict in a tg.data map or "
+    "tf.queue": ("this queue is not implemented (tg.queue has FIFOQueue)",
+                 "tg.queue.FIFOQueue or tg.data.Dataset"),
+    "tf.lookup": ("this lookup table is not implemented (tg.lookup has StaticHashTable and "
+                  "KeyValueTensorInitializer)", "tg.lookup.StaticHashTable, or "
                   "keras.layers.StringLookup/IntegerLookup where available"),
+    "tf.lookup.StaticVocabularyTable": ("it hashes out-of-vocabulary keys into buckets with "
+                                        "TensorFlow's FarmHash Fingerprint64, which tapegpu "
+                                        "does not have", "tg.lookup.StaticHashTable with a "
+                                        "default_value for the other keys"),
     "tf.quantization": ("quantized kernels are not implemented", "float16 tensors (tg.cast)"),
     "tf.sparse": ("this sparse-tensor function is not implemented (tg.sparse has SparseTensor, "
                   "to_dense, from_dense, sparse_dense_matmul and a few more)",
@@ -95,10 +103,36 @@ RULES = {
     "tf.ragged": ("this ragged-tensor function is not implemented (tg.ragged has RaggedTensor, "
                   "constant, range, map_flat_values and the row-partition helpers)",
                   "RaggedTensor.to_tensor() or flat_values, then the dense op"),
-    "tf.signal": ("tf.signal's transforms are not implemented", "numpy.fft on .numpy() "
-                  "values (not differentiable) or the transform written with tg ops"),
+    "tf.signal": ("this tf.signal function is not implemented (tg.signal has rfft, irfft, "
+                  "rfft2d, irfft2d, frame, stft and the Hann/Hamming windows)", "numpy.fft on "
+                  ".numpy() values (not differentiable) or the transform written with tg ops"),
     "tf.profiler": ("TensorFlow's profiler service is not implemented", "tg.profiler() "
                     "(FLOPs, bytes and kernel launches per op)"),
+    "tf.profiler.experimental": ("TensorFlow's profiler writes XPlane traces for TensorBoard's "
+                                 "profile plugin, which tapegpu does not produce",
+                                 "tg.profiler() (FLOPs, bytes and kernel launches per op)"),
+    "tf.summary.trace_on": ("it records TF graphs and profiles for TensorBoard's graph plugin; "
+                            "tapegpu has no TF GraphDefs", "print(tg.function(f)"
+                            ".get_concrete_function(x).graph) and tg.profiler()"),
+    "tf.summary.trace_export": ("it writes TF graphs and profiles for TensorBoard's graph "
+                                "plugin; tapegpu has no TF GraphDefs", "print(tg.function(f)"
+                                ".get_concrete_function(x).graph) and tg.profiler()"),
+    "tf.summary.trace_off": ("it stops a TF graph/profile trace (tf.summary.trace_on), which "
+                             "tapegpu does not record", "nothing to stop"),
+    "tf.feature_column.make_parse_example_spec": (
+        "it returns tf.io parsing specs (FixedLenFeature, VarLenFeature) for parsing "
+        "tf.train.Example protos, which tapegpu's feature columns do not use", "feed the "
+        "feature dict directly (tg.data.Dataset.from_tensor_slices(dict(dataframe)))"),
+    "tf.image.sample_distorted_bounding_box": ("TF's random search for a box covering "
+                                               "min_object_covered of the boxes is not "
+                                               "implemented", "tg.image.random_crop or "
+                                               "stateless_random_crop"),
+    "tf.data.experimental.dense_to_ragged_batch": ("batching into RaggedTensors is not "
+                                                   "implemented in tg.data", "padded_batch, or "
+                                                   "batch elements of one shape"),
+    "tf.types.experimental.TraceType": ("tg.function keys its traces by its own argument keys; "
+                                        "there is no tracing-type protocol to implement",
+                                        "pass tensors and hashable Python values"),
     "tf.autograph": ("AutoGraph rewrites Python control flow into graph ops; tg.function "
                      "traces instead", "tg.cond / tg.while_loop in a tg.function"),
     "tf.graph_util": ("it edits TF GraphDefs; tapegpu has no TF graphs",
@@ -177,6 +211,80 @@ LAZY = {
         "tapegpu.io.records:TFRecordCompressionType",
     "tf.compat.v1.python_io.TFRecordOptions": "tapegpu.io.records:TFRecordOptions",
     "tf.compat.v1.python_io.TFRecordWriter": "tapegpu.io.records:TFRecordWriter",
+    # smaller names (tapegpu/compat/tf_more.py)
+    "tf.version": "tapegpu.compat.tf_more:version",
+    "tf.autograph": "tapegpu.compat.tf_more:autograph",
+    "tf.experimental.numpy.random": "tapegpu.compat.tf_more:numpy_random",
+    "tf.experimental.numpy.copy": "tapegpu.compat.tf_more:numpy_copy",
+    "tf.experimental.numpy.newaxis": "tapegpu.compat.tf_more:newaxis",
+    "tf.nn.scale_regularization_loss": "tapegpu.compat.tf_more:scale_regularization_loss",
+    "tf.nn.top_k": "tapegpu.ops.shape:top_k",
+    "tf.saturate_cast": "tapegpu.compat.tf_more:saturate_cast",
+    "tf.dtypes.saturate_cast": "tapegpu.compat.tf_more:saturate_cast",
+    "tf.random.split": "tapegpu.compat.tf_more:split",
+    "tf.random.log_uniform_candidate_sampler":
+        "tapegpu.compat.tf_more:log_uniform_candidate_sampler",
+    "tf.random.uniform_candidate_sampler": "tapegpu.compat.tf_more:uniform_candidate_sampler",
+    "tf.nn.nce_loss": "tapegpu.compat.tf_more:nce_loss",
+    "tf.nn.sampled_softmax_loss": "tapegpu.compat.tf_more:sampled_softmax_loss",
+    "tf.data.experimental.Counter": "tapegpu.compat.tf_more:Counter",
+    "tf.data.experimental.assert_cardinality": "tapegpu.compat.tf_more:assert_cardinality",
+    # extension types and dispatch (tapegpu/extension_type.py)
+    "tf.experimental.ExtensionType": "tapegpu.extension_type:ExtensionType",
+    "tf.experimental.BatchableExtensionType": "tapegpu.extension_type:BatchableExtensionType",
+    "tf.experimental.ExtensionTypeSpec": "tapegpu.extension_type:ExtensionTypeSpec",
+    "tf.experimental.dispatch_for_api": "tapegpu.extension_type:dispatch_for_api",
+    "tf.experimental.dispatch_for_unary_elementwise_apis": "tapegpu.extension_type:dispatch_for_unary_elementwise_apis",
+    "tf.experimental.dispatch_for_binary_elementwise_apis": "tapegpu.extension_type:dispatch_for_binary_elementwise_apis",
+    "tf.experimental.unregister_dispatch_for": "tapegpu.extension_type:unregister_dispatch_for",
+    "tf.type_spec_from_value": "tapegpu.extension_type:type_spec_from_value",
+    # feature columns (tapegpu/feature_column.py)
+    "tf.feature_column": "tapegpu.feature_column",
+    "tf.keras.layers.DenseFeatures": "tapegpu.feature_column:DenseFeatures",
+    "tf.compat.v1.feature_column.input_layer": "tapegpu.feature_column:input_layer",
+    "keras.utils.plot_model": "tapegpu.keras.plot_model:plot_model",
+    "tf.keras.utils.plot_model": "tapegpu.keras.plot_model:plot_model",
+    "keras.layers.CategoryEncoding": "tapegpu.keras.encoding_layers:CategoryEncoding",
+    "tf.keras.layers.CategoryEncoding": "tapegpu.keras.encoding_layers:CategoryEncoding",
+    "keras.layers.Discretization": "tapegpu.keras.encoding_layers:Discretization",
+    "tf.keras.layers.Discretization": "tapegpu.keras.encoding_layers:Discretization",
+    "keras.layers.IntegerLookup": "tapegpu.keras.encoding_layers:IntegerLookup",
+    "tf.keras.layers.IntegerLookup": "tapegpu.keras.encoding_layers:IntegerLookup",
+    "keras.saving.register_keras_serializable": "tapegpu.keras.custom_objects:register_keras_serializable",
+    "keras.saving.get_registered_name": "tapegpu.keras.custom_objects:get_registered_name",
+    "keras.saving.get_registered_object": "tapegpu.keras.custom_objects:get_registered_object",
+    "keras.saving.get_custom_objects": "tapegpu.keras.custom_objects:get_custom_objects",
+    "keras.saving.custom_object_scope": "tapegpu.keras.custom_objects:custom_object_scope",
+    "keras.saving.CustomObjectScope": "tapegpu.keras.custom_objects:CustomObjectScope",
+    "tf.keras.saving.register_keras_serializable": "tapegpu.keras.custom_objects:register_keras_serializable",
+    "tf.keras.saving.get_registered_name": "tapegpu.keras.custom_objects:get_registered_name",
+    "tf.keras.saving.get_registered_object": "tapegpu.keras.custom_objects:get_registered_object",
+    "tf.keras.saving.get_custom_objects": "tapegpu.keras.custom_objects:get_custom_objects",
+    "tf.keras.saving.custom_object_scope": "tapegpu.keras.custom_objects:custom_object_scope",
+    "tf.keras.saving.CustomObjectScope": "tapegpu.keras.custom_objects:CustomObjectScope",
+    "keras.utils.register_keras_serializable": "tapegpu.keras.custom_objects:register_keras_serializable",
+    "keras.utils.get_registered_name": "tapegpu.keras.custom_objects:get_registered_name",
+    "keras.utils.get_registered_object": "tapegpu.keras.custom_objects:get_registered_object",
+    "keras.utils.get_custom_objects": "tapegpu.keras.custom_objects:get_custom_objects",
+    "keras.utils.custom_object_scope": "tapegpu.keras.custom_objects:custom_object_scope",
+    "keras.utils.CustomObjectScope": "tapegpu.keras.custom_objects:CustomObjectScope",
+    "tf.keras.utils.register_keras_serializable": "tapegpu.keras.custom_objects:register_keras_serializable",
+    "tf.keras.utils.get_registered_name": "tapegpu.keras.custom_objects:get_registered_name",
+    "tf.keras.utils.get_registered_object": "tapegpu.keras.custom_objects:get_registered_object",
+    "tf.keras.utils.get_custom_objects": "tapegpu.keras.custom_objects:get_custom_objects",
+    "tf.keras.utils.custom_object_scope": "tapegpu.keras.custom_objects:custom_object_scope",
+    "tf.keras.utils.CustomObjectScope": "tapegpu.keras.custom_objects:CustomObjectScope",
+    "keras.activations.serialize": "tapegpu.keras.custom_objects:serialize",
+    "keras.activations.deserialize": "tapegpu.keras.custom_objects:deserialize",
+    "tf.keras.activations.serialize": "tapegpu.keras.custom_objects:serialize",
+    "tf.keras.activations.deserialize": "tapegpu.keras.custom_objects:deserialize",
+    "tf.keras.losses.kullback_leibler_divergence": "tapegpu.models.losses:kl_divergence",
+    "tf.lookup": "tapegpu.lookup",
+    "tf.dtypes.complex": "tapegpu.ops.binary:complex",
+    "tf.signal": "tapegpu.signal",
+    "tf.queue": "tapegpu.queue",
+    "keras.callbacks.BackupAndRestore": "tapegpu.keras.backup:BackupAndRestore",
+    "tf.keras.callbacks.BackupAndRestore": "tapegpu.keras.backup:BackupAndRestore",
 }
 LAZY.update({f"tf.compat.v1.gfile.{_n}": f"tapegpu.io.gfile_v1:{_n}" for _n in (
     "Copy", "DeleteRecursively", "Exists", "FastGFile", "GFile", "Glob", "IsDirectory",

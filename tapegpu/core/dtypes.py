@@ -86,13 +86,16 @@ int16 = DType(np.int16)
 int32 = DType(np.int32)
 int64 = DType(np.int64)
 uint8 = DType(np.uint8)
+uint16 = DType(np.uint16)
+uint32 = DType(np.uint32)
+uint64 = DType(np.uint64)
 bool = DType(np.bool_)  # noqa: A001 (TensorFlow's name)
 complex64 = DType(np.complex64)
 complex128 = DType(np.complex128)
 string = DType(object)  # byte strings, host-resident (see the module's docstring)
 
 _BY_NUMPY = {d._np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8,
-                                 bool, complex64, complex128, string)}
+                                 uint16, uint32, uint64, bool, complex64, complex128, string)}
 if _ml_dtypes is not None:
     bfloat16 = DType(_ml_dtypes.bfloat16)
     _BY_NUMPY[bfloat16._np] = bfloat16

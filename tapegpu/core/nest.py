@@ -1,5 +1,6 @@
 """Nested structures (lists, tuples, namedtuples, dicts) of tensors, as tf.nest sees them."""
 import collections
+import types
 
 
 def flatten(structure):
@@ -42,6 +43,62 @@ def _pack(s, it):
     if isinstance(s, (list, tuple)):
         return type(s)(_pack(v, it) for v in s)
     return next(it)
+
+
+# -- composites: values of user types that declare their parts (tg.experimental.ExtensionType:
+# `_tg_fields`, `_tg_parts()` and `_tg_rebuild(parts)`). tf.nest leaves them whole unless
+# asked (`expand_composites`); tg.function expands them (its arguments and results).
+
+def _is_composite(s):
+    return getattr(type(s), "_tg_fields", None) is not None and hasattr(s, "_tg_parts")
+
+
+def _flatten_composites(s, out):
+    if isinstance(s, dict):
+        for k in sorted(s):
+            _flatten_composites(s[k], out)
+    elif isinstance(s, (list, tuple)):
+        for v in s:
+            _flatten_composites(v, out)
+    elif _is_composite(s):
+        for v in s._tg_parts():
+            _flatten_composites(v, out)
+    else:
+        out.append(s)
+
+
+def _pack_composites(s, it):
+    if _is_composite(s):
+        return s._tg_rebuild([_pack_composites(v, it) for v in s._tg_parts()])
+    if isinstance(s, dict):
+        packed = {k: _pack_composites(s[k], it) for k in sorted(s)}
+        return {k: packed[k] for k in s} if type(s) is dict else \
+            type(s)((k, packed[k]) for k in s)
+    if isinstance(s, tuple) and hasattr(s, "_fields"):
+        return type(s)(*[_pack_composites(v, it) for v in s])
+    if isinstance(s, (list, tuple)):
+        return type(s)(_pack_composites(v, it) for v in s)
+    return next(it)
+
+
+def _composite_flatten(structure):
+    out = []
+    _flatten_composites(structure, out)
+    return out
+
+
+def _composite_pack(structure, leaves):
+    return _pack_composites(structure, iter(leaves))
+
+
+def _composite_is_nested(s):
+    return isinstance(s, (list, tuple, dict)) or _is_composite(s)
+
+
+# the structure functions with composites expanded (what tg.function sees)
+composites = types.SimpleNamespace(flatten=_composite_flatten,
+                                   pack_sequence_as=_composite_pack,
+                                   is_nested=_composite_is_nested)
 
 
 def map_structure(fn, structure):

@@ -270,6 +270,19 @@ class Dataset:
         _check_callable(predicate, "Dataset.filter", "predicate")
         return _Filter(self, predicate)
 
+    def apply(self, transformation_func):
+        """`transformation_func(self)`, which must return a dataset (the transformations of
+        `tg.data.experimental`, such as `assert_cardinality`).
+
+        >>> [int(x) for x in tg.data.Dataset.range(5).apply(lambda ds: ds.skip(3))]
+        [3, 4]
+        """
+        out = transformation_func(self)
+        if not isinstance(out, Dataset):
+            raise TypeError(f"Dataset.apply: `transformation_func` must return a Dataset, got "
+                            f"{type(out).__name__}")
+        return out
+
     def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None,
               deterministic=None, name=None):
         """Consecutive elements stacked along a new first dimension, `batch_size` at a time;

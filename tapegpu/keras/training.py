@@ -834,6 +834,8 @@ class Trainer:
         self.stop_training = False
         self.history = history
         cbs.on_train_begin()
+        # a callback restoring a backup (BackupAndRestore) sets the epoch to resume at
+        initial_epoch = self.__dict__.pop("_initial_epoch", None) or initial_epoch
         logs = {}
         train_function = self.make_train_function()
         batch_begin, batch_end = cbs.on_train_batch_begin, cbs.on_train_batch_end

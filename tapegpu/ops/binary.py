@@ -434,7 +434,42 @@ def _where_rewrite(r, n):
 _where_op.rewrite = _where_rewrite
 
 
+# complex(x, y) = x + i y; its cotangent g splits into its parts, as TF's gradient of Complex:
+# (real(g), imag(g))
+def _complex_forward(xp, x, y):
+    out = xp.empty(xp.broadcast_shapes(x.shape, y.shape),
+                   dtype=xp.complex64 if x.dtype == xp.float32 else xp.complex128)
+    out.real, out.imag = x, y
+    return out
+
+
+def _complex_vjp(ops, g):
+    return ops.real(g), ops.imag(g)
+
+
+_complex_op = def_op("complex", _complex_forward, args=("x", "y"), vjp=_complex_vjp,
+                     linear=True, batch="broadcast")
+
+
+def complex(real, imag, name=None):  # noqa: A001 (TF's name)
+    """`real + i imag` (float32 parts give complex64, float64 parts complex128; the parts
+    broadcast), as tf.complex / tf.dtypes.complex.
+
+    >>> tg.complex(tg.constant([1.0, 2.0]), tg.constant([3.0, 4.0])).numpy()
+    array([1.+3.j, 2.+4.j], dtype=complex64)
+    """
+    x, y = tensor(real), tensor(imag)
+    if x._data.dtype != y._data.dtype or x._data.dtype.kind != "f" or \
+            x._data.dtype.itemsize not in (4, 8):
+        raise TypeError(f"complex: real and imag must both be float32 or both float64, got "
+                        f"{x.dtype.name} and {y.dtype.name}")
+    return apply2(_complex_op, x, y, EMPTY)
+
+
+complex.op = _complex_op
+
+
 __all__ = public(globals(), ("", "math"), special=((("",), (where, clip_by_value)),
                                                  (("math",), (xlogy, xlog1py)),
                                                  (("math",), (divide_no_nan, multiply_no_nan)),
-                                                 ((), (scalar,))))
+                                                 ((), (scalar,)), (("",), (complex,))))

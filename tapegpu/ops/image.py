@@ -32,7 +32,7 @@ from .registry import def_op
 from .binary import clip_by_value, equal, greater, less, maximum, where
 from .conv import depthwise_conv2d
 from .linalg import einsum, tensordot
-from .random import uniform
+from .random import stateless_uniform, uniform
 from .reduce import reduce_max, reduce_mean, reduce_min, reduce_std, reduce_sum
 from .shape import expand_dims, gather, pad, reshape, squeeze, stack, tile
 from .shape import transpose as permute
@@ -964,6 +964,227 @@ def adjust_hue(image, delta, name=None):
     h = hsv[..., 0] + d
     h = h - floor(h)  # mod 1, with the gradient of h (floor's is zero)
     return back(hsv_to_rgb(stack([h, hsv[..., 1], hsv[..., 2]], axis=-1)))
+
+
+# -- stateless and further random colour ops, Sobel edges, crop_and_resize -----------------------
+
+def _seed_pair(seed, op):
+    s = np.asarray(seed.numpy() if isinstance(seed, Tensor) else seed)
+    if s.shape != (2,) or s.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"{op}: seed must be a shape [2] integer tensor, got {seed!r}")
+    return s
+
+
+def stateless_random_brightness(image, max_delta, seed):
+    """`adjust_brightness` by a delta drawn uniformly from [-max_delta, max_delta) that
+    depends only on `seed` (shape [2]), as tf.image.stateless_random_brightness.
+
+    >>> a = tg.image.stateless_random_brightness(tg.zeros((2, 2, 1)), 0.2, seed=(1, 2))
+    >>> b = tg.image.stateless_random_brightness(tg.zeros((2, 2, 1)), 0.2, seed=(1, 2))
+    >>> bool(tg.reduce_all(a == b)), bool(tg.reduce_max(tg.abs(a)) <= 0.2)
+    (True, True)
+    """
+    if max_delta < 0:
+        raise ValueError("max_delta must be non-negative.")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    s = _seed_pair(seed, "stateless_random_brightness")
+    delta = stateless_uniform((), s, -max_delta, max_delta, dtype=dt)
+    return adjust_brightness(x, delta)
+
+
+def stateless_random_contrast(image, lower, upper, seed):
+    """`adjust_contrast` by a factor drawn uniformly from [lower, upper) that depends only on
+    `seed`, as tf.image.stateless_random_contrast.
+
+    >>> tg.image.stateless_random_contrast(tg.ones((2, 2, 1)), 0.5, 1.5, seed=(3, 4)).shape
+    (2, 2, 1)
+    """
+    if upper <= lower:
+        raise ValueError("upper must be > lower.")
+    if lower < 0:
+        raise ValueError("lower must be non-negative.")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    s = _seed_pair(seed, "stateless_random_contrast")
+    return adjust_contrast(x, stateless_uniform((), s, lower, upper, dtype=dt))
+
+
+def stateless_random_crop(value, size, seed, name=None):
+    """A window of shape `size` at an offset that depends only on `seed` (shape [2]), as
+    tf.image.stateless_random_crop (differentiable, as `random_crop`).
+
+    >>> x = tg.reshape(tg.range(30), (5, 6))
+    >>> a = tg.image.stateless_random_crop(x, [2, 3], seed=(7, 8))
+    >>> a.shape, bool(tg.reduce_all(a == tg.image.stateless_random_crop(x, [2, 3], (7, 8))))
+    ((2, 3), True)
+    """
+    x = tensor(value)
+    if isinstance(size, Tensor):
+        size = size.numpy().tolist()
+    size = list(size) if isinstance(size, (list, tuple, np.ndarray)) else None
+    if size is None or len(size) != x.ndim:
+        raise InvalidArgumentError(f"stateless_random_crop: size must be a list of {x.ndim} "
+                                   f"integers (one per axis of value, shape {x.shape}), got "
+                                   f"{size!r}")
+    if any(int(s) < 0 or int(s) > n for s, n in zip(size, x.shape)):
+        raise InvalidArgumentError(f"stateless_random_crop: Need value.shape >= size, got "
+                                   f"shape {x.shape} and size {size}")
+    s = _seed_pair(seed, "stateless_random_crop")
+    limits = np.array([n - int(k) + 1 for n, k in zip(x.shape, size)], np.float64)
+    draw = stateless_uniform((x.ndim,), s, dtype=np.float64).numpy()
+    offsets = np.floor(draw * limits).astype(np.int64)
+    for axis, k in enumerate(size):
+        if int(k) != x.shape[axis]:
+            x = gather(x, offsets[axis] + np.arange(int(k), dtype=np.int64), axis=axis)
+    return x
+
+
+def random_hue(image, max_delta, seed=None):
+    """`adjust_hue` by a delta drawn uniformly from [-max_delta, max_delta), max_delta in
+    [0, 0.5], as tf.image.random_hue.
+
+    >>> tg.image.random_hue(tg.constant([[[0.2, 0.4, 0.6]]]), 0.1, seed=1).shape
+    (1, 1, 3)
+    """
+    if max_delta > 0.5:
+        raise ValueError("max_delta must be <= 0.5.")
+    if max_delta < 0:
+        raise ValueError("max_delta must be non-negative.")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    return adjust_hue(x, uniform((), -max_delta, max_delta, seed=seed, dtype=dt,
+                                 device=x._dev))
+
+
+def random_saturation(image, lower, upper, seed=None):
+    """`adjust_saturation` by a factor drawn uniformly from [lower, upper), as
+    tf.image.random_saturation.
+
+    >>> tg.image.random_saturation(tg.constant([[[0.2, 0.4, 0.6]]]), 0.5, 1.5, seed=1).shape
+    (1, 1, 3)
+    """
+    if upper <= lower:
+        raise ValueError("upper must be > lower.")
+    if lower < 0:
+        raise ValueError("lower must be non-negative.")
+    x = tensor(image)
+    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    return adjust_saturation(x, uniform((), lower, upper, seed=seed, dtype=dt,
+                                        device=x._dev))
+
+
+def _reflect1(x, axis):
+    """`x` padded by one element at both ends of `axis` with the reflection (TF's REFLECT:
+    the edge element is not repeated)."""
+    n = x.shape[axis]
+    idx = np.concatenate([[1 if n > 1 else 0], np.arange(n), [n - 2 if n > 1 else 0]])
+    return gather(x, idx.astype(np.int64), axis=axis)
+
+
+_SOBEL = (((-1, -2, -1), (0, 0, 0), (1, 2, 1)),  # d/dy
+          ((-1, 0, 1), (-2, 0, 2), (-1, 0, 1)))  # d/dx
+
+
+def sobel_edges(image):
+    """The Sobel gradients of `image` [batch, h, w, d]: [batch, h, w, d, 2] with dy then dx,
+    the borders reflected, as tf.image.sobel_edges (differentiable).
+
+    >>> img = tg.reshape(tg.range(16, dtype=tg.float32), (1, 4, 4, 1))
+    >>> e = tg.image.sobel_edges(img)
+    >>> e.shape, float(e[0, 1, 1, 0, 0]), float(e[0, 1, 1, 0, 1])
+    ((1, 4, 4, 1, 2), 32.0, 8.0)
+    """
+    x = tensor(image)
+    if x.ndim != 4:
+        raise InvalidArgumentError(f"sobel_edges: image must be [batch, h, w, d], got shape "
+                                   f"{x.shape}")
+    if x._data.dtype.kind != "f":
+        x = cast(x, np.float32)
+    h, w = x.shape[1], x.shape[2]
+    p = _reflect1(_reflect1(x, 1), 2)
+    outs = []
+    for kernel in _SOBEL:
+        acc = None
+        for i in range(3):
+            for j in range(3):
+                k = kernel[i][j]
+                if k:
+                    term = p[:, i:i + h, j:j + w, :] * float(k)
+                    acc = term if acc is None else acc + term
+        outs.append(acc)
+    return stack(outs, axis=-1)
+
+
+def _axis_samples(lo, hi, n, size):
+    """Sample positions of one crop axis in pixels: TF's `lo (size-1) + i (hi-lo)(size-1)/(n-1)`
+    (the centre when n == 1), as [boxes, n] tensors of the boxes' dtype."""
+    if n > 1:
+        steps = np.arange(n, dtype=np.float32) / (n - 1)
+        return expand_dims(lo, -1) * (size - 1) + expand_dims(hi - lo, -1) * (size - 1) * steps
+    return expand_dims((lo + hi) * 0.5 * (size - 1), -1)
+
+
+def crop_and_resize(image, boxes, box_indices, crop_size, method="bilinear",
+                    extrapolation_value=0.0, name=None):
+    """Crops of `image` [batch, h, w, d] at `boxes` ([n, 4] normalized [y1, x1, y2, x2], of
+    image `box_indices[i]`), each resized to `crop_size` [ch, cw] by bilinear or nearest
+    sampling, as tf.image.crop_and_resize: float32 [n, ch, cw, d]; samples outside the image
+    take `extrapolation_value`. Differentiable in the image and the boxes (bilinear).
+
+    >>> img = tg.reshape(tg.range(16, dtype=tg.float32), (1, 4, 4, 1))
+    >>> tg.image.crop_and_resize(img, [[0.0, 0.0, 1.0, 1.0]], [0], [2, 2])[0, ..., 0].numpy()
+    array([[ 0.,  3.],
+           [12., 15.]], dtype=float32)
+    """
+    x = tensor(image)
+    if x.ndim != 4:
+        raise InvalidArgumentError(f"crop_and_resize: image must be 4-D [batch, h, w, d], got "
+                                   f"shape {x.shape}")
+    if method not in ("bilinear", "nearest"):
+        raise ValueError(f"crop_and_resize: method must be 'bilinear' or 'nearest', got "
+                         f"{method!r}")
+    x = cast(x, np.float32) if x._data.dtype != np.float32 else x
+    b = cast(tensor(boxes), np.float32)
+    ind = np.asarray(box_indices.numpy() if isinstance(box_indices, Tensor) else box_indices,
+                     dtype=np.int64).reshape(-1)
+    if b.ndim != 2 or b.shape[1] != 4 or b.shape[0] != ind.shape[0]:
+        raise InvalidArgumentError(f"crop_and_resize: boxes must be [num_boxes, 4] and "
+                                   f"box_indices [num_boxes], got {b.shape} and {ind.shape}")
+    if ind.size and (ind.min() < 0 or ind.max() >= x.shape[0]):
+        raise InvalidArgumentError(f"crop_and_resize: box_indices has values outside [0, "
+                                   f"{x.shape[0]})")
+    size = crop_size.numpy().tolist() if isinstance(crop_size, Tensor) else list(crop_size)
+    ch, cw = int(size[0]), int(size[1])
+    if ch <= 0 or cw <= 0:
+        raise InvalidArgumentError(f"crop_and_resize: crop dimensions must be positive, got "
+                                   f"{size}")
+    h, w, d = x.shape[1], x.shape[2], x.shape[3]
+    ys = _axis_samples(b[:, 0], b[:, 2], ch, h)  # [n, ch]
+    xs = _axis_samples(b[:, 1], b[:, 3], cw, w)  # [n, cw]
+    ys_np, xs_np = ys.numpy(), xs.numpy()
+    inside = ((ys_np >= 0) & (ys_np <= h - 1))[:, :, None] & \
+        ((xs_np >= 0) & (xs_np <= w - 1))[:, None, :]
+    flat = reshape(x, (-1, d))
+
+    def pick(yi, xi):  # [n, ch, cw, d] pixels at integer rows yi [n, ch] and columns xi [n, cw]
+        yi = np.clip(yi, 0, h - 1)
+        xi = np.clip(xi, 0, w - 1)
+        idx = (ind[:, None, None] * h + yi[:, :, None]) * w + xi[:, None, :]
+        return gather(flat, idx.astype(np.int64))
+
+    if method == "nearest":
+        # C's roundf: halves away from zero (the samples used are >= 0)
+        out = pick(np.floor(ys_np + 0.5).astype(np.int64), np.floor(xs_np + 0.5).astype(np.int64))
+    else:
+        y0 = np.floor(ys_np).astype(np.int64)
+        x0 = np.floor(xs_np).astype(np.int64)
+        fy = expand_dims(expand_dims(ys - y0.astype(np.float32), -1), -1)  # [n, ch, 1, 1]
+        fx = expand_dims(expand_dims(xs - x0.astype(np.float32), 1), -1)  # [n, 1, cw, 1]
+        top = pick(y0, x0) + (pick(y0, x0 + 1) - pick(y0, x0)) * fx
+        bottom = pick(y0 + 1, x0) + (pick(y0 + 1, x0 + 1) - pick(y0 + 1, x0)) * fx
+        out = top + (bottom - top) * fy
+    return where(inside[..., None], out, np.float32(extrapolation_value))
 
 
 __all__ = public(globals(), ("image",)) + ["ResizeMethod"]

@@ -116,6 +116,62 @@ cosh = _unary("cosh", ufunc("cosh"), c="cosh(x)", vjp=lambda ops, g, x: g * ops.
 # atan' = 1 / (1 + x^2)
 atan = _unary("atan", ufunc("arctan"), c="atan(x)", vjp=lambda ops, g, x: g / (x * x + 1.0),
               saves=("x",), doc="The arctangent, elementwise.")
+# asin' = 1 / sqrt(1 - x^2), acos' = -1 / sqrt(1 - x^2)
+asin = _unary("asin", quiet(ufunc("arcsin")), c="asin(x)",
+              vjp=lambda ops, g, x: g * ops.rsqrt(1.0 - x * x), saves=("x",),
+              doc="The arcsine, elementwise (NaN outside [-1, 1]).")
+acos = _unary("acos", quiet(ufunc("arccos")), c="acos(x)",
+              vjp=lambda ops, g, x: g * -ops.rsqrt(1.0 - x * x), saves=("x",),
+              doc="The arccosine, elementwise (NaN outside [-1, 1]).")
+
+
+# real(z) = Re z, imag(z) = Im z. The cotangent g of a part is the complex cotangent with g in
+# that part, as TF's gradients of Real and Imag: complex(g, 0), complex(0, g).
+def _real_vjp(ops, g):
+    return ops.complex(g, ops.zeros_like(g))
+
+
+def _imag_vjp(ops, g):
+    return ops.complex(ops.zeros_like(g), g)
+
+
+_real_op = def_op("real", lambda xp, x: xp.real(x).copy(), vjp=_real_vjp,
+                  linear=True, batch="broadcast")
+_imag_op = def_op("imag", lambda xp, x: xp.imag(x).copy(), vjp=_imag_vjp,
+                  linear=True, batch="broadcast")
+
+
+def real(input, name=None):  # noqa: A002 (TF's name)
+    """The real part of a complex tensor (float32 of complex64, float64 of complex128); a real
+    numeric tensor is returned unchanged, as tf.math.real.
+
+    >>> tg.math.real(tg.constant([1 + 2j, 3 - 4j], dtype=tg.complex64)).numpy()
+    array([1., 3.], dtype=float32)
+    """
+    x = tensor(input)
+    kind = x._data.dtype.kind
+    if kind == "c":
+        return apply1(_real_op, x, EMPTY)
+    if kind in "biufV":
+        return x
+    raise TypeError(f"input must be a numeric tensor, but got tensor with dtype {x.dtype.name}")
+
+
+def imag(input, name=None):  # noqa: A002 (TF's name)
+    """The imaginary part of a complex tensor (float32 of complex64, float64 of complex128),
+    as tf.math.imag.
+
+    >>> tg.math.imag(tg.constant([1 + 2j, 3 - 4j], dtype=tg.complex64)).numpy()
+    array([ 2., -4.], dtype=float32)
+    """
+    x = tensor(input)
+    if x._data.dtype.kind != "c":
+        raise InvalidArgumentError(f"imag: expected a complex64 or complex128 tensor, got "
+                                   f"{x.dtype.name}")
+    return apply1(_imag_op, x, EMPTY)
+
+
+real.op, imag.op = _real_op, _imag_op
 
 
 def _sigmoid(xp, x):
@@ -622,4 +678,5 @@ __all__ = public(globals(), ("", "math"), special=(
     (("", "math", "nn", "activations"), (sigmoid, tanh, softplus, softsign)),
     (("",), (cast, identity, stop_gradient)),
     (("math",), (erfc, log_sigmoid, is_nan, is_inf, is_finite)),
+    (("math",), (real, imag)),
     (("math",), (lgamma, digamma, polygamma))))

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 import numpy as np
 
 import tapegpu as tg
+import tapegpu.signal  # noqa: F401 (registers the spectral ops)
 
 try:
     from scipy.special import erf as _erf
@@ -70,6 +71,18 @@ def _away_from(points, eps=0.15):
             out.append(x.astype(dtype))
         return out
     return make
+
+
+def _linear_backward(fn, shape):
+    """g -> the gradient of the linear `fn` (at zeros of `shape`) for the cotangent g: `fn`'s
+    backward op, a function of g alone."""
+    def backward(g):
+        x = tg.zeros(shape, dtype=g.dtype)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.gradient(y, x, output_gradients=g)
+    return backward
 
 
 def _backward(act):
@@ -453,6 +466,31 @@ SPECS = [
     Spec("sinh", tg.math.sinh, (U,), np.sinh),
     Spec("cosh", tg.cosh, (U,), np.cosh),
     Spec("atan", tg.math.atan, (U,), np.arctan),
+    Spec("asin", tg.math.asin, (U,), np.arcsin, domain=(-0.9, 0.9)),
+    Spec("acos", tg.math.acos, (U,), np.arccos, domain=(-0.9, 0.9)),
+    # complex numbers through real-valued round trips (TF's rules: real, imag -> complex(g, 0),
+    # complex(0, g); complex -> (real(g), imag(g)))
+    Spec("complex_real", lambda x, y: tg.math.real(tg.complex(x, y)), (U, U), lambda x, y: x,
+         covers=("complex", "real")),
+    Spec("complex_imag", lambda x, y: tg.math.imag(tg.complex(y, x)), (U, U), lambda x, y: x,
+         covers=("complex", "imag")),
+    # real FFTs through real-valued round trips; their backward ops through `_backward`
+    Spec("rfft", lambda x: tg.math.real(tg.signal.rfft(x)) - 2.0 * tg.math.imag(tg.signal.rfft(x)),
+         (U,), lambda x: np.real(np.fft.rfft(x)) - 2.0 * np.imag(np.fft.rfft(x)),
+         covers=("rfft", "real", "imag")),
+    Spec("rfft2d_padded", lambda x: tg.math.imag(tg.signal.rfft2d(x, [4, 6])), (U,),
+         lambda x: np.imag(np.fft.rfft2(x, (4, 6))), covers=("rfft", "imag")),
+    Spec("irfft", lambda x, y: tg.signal.irfft(tg.complex(x, y), [6]), ((3, 4), (3, 4)),
+         lambda x, y: np.fft.irfft(x + 1j * y, 6), covers=("irfft", "complex")),
+    Spec("irfft2d_odd", lambda x, y: tg.signal.irfft2d(tg.complex(x, y), [3, 5]), (U, U),
+         lambda x, y: np.fft.irfft2(x + 1j * y, (3, 5)), covers=("irfft", "complex")),
+    Spec("rfft_adjoint", _linear_backward(lambda x: tg.math.real(tg.signal.rfft(x)), U),
+         ((3, 3),), lambda g: np.real(np.fft.ifft(np.pad(g, ((0, 0), (0, 1))), axis=-1)) * 4,
+         covers=("rfft_adjoint",)),
+    Spec("irfft_adjoint", _linear_backward(
+        lambda x: tg.signal.irfft(tg.complex(x, x * 0.0), [6]), (3, 4)), ((3, 6),),
+         lambda g: np.real(np.fft.rfft(g, axis=-1)) * np.array([1, 2, 2, 1]) / 6,
+         covers=("irfft_adjoint",)),
     Spec("sigmoid", tg.sigmoid, (U,), _sigmoid, domain=(-6, 6)),
     Spec("softplus", tg.math.softplus, (U,), lambda x: np.log1p(np.exp(x)), domain=(-6, 6)),
     Spec("erfc", tg.math.erfc, (U,), lambda x: 1 - _erf(x)),

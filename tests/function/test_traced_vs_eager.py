@@ -235,6 +235,9 @@ PUBLIC = [
     ("decode_bmp", tg.image.decode_bmp, _args(_bmp)),
     # -- the top level -------------------------------------------------------------------------
     ("add_n", lambda a, b, c: tg.add_n([a, b, c]), _args(_f(3, 4), _f(3, 4), _f(3, 4))),
+    ("complex_parts", lambda a, b: (tg.math.real(tg.complex(a, b)) * 2.0,
+                                    tg.math.imag(tg.complex(a, b) + tg.complex(b, a))),
+     _args(_f(3, 4), _f(3, 4))),
     ("argmax", lambda x: tg.argmax(x, axis=1), _args(_f(3, 4))),
     ("argmin", lambda x: tg.argmin(x, axis=0), _args(_f(3, 4))),
     ("argsort", lambda x: tg.argsort(x), _args(_f(3, 4))),
@@ -436,6 +439,15 @@ PUBLIC = [
     ("adjust_contrast", tg.image.adjust_contrast, _args(_image, _s(0.5, 2.0))),
     ("adjust_hue", tg.image.adjust_hue, _args(_image, _s(-0.3, 0.3))),
     ("adjust_saturation", tg.image.adjust_saturation, _args(_image, _s(0.5, 2.0))),
+    ("sobel_edges", lambda x: tg.image.sobel_edges(tg.reshape(x, (1, 4, 3, 1))),
+     _args(_f(4, 3))),
+    ("crop_and_resize", lambda x: tg.image.crop_and_resize(
+        tg.reshape(x, (1, 4, 3, 1)), [[0.1, 0.2, 0.9, 0.7], [-0.5, 0.0, 1.0, 1.5]], [0, 0],
+        [3, 2]), _args(_f(4, 3))),
+    ("stateless_random_ops", lambda x: (
+        tg.image.stateless_random_brightness(x, 0.2, seed=(1, 2)),
+        tg.image.stateless_random_contrast(x, 0.5, 1.5, seed=(3, 4)),
+        tg.image.stateless_random_crop(x, [2, 2, 3], seed=(5, 6))), _args(_image)),
     ("central_crop", lambda x: tg.image.central_crop(x, 0.5), _args(_image)),
     ("convert_image_dtype_from_uint8", lambda x: tg.image.convert_image_dtype(x, tg.float32),
      lambda rng, call: [rng.integers(0, 256, (4, 3)).astype(np.uint8)]),
@@ -499,6 +511,7 @@ EXEMPT = {
     "shuffle": "random", "set_seed": "takes an int",
     "get_global_generator": "takes nothing", "set_global_generator": "takes a generator",
     "random_brightness": "random", "random_contrast": "random", "random_crop": "random",
+    "random_hue": "random", "random_saturation": "random",
     "random_flip_left_right": "random", "random_flip_up_down": "random",
     "assert_shapes": "checks static shapes only",
     "executing_eagerly": "takes nothing (tests/test_porting.py checks it traced and eager)",

@@ -1,5 +1,5 @@
-"""`keras.applications`: MobileNetV2, InceptionV3, VGG16, VGG19, ResNet50, ResNet101 and
-ResNet152 built with Keras' layer structure, names
+"""`keras.applications`: MobileNet, MobileNetV2, InceptionV3, VGG16, VGG19, ResNet50, ResNet101,
+ResNet152, Xception and EfficientNetB0-B7 built with Keras' layer structure, names
 and parameter counts, and their `preprocess_input`. Nothing is downloaded here: build with
 `weights=None` and load weights from a local file with `model.load_weights(path)`;
 `weights='imagenet'` (Keras' default) raises saying so.
@@ -15,6 +15,12 @@ from .mobilenet_v2 import MobileNetV2  # noqa: F401
 from . import resnet, vgg  # noqa: F401
 from .resnet import ResNet50, ResNet101, ResNet152  # noqa: F401
 from .vgg import VGG16, VGG19  # noqa: F401
+from . import efficientnet, mobilenet, xception  # noqa: F401
+from .efficientnet import (EfficientNetB0, EfficientNetB1, EfficientNetB2,  # noqa: F401
+                           EfficientNetB3, EfficientNetB4, EfficientNetB5, EfficientNetB6,
+                           EfficientNetB7)
+from .mobilenet import MobileNet  # noqa: F401
+from .xception import Xception  # noqa: F401
 
 
 def _module(name, doc, **members):
