@@ -811,8 +811,8 @@ class _TensorSlices(Dataset):
         leaves = [structure.to_device(t, ctx.dev) for t in structure.flatten(self._value)]
         stop = self._n - self._n % size if drop_remainder else self._n
         for i in range(0, stop, size):
-            yield structure.pack(self._value, [Tensor(t._data[i:i + size], ctx.dev)
-                                               for t in leaves])
+            yield structure.pack(self._value, [Tensor(t._data[i:i + size], t._dev)
+                                               for t in leaves])  # (strings on the host)
 
     def _spec(self):
         return nest.map_structure(lambda t: TensorSpec(tuple(t.shape[1:]), t.dtype), self._value)
@@ -1316,7 +1316,8 @@ class _Cache(_Unary):
         leaves = nest.flatten(spec)
         if os.path.exists(cache_file.path_of(self._filename)):
             for arrays in cache_file.read(self._filename, leaves):
-                yield structure.pack(spec, [Tensor(ctx.dev.asarray(a), ctx.dev) for a in arrays])
+                yield structure.pack(spec, [structure.to_device(Tensor(a, _backend.NUMPY), ctx.dev)
+                                            for a in arrays])  # strings stay on the host
             return
         writer = cache_file.Writer(self._filename, leaves)
         try:

@@ -40,9 +40,9 @@ class CentralStorageStrategy(MirroredStrategy):
     from the one updated value (MirroredStrategy's machinery), rather than reading the
     parameter device's copy over the bus; `extended.parameter_devices` names that device.
 
-    >>> strategy = tg.distribute.experimental.CentralStorageStrategy()
-    >>> strategy.extended.parameter_devices
-    ('/job:localhost/replica:0/task:0/device:CPU:0',)
+    >>> strategy = tg.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])
+    >>> strategy.extended.parameter_devices, strategy.num_replicas_in_sync
+    (('/job:localhost/replica:0/task:0/device:CPU:0',), 2)
     """
 
     def __init__(self, compute_devices=None, parameter_device=None):

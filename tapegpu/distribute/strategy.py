@@ -326,7 +326,10 @@ class Strategy:
         if self._processes > 1:
             self._synced.add(var._uid)
             gradients.broadcast_variables([var], root_rank=0)
-        if len(self._devices) > 1:
+        if len(self._devices) == 1:  # one local replica: the variable lives on its device
+            if var._value._dev is not self._devices[0].backend:
+                var._value = copy_to(var._value, self._devices[0].backend)
+        else:
             base = var._value
             values = [base if d.backend is base._dev else copy_to(base, d.backend)
                       for d in self._devices]
@@ -344,8 +347,9 @@ class Strategy:
         """Adopts the variables created since `start_uid` was drawn (a scope's block, the
         first `run`): those a replica assigns without reading them (BatchNormalization's
         moving statistics) are mirrored too."""
-        if self._processes == 1 and len(self._devices) == 1:
-            return
+        if self._processes == 1 and len(self._devices) == 1 and \
+                self._devices[0].backend is _backend.current():
+            return  # made where the one replica runs: nothing to mirror or move
         gc.collect()  # what is unreachable goes first, the same on every rank
         created = sorted((o for o in gc.get_objects()
                           if isinstance(o, Variable) and o._uid > start_uid),

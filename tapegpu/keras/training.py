@@ -284,6 +284,8 @@ def _on_device(v):
         v = v._read()
     dev = _backend.current()
     if isinstance(v, Tensor):
+        if v.dtype.is_string:  # text stays on the host, as TF keeps string tensors there
+            return Tensor(np.array(v._data, copy=True), v._dev)
         if v._dev is dev:
             return Tensor(dev.xp.array(v._data, copy=True), dev)
         return Tensor(dev.asarray(v._dev.to_numpy(v._data)), dev)

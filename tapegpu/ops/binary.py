@@ -437,9 +437,11 @@ _where_op.rewrite = _where_rewrite
 # complex(x, y) = x + i y; its cotangent g splits into its parts, as TF's gradient of Complex:
 # (real(g), imag(g))
 def _complex_forward(xp, x, y):
-    out = xp.empty(xp.broadcast_shapes(x.shape, y.shape),
-                   dtype=xp.complex64 if x.dtype == xp.float32 else xp.complex128)
-    out.real, out.imag = x, y
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    out = xp.empty(shape, dtype=xp.complex64 if x.dtype == xp.float32 else xp.complex128)
+    parts = out.view(x.dtype).reshape(shape + (2,))  # (real, imaginary) pairs, in place
+    parts[..., 0] = x
+    parts[..., 1] = y
     return out
 
 

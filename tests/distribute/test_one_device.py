@@ -47,8 +47,10 @@ def test_one_device_strategy_run_and_reduce():
 def test_central_storage_strategy_on_one_device():
     strategy = tg.distribute.experimental.CentralStorageStrategy()
     assert strategy.num_replicas_in_sync == 1
+    # one compute device (the first GPU, else the CPU): the parameters live on it, as TF
+    one = "GPU:0" if tg.config.list_logical_devices("GPU") else "CPU:0"
     assert strategy.extended.parameter_devices == \
-        ("/job:localhost/replica:0/task:0/device:CPU:0",)
+        (f"/job:localhost/replica:0/task:0/device:{one}",)
     for a, b in zip(_fit(strategy), _fit(None)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     two = tg.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])

@@ -1563,6 +1563,9 @@ def build():
     _fill(linalg, "cupy.linalg", np.linalg, {"inv": inv, "solve": solve, "cholesky": cholesky,
                                              "LinAlgError": LinAlgError})
     cupy.linalg = linalg
+    fft = _module("cupy.fft")  # numpy 2's pocketfft keeps float32 as complex64, as cuFFT
+    _fill(fft, "cupy.fft", np.fft, {})
+    cupy.fft = fft
     random = _random_module()
     _MODULES["cupy.random"] = random
     lib = _module("cupy.lib")  # imported by cupy's own modules, so `cupy.lib` is always there
@@ -1575,7 +1578,7 @@ def build():
     _fill(cupy, "cupy", np, {
         "ndarray": ndarray, "ufunc": ufunc, "asnumpy": asnumpy, "take": take, "mean": mean,
         "get_array_module": get_array_module, "RawModule": RawModule, "cuda": cuda,
-        "linalg": linalg, "random": random,
+        "linalg": linalg, "random": random, "fft": fft,
         "get_default_memory_pool": lambda: _POOL,
         "get_default_pinned_memory_pool": lambda: _POOL,
         "is_available": lambda: True})
