@@ -24,6 +24,7 @@ from tapegpu.core.options import options  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 import cupy_sim  # noqa: E402
+import cudnn_sim  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -123,6 +124,30 @@ def cupy_gpu():
         backend._gpus.update(saved)
         if not was:
             cupy_sim.uninstall()
+
+
+@pytest.fixture
+def cudnn_gpu(cupy_gpu):
+    """The cuDNN frontend stand-in (tests/support/cudnn_sim) as `cudnn` on top of the CuPy
+    stand-in, with tapegpu's cuDNN binding reset before and after; yields the stand-in."""
+    from tapegpu.backends import cudnn as binding
+    if cudnn_sim.installed() is False and _real_cudnn() is not None:
+        pytest.skip("a real cuDNN frontend is installed; the stand-in does not shadow it")
+    sim = cudnn_sim.install()
+    binding.reset()
+    sim.REFUSE.clear()
+    sim.CALLS.clear()
+    try:
+        yield sim
+    finally:
+        sim.REFUSE.clear()
+        cudnn_sim.uninstall()
+        binding.reset()
+
+
+def _real_cudnn():
+    from importlib.util import find_spec
+    return None if cudnn_sim.installed() else find_spec("cudnn")
 
 
 @pytest.fixture
