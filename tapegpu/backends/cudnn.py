@@ -24,7 +24,8 @@ pre_padding=, post_padding=, stride=, dilation=, compute_data_type=, name=)`,
 (dQ, dK, dV), `tensor.set_output(True).set_dim(..).set_stride(..).set_data_type(..)`, then in
 this order `validate()`, `build_operation_graph()`, `create_execution_plans([heur_mode.A,
 heur_mode.FALLBACK])`, `deselect_numeric_notes([numerical_note.TENSOR_CORE])` (float32 with
-TF32 off: engines that round to TF32 carry that note), `check_support()`, `build_plans()`,
+TF32 off: engines that round to TF32 carry that note; `NONDETERMINISTIC` too with op
+determinism on, and sdpa_backward's `use_deterministic_algorithm=`), `check_support()`, `build_plans()`,
 `get_workspace_size()`, and `execute({tensor: device pointer}, workspace pointer,
 handle=)`; `cudnn.create_handle()`, `cudnn.set_stream(handle=, stream=)`,
 `cudnn.backend_version()`, `cudnn.cudnnGraphNotSupportedError`.
@@ -39,6 +40,8 @@ import os
 import threading
 
 import numpy as np
+
+from ..core import config, determinism
 
 MIN_VERSION = 90000  # cuDNN 9.0: the graph API's conv and SDPA forward and backward
 _LOCK = threading.Lock()
@@ -109,8 +112,7 @@ def _data_type(mod, dtype):
 
 
 def _tf32():
-    from ..core.config import tensor_float_32_execution_enabled
-    return bool(tensor_float_32_execution_enabled())
+    return bool(config.tensor_float_32_execution_enabled())
 
 
 # -- graphs ---------------------------------------------------------------------------------------
@@ -147,7 +149,7 @@ def _graph(kind, key, xp, device, dtype, make):
     dt = _data_type(mod, dtype)
     if dt is None:
         return None
-    key = (kind, device, _tf32()) + key
+    key = (kind, device, _tf32(), determinism.enabled()) + key
     got = _GRAPHS.get(key)
     if got is None:
         with _LOCK:
@@ -170,9 +172,14 @@ def _build(mod, kind, xp, device, dt, dtype, make):
         graph.validate()
         graph.build_operation_graph()
         graph.create_execution_plans([mod.heur_mode.A, mod.heur_mode.FALLBACK])
+        notes = []
         if dtype == np.float32 and not _tf32():
             # float32 in full float32, as tg.config.experimental says
-            graph.deselect_numeric_notes([mod.numerical_note.TENSOR_CORE])
+            notes.append(mod.numerical_note.TENSOR_CORE)
+        if determinism.enabled():  # tg.config.experimental.enable_op_determinism
+            notes.append(mod.numerical_note.NONDETERMINISTIC)
+        if notes:
+            graph.deselect_numeric_notes(notes)
         graph.check_support()
         graph.build_plans()
         workspace = int(graph.get_workspace_size())
@@ -416,7 +423,9 @@ def sdpa_backward(xp, g, q, k, v, out, scale, causal):
         ST = graph.tensor(name="stats", dim=sd, stride=ss, data_type=mod.data_type.FLOAT)
         DQ, DK, DV = graph.sdpa_backward(q=Q, k=K, v=V, o=O, dO=DO, stats=ST,
                                          attn_scale=float(scale),
-                                         use_causal_mask=bool(causal), name="sdpa_backward")
+                                         use_causal_mask=bool(causal),
+                                         use_deterministic_algorithm=determinism.enabled(),
+                                         name="sdpa_backward")
         for T, like in ((DQ, Q), (DK, K), (DV, V)):
             T.set_output(True).set_dim(like.get_dim()).set_stride(like.get_stride()) \
                 .set_data_type(dt)

@@ -10,6 +10,7 @@ import pytest
 import tapegpu as tg
 from tapegpu.backends import cudnn as binding
 from tapegpu.cli import info
+from tapegpu.core import determinism
 
 SINGLE_DEVICE = True
 
@@ -109,6 +110,18 @@ def test_tf32_switch_selects_the_engines(cudnn_gpu):
         _conv_run("gpu:0", x, w, 1, "SAME", 1, "float16")  # 16-bit: never deselected
     finally:
         tg.config.experimental.enable_tensor_float_32_execution(False)
+
+
+def test_op_determinism_selects_deterministic_engines(cudnn_gpu, monkeypatch):
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((1, 4, 2, 8))
+    monkeypatch.setattr(determinism, "_enabled", True)  # enable_op_determinism, undone after
+    _conv_run("gpu:0", np.ones((1, 4, 4, 2)), np.ones((1, 1, 2, 2)), 1, "SAME", 1)
+    _attention_run("gpu:0", q, q, q, "float16")
+    graphs = {k[0]: g.graph for k, g in binding._GRAPHS.items()}
+    assert cudnn_gpu.numerical_note.NONDETERMINISTIC in graphs["conv_wgrad"]._deselected
+    [op] = graphs["sdpa_bwd"]._ops
+    assert op["deterministic"]
 
 
 @pytest.mark.parametrize("kind", ["conv_fprop", "conv_dgrad", "conv_wgrad"])

@@ -334,6 +334,7 @@ class pygraph:  # noqa: N801
         dq, dk, dv = (self._out(name + s) for s in ("::dQ", "::dK", "::dV"))
         self._ops.append(dict(kind="sdpa_backward", q=q, k=k, v=v, o=o, do=dO, stats=stats,
                               dq=dq, dk=dk, dv=dv,
+                              deterministic=bool(use_deterministic_algorithm),
                               scale=1.0 if attn_scale is None else attn_scale,
                               causal=bool(use_causal_mask)))
         return [dq, dk, dv]
