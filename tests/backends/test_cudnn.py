@@ -186,6 +186,16 @@ def test_info_reports_cudnn(cudnn_gpu):
     assert "cudnn" in info.report(check_kernels=False)
 
 
+def test_the_cudnn_extra_brings_the_frontend_and_cudnn_9():
+    import os
+    import tomllib
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert extras["cudnn"] == ["nvidia-cudnn-frontend>=1.5", "nvidia-cudnn-cu12>=9"]
+    assert extras["cudnn13"] == ["nvidia-cudnn-frontend>=1.5", "nvidia-cudnn-cu13>=9"]
+
+
 # -- attention ------------------------------------------------------------------------------------
 
 def _attention_run(device, q, k, v, dtype, causal=False, mask=None):
