@@ -315,3 +315,47 @@ def test_stand_in_checks_sdpa_arguments(cudnn_gpu):
     stats.set_output(True).set_dim([1, 2, 4, 1]).set_stride([8, 4, 1, 1])  # FLOAT not set
     with pytest.raises(ValueError, match="stats must be FLOAT"):
         g.validate()
+
+
+# -- a real GPU with the real frontend (skipped without one) ---------------------------------------
+
+def _real_cudnn_or_skip():
+    binding.reset()
+    ok, why = binding.status()
+    if not ok:
+        pytest.skip(f"no usable cuDNN frontend here: {why}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_real_cudnn_conv(case):
+    _real_cudnn_or_skip()
+    x_shape, w_shape, strides, padding, dilations = CONV_CASES[case]
+    rng = np.random.default_rng(case)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    want = _conv_run("cpu", x, w, strides, padding, dilations)
+    _close(_conv_run("gpu:0", x, w, strides, padding, dilations), want, 1e-4)  # TF32 off
+    for kind in ("conv_fprop", "conv_dgrad", "conv_wgrad"):
+        assert binding.COUNTS[kind] == 1, (kind, binding.refusals())
+    tg.config.experimental.enable_tensor_float_32_execution(True)
+    try:
+        _close(_conv_run("gpu:0", x, w, strides, padding, dilations), want, 3e-3)
+    finally:
+        tg.config.experimental.enable_tensor_float_32_execution(False)
+    for dtype, rtol in (("float16", 5e-3), ("bfloat16", 2e-2)):
+        _close(_conv_run("gpu:0", x, w, strides, padding, dilations, dtype),
+               _conv_run("cpu", x, w, strides, padding, dilations, dtype), rtol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,rtol", [("float16", 5e-3), ("bfloat16", 3e-2)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_real_cudnn_attention(dtype, rtol, causal):
+    _real_cudnn_or_skip()
+    rng = np.random.default_rng(10)
+    q = rng.standard_normal((2, 128, 4, 64))
+    k, v = rng.standard_normal((2, 96, 4, 64)), rng.standard_normal((2, 96, 4, 64))
+    want = _attention_run("cpu", q, k, v, dtype, causal)
+    _close(_attention_run("gpu:0", q, k, v, dtype, causal), want, rtol)
+    assert binding.COUNTS["sdpa_fwd"] == 2 and binding.COUNTS["sdpa_bwd"] == 1, \
+        binding.refusals()
