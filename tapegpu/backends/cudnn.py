@@ -25,9 +25,9 @@ pre_padding=, post_padding=, stride=, dilation=, compute_data_type=, name=)`,
 this order `validate()`, `build_operation_graph()`, `create_execution_plans([heur_mode.A,
 heur_mode.FALLBACK])`, `deselect_numeric_notes([numerical_note.TENSOR_CORE])` (float32 with
 TF32 off: engines that round to TF32 carry that note; `NONDETERMINISTIC` too with op
-determinism on, and sdpa_backward's `use_deterministic_algorithm=`), `check_support()`, `build_plans()`,
-`get_workspace_size()`, and `execute({tensor: device pointer}, workspace pointer,
-handle=)`; `cudnn.create_handle()`, `cudnn.set_stream(handle=, stream=)`,
+determinism on, and sdpa_backward's `use_deterministic_algorithm=`), `check_support()`,
+`build_plans()`, `get_workspace_size()`, and `execute({tensor: device pointer}, workspace
+pointer, handle=)`; `cudnn.create_handle()`, `cudnn.set_stream(handle=, stream=)`,
 `cudnn.backend_version()`, `cudnn.cudnnGraphNotSupportedError`.
 
 Building a graph is slow (heuristics, kernel compilation), so each is built once per key
@@ -199,7 +199,7 @@ def refusals():
 
 def _channels_last_strides(dims):
     """Strides of logical NC<spatial> dims stored channels-last (NHWC, KRSC)."""
-    n, c, spatial = dims[0], dims[1], dims[2:]
+    c, spatial = dims[1], dims[2:]
     strides = [0] * len(dims)
     strides[1] = 1
     step = c

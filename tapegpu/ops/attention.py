@@ -129,7 +129,7 @@ _sdpa = def_op("sdpa", _sdpa_forward, args=("q", "k", "v"), saves=("q", "k", "v"
                kernels={"cuda": _cuda_forward}, vjp_kernels={"cuda": _cuda_vjp})
 
 
-# -- the public function ----------------------------------------------------------------------------
+# -- the public function ---------------------------------------------------------------------------
 
 def _check(q, k, v):
     fn = "scaled_dot_product_attention"

@@ -113,7 +113,7 @@ def _np_dtype(dt):
 
 _uids = itertools.count(1)
 
-# -- tensors -----------------------------------------------------------------------------------------
+# -- tensors ---------------------------------------------------------------------------------------
 
 
 class tensor:  # noqa: N801 (the real class name)
@@ -450,7 +450,7 @@ def _view(t, ptr):
     return np.lib.stride_tricks.as_strided(flat, t._dim, [s * dt.itemsize for s in t._stride])
 
 
-# -- validation of each op's descriptors ------------------------------------------------------------
+# -- validation of each op's descriptors -----------------------------------------------------------
 
 def _conv_out_dims(x, w, op):
     nd = len(x) - 2
