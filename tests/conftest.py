@@ -9,6 +9,9 @@ of tests/support/cupy_sim (numpy underneath, CuPy's contract on top: no implicit
 conversion, CuPy's names only, linalg that never raises, wrapping indices; kernels through the
 emulator). It is installed as `cupy` for the session when `--device` names it or when
 TAPEGPU_TEST_CUPY_SIM=1 (then `all` includes it), and never where a real CuPy is importable.
+With it, TAPEGPU_TEST_CUDNN_SIM=1 installs tests/support/cudnn_sim as `cudnn` for the session
+(GPU convolutions and attention through tapegpu's cuDNN binding); the `cudnn_gpu` fixture
+installs it for one test.
 """
 import os
 import sys
@@ -24,6 +27,7 @@ from tapegpu.core.options import options  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 import cupy_sim  # noqa: E402
+import cudnn_sim  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -43,6 +47,11 @@ def pytest_configure(config):
     options.compile_in_background = False
     if _wants_sim(config) and _real_cupy() is None:
         cupy_sim.install()
+        # TAPEGPU_TEST_CUDNN_SIM=1: the cuDNN frontend stand-in too, so that every GPU
+        # convolution and attention of the run goes through tapegpu's cuDNN binding
+        if os.environ.get("TAPEGPU_TEST_CUDNN_SIM", "") not in ("", "0") and \
+                _real_cudnn() is None:
+            cudnn_sim.install()
 
 
 def _wants_sim(config):
@@ -130,6 +139,32 @@ def cupy_gpu():
         backend._gpus.update(saved)
         if not was:
             cupy_sim.uninstall()
+
+
+@pytest.fixture
+def cudnn_gpu(cupy_gpu):
+    """The cuDNN frontend stand-in (tests/support/cudnn_sim) as `cudnn` on top of the CuPy
+    stand-in, with tapegpu's cuDNN binding reset before and after; yields the stand-in."""
+    from tapegpu.backends import cudnn as binding
+    was = cudnn_sim.installed()
+    if not was and _real_cudnn() is not None:
+        pytest.skip("a real cuDNN frontend is installed; the stand-in does not shadow it")
+    sim = cudnn_sim.install()
+    binding.reset()
+    sim.REFUSE.clear()
+    sim.CALLS.clear()
+    try:
+        yield sim
+    finally:
+        sim.REFUSE.clear()
+        if not was:
+            cudnn_sim.uninstall()
+        binding.reset()
+
+
+def _real_cudnn():
+    from importlib.util import find_spec
+    return None if cudnn_sim.installed() else find_spec("cudnn")
 
 
 @pytest.fixture

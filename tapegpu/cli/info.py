@@ -1,5 +1,6 @@
 """`python -m tapegpu info`: version, backends, GPUs, whether the kernels compile (NVRTC) and
-run (the emulator), whether tg.function fuses (generated C++ kernels), and the default device."""
+run (the emulator), whether tg.function fuses (generated C++ kernels), which path convolutions
+and attention take on GPUs (cuDNN or im2col + cuBLAS / explicit), and the default device."""
 import argparse
 import glob
 import os
@@ -14,6 +15,7 @@ import numpy as np
 import tapegpu as tg
 from .. import backends as backend
 from ..backends import cpu_kernels
+from ..backends import cudnn
 from ..backends.kernels import ACTIVATIONS, KERNEL_DIR, kernel_files, nvrtc
 from ..core.options import options
 from ..core import recording
@@ -197,6 +199,17 @@ def recorder_status():
     return "Python (not built: a C compiler at install builds it; same results, slower per op)"
 
 
+def cudnn_status():
+    """Which path convolutions and attention take on a GPU, and why."""
+    ok, why = cudnn.status()
+    if not ok:
+        return f"im2col + cuBLAS, explicit attention: {why}"
+    return (f"{why}: conv forward and gradients (float32, float16, bfloat16) and attention "
+            f"(float16, bfloat16, head_dim a multiple of 8 up to {cudnn.SDPA_HEAD_DIMS[1]}, "
+            "no bias or mask) through cuDNN; the rest, and what cuDNN refuses, im2col + cuBLAS "
+            "and explicit attention")
+
+
 def _default_device():
     try:
         return backend._default().device
@@ -232,6 +245,7 @@ def report(check_kernels=True):
         "cupy": _cupy(),
         "backends": [f"{b.name} ({b.short})" for b in backend.available()],
         "gpus": _gpus() or f"none: {why_no_gpu() or 'no device'}",
+        "cudnn": cudnn_status(),
         "default_device": _default_device(),
         "kernel cache": _kernel_cache(),
         "blas threads": _blas_threads(),

@@ -77,6 +77,17 @@ activations = _namespace(
 
 
 
+def _dot_product_attention(query, key, value, bias=None, mask=None, scale=None,
+                           is_causal=False, flash_attention=None, attn_logits_soft_cap=None):
+    """Keras 3's `keras.ops.dot_product_attention`: tg.nn.scaled_dot_product_attention (which
+    takes cuDNN's flash attention by itself where it applies, whatever `flash_attention`)."""
+    if attn_logits_soft_cap is not None:
+        raise NotImplementedError("dot_product_attention: attn_logits_soft_cap is not "
+                                  "supported by tapegpu")
+    return _EXPORTS["scaled_dot_product_attention"](query, key, value, bias=bias, mask=mask,
+                                                    scale=scale, is_causal=is_causal)
+
+
 def _ops_namespace():
     """Keras 3's `keras.ops`: numpy's names (`tg.experimental.numpy`: mean, sum, argmax,
     reshape, ...), the activations (with Keras' defaults where they differ from TF's: `gelu`
@@ -100,7 +111,7 @@ def _ops_namespace():
         top_k=lambda x, k, sorted=True: _top_k(x, k, sorted=sorted),
         scatter=lambda indices, values, shape: _EXPORTS["scatter_nd"](indices, values, shape),
         cond=_control_flow.cond, while_loop=_control_flow.while_loop,
-        vectorized_map=_vectorized_map)
+        vectorized_map=_vectorized_map, dot_product_attention=_dot_product_attention)
     return _namespace("ops", "Keras 3's `keras.ops` on tapegpu's ops.", **members)
 
 

@@ -9,8 +9,9 @@ import sys
 
 from ..core.device import copy_to
 from ..core.tensor import Tensor, Variable, constant, convert_to_tensor  # noqa: F401
-from . import binary, control_flow, conv, creation, linalg, nn, reduce, unary
+from . import attention, binary, control_flow, conv, creation, linalg, nn, reduce, unary
 from . import shape as _shape_family  # (`shape` is also a function)
+from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
 from .control_flow import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
@@ -24,8 +25,8 @@ from .shape import getitem
 from .unary import *  # noqa: F401,F403
 
 EXPORTS = {name: getattr(family, name)
-           for family in (unary, binary, reduce, _shape_family, linalg, nn, conv, creation,
-                          control_flow)
+           for family in (unary, binary, reduce, _shape_family, linalg, nn, conv, attention,
+                          creation, control_flow)
            for name in family.__all__}
 TENSOR_OPS = TensorOps(sys.modules[__name__])
 

@@ -34,12 +34,18 @@ forward and filter gradient with 32 or more input channels, and its input gradie
 more output channels, at any SAME, VALID or explicit padding up to 2: Winograd F(2x2, 3x3)
 tiles instead), and max_pool and max_pool_grad are one pass in C (`_cpu_*` below); the functions
 above are the reference they are tested against and what every other case and backend runs.
+
+On the `cuda` backend the three ops run through cuDNN where the optional `cudnn` module is
+installed and takes the case (tapegpu/backends/cudnn.py: float32, float16, bfloat16; 1-, 2-
+and 3-D, any strides, dilations, padding and groups cuDNN supports); elsewhere the im2col
+reference runs on CuPy and cuBLAS.
 """
 import math
 
 import numpy as np
 
 from ..backends import cpu_kernels
+from ..backends import cudnn
 from ..core.tensor import Tensor, convert_to_tensor
 from .registry import InvalidArgumentError, def_op
 from . import batching
@@ -512,13 +518,15 @@ def _batch_filter_groups(op, vals, flags, params, size):
 
 _conv = def_op("conv", _conv_forward, args=("x", "w"), saves=("x", "w"),
                vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_conv_jvp, batch=_batch_conv,
-               kernels={"numpy": _cpu_conv})
+               kernels={"numpy": _cpu_conv, "cuda": cudnn.conv_forward})
 _conv_input = def_op("conv_backprop_input", _conv_input_forward, args=("g", "w"),
                      saves=("g", "w"), vjp=(_input_vjp_g, _input_vjp_w), jvp=_input_jvp,
-                     batch=_batch_conv, kernels={"numpy": _cpu_conv_input})
+                     batch=_batch_conv,
+                     kernels={"numpy": _cpu_conv_input, "cuda": cudnn.conv_data_grad})
 _conv_filter = def_op("conv_backprop_filter", _conv_filter_forward, args=("x", "g"),
                       saves=("x", "g"), vjp=(_filter_vjp_x, _filter_vjp_g), jvp=_filter_jvp,
-                      batch=_batch_filter_groups, kernels={"numpy": _cpu_conv_filter})
+                      batch=_batch_filter_groups,
+                      kernels={"numpy": _cpu_conv_filter, "cuda": cudnn.conv_filter_grad})
 
 
 # -- pooling ops -----------------------------------------------------------------------------------

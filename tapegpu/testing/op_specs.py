@@ -46,6 +46,14 @@ def _softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _attention_ref(q, k, v, scale, causal):
+    """Keras' dot_product_attention on (B, T, N, H) arrays, in numpy."""
+    s = np.einsum("btnh,bsnh->bnts", q, k) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    return np.einsum("bnts,bsnh->btnh", _softmax(s), v).astype(q.dtype)
+
+
 def _spd(rng, dtype, n=3, batch=()):
     a = rng.standard_normal(batch + (n, n))
     return [(a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(dtype)]
@@ -936,6 +944,13 @@ SPECS = [
             x.dtype.as_numpy_dtype)), u), ((2, 4, 3, 3), (2, 3, 2, 4)),
         lambda x, u: _conv_filter_grad_ref(x, u, (2, 2, 3, 4), (1, 1), ((0, 0), (0, 0))),
         covers=("conv", "conv_backprop_filter", "conv_backprop_input")),
+    # -- attention -----------------------------------------------------------------------------
+    Spec("sdpa", lambda q, k, v: tg.nn.scaled_dot_product_attention(q, k, v),
+         ((2, 3, 2, 4), (2, 5, 2, 4), (2, 5, 2, 4)),
+         lambda q, k, v: _attention_ref(q, k, v, 0.5, False), covers=("sdpa",)),
+    Spec("sdpa_causal_scaled", lambda q, k, v: tg.nn.scaled_dot_product_attention(
+        q, k, v, scale=0.7, is_causal=True), ((1, 4, 3, 2), (1, 4, 3, 2), (1, 4, 3, 2)),
+        lambda q, k, v: _attention_ref(q, k, v, 0.7, True), covers=("sdpa",)),
     Spec("max_pool2d_same", lambda x: tg.nn.max_pool2d(x, 3, 2, "SAME"), ((2, 5, 4, 3),),
          lambda x: _pool_ref(x, (3, 3), (2, 2), ((1, 1), (0, 1)), "MAX"),
          covers=("max_pool",)),

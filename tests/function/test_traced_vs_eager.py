@@ -382,6 +382,12 @@ PUBLIC = [
      _args(_f(6, 2), _i(6, hi=3))),
     ("top_k", lambda x: tg.math.top_k(x, k=2), _args(_f(3, 4))),
     # -- tg.nn -------------------------------------------------------------------------------------
+    ("scaled_dot_product_attention", lambda q, k, v, b: (
+        tg.nn.scaled_dot_product_attention(q, k, v, is_causal=True),
+        tg.nn.scaled_dot_product_attention(q, k, v, bias=b, mask=tg.constant(
+            [[True, False, True, True]] * 3)),
+        tg.keras.ops.dot_product_attention(q, k[:, :, :1], v[:, :, :1], scale=0.3)),
+     _args(_f(2, 3, 2, 4), _f(2, 4, 2, 4), _f(2, 4, 2, 4), _f(3, 4))),
     ("pools", lambda x: (tg.nn.max_pool1d(x, 2, 2, "SAME"), tg.nn.avg_pool1d(x, 2, 1, "VALID"),
                          tg.nn.pool(x, [3], "MAX", strides=[2], padding="SAME"),
                          tg.nn.max_pool(x, 2, 2, "VALID"), tg.nn.avg_pool(x, 3, 2, "SAME")),

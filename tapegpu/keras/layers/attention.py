@@ -300,6 +300,14 @@ class MultiHeadAttention(Layer):
         # one attention axis just before the heads (the default for (batch, steps, features)):
         # batched matmuls, (batch..., heads, steps, channels); else Keras' einsum equations
         one_axis = self._axes == (q.ndim - 3,)
+        if one_axis and q.ndim == 4 and mask is None and k.shape == v.shape and \
+                not return_attention_scores and (not training or self.dropout == 0.0):
+            # no mask, weights or dropout to keep: one attention op (cuDNN's flash attention
+            # on GPUs where it applies; tg.nn.scaled_dot_product_attention), q scaled above
+            heads = ops.scaled_dot_product_attention(q, k, v, scale=1.0)
+            if self.use_gate:
+                heads = heads * ops.sigmoid(self._project(query, self._gate, 1))
+            return self._project(heads, self._out, 2)
         if one_axis:
             scores = ops.matmul(_heads_first(q), _heads_first(k), transpose_b=True)
         else:
