@@ -53,6 +53,16 @@ def _encode(ids, mode, depth, dtype, weights, who):
     return constant(out if ids.ndim == 2 else out[0])
 
 
+class _OneInput(Layer):
+    """A layer of one input that a functional model's graph (keras.Input) calls symbolically."""
+
+    def __call__(self, inputs, **kwargs):
+        symbolic = _symbolic_input(inputs)
+        if symbolic is not None:  # a functional model's graph (keras.Input)
+            return symbolic._symbolic_call(self, inputs, (), {})
+        return self._tracked(self.call, inputs)
+
+
 class CategoryEncoding(Layer):
     """Encodes integer ids in [0, num_tokens) as one-hot, multi-hot or count vectors, as
     `keras.layers.CategoryEncoding` (float32 output; `count_weights` weigh each id in 'count'
@@ -136,7 +146,7 @@ def _merge(a, b, epsilon):
     return _compress(merged[:, np.argsort(merged[0])], epsilon)
 
 
-class Discretization(Layer):
+class Discretization(_OneInput):
     """The bucket of each value: bucket 0 holds values below `bin_boundaries[0]`, bucket i
     those in [boundaries[i-1], boundaries[i]), as `keras.layers.Discretization`; with
     `num_bins` instead, `adapt(data)` learns quantile boundaries (Keras' approximate
@@ -192,12 +202,6 @@ class Discretization(Layer):
             self.summary = _merge(_summarize(values, self.epsilon), self.summary, self.epsilon)
         self.bin_boundaries = _compress(self.summary, 1.0 / self.num_bins)[0, :-1].tolist()
 
-    def __call__(self, inputs, **kwargs):
-        symbolic = _symbolic_input(inputs)
-        if symbolic is not None:  # a functional model's graph (keras.Input)
-            return symbolic._symbolic_call(self, inputs, (), {})
-        return self._tracked(self.call, inputs)
-
     def call(self, inputs):
         if self.bin_boundaries is None:
             raise ValueError("You need to either pass the `bin_boundaries` argument at "
@@ -210,7 +214,7 @@ class Discretization(Layer):
                        f"Discretization {self.name!r}")
 
 
-class IntegerLookup(Layer):
+class IntegerLookup(_OneInput):
     """Maps integer tokens to contiguous indices through a vocabulary, as
     `keras.layers.IntegerLookup` (Keras 3's arguments): index 0 is the `mask_token` when one is
     set (output_mode 'int' only), then `num_oov_indices` indices for tokens not in the
@@ -319,12 +323,6 @@ class IntegerLookup(Layer):
         self._vocab = order[:room] if room is not None else order
 
     # -- calls ------------------------------------------------------------------------------
-    def __call__(self, inputs, **kwargs):
-        symbolic = _symbolic_input(inputs)
-        if symbolic is not None:  # a functional model's graph (keras.Input)
-            return symbolic._symbolic_call(self, inputs, (), {})
-        return self._tracked(self.call, inputs)
-
     def call(self, inputs):
         x = np.asarray(_host(inputs))
         if self.invert:

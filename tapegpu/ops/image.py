@@ -993,6 +993,17 @@ def stateless_random_brightness(image, max_delta, seed):
     return adjust_brightness(x, delta)
 
 
+def _factor_range(image, lower, upper):
+    """(the image as a tensor, the dtype of its factor) after TF's checks of a factor's range
+    [lower, upper)."""
+    if upper <= lower:
+        raise ValueError("upper must be > lower.")
+    if lower < 0:
+        raise ValueError("lower must be non-negative.")
+    x = tensor(image)
+    return x, x._data.dtype if x._data.dtype.kind == "f" else np.float32
+
+
 def stateless_random_contrast(image, lower, upper, seed):
     """`adjust_contrast` by a factor drawn uniformly from [lower, upper) that depends only on
     `seed`, as tf.image.stateless_random_contrast.
@@ -1000,12 +1011,7 @@ def stateless_random_contrast(image, lower, upper, seed):
     >>> tg.image.stateless_random_contrast(tg.ones((2, 2, 1)), 0.5, 1.5, seed=(3, 4)).shape
     (2, 2, 1)
     """
-    if upper <= lower:
-        raise ValueError("upper must be > lower.")
-    if lower < 0:
-        raise ValueError("lower must be non-negative.")
-    x = tensor(image)
-    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    x, dt = _factor_range(image, lower, upper)
     s = _seed_pair(seed, "stateless_random_contrast")
     return adjust_contrast(x, stateless_uniform((), s, lower, upper, dtype=dt))
 
@@ -1064,12 +1070,7 @@ def random_saturation(image, lower, upper, seed=None):
     >>> tg.image.random_saturation(tg.constant([[[0.2, 0.4, 0.6]]]), 0.5, 1.5, seed=1).shape
     (1, 1, 3)
     """
-    if upper <= lower:
-        raise ValueError("upper must be > lower.")
-    if lower < 0:
-        raise ValueError("lower must be non-negative.")
-    x = tensor(image)
-    dt = x._data.dtype if x._data.dtype.kind == "f" else np.float32
+    x, dt = _factor_range(image, lower, upper)
     return adjust_saturation(x, uniform((), lower, upper, seed=seed, dtype=dt,
                                         device=x._dev))
 

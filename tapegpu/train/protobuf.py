@@ -222,7 +222,25 @@ def _bad(what):
 
 # -- containers ----------------------------------------------------------------------------------
 
-class RepeatedScalarContainer:
+class _Repeated:
+    """What the repeated fields share: a list of values that tells its message when it
+    changes (`_listener`)."""
+
+    def __delitem__(self, index):
+        del self._values[index]
+        self._listener()
+
+    def __getitem__(self, index):
+        return self._values[index]
+
+    def __len__(self):
+        return len(self._values)
+
+    def __iter__(self):
+        return iter(self._values)
+
+
+class RepeatedScalarContainer(_Repeated):
     """A repeated number/bytes field: a list that checks each value's type."""
 
     def __init__(self, check, listener):
@@ -256,19 +274,6 @@ class RepeatedScalarContainer:
             self._values[index] = self._check(value)
         self._listener()
 
-    def __delitem__(self, index):
-        del self._values[index]
-        self._listener()
-
-    def __getitem__(self, index):
-        return self._values[index]
-
-    def __len__(self):
-        return len(self._values)
-
-    def __iter__(self):
-        return iter(self._values)
-
     def __eq__(self, other):
         if isinstance(other, RepeatedScalarContainer):
             return self._values == other._values
@@ -278,7 +283,7 @@ class RepeatedScalarContainer:
         return repr(self._values)
 
 
-class RepeatedCompositeContainer:
+class RepeatedCompositeContainer(_Repeated):
     """A repeated message field: `add(**fields)`, `append`, `extend`, indexing."""
 
     def __init__(self, cls, listener):
@@ -300,19 +305,6 @@ class RepeatedCompositeContainer:
     def extend(self, messages):
         for m in messages:
             self.append(m)
-
-    def __delitem__(self, index):
-        del self._values[index]
-        self._listener()
-
-    def __getitem__(self, index):
-        return self._values[index]
-
-    def __len__(self):
-        return len(self._values)
-
-    def __iter__(self):
-        return iter(self._values)
 
     def __eq__(self, other):
         return list(self) == list(other) if isinstance(other, (list, tuple,

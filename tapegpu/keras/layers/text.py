@@ -77,6 +77,18 @@ def _ragged_rows(x):
     return [list(r) for r in x.to_list()]
 
 
+
+def _output_mode(output_mode, who):
+    """Keras' `output_mode`, its older spellings ("binary", "tf-idf") read as today's."""
+    if output_mode == "binary":
+        output_mode = "multi_hot"
+    elif output_mode == "tf-idf":
+        output_mode = "tf_idf"
+    if output_mode not in _OUTPUT_MODES:
+        raise ValueError(f"{who}: invalid value for argument `output_mode`; expected one "
+                         f"of {_OUTPUT_MODES}, received output_mode={output_mode!r}")
+    return output_mode
+
 class StringLookup(Layer):
     """Maps strings to integer indices of a vocabulary (Keras 3's `StringLookup`), or back with
     `invert=True`; with `output_mode` `"one_hot"`, `"multi_hot"`, `"count"` or `"tf_idf"` it
@@ -99,13 +111,7 @@ class StringLookup(Layer):
         kwargs.pop("vocabulary_dtype", None)
         super().__init__(name=name, **kwargs)
         who = f"{type(self).__name__}"
-        if output_mode == "binary":
-            output_mode = "multi_hot"
-        if output_mode == "tf-idf":
-            output_mode = "tf_idf"
-        if output_mode not in _OUTPUT_MODES:
-            raise ValueError(f"{who}: invalid value for argument `output_mode`; expected one "
-                             f"of {_OUTPUT_MODES}, received output_mode={output_mode!r}")
+        output_mode = _output_mode(output_mode, who)
         if max_tokens is not None and max_tokens <= 1:
             raise ValueError(f"{who}: if set, `max_tokens` must be greater than 1, received "
                              f"max_tokens={max_tokens}")
@@ -473,13 +479,7 @@ class TextVectorization(Layer):
             raise ValueError(f"{who}: invalid value for argument `split`; expected one of "
                              f"('whitespace', 'character'), None or a callable, received "
                              f"split={split!r}")
-        if output_mode == "binary":
-            output_mode = "multi_hot"
-        if output_mode == "tf-idf":
-            output_mode = "tf_idf"
-        if output_mode not in _OUTPUT_MODES:
-            raise ValueError(f"{who}: invalid value for argument `output_mode`; expected one "
-                             f"of {_OUTPUT_MODES}, received output_mode={output_mode!r}")
+        output_mode = _output_mode(output_mode, who)
         if not (ngrams is None or isinstance(ngrams, int) or isinstance(ngrams, tuple) and
                 all(isinstance(n, int) for n in ngrams)):
             raise ValueError(f"`ngrams` must be None, an integer, or a tuple of integers. "
