@@ -49,8 +49,16 @@ def _pack(s, it):
 # `_tg_fields`, `_tg_parts()` and `_tg_rebuild(parts)`). tf.nest leaves them whole unless
 # asked (`expand_composites`); tg.function expands them (its arguments and results).
 
-def _is_composite(s):
-    return getattr(type(s), "_tg_fields", None) is not None and hasattr(s, "_tg_parts")
+_COMPOSITE_TYPES = {}  # type -> whether its values are composites (asked once per type)
+
+
+def is_composite(s):
+    """Whether `s` is a composite value (its type declares `_tg_fields` and it has parts)."""
+    t = type(s)
+    known = _COMPOSITE_TYPES.get(t)
+    if known is None:
+        known = _COMPOSITE_TYPES[t] = getattr(t, "_tg_fields", None) is not None
+    return known and hasattr(s, "_tg_parts")
 
 
 def _flatten_composites(s, out):
@@ -60,7 +68,7 @@ def _flatten_composites(s, out):
     elif isinstance(s, (list, tuple)):
         for v in s:
             _flatten_composites(v, out)
-    elif _is_composite(s):
+    elif is_composite(s):
         for v in s._tg_parts():
             _flatten_composites(v, out)
     else:
@@ -68,7 +76,7 @@ def _flatten_composites(s, out):
 
 
 def _pack_composites(s, it):
-    if _is_composite(s):
+    if not isinstance(s, (dict, list, tuple)) and is_composite(s):
         return s._tg_rebuild([_pack_composites(v, it) for v in s._tg_parts()])
     if isinstance(s, dict):
         packed = {k: _pack_composites(s[k], it) for k in sorted(s)}
@@ -92,7 +100,7 @@ def _composite_pack(structure, leaves):
 
 
 def _composite_is_nested(s):
-    return isinstance(s, (list, tuple, dict)) or _is_composite(s)
+    return isinstance(s, (list, tuple, dict)) or is_composite(s)
 
 
 # the structure functions with composites expanded (what tg.function sees)

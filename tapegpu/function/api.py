@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import backends as _backend
 from ..core import dtypes
+from ..core import nest as _nest
 from ..core.nest import composites as nest  # ExtensionType values: their parts
 from ..core.options import options
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
@@ -65,12 +66,12 @@ class TensorSpec:
 # -- signatures ------------------------------------------------------------------------------------
 
 def _treedef(s):
-    if getattr(type(s), "_tg_fields", None) is not None and hasattr(s, "_tg_parts"):
-        return (type(s), tuple(_treedef(v) for v in s._tg_parts()))
-    if isinstance(s, dict):
-        return (type(s), tuple((k, _treedef(s[k])) for k in sorted(s)))
     if isinstance(s, (list, tuple)):
-        return (type(s), tuple(_treedef(v) for v in s))
+        return (type(s), tuple([_treedef(v) for v in s]))
+    if isinstance(s, dict):
+        return (type(s), tuple([(k, _treedef(s[k])) for k in sorted(s)]))
+    if _nest.is_composite(s):  # an ExtensionType value: its parts
+        return (type(s), tuple([_treedef(v) for v in s._tg_parts()]))
     return "*"
 
 
