@@ -3,7 +3,7 @@
  * that tg.function's fusion compiles (call_fused, below).
  *
  *   bias_act(k, x, b, out)      out = f(x + b) over rows of len(b), f the k-th activation of
- *                               ACTIVATIONS, one of FORWARDS (numpy: an add, then f's passes)
+ *                               ACTIVATIONS (numpy: an add, then f's passes)
  *   act_backward(k, y, g, out)  out = f's backward from its saved value y and the cotangent
  *                               g; y repeats over g's leading batch axes (numpy: the rule's
  *                               passes, three for ReLU: a comparison, a mask, a select)
@@ -12,8 +12,7 @@
  *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
  *                               numpy pays per output row, this runs at memory speed
  *
- * The activations are the ops whose VJP (dc=) expression is exact, and FORWARDS those whose
- * forward (c=) is exact too (tanh's calls a library function: it has a backward only); their
+ * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact; their
  * per-element functions are generated from those expressions into _activations.h (`python -m
  * tapegpu.ops.generate`), so they compute the rules' IEEE operations, with numpy's bits.
  * The arrays are C-contiguous float32 or float64 buffers of one dtype, `out` writeable; the
@@ -100,7 +99,7 @@ static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, 
  * <name>_f_<T>(x) and <name>_d_<T>(g, saved) are generated from the ops' expressions. */
 #include "_activations.h"
 
-#define FORWARD_LOOP(NAME, T)                                                              \
+#define ACTIVATION_LOOPS(NAME, T)                                                          \
     static void bias_##NAME##_##T(const void *xv, const void *bv, void *ov, Py_ssize_t n,  \
                                   Py_ssize_t k)                                           \
     {                                                                                     \
@@ -109,8 +108,7 @@ static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, 
         for (Py_ssize_t i = 0; i < n; i += k)                                             \
             for (Py_ssize_t j = 0; j < k; j++)                                            \
                 out[i + j] = NAME##_f_##T(x[i + j] + b[j]);                               \
-    }
-#define BACKWARD_LOOP(NAME, T)                                                             \
+    }                                                                                     \
     static void NAME##_backward_##T(const void *yv, const void *gv, void *ov, Py_ssize_t n, \
                                     Py_ssize_t m)                                         \
     {                                                                                     \
@@ -120,23 +118,17 @@ static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, 
             for (Py_ssize_t j = 0; j < m; j++)                                            \
                 out[i + j] = NAME##_d_##T(g[i + j], y[j]);                                \
     }
-#define ACTIVATION_BOTH(NAME) FORWARD_LOOP(NAME, float) FORWARD_LOOP(NAME, double)          \
-    BACKWARD_LOOP(NAME, float) BACKWARD_LOOP(NAME, double)
-#define BACKWARD_ONLY(NAME) BACKWARD_LOOP(NAME, float) BACKWARD_LOOP(NAME, double)
+#define ACTIVATION_BOTH(NAME) ACTIVATION_LOOPS(NAME, float) ACTIVATION_LOOPS(NAME, double)
 TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_BOTH)
-TAPEGPU_CPU_BACKWARDS(BACKWARD_ONLY)
 
 typedef struct {
     const char *name;
-    kernel bias[2], backward[2]; /* float, double; no bias (NULL) for a backward only */
+    kernel bias[2], backward[2]; /* float, double */
 } Activation;
 #define ACTIVATION_ENTRY(NAME)                                                             \
     {#NAME, {bias_##NAME##_float, bias_##NAME##_double},                                  \
      {NAME##_backward_float, NAME##_backward_double}},
-#define BACKWARD_ENTRY(NAME) {#NAME, {NULL, NULL}, {NAME##_backward_float, NAME##_backward_double}},
-/* those with both kernels first: their indices are the same in FORWARDS and ACTIVATIONS */
-static const Activation activations[] = {TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_ENTRY)
-                                         TAPEGPU_CPU_BACKWARDS(BACKWARD_ENTRY){NULL}};
+static const Activation activations[] = {TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_ENTRY){NULL}};
 #define N_ACTIVATIONS ((Py_ssize_t)(sizeof activations / sizeof activations[0]) - 1)
 
 /* the activation args[0] names (its index in ACTIVATIONS), or NULL with an exception set */
@@ -159,9 +151,6 @@ static PyObject *bias_act(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     const Activation *a = activation_of(args, nargs, "bias_act");
     if (a == NULL)
         return NULL;
-    if (a->bias[0] == NULL)
-        return PyErr_Format(PyExc_TypeError, "bias_act: %s has no CPU forward (not in "
-                            "FORWARDS: its forward calls a library function)", a->name);
     return run(args + 1, 3, "bias_act", 0, 1, a->bias[0], a->bias[1],
                "x must be rows of len(b), out like x");
 }
@@ -671,7 +660,7 @@ static PyObject *max_pool_grad_kernel(PyObject *mod, PyObject *const *args, Py_s
     if (!size)
         return NULL;
     Py_ssize_t per = g.out_n * g.c, batch = per ? b[0].len / 4 / per : 0;
-    Py_ssize_t reps = batch && per ? b[1].len / size / (batch * per) : 0;
+    Py_ssize_t reps = batch * per ? b[1].len / size / (batch * per) : 0;
     if ((per && b[0].len / 4 != batch * per) || b[1].len / size != reps * batch * per
             || b[2].len / size != reps * batch * g.in_n * g.c) {
         release_n(b, 3);
@@ -989,39 +978,22 @@ static struct PyModuleDef cpu_module = {
     "One-pass CPU kernels for the numpy backend (see tapegpu/ops/kernels.py).", -1, methods,
 };
 
-/* the names of the activations from index `from` to `to`, as a tuple (NULL on error) */
-static PyObject *names_of(Py_ssize_t from, Py_ssize_t to)
-{
-    PyObject *names = PyTuple_New(to - from);
-    for (Py_ssize_t k = from; names != NULL && k < to; k++) {
-        PyObject *name = PyUnicode_FromString(activations[k].name);
-        if (name == NULL)
-            Py_CLEAR(names);
-        else
-            PyTuple_SET_ITEM(names, k - from, name);
-    }
-    return names;
-}
-
-/* the module, with ACTIVATIONS (the names of the activations with a backward kernel, in their
- * index order) and FORWARDS (those of them with a bias + forward kernel too: the first ones) */
+/* the module, with ACTIVATIONS: the names of the activations, in their index order */
 PyMODINIT_FUNC PyInit__cpu(void)
 {
     PyObject *m = PyModule_Create(&cpu_module);
     if (m == NULL)
         return NULL;
-    Py_ssize_t n_forwards = 0;
-    while (n_forwards < N_ACTIVATIONS && activations[n_forwards].bias[0] != NULL)
-        n_forwards++;
-    PyObject *names = names_of(0, N_ACTIVATIONS);
+    PyObject *names = PyTuple_New(N_ACTIVATIONS);
+    for (Py_ssize_t k = 0; names != NULL && k < N_ACTIVATIONS; k++) {
+        PyObject *name = PyUnicode_FromString(activations[k].name);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, k, name);
+    }
     if (names == NULL || PyModule_AddObject(m, "ACTIVATIONS", names) < 0) {
         Py_XDECREF(names);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyObject *forwards = names_of(0, n_forwards);
-    if (forwards == NULL || PyModule_AddObject(m, "FORWARDS", forwards) < 0) {
-        Py_XDECREF(forwards);
         Py_DECREF(m);
         return NULL;
     }

@@ -34,11 +34,9 @@ def _per_backend(make):
     return {name: make(_kernel_set(name)) for name in KERNEL_BACKENDS}
 
 
-def _cpu_index(name, forward=False):
-    """The activation's index among the CPU kernels (`_cpu.ACTIVATIONS`: those with a backward
-    kernel; with `forward`, one of `_cpu.FORWARDS`, which have the bias + forward kernel too),
-    or None."""
-    names = getattr(cpu_kernels, "FORWARDS" if forward else "ACTIVATIONS", ())
+def _cpu_index(name):
+    """The activation's index among the CPU kernels (`_cpu.ACTIVATIONS`), or None."""
+    names = getattr(cpu_kernels, "ACTIVATIONS", ())
     return names.index(name) if name in names else None
 
 
@@ -46,7 +44,7 @@ def activation_kernels(name):
     """An elementwise activation with forward and VJP expressions (`c=`, `dc=`): the kernels
     generated from them, `tapegpu_<name>_fwd` and `tapegpu_<name>_bwd` of activations.cu (the
     backward from what the op saves) for the default parameters, and on `numpy` the CPU
-    backward where its VJP expression is exact (one pass; the rule takes several). An op the
+    backward where its expressions are exact (one pass; the rule takes several). An op the
     generated sources do not have yet (`python -m tapegpu.ops.generate` writes them) gets no
     kernels: the reference and the rule run."""
     entries = {"kernels": {}, "vjp_kernels": {}}
@@ -94,7 +92,7 @@ def cpu_act_backward(k, g, saved):
 def cpu_bias_act_into(act, x, b, out=None):
     """bias_act's forward on `numpy` by the CPU kernel, written into `out` (tg.function's
     buffers) or a new array; NotImplemented where the kernel does not apply."""
-    k = _cpu_index(act, forward=True)
+    k = _cpu_index(act)
     if k is None or not _fits_cpu(x, b) or b.ndim != 1 or x.shape[-1:] != b.shape:
         return NotImplemented
     if out is None:
