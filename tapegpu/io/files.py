@@ -9,26 +9,30 @@ b'hello'
 import os
 
 from ..core import files
-from ..core.tensor import convert_to_tensor
+from ..core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["read_file", "write_file"]
 
 
-def _path(filename, who):
-    if hasattr(filename, "numpy") and hasattr(filename, "dtype") and filename.dtype.is_string:
-        filename = filename.numpy()
-        filename = filename.item() if hasattr(filename, "item") else filename
-    if isinstance(filename, bytes):
-        filename = filename.decode("utf-8")
-    if not isinstance(filename, (str, os.PathLike)):
-        raise TypeError(f"tg.io.{who}: filename must be a str, bytes, path or scalar string "
-                        f"tensor, got {filename!r}")
-    return os.fspath(filename)
+def path_of(path, who):
+    """A file name given as a str, bytes, os.PathLike or scalar string tensor, as a str; the
+    errors name `who`, the public function."""
+    if isinstance(path, Tensor):
+        if not path.dtype.is_string or path.ndim != 0:
+            raise TypeError(f"{who}: the path must be a scalar string, got {path.dtype.name} of "
+                            f"shape {path.shape}")
+        path = path.numpy()
+    if isinstance(path, bytes):
+        path = path.decode("utf-8")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{who}: the path must be a str, bytes, os.PathLike or scalar string "
+                        f"tensor, got {path!r}")
+    return os.fspath(path)
 
 
 def read_file(filename, name=None):
     """The whole contents of the file, as a scalar tg.string tensor (bytes)."""
-    path = _path(filename, "read_file")
+    path = path_of(filename, "tg.io.read_file")
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -41,7 +45,7 @@ def read_file(filename, name=None):
 def write_file(filename, contents, name=None):
     """Writes a scalar string (tensor, str or bytes) as the file's contents, atomically
     (a temporary file renamed into place)."""
-    path = _path(filename, "write_file")
+    path = path_of(filename, "tg.io.write_file")
     t = convert_to_tensor(contents)
     if not t.dtype.is_string or t.ndim != 0:
         raise ValueError(f"tg.io.write_file: contents must be a scalar string, got "

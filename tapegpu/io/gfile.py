@@ -25,6 +25,7 @@ import shutil
 
 from ..core import files as _files
 from ..core.tensor import Tensor
+from .files import path_of
 from ..errors import (AlreadyExistsError, FailedPreconditionError, NotFoundError,
                       PermissionDeniedError, UnimplementedError)
 
@@ -33,14 +34,7 @@ __all__ = ["GFile", "copy", "exists", "get_registered_schemes", "glob", "isdir",
 
 
 def _path(path, who):
-    if isinstance(path, Tensor):
-        path = path.numpy()
-    if isinstance(path, bytes):
-        path = path.decode("utf-8")
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"tf.io.gfile.{who}: path must be a str, bytes or os.PathLike, got "
-                        f"{path!r}")
-    path = os.fspath(path)
+    path = path_of(path, f"tf.io.gfile.{who}")
     if "://" in path:
         scheme, rest = path.split("://", 1)
         if scheme != "file":

@@ -22,7 +22,6 @@ both checksums and raises `tg.errors.DataLossError` on a mismatch or a truncated
 """
 import functools
 import gzip
-import os
 import struct
 import zlib
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from ..core.tensor import Tensor
 from ..errors import DataLossError, NotFoundError
+from .files import path_of
 
 __all__ = ["TFRecordOptions", "TFRecordWriter", "TFRecordCompressionType", "tf_record_iterator",
            "crc32c", "masked_crc32c"]
@@ -222,17 +222,7 @@ def _options(options, who):
 
 
 def _path(path, who):
-    if isinstance(path, Tensor):
-        if not path.dtype.is_string or path.ndim != 0:
-            raise TypeError(f"{who}: the path must be a scalar string, got {path.dtype.name} of "
-                            f"shape {path.shape}")
-        path = path.numpy()
-    if isinstance(path, bytes):
-        path = path.decode("utf-8")
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{who}: the path must be a str, bytes or scalar string tensor, got "
-                        f"{path!r}")
-    return os.fspath(path)
+    return path_of(path, who)
 
 
 def encode_record(data):
