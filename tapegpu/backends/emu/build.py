@@ -62,6 +62,7 @@ from ...core import files
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emu.h"
 RUNTIME = HERE / "runtime.cpp"
+HOST_HEADER = HERE / "host_math.h"   # a CPU library's `#include <math.h>`, precompiled
 
 CXX = os.environ.get("CXX", "g++")
 BASE_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-gnu-unique",
@@ -282,13 +283,19 @@ def _fall_back(d, problem):
 
 def flags():
     """Compile flags; TAPEGPU_EMU_ASAN=1 adds AddressSanitizer, TAPEGPU_EMU_UCONTEXT=1
-    selects the portable (slower) context switch."""
-    f = list(BASE_FLAGS)
+    selects the portable (slower) context switch. Libraries link with gold where binutils has
+    it (a kernel's link: 40 ms instead of 85-110 with ld.bfd)."""
+    f = list(BASE_FLAGS) + (["-fuse-ld=gold"] if _has_gold() else [])
     if os.environ.get("TAPEGPU_EMU_ASAN") == "1":
         f += ["-fsanitize=address", "-fno-omit-frame-pointer"]
     if os.environ.get("TAPEGPU_EMU_UCONTEXT") == "1":
         f += ["-DEMU_UCONTEXT=1"]
     return f
+
+
+@functools.lru_cache(maxsize=None)
+def _has_gold():
+    return shutil.which("ld.gold") is not None
 
 
 def content_hash(source, extra_flags=()):
@@ -367,8 +374,9 @@ _shared = {}   # (directory, what, key) -> verified path, or None where the part
 
 def _shared_key(what, extra_flags):
     h = hashlib.sha256()
-    for part in (what, HEADER.read_text(), RUNTIME.read_text(), Path(__file__).read_text(),
-                 " ".join(flags() + list(extra_flags)), compiler_version()):
+    for part in (what, HEADER.read_text(), RUNTIME.read_text(), HOST_HEADER.read_text(),
+                 Path(__file__).read_text(), " ".join(flags() + list(extra_flags)),
+                 compiler_version()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
@@ -378,24 +386,31 @@ def shared_parts(d, extra_flags=()):
     """(runtime object, directory holding the precompiled cuda_emu.h or None) for libraries
     built into `d` with these flags: from the cache, else built once, under a lock (parallel
     test workers wait for the first instead of building the same parts)."""
-    d = Path(d)
-    parts = []
-    for what in ("emu_runtime", "emu_pch"):
-        key = _shared_key(what, extra_flags)
-        if (str(d), what, key) not in _shared:
-            found = verified_library(d, what, key, _SUFFIX[what])
-            if found is None:
-                with open(d / ".emu-shared.lock", "a") as lock:
-                    fcntl.flock(lock, fcntl.LOCK_EX)
-                    found = verified_library(d, what, key, _SUFFIX[what]) or \
-                        _build_shared(what, d, key, extra_flags)
-            _shared[str(d), what, key] = found
-        parts.append(_shared[str(d), what, key])
-    obj, pch = parts
+    obj, pch = (_shared_part(Path(d), what, extra_flags) for what in ("emu_runtime", "emu_pch"))
     return obj, (pch.parent if pch is not None else None)
 
 
-_SUFFIX = {"emu_runtime": ".o", "emu_pch": "/cuda_emu.h.gch"}
+def host_pch(d, extra_flags):
+    """The directory holding host_math.h precompiled for a CPU library built into `d` with
+    these flags, or None (g++ then reads the header)."""
+    pch = _shared_part(Path(d), "host_pch", extra_flags)
+    return pch.parent if pch is not None else None
+
+
+def _shared_part(d, what, extra_flags):
+    key = _shared_key(what, extra_flags)
+    if (str(d), what, key) not in _shared:
+        found = verified_library(d, what, key, _SUFFIX[what])
+        if found is None:
+            with open(d / ".emu-shared.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                found = verified_library(d, what, key, _SUFFIX[what]) or \
+                    _build_shared(what, d, key, extra_flags)
+        _shared[str(d), what, key] = found
+    return _shared[str(d), what, key]
+
+
+_SUFFIX = {"emu_runtime": ".o", "emu_pch": "/cuda_emu.h.gch", "host_pch": "/host_math.h.gch"}
 
 
 def is_shared_part(path):
@@ -405,9 +420,9 @@ def is_shared_part(path):
 
 
 def _build_shared(what, d, key, extra_flags):
-    """Compile the runtime's object file or the precompiled header into `d` (a private scratch
-    directory, then renamed into place: the precompiled header keeps its own directory, as g++
-    finds it beside the header's name). The precompiled header is an optimisation: a compiler
+    """Compile the runtime's object file or a precompiled header into `d` (a private scratch
+    directory, then renamed into place: a precompiled header keeps its own directory, as g++
+    finds it beside the header's name). A precompiled header is an optimisation: a compiler
     that cannot make one leaves None."""
     build = tempfile.mkdtemp(prefix=f".{what}-{key}.", suffix=".build", dir=d)  # mode 0700
     try:
@@ -415,11 +430,12 @@ def _build_shared(what, d, key, extra_flags):
             out = os.path.join(build, "runtime.o")
             cmd = [CXX, *flags(), *extra_flags, "-c", "-I", str(HERE), str(RUNTIME), "-o", out]
         else:
-            out = os.path.join(build, "cuda_emu.h.gch")
-            cmd = [CXX, *flags(), *extra_flags, "-x", "c++-header", str(HEADER), "-o", out]
+            header = HEADER if what == "emu_pch" else HOST_HEADER
+            out = os.path.join(build, header.name + ".gch")
+            cmd = [CXX, *flags(), *extra_flags, "-x", "c++-header", str(header), "-o", out]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            if what == "emu_pch":
+            if what != "emu_runtime":
                 return None
             raise EmuCompileError(f"g++ failed to compile the emulator's runtime:\n{r.stderr}")
         with open(out, "rb") as f:
@@ -502,6 +518,9 @@ def _library_name(stem, key, sha, suffix=".so"):
     return f"{stem}-{key}-{sha[:16]}{suffix}"
 
 
+_MATH = "#include <math.h>\n"
+
+
 def _compile(text, d, stem, key, extra_flags, emulated=True):
     """Build the library in a private scratch directory inside `d`, then move it and
     its manifest into place (each atomically: library first, manifest last). `emulated`:
@@ -514,11 +533,17 @@ def _compile(text, d, stem, key, extra_flags, emulated=True):
             runtime, pch = shared_parts(d, extra_flags)
             inputs = (*(("-I", str(pch)) if pch is not None else ()), "-I", str(HERE), src,
                       str(runtime))
+        elif text.startswith(_MATH):   # the same header, precompiled (150 ms of parsing less)
+            pch = host_pch(d, extra_flags)
+            if pch is not None:
+                Path(src).write_text(f'#include "{HOST_HEADER.name}"\n' + text[len(_MATH):])
+            inputs = (*(("-I", str(pch), "-I", str(HERE)) if pch is not None else ()), src)
         else:
             inputs = (src,)
         # the scratch directory's random name is mapped away, so builds are reproducible
-        cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared", *inputs,
-               "-o", out]
+        # and the library's own name is fixed (gold records the output's path otherwise)
+        cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared",
+               f"-Wl,-soname,{stem}.so", *inputs, "-o", out]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise EmuCompileError(f"g++ failed to compile {stem}-{key}"

@@ -331,6 +331,39 @@ def test_the_runtime_and_header_are_compiled_once_per_cache(tmp_path, monkeypatc
     assert (Path(pch) / "cuda_emu.h.gch").is_file()
 
 
+HOST = "#include <math.h>\nextern \"C\" __attribute__((visibility(\"default\"))) " \
+       "float f(float x) { return tanhf(x); }\n"
+
+
+def test_cpu_libraries_read_math_h_precompiled(tmp_path, monkeypatch):
+    """A fused CPU kernel's `#include <math.h>` was parsed anew for every library (about half of
+    its compile); it is precompiled once per cache directory and flags, and a library built
+    with it computes what one built from the header does."""
+    import ctypes
+    cache = private_dir(tmp_path / "cache")
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    monkeypatch.setattr(emu_build, "_shared", {})
+    seen = _commands(monkeypatch)
+    path, _ = emu_build.build_host_library(HOST, "f.cpp", ("-O1",))
+    link = [c for c in seen if "-shared" in c]
+    assert len(link) == 1
+    pch = Path(link[0][link[0].index("-I") + 1])
+    assert (pch / "host_math.h.gch").is_file() and pch.parent == cache
+    built = [c for c in seen if "c++-header" in c]
+    assert len(built) == 1 and built[0][-3].endswith("host_math.h")
+    seen.clear()
+    monkeypatch.setattr(emu_build, "_shared", {})   # as a new process: found in the cache
+    emu_build.build_host_library(HOST.replace("tanhf", "expf"), "g.cpp", ("-O1",))
+    assert not [c for c in seen if "c++-header" in c] and len(seen) == 1
+    monkeypatch.setattr(emu_build, "host_pch", lambda *a: None)   # the header itself
+    plain, _ = emu_build.build_host_library(HOST + "\n", "f.cpp", ("-O1",))
+    xs = np.linspace(-3, 3, 101, dtype=np.float32)
+    f1, f2 = (getattr(ctypes.CDLL(str(p)), "f") for p in (path, plain))
+    for f in (f1, f2):
+        f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+    assert [f1(float(x)) for x in xs] == [f2(float(x)) for x in xs]
+
+
 def test_a_damaged_runtime_object_is_rebuilt_not_linked(tmp_path, monkeypatch):
     cache = private_dir(tmp_path / "cache")
     monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
