@@ -57,7 +57,8 @@ def _sdpa_forward(xp, q, k, v, scale, causal):
     e = xp.exp(s - s.max(axis=-1, keepdims=True))
     p = e / e.sum(axis=-1, keepdims=True)
     out = xp.matmul(p.astype(q.dtype) if wide else p, vh)
-    return _heads_first(xp, out)
+    # numpy's matmul of bfloat16 (ml_dtypes) arrays returns float32: the op keeps q's dtype
+    return _heads_first(xp, out.astype(q.dtype, copy=False))
 
 
 def _cuda_forward(xp, q, k, v, scale, causal):

@@ -279,3 +279,44 @@ def test_tf_guide_custom_loop_with_loss_scaling_matches_float32_training(policy,
     assert got[-1] < 0.95 * got[0]
     np.testing.assert_allclose(got, ref, rtol=LOSS_RTOL)
     assert int(optimizer.iterations) == 8 and float(optimizer.dynamic_scale) == 2.0 ** 15
+
+
+def _encoder_losses(policy, steps=3):
+    """A post-norm Transformer encoder block (the form of benchmarks/gpu_cost.py's) trained a
+    few SGD steps under `policy`: its losses and the attention output's dtype."""
+    mixed_precision.set_global_policy(policy)
+    tf.random.set_seed(3)
+    inp = keras.Input(shape=(6, 16))
+    a = layers.MultiHeadAttention(num_heads=2, key_dim=8)(inp, inp)
+    h = layers.LayerNormalization()(layers.Add()([inp, a]))
+    f = layers.Dense(16)(layers.Dense(32, activation="relu")(h))
+    h = layers.LayerNormalization()(layers.Add()([h, f]))
+    out = layers.Dense(3, dtype="float32")(layers.GlobalAveragePooling1D()(h))
+    m = keras.Model(inp, out)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((4, 6, 16)).astype(np.float32))
+    y = tf.constant(rng.integers(0, 3, 4).astype(np.int32))
+    opt = keras.optimizers.SGD(0.1)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    losses = []
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, m(x, training=True))
+        grads = tape.gradient(loss, m.trainable_variables)
+        assert all(g is not None and g.dtype == tf.float32 for g in grads)
+        opt.apply_gradients(zip(grads, m.trainable_variables))
+        losses.append(float(loss))
+    attention = keras.Model(inp, a)(x).dtype
+    mixed_precision.set_global_policy("float32")
+    return losses, attention
+
+
+@pytest.mark.parametrize("policy,compute,rtol", [("mixed_float16", tf.float16, 1e-2),
+                                                 ("mixed_bfloat16", "bfloat16", 5e-2)])
+def test_a_transformer_block_trains_in_16_bits(policy, compute, rtol, tg_device):
+    """MultiHeadAttention's one attention op returned float32 for bfloat16 inputs on numpy
+    (ml_dtypes' matmul widens), and the output projection refused the mixed dtypes."""
+    ref, _ = _encoder_losses("float32")
+    got, dtype = _encoder_losses(policy)
+    assert dtype == compute
+    np.testing.assert_allclose(got, ref, rtol=rtol)
