@@ -47,8 +47,6 @@ _REFUSED_KINDS = {
     _graph.PRINT: "tg.print reads tensors on the host at every call",
     _graph.GUARD: "the function's Python code read a tensor's value (a guard checked on the "
                   "host at every call)",
-    _graph.UPDATE: "an optimizer's apply_gradients runs host code at every call (its learning "
-                   "rate and step count); write the update with Variable.assign to capture it",
 }
 
 
@@ -60,13 +58,32 @@ def refusal(plan):
     if len(devs) != 1 or names[0] not in TARGETS:
         return f"graphs are captured on one device of {', '.join(TARGETS)}; this step runs " \
                f"on {', '.join(names) or 'no device'}"
+    dev = next(iter(devs))
     for n in plan.graph.nodes:
         if n.kind == "random":
             return "a random draw: a graph would replay the same numbers at every call"
-    for kind, *_ in plan.steps:
+    for kind, fn, _, _, _, params, _ in plan.steps:
         if kind in _REFUSED_KINDS:
             return _REFUSED_KINDS[kind]
+        if kind == _graph.UPDATE:
+            reason = _update_refusal(fn, params, dev)
+            if reason is not None:
+                return reason
     return None
+
+
+def _update_refusal(fn, variables, dev):
+    """Why the update node `fn` (of `variables`) cannot be captured, or None: an optimizer's
+    apply_gradients is captured where its step terms compute on the device
+    (tapegpu/optimizers/captured.py); other update nodes run Python code at every call."""
+    from ..optimizers import captured
+    if captured.is_update(fn):
+        return captured.refusal(fn.__self__, variables, dev)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__
+    return f"the update node {name!r} runs host code at every call (a metric's update_state, " \
+           "next(iterator), a distribute strategy's reduction, LossScaleOptimizer's finite " \
+           "check); only an optimizer's apply_gradients is captured"
 
 
 class Capture:
@@ -158,16 +175,17 @@ def _fresh(xp, a):
 class _Entry:
     """One capture: the graph, its input buffers, the variables it reads and assigns."""
 
-    def __init__(self, dev, graph, inputs, reads, writes, outputs, keep, pool):
+    def __init__(self, dev, graph, inputs, reads, writes, outputs, keep, pool, updates):
         self.dev, self.graph, self.inputs = dev, graph, inputs
         self.reads, self.writes, self.outputs = reads, writes, outputs
         self.keep, self.pool = keep, pool  # every array (and the pool) the graph uses
+        self.updates = updates  # the optimizers' updates (captured.GraphUpdate)
 
     def fits(self, arrays):
         return all(a.shape == b.shape and a.dtype == b.dtype
                    for a, b in zip(arrays, self.inputs)) and \
             all(var._value._data.shape == buf.shape and var._value._data.dtype == buf.dtype
-                for var, buf in self.reads)
+                for var, buf in self.reads) and all(u.fits() for u in self.updates)
 
     def launch(self, arrays):
         xp = self.dev.xp
@@ -180,12 +198,17 @@ class _Entry:
             if var._value._data is not buf:
                 _copy_into(xp, buf, var._value._data)
                 copies += 1
+        for u in self.updates:
+            copies += u.before_launch(lambda dst, src: _copy_into(xp, dst, src))
         _launch(self.dev, self.graph)
         return self.finish(copies)
 
     def finish(self, copies, launched=1):
-        """After a launch: variables assigned get new arrays, outputs are new arrays."""
+        """After a launch: variables assigned get new arrays, outputs are new arrays, the
+        optimizers count the step on the host."""
         xp = self.dev.xp
+        for u in self.updates:
+            u.after_launch()
         for var, buf in self.writes:
             var._value = Tensor(_fresh(xp, buf), var._value._dev)
         outs = []
@@ -206,14 +229,30 @@ def _assign_value(xp, kind):
 def _capture(plan, dev, arrays):
     """Captures `plan` on `dev` for `arrays`; returns (_Entry, the first call's _Result)."""
     xp = dev.xp
+    updates = {}  # step index -> captured.GraphUpdate, made before the capture begins
+    for k, (kind, fn, _, _, _, params, _) in enumerate(plan.steps):
+        if kind == _graph.UPDATE:
+            reason = _update_refusal(fn, params, dev)  # (its settings may have changed)
+            if reason is not None:
+                raise _Refused(reason)
+            from ..optimizers import captured
+            updates[k] = captured.GraphUpdate(fn.__self__, params, dev)
     inputs = [xp.array(a, copy=True, order="C") for a in arrays]
     variables = []
-    for kind, fn, *_ in plan.steps:
-        if kind in (_graph.READ, _graph.ASSIGN) and all(fn is not v for v in variables):
-            variables.append(fn)
+    for k, (kind, fn, *_) in enumerate(plan.steps):
+        if kind in (_graph.READ, _graph.ASSIGN):
+            new = [fn]
+        elif kind == _graph.UPDATE:
+            new = updates[k].reads
+        else:
+            continue
+        variables += [v for v in new if all(v is not w for w in variables)]
     reads = [(var, var._value._data) for var in variables]
     pool = None
     stream, executes = _stream(dev)
+    if executes:  # the capture runs the updates: one that fails gives their slots back
+        for u in updates.values():
+            u.snapshot()
     if dev.name == "cuda":  # a pool of the graph's own: nothing it uses is given to others
         pool = xp.cuda.MemoryPool()
         allocator = xp.cuda.using_allocator(pool.malloc)
@@ -229,7 +268,7 @@ def _capture(plan, dev, arrays):
         with context, allocator, stream:
             stream.begin_capture()
             try:
-                for kind, fn, ins, out, _, params, buf in plan.steps:
+                for k, (kind, fn, ins, out, _, params, buf) in enumerate(plan.steps):
                     args = [vals[i] for i in ins]
                     before = collections.Counter(dev.launches) if emu else None
                     if kind == _graph.OP:
@@ -244,6 +283,13 @@ def _capture(plan, dev, arrays):
                     elif kind == _graph.READ:
                         vals[out] = fn._value._data
                         continue
+                    elif kind == _graph.UPDATE:  # on the graph's buffers; see GraphUpdate
+                        u = updates[k]
+                        call = u.fn
+                        args = args + u.inputs()
+                        outs = tuple(_array(xp, a) for a in call(*args))
+                        for var, a in zip(u.writes, outs):
+                            var._value = Tensor(a, var._value._dev)
                     else:  # ASSIGN
                         op = _assign_value(xp, params)
                         if op is None:
@@ -266,13 +312,18 @@ def _capture(plan, dev, arrays):
     except Exception as e:  # a host read, a sync or an allocation the capture refuses
         for var, buf in reads:  # the capture did not run the step: the variables are as before
             var._value = Tensor(buf, var._value._dev)
+        for u in updates.values():
+            u.restore()
         raise _Refused(f"the capture failed: {type(e).__name__}: {e}") from e
     writes = [(var, var._value._data) for var, buf0 in reads if var._value._data is not buf0]
     outputs = [(k, vals[v]) if k == "v" else (k, v) for k, v in plan.graph.outputs]
     keep = [a for a in vals if a is not None]
-    entry = _Entry(dev, graph, inputs, reads, writes, outputs, keep, pool)
+    entry = _Entry(dev, graph, inputs, reads, writes, outputs, keep, pool,
+                   list(updates.values()))
     for var, buf in reads:  # the graph reads these buffers: the step starts from them
         var._value = Tensor(buf, var._value._dev)
+    for u in updates.values():
+        u.forget()
     if not executes:  # a GPU's capture only recorded the work: the first call launches it
         dev.launches.clear()
         dev.launches.update(counted)  # what the capture counted was not launched
