@@ -22,14 +22,31 @@ What a graph fixes, and how a call gets around it:
   caller holds are never written by a later launch).
 * shapes and Python values: a new shape or a new Python argument is a new trace (tg.function's
   rules), so a new capture; a graph never replays for inputs it was not captured for.
+* optimizers: an optimizer's `apply_gradients` (a Keras-style step: `opt.apply_gradients(zip(
+  tape.gradient(loss, vars), vars))`) is captured with the rest of the step. Its per-step
+  terms are computed on the device inside the graph (tapegpu/optimizers/captured.py): the
+  graph reads `iterations` and writes `iterations + 1`; the learning rate is a number in a
+  device buffer (written again before a launch when `optimizer.learning_rate` was set to
+  another number), a tensor's or variable's array, or a schedule of tg.optimizers.schedules
+  computed from the device's step count; Adam's bias correction and the other optimizers'
+  step terms (`_hyper`) are computed from those, and the fused SGD and Adam kernels read the
+  step's rate through a pointer (`_devlr` kernels). Each launch also counts the step on the
+  host (`optimizer._step`, what the uncaptured replay and `optimizer.learning_rate` read), and
+  slots the optimizer was given since the capture (a checkpoint's restore) are copied into the
+  graph's. The results are the uncaptured replay's and eager code's, bit for bit on
+  `cuda_emu` and the CuPy stand-in (see captured.py for a GPU's float64 library functions).
+  A change of the optimizer's settings or of the kind of its learning rate captures again.
 
 Refused (uncaptured replay, the reason kept): steps on numpy; `tg.print` and guards (values the
 Python code read on the host; a capture may not read the device); random draws (a graph would
-replay the same numbers); an optimizer's `apply_gradients` node, whose update runs host code at
-every call (the learning rate and step count of that call; write the update with
-`Variable.assign`, as `tapegpu.testing.launches.sgd_momentum_as_ops`, to capture it); and any
-host read or synchronisation during the capture (CUDA's and CuPy's rule, e.g. `float(t)` in a
-learning-rate schedule).
+replay the same numbers); an optimizer update that needs host code at every call: a learning
+rate that is a Python callable (not a schedule of tg.optimizers.schedules), a schedule without a
+device form (CosineDecayRestarts with `t_mul != 1`, a subclass with its own `__call__`), Nadam
+(its momentum schedule is a host loop over all steps), `iterations` or a tensor learning rate on
+another device than the step's, a variable updated twice in one call; other update nodes (a
+metric's update_state, `next(iterator)`, a distribute strategy's reduction, LossScaleOptimizer's
+finite check); and any host read or synchronisation during the capture (CUDA's and CuPy's rule,
+e.g. `float(t)` in the step).
 """
 import collections
 import threading
@@ -91,7 +108,9 @@ class Capture:
 
     def __init__(self, plan):
         self.plan = plan
-        self.dev = next((n.dev for n in plan.graph.nodes if n.dev is not None), None)
+        devs = [n.dev for n in plan.graph.nodes if n.dev is not None] + \
+            [plan.graph.meta[v][3] for v in plan.graph.inputs]  # (a step of side effects only)
+        self.dev = devs[0] if devs else None
         self.reason = refusal(plan)
         self.entry = None
         self._lock = threading.Lock()

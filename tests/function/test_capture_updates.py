@@ -104,6 +104,27 @@ def test_a_training_step_with_apply_gradients_is_one_graph_launch_per_call(tg_de
     assert int(opt.iterations.numpy()) == 6 and opt._step == 6
 
 
+def test_a_step_of_apply_gradients_alone_is_captured(tg_device):
+    """No op but the update (the graph's device is its arguments')."""
+    if tg_device not in GPU:
+        pytest.skip("graphs are captured on GPUs")
+    runs = {}
+    for mode in (True, "eager"):
+        w = tg.Variable(np.linspace(-1, 1, 5).astype(np.float32))
+        opt = tg.optimizers.Adam(S.PolynomialDecay(0.1, 3))
+
+        def apply(g):
+            opt.apply_gradients([(g, w)])
+        f = apply if mode == "eager" else tg.function(apply, jit_compile=mode)
+        for k in range(5):
+            f(tg.constant(np.full(5, k - 2.0, np.float32)))
+        runs[mode] = _state([w], opt)
+        if mode is True:
+            info = f.get_concrete_function(tg.constant(np.zeros(5, np.float32))).capture_info
+    assert runs[True] == runs["eager"]
+    assert info["captured"] and info["graph_launches"] >= 3, info
+
+
 def test_a_variable_learning_rate_is_read_by_the_graph(tg_device):
     if tg_device not in GPU:
         pytest.skip("graphs are captured on GPUs")
