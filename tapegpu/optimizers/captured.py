@@ -31,6 +31,7 @@ whose step terms are host loops (Nadam), `iterations`, a tensor learning rate or
 another device than the step's, and a variable updated twice in one call.
 """
 import numbers
+import operator
 
 import numpy as np
 
@@ -104,28 +105,35 @@ def _schedule_refusal(schedule):
     return schedule._device_refusal()
 
 
-def _settings(obj):
-    """The plain settings of `obj` (numbers, strings, flags and lists of them): what a graph
-    captured as constants."""
-    out = []
-    for k, v in sorted(getattr(obj, "__dict__", {}).items()):
-        if k in ("_step", "_learning_rate"):  # (the rate: see settings_key)
-            continue
-        if isinstance(v, (list, tuple)) and all(isinstance(x, (bool, numbers.Number, str))
-                                                for x in v):
-            v = tuple(v)
-        elif not isinstance(v, (bool, numbers.Number, str, type(None))):
-            continue
-        out.append((k, v))
-    return tuple(out)
+def _plain(v):
+    """Whether `v` is a setting a graph holds as a constant: a number, a string, a flag, None,
+    or a list or tuple of numbers."""
+    if isinstance(v, (list, tuple)):
+        return all(isinstance(x, (bool, numbers.Number, str)) for x in v)
+    return isinstance(v, (bool, numbers.Number, str, type(None)))
 
 
-def settings_key(opt):
-    """What a graph of `opt`'s update holds as constants: when it changes, the step is captured
-    again (a number learning rate is not part of it: the graph reads it from device memory)."""
-    lr = opt._learning_rate
-    rate = ("number",) if isinstance(lr, numbers.Real) else (id(lr), _settings(lr))
-    return _settings(opt), rate
+class _Settings:
+    """The plain settings of an object when a graph was captured (`same()`: whether they are
+    still those: an item getter on its `__dict__`, cheap enough for every call)."""
+
+    def __init__(self, obj, skip=()):
+        self.d = getattr(obj, "__dict__", {})
+        names = [k for k, v in self.d.items() if k not in skip and _plain(v)]
+        self.count = len(self.d)
+        if names:
+            g = operator.itemgetter(*names)
+            self.get = g if len(names) > 1 else (lambda d: (g(d),))
+            # lists copied: compared by value, so a list changed in place is seen
+            self.values = tuple(list(v) if isinstance(v, list) else v for v in self.get(self.d))
+        else:
+            self.get, self.values = (lambda d: ()), ()
+
+    def same(self):
+        try:
+            return len(self.d) == self.count and self.get(self.d) == self.values
+        except KeyError:  # a setting deleted
+            return False
 
 
 class GraphUpdate:
@@ -142,8 +150,10 @@ class GraphUpdate:
         self.opt, self.variables, self.dev = opt, list(variables), dev
         self.slots = [opt._slots_for(v) for v in self.variables]  # the optimizer's lists
         self.buffers = [list(s) for s in self.slots]  # the arrays the graph updates
-        self.key = settings_key(opt)
+        self.settings = _Settings(opt, skip=("_step", "_learning_rate", "_lr_read"))
         lr = opt._learning_rate
+        self.rate = lr  # (a number: any number is read from the rate's buffer)
+        self.rate_settings = None if isinstance(lr, numbers.Real) else _Settings(lr)
         self.rate_var = lr if isinstance(lr, Variable) else None
         self.rate_value = self.rate_buf = None
         if isinstance(lr, numbers.Real):
@@ -188,9 +198,16 @@ class GraphUpdate:
         return tuple(values.get(v) for v in self.variables) + (xp.asarray(it + 1),)
 
     def fits(self):
-        """Whether the graph still computes this optimizer's update (its settings, the kind of
-        its learning rate): else the step is captured again."""
-        return settings_key(self.opt) == self.key
+        """Whether the graph still computes this optimizer's update (its settings, its
+        learning rate's object and settings, or any number): else the step is captured
+        again."""
+        lr = self.opt._learning_rate
+        if self.rate_settings is None:
+            if not isinstance(lr, numbers.Real):
+                return False
+        elif lr is not self.rate or not self.rate_settings.same():
+            return False
+        return self.settings.same()
 
     def before_launch(self, copy):
         """Puts the host's state where the graph reads it: slots the optimizer was given
