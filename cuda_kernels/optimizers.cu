@@ -2,6 +2,12 @@
 // per variable (tapegpu_<optimizer>_update_<f32|f64>), or one launch for up to
 // TAPEGPU_MULTI variables of one dtype (tapegpu_<optimizer>_multi_update_<f32|f64>).
 // Both run the same per-element step, so their results are equal bit for bit.
+// The `_devlr` entry points take the step's learning rate (SGD's lr, Adam's lr_t) as
+// a pointer to one element in device memory instead of by value: a CUDA graph
+// replays a launch with the arguments it was captured with, so a graph's update
+// reads the rate its own kernels computed for that step (tapegpu/optimizers/base.py,
+// tapegpu/function/capture.py). Every thread reads the same value, and the
+// per-element step is the same function: equal bits for equal rates.
 // Optimizer updates have no backward. Rules are Keras's.
 //
 // SGD with momentum:  v = momentum * v - lr * g
@@ -10,7 +16,8 @@
 // Adam:               m = b1 * m + (1 - b1) * g
 //                     v = b2 * v + (1 - b2) * g^2
 //                     p -= lr_t * m / (sqrt(v) + eps)
-//   where lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) is computed on the host.
+//   where lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) is computed on the host (by the
+//   device, from the step count, in a captured graph: the _devlr entry points).
 
 typedef long long i64;
 
@@ -105,6 +112,26 @@ extern "C" __global__ void tapegpu_adam_update_f64(double *p, const double *g, d
                                                    double eps) {
   adam_update(p, g, m, v, n, lr_t, b1, b2, eps);
 }
+extern "C" __global__ void tapegpu_sgd_update_devlr_f32(float *p, const float *g, float *v, i64 n,
+                                                        const float *lr, float momentum,
+                                                        int nesterov) {
+  sgd_update(p, g, v, n, *lr, momentum, nesterov);
+}
+extern "C" __global__ void tapegpu_sgd_update_devlr_f64(double *p, const double *g, double *v,
+                                                        i64 n, const double *lr, double momentum,
+                                                        int nesterov) {
+  sgd_update(p, g, v, n, *lr, momentum, nesterov);
+}
+extern "C" __global__ void tapegpu_adam_update_devlr_f32(float *p, const float *g, float *m,
+                                                         float *v, i64 n, const float *lr_t,
+                                                         float b1, float b2, float eps) {
+  adam_update(p, g, m, v, n, *lr_t, b1, b2, eps);
+}
+extern "C" __global__ void tapegpu_adam_update_devlr_f64(double *p, const double *g, double *m,
+                                                         double *v, i64 n, const double *lr_t,
+                                                         double b1, double b2, double eps) {
+  adam_update(p, g, m, v, n, *lr_t, b1, b2, eps);
+}
 #define TAPEGPU_MULTI_KERNELS(T, SUFFIX)                                                       \
   extern "C" __global__ void tapegpu_sgd_multi_update_##SUFFIX(                               \
       TAPEGPU_ARGS(T *, p), TAPEGPU_ARGS(const T *, g), TAPEGPU_ARGS(T *, v),                  \
@@ -124,6 +151,25 @@ extern "C" __global__ void tapegpu_adam_update_f64(double *p, const double *g, d
     T *const vs[] = TAPEGPU_LIST(v);                                                            \
     const i64 ns[] = TAPEGPU_LIST(n);                                                           \
     adam_multi_update(ps, gs, ms, vs, ns, lr_t, b1, b2, eps);                                   \
+  }                                                                                             \
+  extern "C" __global__ void tapegpu_sgd_multi_update_devlr_##SUFFIX(                         \
+      TAPEGPU_ARGS(T *, p), TAPEGPU_ARGS(const T *, g), TAPEGPU_ARGS(T *, v),                  \
+      TAPEGPU_ARGS(i64, n), int has_v, const T *lr, T momentum, int nesterov) {                 \
+    T *const ps[] = TAPEGPU_LIST(p);                                                            \
+    const T *const gs[] = TAPEGPU_LIST(g);                                                      \
+    T *const vs[] = TAPEGPU_LIST(v);                                                            \
+    const i64 ns[] = TAPEGPU_LIST(n);                                                           \
+    sgd_multi_update(ps, gs, vs, ns, has_v, *lr, momentum, nesterov);                           \
+  }                                                                                             \
+  extern "C" __global__ void tapegpu_adam_multi_update_devlr_##SUFFIX(                        \
+      TAPEGPU_ARGS(T *, p), TAPEGPU_ARGS(const T *, g), TAPEGPU_ARGS(T *, m),                  \
+      TAPEGPU_ARGS(T *, v), TAPEGPU_ARGS(i64, n), const T *lr_t, T b1, T b2, T eps) {           \
+    T *const ps[] = TAPEGPU_LIST(p);                                                            \
+    const T *const gs[] = TAPEGPU_LIST(g);                                                      \
+    T *const ms[] = TAPEGPU_LIST(m);                                                            \
+    T *const vs[] = TAPEGPU_LIST(v);                                                            \
+    const i64 ns[] = TAPEGPU_LIST(n);                                                           \
+    adam_multi_update(ps, gs, ms, vs, ns, *lr_t, b1, b2, eps);                                  \
   }
 
 TAPEGPU_MULTI_KERNELS(float, f32)

@@ -244,6 +244,25 @@ def _capture_cases(rng):
         return step
     yield "MLP step, SGD momentum as assigns", make_step, lambda: (x, y)
 
+    def make_adam_step():  # apply_gradients: the schedule, bias correction and step count on
+        r = np.random.default_rng(4)  # the device, inside the graph
+        w1 = tg.Variable((r.standard_normal((128, 64)) * 0.1).astype(np.float32))
+        b1 = tg.Variable(np.zeros(64, np.float32))
+        w2 = tg.Variable((r.standard_normal((64, 10)) * 0.1).astype(np.float32))
+        variables = [w1, b1, w2]
+        opt = tg.optimizers.Adam(tg.optimizers.schedules.ExponentialDecay(0.01, 2, 0.5))
+
+        def step(x, y):
+            with tg.GradientTape() as tape:
+                h = tg.nn.relu(tg.matmul(x, w1) + b1)
+                loss = tg.reduce_mean(tg.nn.sparse_softmax_cross_entropy_with_logits(
+                    y, tg.matmul(h, w2)))
+            opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss, w1 * 1.0, b1 * 1.0, tg.cast(opt.iterations, tg.float32)
+        return step
+    yield "MLP step, Adam apply_gradients with ExponentialDecay", make_adam_step, \
+        lambda: (x + rng.standard_normal(x.shape).astype(np.float32), y)
+
 
 def capture(dev, emit, quick=False, calls=4):
     """Each case's function with `jit_compile=True` (captured as one CUDA graph at its second

@@ -22,14 +22,31 @@ What a graph fixes, and how a call gets around it:
   caller holds are never written by a later launch).
 * shapes and Python values: a new shape or a new Python argument is a new trace (tg.function's
   rules), so a new capture; a graph never replays for inputs it was not captured for.
+* optimizers: an optimizer's `apply_gradients` (a Keras-style step: `opt.apply_gradients(zip(
+  tape.gradient(loss, vars), vars))`) is captured with the rest of the step. Its per-step
+  terms are computed on the device inside the graph (tapegpu/optimizers/captured.py): the
+  graph reads `iterations` and writes `iterations + 1`; the learning rate is a number in a
+  device buffer (written again before a launch when `optimizer.learning_rate` was set to
+  another number), a tensor's or variable's array, or a schedule of tg.optimizers.schedules
+  computed from the device's step count; Adam's bias correction and the other optimizers'
+  step terms (`_hyper`) are computed from those, and the fused SGD and Adam kernels read the
+  step's rate through a pointer (`_devlr` kernels). Each launch also counts the step on the
+  host (`optimizer._step`, what the uncaptured replay and `optimizer.learning_rate` read), and
+  slots the optimizer was given since the capture (a checkpoint's restore) are copied into the
+  graph's. The results are the uncaptured replay's and eager code's, bit for bit on
+  `cuda_emu` and the CuPy stand-in (see captured.py for a GPU's float64 library functions).
+  A change of the optimizer's settings or of the kind of its learning rate captures again.
 
 Refused (uncaptured replay, the reason kept): steps on numpy; `tg.print` and guards (values the
 Python code read on the host; a capture may not read the device); random draws (a graph would
-replay the same numbers); an optimizer's `apply_gradients` node, whose update runs host code at
-every call (the learning rate and step count of that call; write the update with
-`Variable.assign`, as `tapegpu.testing.launches.sgd_momentum_as_ops`, to capture it); and any
-host read or synchronisation during the capture (CUDA's and CuPy's rule, e.g. `float(t)` in a
-learning-rate schedule).
+replay the same numbers); an optimizer update that needs host code at every call: a learning
+rate that is a Python callable (not a schedule of tg.optimizers.schedules), a schedule without a
+device form (CosineDecayRestarts with `t_mul != 1`, a subclass with its own `__call__`), Nadam
+(its momentum schedule is a host loop over all steps), `iterations` or a tensor learning rate on
+another device than the step's, a variable updated twice in one call; other update nodes (a
+metric's update_state, `next(iterator)`, a distribute strategy's reduction, LossScaleOptimizer's
+finite check); and any host read or synchronisation during the capture (CUDA's and CuPy's rule,
+e.g. `float(t)` in the step).
 """
 import collections
 import threading
@@ -47,8 +64,6 @@ _REFUSED_KINDS = {
     _graph.PRINT: "tg.print reads tensors on the host at every call",
     _graph.GUARD: "the function's Python code read a tensor's value (a guard checked on the "
                   "host at every call)",
-    _graph.UPDATE: "an optimizer's apply_gradients runs host code at every call (its learning "
-                   "rate and step count); write the update with Variable.assign to capture it",
 }
 
 
@@ -60,13 +75,32 @@ def refusal(plan):
     if len(devs) != 1 or names[0] not in TARGETS:
         return f"graphs are captured on one device of {', '.join(TARGETS)}; this step runs " \
                f"on {', '.join(names) or 'no device'}"
+    dev = next(iter(devs))
     for n in plan.graph.nodes:
         if n.kind == "random":
             return "a random draw: a graph would replay the same numbers at every call"
-    for kind, *_ in plan.steps:
+    for kind, fn, _, _, _, params, _ in plan.steps:
         if kind in _REFUSED_KINDS:
             return _REFUSED_KINDS[kind]
+        if kind == _graph.UPDATE:
+            reason = _update_refusal(fn, params, dev)
+            if reason is not None:
+                return reason
     return None
+
+
+def _update_refusal(fn, variables, dev):
+    """Why the update node `fn` (of `variables`) cannot be captured, or None: an optimizer's
+    apply_gradients is captured where its step terms compute on the device
+    (tapegpu/optimizers/captured.py); other update nodes run Python code at every call."""
+    from ..optimizers import captured
+    if captured.is_update(fn):
+        return captured.refusal(fn.__self__, variables, dev)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__
+    return f"the update node {name!r} runs host code at every call (a metric's update_state, " \
+           "next(iterator), a distribute strategy's reduction, LossScaleOptimizer's finite " \
+           "check); only an optimizer's apply_gradients is captured"
 
 
 class Capture:
@@ -74,7 +108,9 @@ class Capture:
 
     def __init__(self, plan):
         self.plan = plan
-        self.dev = next((n.dev for n in plan.graph.nodes if n.dev is not None), None)
+        devs = [n.dev for n in plan.graph.nodes if n.dev is not None] + \
+            [plan.graph.meta[v][3] for v in plan.graph.inputs]  # (a step of side effects only)
+        self.dev = devs[0] if devs else None
         self.reason = refusal(plan)
         self.entry = None
         self._lock = threading.Lock()
@@ -158,16 +194,17 @@ def _fresh(xp, a):
 class _Entry:
     """One capture: the graph, its input buffers, the variables it reads and assigns."""
 
-    def __init__(self, dev, graph, inputs, reads, writes, outputs, keep, pool):
+    def __init__(self, dev, graph, inputs, reads, writes, outputs, keep, pool, updates):
         self.dev, self.graph, self.inputs = dev, graph, inputs
         self.reads, self.writes, self.outputs = reads, writes, outputs
         self.keep, self.pool = keep, pool  # every array (and the pool) the graph uses
+        self.updates = updates  # the optimizers' updates (captured.GraphUpdate)
 
     def fits(self, arrays):
         return all(a.shape == b.shape and a.dtype == b.dtype
                    for a, b in zip(arrays, self.inputs)) and \
             all(var._value._data.shape == buf.shape and var._value._data.dtype == buf.dtype
-                for var, buf in self.reads)
+                for var, buf in self.reads) and all(u.fits() for u in self.updates)
 
     def launch(self, arrays):
         xp = self.dev.xp
@@ -180,12 +217,17 @@ class _Entry:
             if var._value._data is not buf:
                 _copy_into(xp, buf, var._value._data)
                 copies += 1
+        for u in self.updates:
+            copies += u.before_launch(lambda dst, src: _copy_into(xp, dst, src))
         _launch(self.dev, self.graph)
         return self.finish(copies)
 
     def finish(self, copies, launched=1):
-        """After a launch: variables assigned get new arrays, outputs are new arrays."""
+        """After a launch: variables assigned get new arrays, outputs are new arrays, the
+        optimizers count the step on the host."""
         xp = self.dev.xp
+        for u in self.updates:
+            u.after_launch()
         for var, buf in self.writes:
             var._value = Tensor(_fresh(xp, buf), var._value._dev)
         outs = []
@@ -206,14 +248,30 @@ def _assign_value(xp, kind):
 def _capture(plan, dev, arrays):
     """Captures `plan` on `dev` for `arrays`; returns (_Entry, the first call's _Result)."""
     xp = dev.xp
+    updates = {}  # step index -> captured.GraphUpdate, made before the capture begins
+    for k, (kind, fn, _, _, _, params, _) in enumerate(plan.steps):
+        if kind == _graph.UPDATE:
+            reason = _update_refusal(fn, params, dev)  # (its settings may have changed)
+            if reason is not None:
+                raise _Refused(reason)
+            from ..optimizers import captured
+            updates[k] = captured.GraphUpdate(fn.__self__, params, dev)
     inputs = [xp.array(a, copy=True, order="C") for a in arrays]
     variables = []
-    for kind, fn, *_ in plan.steps:
-        if kind in (_graph.READ, _graph.ASSIGN) and all(fn is not v for v in variables):
-            variables.append(fn)
+    for k, (kind, fn, *_) in enumerate(plan.steps):
+        if kind in (_graph.READ, _graph.ASSIGN):
+            new = [fn]
+        elif kind == _graph.UPDATE:
+            new = updates[k].reads
+        else:
+            continue
+        variables += [v for v in new if all(v is not w for w in variables)]
     reads = [(var, var._value._data) for var in variables]
     pool = None
     stream, executes = _stream(dev)
+    if executes:  # the capture runs the updates: one that fails gives their slots back
+        for u in updates.values():
+            u.snapshot()
     if dev.name == "cuda":  # a pool of the graph's own: nothing it uses is given to others
         pool = xp.cuda.MemoryPool()
         allocator = xp.cuda.using_allocator(pool.malloc)
@@ -229,7 +287,7 @@ def _capture(plan, dev, arrays):
         with context, allocator, stream:
             stream.begin_capture()
             try:
-                for kind, fn, ins, out, _, params, buf in plan.steps:
+                for k, (kind, fn, ins, out, _, params, buf) in enumerate(plan.steps):
                     args = [vals[i] for i in ins]
                     before = collections.Counter(dev.launches) if emu else None
                     if kind == _graph.OP:
@@ -244,6 +302,13 @@ def _capture(plan, dev, arrays):
                     elif kind == _graph.READ:
                         vals[out] = fn._value._data
                         continue
+                    elif kind == _graph.UPDATE:  # on the graph's buffers; see GraphUpdate
+                        u = updates[k]
+                        call = u.fn
+                        args = args + u.inputs()
+                        outs = tuple(_array(xp, a) for a in call(*args))
+                        for var, a in zip(u.writes, outs):
+                            var._value = Tensor(a, var._value._dev)
                     else:  # ASSIGN
                         op = _assign_value(xp, params)
                         if op is None:
@@ -266,13 +331,18 @@ def _capture(plan, dev, arrays):
     except Exception as e:  # a host read, a sync or an allocation the capture refuses
         for var, buf in reads:  # the capture did not run the step: the variables are as before
             var._value = Tensor(buf, var._value._dev)
+        for u in updates.values():
+            u.restore()
         raise _Refused(f"the capture failed: {type(e).__name__}: {e}") from e
     writes = [(var, var._value._data) for var, buf0 in reads if var._value._data is not buf0]
     outputs = [(k, vals[v]) if k == "v" else (k, v) for k, v in plan.graph.outputs]
     keep = [a for a in vals if a is not None]
-    entry = _Entry(dev, graph, inputs, reads, writes, outputs, keep, pool)
+    entry = _Entry(dev, graph, inputs, reads, writes, outputs, keep, pool,
+                   list(updates.values()))
     for var, buf in reads:  # the graph reads these buffers: the step starts from them
         var._value = Tensor(buf, var._value._dev)
+    for u in updates.values():
+        u.forget()
     if not executes:  # a GPU's capture only recorded the work: the first call launches it
         dev.launches.clear()
         dev.launches.update(counted)  # what the capture counted was not launched

@@ -9,7 +9,8 @@ argument), a constant (a tensor captured by value) or the output of a node. Node
 * `read`: a variable's value, read live at replay;
 * `assign`: `var.assign` / `assign_add` / `assign_sub` of a value (a side effect);
 * `update`: an optimizer's `apply_gradients` on gradient values (a side effect: the
-  optimizer's own array update runs at replay, reading its step and learning rate then);
+  optimizer's own array update runs at replay, reading its step and learning rate then; a
+  captured CUDA graph computes them on the device, tapegpu/optimizers/captured.py);
 * `print`: `tg.print` (a side effect);
 * `guard`: a value that became a Python value while tracing (`bool`, `int`, `float`,
   `numpy`): the replay checks it still has the traced value;

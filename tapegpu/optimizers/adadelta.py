@@ -1,4 +1,6 @@
 """Adadelta (Zeiler), with Keras' update (which keeps a learning rate)."""
+import math
+
 from .base import Optimizer
 
 
@@ -27,7 +29,7 @@ class Adadelta(Optimizer):
             raise ValueError(f"Adadelta: rho must be in [0, 1], got {rho}")
         self.rho, self.epsilon = float(rho), float(epsilon)
 
-    def _hyper(self, t, lr, dtype):
+    def _hyper(self, t, lr, dtype, xp=math):
         return {"lr": lr, "rho": self.rho, "eps": self.epsilon}
 
     @staticmethod

@@ -1,4 +1,6 @@
 """Adagrad (Duchi et al.), with Keras' update."""
+import math
+
 from .base import Optimizer
 
 
@@ -39,7 +41,7 @@ class Adagrad(InitialAccumulator, Optimizer):
         self.initial_accumulator_value = float(initial_accumulator_value)
         self.epsilon = float(epsilon)
 
-    def _hyper(self, t, lr, dtype):
+    def _hyper(self, t, lr, dtype, xp=math):
         return {"lr": lr, "eps": self.epsilon}
 
     @staticmethod

@@ -1,7 +1,7 @@
 """Adam (Kingma & Ba) with Keras' update, including the bias correction folded into the step."""
 import math
 
-from .base import Optimizer
+from .base import Optimizer, as_scalar
 
 
 class Adam(Optimizer):
@@ -36,8 +36,8 @@ class Adam(Optimizer):
         if self.amsgrad:
             self._slot_names = ("m", "v", "vhat")
 
-    def _hyper(self, t, lr, dtype):
-        lr_t = lr * math.sqrt(1.0 - self.beta_2 ** t) / (1.0 - self.beta_1 ** t)
+    def _hyper(self, t, lr, dtype, xp=math):
+        lr_t = lr * xp.sqrt(1.0 - self.beta_2 ** t) / (1.0 - self.beta_1 ** t)
         return {"lr_t": lr_t, "b1": self.beta_1, "b2": self.beta_2, "eps": self.epsilon}
 
     def _fusable(self, hyper):
@@ -79,9 +79,10 @@ class AdamW(Adam):
         self.weight_decay = float(weight_decay)
         self.exclude_from_weight_decay = list(exclude_from_weight_decay or ())
 
-    def _update_one(self, var, g, lr):
+    def _update_one(self, var, p, g, lr, hyper_of):
         name = var.name or ""
         if self.weight_decay and not any(s in name for s in self.exclude_from_weight_decay):
-            p = var._value._data
-            var._assign_array(p - p * (self.weight_decay * lr))
-        super()._update_one(var, g, lr)
+            # (a number here; in a captured graph a 0-d device array cast to p's dtype, as a
+            # number is when it meets the array)
+            p = p - p * as_scalar(self.weight_decay * lr, p.dtype)
+        return super()._update_one(var, p, g, lr, hyper_of)

@@ -1,4 +1,6 @@
 """Adamax (Kingma & Ba, section 7.1): Adam with the infinity norm, with Keras' update."""
+import math
+
 from .base import Optimizer
 
 
@@ -32,7 +34,7 @@ class Adamax(Optimizer):
         self.beta_1, self.beta_2 = _check_betas("Adamax", beta_1=beta_1, beta_2=beta_2)
         self.epsilon = float(epsilon)
 
-    def _hyper(self, t, lr, dtype):
+    def _hyper(self, t, lr, dtype, xp=math):
         return {"lr_t": lr / (1.0 - self.beta_1 ** t), "b1": self.beta_1, "b2": self.beta_2,
                 "eps": self.epsilon}
 

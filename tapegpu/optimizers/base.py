@@ -6,7 +6,7 @@ array (assigned with `Variable._assign_array`), so an array that a tape saved is
 slot arrays (momentum, first and second moments) belong to the optimizer and are updated in
 place. A backend with custom kernels (`dev.kernels`) runs the whole rule as kernel launches:
 one for the variables of one device and dtype (up to 8 per launch) where it has a
-multi-tensor kernel (`_multi_tensor_updates`), else one per variable (`_fused_update`, False
+multi-tensor kernel (`_multi_tensor_updates`), else one per variable (`_fused_update`, None
 when no kernel exists). Both kernels compute the same per-element step, so results do not
 depend on which ran.
 """
@@ -29,23 +29,52 @@ from .schedules import LearningRateSchedule
 in_replica = threading.local()
 
 
-def _fused_update(kind, var, g, slots, hyper):
-    """Runs `<kind>_update` of the variable's backend kernels, if there is one.
+def _fused_update(kind, var, p, g, slots, hyper):
+    """Runs `<kind>_update` of the variable's backend kernels on its array `p`, if there is one.
 
-    The kernel updates a fresh copy of the parameter and the slots in place (one launch); the
-    copy then becomes the variable's value. Returns False when the backend has no such kernel
-    (the numpy backend) or none for the variable's dtype (e.g. float16), and the caller runs
-    the `xp` rule instead, so results never depend on which kernels exist.
+    The kernel updates a fresh copy of `p` and the slots in place (one launch); the copy is
+    returned (it becomes the variable's value). Returns None when the backend has no such
+    kernel (the numpy backend) or none for the variable's dtype (e.g. float16), and the caller
+    runs the `xp` rule instead, so results never depend on which kernels exist.
     """
     kernels = getattr(var._value._dev, "kernels", None)
     fn = getattr(kernels, f"{kind}_update", None) if kernels is not None else None
-    if fn is None or (f"{kind}_update", var._value._data.dtype.name) not in KERNELS:
-        return False
+    if fn is None or (f"{kind}_update", p.dtype.name) not in KERNELS:
+        return None
     xp = var._value._dev.xp
-    new = xp.array(var._value._data, copy=True, order="C")
+    new = xp.array(p, copy=True, order="C")
     fn(new, xp.asarray(g, order="C"), *slots, **hyper)  # (keeps 0-d arrays 0-d)
-    var._assign_array(new)
-    return True
+    return new
+
+
+class _Live:
+    """The variables' values as the eager update reads and writes them (`_Arrays` is a
+    captured graph's)."""
+
+    @staticmethod
+    def get(var):
+        return var._value._data
+
+    @staticmethod
+    def set(var, array):
+        var._assign_array(array)
+
+
+_LIVE = _Live()
+
+
+class _Arrays:
+    """The variables' values as arrays of a captured graph's update (the variables themselves
+    are not touched: the graph's caller gives them its results)."""
+
+    def __init__(self, variables, arrays):
+        self.arrays = {v._uid: a for v, a in zip(variables, arrays)}
+
+    def get(self, var):
+        return self.arrays[var._uid]
+
+    def set(self, var, array):
+        self.arrays[var._uid] = array
 
 
 def _multi_kernel(kind, var):
@@ -55,6 +84,17 @@ def _multi_kernel(kind, var):
     if fn is None or (f"{kind}_multi_update", var._value._data.dtype.name) not in KERNELS:
         return None
     return fn
+
+
+def as_scalar(x, dtype):
+    """A step term as the rules combine it with arrays of `dtype`: a Python number as it is (it
+    meets the array as a number of its dtype); a device value (a captured graph's, see
+    captured.py) cast to `dtype`, so that it meets the array as the number would."""
+    if type(x) in (bool, int, float):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x, dtype)
+    return x.astype(dtype)
 
 
 def _scale(xp, c, norm, dtype):
@@ -83,8 +123,10 @@ class _LearningRate(float):
 class Optimizer:
     """Base class of the gradient-based optimizers (Keras' API).
 
-    Subclasses set `_kind`, `_slot_names` and implement `_hyper(step, dtype)` and the static
-    `update(xp, p, g, *slots, **hyper)`.
+    Subclasses set `_kind`, `_slot_names` and implement `_hyper(t, lr, dtype, xp=math)` (the
+    terms of step t = 1, 2, ... at learning rate lr: Python numbers, or, in a captured CUDA
+    graph, 0-d device arrays computed with the device's array module `xp`: see captured.py)
+    and the static `update(xp, p, g, *slots, **hyper)`.
 
     `learning_rate` is a float, a `LearningRateSchedule`, or any callable of the step (the
     number of updates applied so far, starting at 0). `clipnorm` clips each gradient's norm,
@@ -248,17 +290,30 @@ class Optimizer:
 
     def _apply_arrays(self, arrays, variables):
         """The update from gradient arrays: clipping, the learning rate at the current step,
-        one rule per variable, the step count (what a tg.function graph node replays)."""
+        one rule per variable, the step count (what a tg.function graph node replays; a
+        captured graph runs `captured.GraphUpdate` instead: the same rules, with the step's
+        terms computed on the device)."""
         arrays = self._clip(arrays, variables)
         lr = self._current_lr()
-        for g, var in self._multi_tensor_updates(arrays, variables, lr):
-            self._update_one(var, g, lr)
+        self._update_variables(arrays, variables, lr, None, _LIVE)
         self._step += 1  # the host's count (schedules, bias corrections): never read back
         it = self._iterations
         it._assign_array(it._dev.asarray(it._value._data + 1))  # counted on its device
         return self._iterations
 
-    def _multi_tensor_updates(self, arrays, variables, lr):
+    def _update_variables(self, arrays, variables, lr, hyper_of, values):
+        """One rule per variable: `hyper_of(dtype)` gives the step's hyperparameters (None:
+        `_hyper` of the host's step and `lr`), `values` reads and writes the variables' arrays
+        (`_LIVE` or a graph's `_Arrays`)."""
+        rest = self._multi_tensor_updates(arrays, variables, lr, hyper_of, values)
+        if values is _LIVE:  # (the eager path, without the indirection)
+            for g, var in rest:
+                var._assign_array(self._update_one(var, var._value._data, g, lr, hyper_of))
+            return
+        for g, var in rest:
+            values.set(var, self._update_one(var, values.get(var), g, lr, hyper_of))
+
+    def _multi_tensor_updates(self, arrays, variables, lr, hyper_of, values):
         """Updates the variables that a multi-tensor kernel covers, by device and dtype (one
         launch per `MULTI_TENSORS` non-empty variables, see backends/kernels/launch.py): the
         kernel updates fresh copies of the parameters and the slots in place, and the copies
@@ -280,29 +335,39 @@ class Optimizer:
                 groups.setdefault(key, (fn, []))[1].append((g, var))
         for fn, group in groups.values():
             var0 = group[0][1]
-            hyper = self._hyper(self._step + 1, lr, var0._value._data.dtype)
+            dtype = var0._value._data.dtype
+            hyper = self._hyper(self._step + 1, lr, dtype) if hyper_of is None else \
+                hyper_of(dtype)
             if not self._fusable(hyper):
                 rest += group
                 continue
             xp = var0._value._dev.xp
-            new = [xp.array(var._value._data, copy=True, order="C") for _, var in group]
+            new = [xp.array(values.get(var), copy=True, order="C") for _, var in group]
             grads = [xp.asarray(g, order="C") for g, _ in group]
             slots = zip(*[self._slots_for(var) for _, var in group])
             fn(new, grads, *[list(s) for s in slots], **hyper)
             for p, (_, var) in zip(new, group):
-                var._assign_array(p)
+                values.set(var, p)
         return rest
 
-    def _update_one(self, var, g, lr):
+    def _update_one(self, var, p, g, lr, hyper_of):
+        """The new array of `var`, whose current array is `p` (its slots updated in place)."""
         slots = self._slots_for(var)
-        hyper = self._hyper(self._step + 1, lr, var._value._data.dtype)
-        if self._fusable(hyper) and _fused_update(self._kind, var, g, slots, hyper):
-            return
-        xp = var._value._dev.xp
-        var._assign_array(self.update(xp, var._value._data, g, *slots, **hyper))
+        hyper = self._hyper(self._step + 1, lr, p.dtype) if hyper_of is None else \
+            hyper_of(p.dtype)
+        if self._fusable(hyper):
+            new = _fused_update(self._kind, var, p, g, slots, hyper)
+            if new is not None:
+                return new
+        return self.update(var._value._dev.xp, p, g, *slots, **hyper)
 
     def _fusable(self, hyper):
         return True
+
+    def _graph_refusal(self):
+        """Why this optimizer's step terms cannot be computed on the device in a captured CUDA
+        graph (captured.py), or None."""
+        return None
 
     def _check_variable(self, var):
         if not isinstance(var, Variable):

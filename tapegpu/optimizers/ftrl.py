@@ -1,4 +1,6 @@
 """FTRL-Proximal (McMahan et al.), with Keras' update."""
+import math
+
 from .adagrad import InitialAccumulator
 from .base import Optimizer
 
@@ -47,7 +49,7 @@ class Ftrl(InitialAccumulator, Optimizer):
         self.l2_shrinkage_regularization_strength = float(l2_shrinkage_regularization_strength)
         self.beta = float(beta)
 
-    def _hyper(self, t, lr, dtype):
+    def _hyper(self, t, lr, dtype, xp=math):
         return {"lr": lr, "k": -self.learning_rate_power,
                 "l1": self.l1_regularization_strength,
                 "l2": self.l2_regularization_strength + self.beta / (2.0 * lr),

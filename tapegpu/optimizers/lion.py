@@ -1,4 +1,6 @@
 """Lion (Chen et al., "Symbolic Discovery of Optimization Algorithms"), with Keras' update."""
+import math
+
 from .base import Optimizer
 
 
@@ -29,7 +31,7 @@ class Lion(Optimizer):
             raise ValueError(f"Lion: beta_2 must be in [0, 1], got {beta_2}")
         self.beta_1, self.beta_2 = float(beta_1), float(beta_2)
 
-    def _hyper(self, t, lr, dtype):
+    def _hyper(self, t, lr, dtype, xp=math):
         return {"lr": lr, "b1": self.beta_1, "b2": self.beta_2}
 
     @staticmethod

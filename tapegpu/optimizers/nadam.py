@@ -1,4 +1,6 @@
 """Nadam (Dozat): Adam with Nesterov momentum and a momentum schedule, with Keras' update."""
+import math
+
 from .adamax import _check_betas
 from .base import Optimizer
 
@@ -31,7 +33,11 @@ class Nadam(Optimizer):
     def _mu(self, t):
         return self.beta_1 * (1.0 - 0.5 * 0.96 ** t)
 
-    def _hyper(self, t, lr, dtype):
+    def _graph_refusal(self):
+        return "Nadam's momentum schedule is a product over every step so far, computed by a " \
+               "host loop at each call"
+
+    def _hyper(self, t, lr, dtype, xp=math):
         u_t = 1.0
         for i in range(1, t + 1):  # the product of the momentum schedule up to step t
             u_t *= self._mu(i)

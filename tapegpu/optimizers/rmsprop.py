@@ -1,4 +1,6 @@
 """RMSprop (Hinton), with Keras' update."""
+import math
+
 from .base import Optimizer
 
 
@@ -33,7 +35,7 @@ class RMSprop(Optimizer):
     def _needs_slot(self, name):
         return {"rms": True, "momentum": self.momentum > 0, "mg": self.centered}[name]
 
-    def _hyper(self, t, lr, dtype):
+    def _hyper(self, t, lr, dtype, xp=math):
         return {"lr": lr, "rho": self.rho, "momentum": self.momentum, "eps": self.epsilon}
 
     @staticmethod

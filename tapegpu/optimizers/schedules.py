@@ -2,6 +2,13 @@
 
 The step is the number of updates already applied (0 for the first update). An optimizer also
 accepts any plain callable `lr(step) -> float`.
+
+Each schedule here also has a device form, `_on_device(xp, step)`: the same float64 formula on
+`step`, a 0-d float64 array of the device (`xp` its array module), by device ops, which a
+CUDA graph captures (an optimizer's update in a captured `tg.function`, see
+tapegpu/optimizers/captured.py): the graph computes each step's rate from the device's step
+count. A plain callable, or a subclass that defines `__call__` without `_on_device`, runs on the
+host only (such a step is not captured).
 """
 import math
 
@@ -11,6 +18,10 @@ class LearningRateSchedule:
 
     def __call__(self, step):
         raise NotImplementedError
+
+    def _device_refusal(self):
+        """Why `_on_device` cannot compute this schedule, or None."""
+        return None
 
 
 class _RateDecay(LearningRateSchedule):
@@ -24,6 +35,10 @@ class _RateDecay(LearningRateSchedule):
     def _progress(self, step):
         p = float(step) / self.decay_steps
         return math.floor(p) if self.staircase else p
+
+    def _progress_on_device(self, xp, step):
+        p = step / self.decay_steps
+        return xp.floor(p) if self.staircase else p
 
 
 class ExponentialDecay(_RateDecay):
@@ -42,6 +57,9 @@ class ExponentialDecay(_RateDecay):
     def __call__(self, step):
         return self.initial_learning_rate * self.decay_rate ** self._progress(step)
 
+    def _on_device(self, xp, step):
+        return self.initial_learning_rate * self.decay_rate ** self._progress_on_device(xp, step)
+
 
 class InverseTimeDecay(_RateDecay):
     """`initial_learning_rate / (1 + decay_rate * step / decay_steps)`.
@@ -52,6 +70,10 @@ class InverseTimeDecay(_RateDecay):
 
     def __call__(self, step):
         return self.initial_learning_rate / (1.0 + self.decay_rate * self._progress(step))
+
+    def _on_device(self, xp, step):
+        return self.initial_learning_rate / (1.0 + self.decay_rate *
+                                             self._progress_on_device(xp, step))
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):
@@ -75,6 +97,12 @@ class PiecewiseConstantDecay(LearningRateSchedule):
                 return v
         return self.values[-1]
 
+    def _on_device(self, xp, step):
+        out = step * 0.0 + self.values[-1]  # (step >= 0: exactly values[-1])
+        for b, v in zip(self.boundaries[::-1], self.values[-2::-1]):
+            out = xp.where(step <= b, v, out)  # the first boundary at or past the step wins
+        return out
+
 
 class CosineDecay(LearningRateSchedule):
     """Cosine decay from `initial_learning_rate` to `alpha * initial_learning_rate` over
@@ -91,6 +119,11 @@ class CosineDecay(LearningRateSchedule):
     def __call__(self, step):
         p = min(float(step), self.decay_steps) / self.decay_steps
         cosine = 0.5 * (1.0 + math.cos(math.pi * p))
+        return self.initial_learning_rate * ((1 - self.alpha) * cosine + self.alpha)
+
+    def _on_device(self, xp, step):
+        p = xp.minimum(step, self.decay_steps) / self.decay_steps
+        cosine = 0.5 * (1.0 + xp.cos(math.pi * p))
         return self.initial_learning_rate * ((1 - self.alpha) * cosine + self.alpha)
 
 
@@ -125,6 +158,15 @@ class PolynomialDecay(LearningRateSchedule):
             decay_steps *= 1.0 if step == 0 else math.ceil(step / decay_steps)
         else:
             step = min(step, decay_steps)
+        span = self.initial_learning_rate - self.end_learning_rate
+        return span * (1.0 - step / decay_steps) ** self.power + self.end_learning_rate
+
+    def _on_device(self, xp, step):
+        decay_steps = self.decay_steps
+        if self.cycle:
+            decay_steps = decay_steps * xp.where(step == 0, 1.0, xp.ceil(step / decay_steps))
+        else:
+            step = xp.minimum(step, decay_steps)
         span = self.initial_learning_rate - self.end_learning_rate
         return span * (1.0 - step / decay_steps) ** self.power + self.end_learning_rate
 
@@ -166,4 +208,17 @@ class CosineDecayRestarts(LearningRateSchedule):
             start = (1.0 - self.t_mul ** restart) / (1.0 - self.t_mul)
             fraction = (fraction - start) / self.t_mul ** restart
         cosine = 0.5 * self.m_mul ** restart * (1.0 + math.cos(math.pi * fraction))
+        return self.initial_learning_rate * ((1.0 - self.alpha) * cosine + self.alpha)
+
+    def _device_refusal(self):
+        if self.t_mul != 1.0:
+            return f"has no device form with t_mul={self.t_mul} (its period's search corrects a " \
+                   "rounded logarithm by a host loop); t_mul=1.0 has one"
+        return None
+
+    def _on_device(self, xp, step):
+        fraction = step / self.first_decay_steps
+        restart = xp.floor(fraction)
+        fraction = fraction - restart
+        cosine = 0.5 * self.m_mul ** restart * (1.0 + xp.cos(math.pi * fraction))
         return self.initial_learning_rate * ((1.0 - self.alpha) * cosine + self.alpha)

@@ -1,4 +1,6 @@
 """Stochastic gradient descent with optional (Nesterov) momentum, Keras' rule."""
+import math
+
 from .base import Optimizer
 
 
@@ -32,7 +34,7 @@ class SGD(Optimizer):
     def _needs_slot(self, name):
         return self.momentum > 0.0
 
-    def _hyper(self, t, lr, dtype):
+    def _hyper(self, t, lr, dtype, xp=math):
         return {"lr": lr, "momentum": self.momentum, "nesterov": self.nesterov}
 
     @staticmethod

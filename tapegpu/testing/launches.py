@@ -102,9 +102,10 @@ def traced_step_launches(batch, activation, jit_compile=None, update="optimizer"
     """({kernel or op name: launches} of one replay, {name: launches} inside its captured
     graph or None) of the training step of `step_launches` under
     `tg.function(..., jit_compile=jit_compile)` on `cuda_emu`, after the calls that trace (and
-    capture) it. `update`: "optimizer" (SGD-momentum's apply_gradients, one graph node) or
-    "assign" (the same rule as assigns, `sgd_momentum_as_ops`: what a captured graph can hold,
-    see tapegpu/function/capture.py)."""
+    capture) it. `update`: "optimizer" (SGD-momentum's apply_gradients, one graph node; a
+    captured graph computes its learning rate and step count on the device, see
+    tapegpu/optimizers/captured.py) or "assign" (the same rule as assigns,
+    `sgd_momentum_as_ops`)."""
     with device("cuda_emu"):
         step, x, y = _mlp_step(batch, activation, update)
         traced = function(step, jit_compile=jit_compile)

@@ -82,7 +82,9 @@ def test_on_the_simulated_gpu_every_step_runs_end_to_end(sim, tmp_path, capsys):
     generated = steps["generated"]["data"]["cases"]
     assert any("parts=" in c["case"] and c["bit_exact"] for c in generated)  # two stages
     assert all(c["ok"] for c in generated)
-    assert len(steps["capture"]["data"]["cases"]) == 2  # compared call by call
+    capture_cases = steps["capture"]["data"]["cases"]  # compared call by call
+    assert len(capture_cases) == 3 and all(c["bit_exact"] and c["captured"]
+                                           for c in capture_cases), capture_cases
     training = {c["case"]: c for c in steps["training"]["data"]["cases"]}
     assert set(training) == {"mlp", "keras cnn", "keras lstm"}
     tests = steps["tests"]["data"]

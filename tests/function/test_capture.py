@@ -121,7 +121,10 @@ def test_host_work_in_the_step_refuses_capture_with_the_reason(tg_device, what, 
     if tg_device not in GPU:
         pytest.skip("graphs are captured on GPUs")
     w = tg.Variable(np.ones(3, np.float32))
-    opt = tg.optimizers.SGD(0.1)
+
+    def halving(step):  # a learning rate of Python code (run on the host at every call)
+        return 0.1 * 0.5 ** step
+    opt = tg.optimizers.SGD(halving)
 
     @tg.function(jit_compile=True)
     def f(x):
@@ -144,8 +147,12 @@ def test_host_work_in_the_step_refuses_capture_with_the_reason(tg_device, what, 
     info = f.get_concrete_function(x).capture_info
     assert not info["captured"] and info["graph_launches"] == 0
     word = {"print": "tg.print", "guard": "Python code read", "random": "random",
-            "update": "apply_gradients"}[what]
+            "update": "learning rate 'test_host_work_in_the_step_refuses_capture_with_the_"
+                      "reason.<locals>.halving'"}[what]
     assert word in info["reason"]
+    if what == "update":  # the uncaptured replay kept the host's schedule: 0.1, 0.05, 0.025
+        np.testing.assert_allclose(w.numpy(), 1.0 - 3.0 * 0.175, rtol=1e-6)
+        assert "SGD" in info["reason"] and "Python callable" in info["reason"]
 
 
 def test_a_host_read_during_the_capture_falls_back_with_the_reason(tg_device):
@@ -311,8 +318,14 @@ def test_the_mlp_training_step_captured_replays_its_fused_launches_as_one(tg_dev
     captured, inside = traced_step_launches(8, "relu", True, update="assign")
     assert none is None and captured == {capture.GRAPH_LAUNCH: 1}
     assert inside == fused  # the graph holds exactly the fused replay's launches
-    refused, inside = traced_step_launches(8, "relu", True)  # apply_gradients: not captured
-    assert inside is None and refused == traced_step_launches(8, "relu", None)[0]
+    # apply_gradients (SGD with momentum): captured too, its update kernels inside the graph
+    fused, none = traced_step_launches(8, "relu", None)
+    captured, inside = traced_step_launches(8, "relu", True)
+    assert none is None and captured == {capture.GRAPH_LAUNCH: 1}
+    # the same launches, the update's kernel reading its learning rate from device memory
+    expected = dict(fused)
+    expected["tapegpu_sgd_multi_update_devlr_f32"] = expected.pop("tapegpu_sgd_multi_update_f32")
+    assert inside == expected
 
 
 def test_a_call_while_the_graph_is_in_use_replays_uncaptured(tg_device):

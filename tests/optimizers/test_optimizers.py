@@ -220,7 +220,7 @@ def test_fused_hook_runs_one_kernel_per_variable_and_matches_the_xp_rule():
         assert dev.kernels.calls.count(kind) == len(GRADS)
         np.testing.assert_allclose(w.numpy(), _run(make())[-1], rtol=1e-12)
         np.testing.assert_array_equal(original.numpy(), P0)  # the old array was not written
-    assert opt_base._fused_update("rmsprop", w, GRADS[0], [], {}) is False
+    assert opt_base._fused_update("rmsprop", w, w._value._data, GRADS[0], [], {}) is None
 
 
 def test_optimizer_arguments_are_checked():

@@ -329,8 +329,21 @@ class KernelSet:
         if p.dtype.name not in DTYPES:
             raise TypeError(f"{what}: parameters must be float32 or float64, got {p.dtype}")
 
+    def _rate(self, rate, dtype, what):
+        """(op suffix, kernel argument) of a step's rate: a number is passed by value; a 0-d
+        array of the parameters' dtype on the device (the rate a captured graph computes at
+        each step) is passed by address to the `_devlr` entry point."""
+        if isinstance(rate, (int, float, np.number)):
+            return "", dtype.type(rate)
+        if not isinstance(rate, self.xp.ndarray) or rate.shape != () or rate.dtype != dtype:
+            raise TypeError(f"{what}: the rate must be a number or a 0-d device array of the "
+                            f"parameters' dtype {dtype}, got {type(rate).__name__} "
+                            f"{getattr(rate, 'shape', '')} {getattr(rate, 'dtype', '')}")
+        return "_devlr", rate
+
     def sgd_update(self, p, g, v, lr, momentum=0.0, nesterov=False):
-        """Keras SGD in place on p and the velocity v (v may be None when momentum == 0)."""
+        """Keras SGD in place on p and the velocity v (v may be None when momentum == 0). `lr`
+        is a number or a 0-d device array of p's dtype (read by the kernel)."""
         if v is None:
             if momentum:
                 raise ValueError("sgd_update: momentum needs a velocity slot v")
@@ -338,23 +351,29 @@ class KernelSet:
         self._in_place((p, g, v), "sgd_update")
         if p.size:
             t = p.dtype.type
-            self._launch("sgd_update", p.dtype, self._elementwise_grid(p.size), self.block,
-                         (p, g, v, np.int64(p.size), t(lr), t(momentum), np.int32(bool(nesterov))))
+            suffix, lr = self._rate(lr, p.dtype, "sgd_update")
+            self._launch("sgd_update" + suffix, p.dtype, self._elementwise_grid(p.size),
+                         self.block, (p, g, v, np.int64(p.size), lr, t(momentum),
+                                      np.int32(bool(nesterov))))
 
     def adam_update(self, p, g, m, v, lr_t, b1, b2, eps):
-        """Keras Adam in place on p, m, v; lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)."""
+        """Keras Adam in place on p, m, v; lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), a number or
+        a 0-d device array of p's dtype (read by the kernel)."""
         self._in_place((p, g, m, v), "adam_update")
         if p.size:
             t = p.dtype.type
-            self._launch("adam_update", p.dtype, self._elementwise_grid(p.size), self.block,
-                         (p, g, m, v, np.int64(p.size), t(lr_t), t(b1), t(b2), t(eps)))
+            suffix, lr_t = self._rate(lr_t, p.dtype, "adam_update")
+            self._launch("adam_update" + suffix, p.dtype, self._elementwise_grid(p.size),
+                         self.block, (p, g, m, v, np.int64(p.size), lr_t, t(b1), t(b2), t(eps)))
 
-    def _multi_update(self, op, tensors, scalars, absent_slot=None):
+    def _multi_update(self, op, tensors, scalars, absent_slot=None, rate=None):
         """`op` over every tensor, in launches of up to MULTI_TENSORS tensors (their addresses
         and sizes are kernel arguments: nothing is copied to the device). `tensors` is a list of
         (parameter, gradient, slots...) tuples of one float dtype. A slot of `absent_slot`
         index may be None in every tuple: the parameter is passed in its place, and the kernel
-        neither reads nor writes it (its `has_v` argument, first of `scalars`, is 0)."""
+        neither reads nor writes it (its `has_v` argument, first of `scalars`, is 0).
+        `scalars[rate]` is the step's rate: a number, or a 0-d device array of the dtype (the
+        `_devlr` kernel reads it)."""
         if not tensors:
             return
         dtype = tensors[0][0].dtype
@@ -366,7 +385,12 @@ class KernelSet:
         if absent_slot is not None and tensors[0][absent_slot] is None:
             tensors = [a[:absent_slot] + (a[0],) + a[absent_slot + 1:] for a in tensors]
         t = dtype.type
+        suffix = ""
+        if rate is not None:  # the step's rate: by value, or by address (`_devlr`)
+            suffix, arg = self._rate(scalars[rate], dtype, op)
+            scalars = scalars[:rate] + (arg,) + scalars[rate + 1:]
         scalars = tuple(t(s) if isinstance(s, float) else s for s in scalars)
+        op += suffix
         tensors = [a for a in tensors if a[0].size]
         for start in range(0, len(tensors), MULTI_TENSORS):
             chunk = tensors[start:start + MULTI_TENSORS]
@@ -379,7 +403,8 @@ class KernelSet:
 
     def sgd_multi_update(self, params, grads, velocities, lr, momentum=0.0, nesterov=False):
         """`sgd_update` on every parameter (one dtype), bit for bit the same, in one launch per
-        MULTI_TENSORS non-empty parameters; the velocities may be None when momentum == 0."""
+        MULTI_TENSORS non-empty parameters; the velocities may be None when momentum == 0.
+        `lr` as in `sgd_update`."""
         if momentum and any(v is None for v in velocities):
             raise ValueError("sgd_multi_update: momentum needs a velocity slot for every "
                              "parameter")
@@ -387,14 +412,19 @@ class KernelSet:
             raise ValueError("sgd_multi_update: give a velocity for every parameter or none")
         has_v = np.int32(bool(velocities) and velocities[0] is not None)
         self._multi_update("sgd_multi_update", list(zip(params, grads, velocities)),
-                           (has_v, float(lr), float(momentum), np.int32(bool(nesterov))),
-                           absent_slot=2)
+                           (has_v, _number(lr), float(momentum), np.int32(bool(nesterov))),
+                           absent_slot=2, rate=1)
 
     def adam_multi_update(self, params, grads, ms, vs, lr_t, b1, b2, eps):
         """`adam_update` on every parameter (one dtype), bit for bit the same, in one launch per
-        MULTI_TENSORS non-empty parameters."""
+        MULTI_TENSORS non-empty parameters. `lr_t` as in `adam_update`."""
         self._multi_update("adam_multi_update", list(zip(params, grads, ms, vs)),
-                           (float(lr_t), float(b1), float(b2), float(eps)))
+                           (_number(lr_t), float(b1), float(b2), float(eps)), rate=0)
+
+
+def _number(x):
+    """A Python float for a number (a device array is kept: a kernel reads it)."""
+    return float(x) if isinstance(x, (int, float, np.number)) else x
 
 
 def reduction_groups(g_shape, batch_ndim, in_shape):
@@ -471,6 +501,19 @@ def parity_cases(seed=0, shape=(37, 70)):
             return p, m, v
         yield f"sgd_update {name}", sgd
         yield f"adam_update {name}", adam
+
+        # the rate by address (a captured graph's): `put` places the 0-d rate on the device
+        def sgd_devlr(ks, put, x=x, g=g, dt=dt):
+            p, v = put(x), put(g * 0.5)
+            ks.sgd_update(p, put(g), v, put(np.array(0.1, dt)), momentum=0.9, nesterov=True)
+            return p, v
+
+        def adam_devlr(ks, put, x=x, g=g, probs=probs, dt=dt):
+            p, m, v = put(x), put(g * 0.1), put(probs)
+            ks.adam_update(p, put(g), m, v, put(np.array(0.01, dt)), 0.9, 0.999, 1e-7)
+            return p, m, v
+        yield f"sgd_update_devlr {name}", sgd_devlr
+        yield f"adam_update_devlr {name}", adam_devlr
         # multi-tensor updates: a matrix, a 0-d, an empty and a vector parameter
         parts = [lambda a: a, lambda a: np.array(a[3, 5]), lambda a: a[:0, 0].copy(),
                  lambda a: a[7].copy()]
@@ -486,3 +529,15 @@ def parity_cases(seed=0, shape=(37, 70)):
             return tuple(ps + ms + vs)
         yield f"sgd_multi_update {name}", sgd_multi
         yield f"adam_multi_update {name}", adam_multi
+
+        def sgd_multi_devlr(ks, put, x=x, g=g, dt=dt):
+            ps, gs, vs = ([put(f(a)) for f in parts] for a in (x, g, g * 0.5))
+            ks.sgd_multi_update(ps, gs, vs, put(np.array(0.1, dt)), momentum=0.9, nesterov=True)
+            return tuple(ps + vs)
+
+        def adam_multi_devlr(ks, put, x=x, g=g, probs=probs, dt=dt):
+            ps, gs, ms, vs = ([put(f(a)) for f in parts] for a in (x, g, g * 0.1, probs))
+            ks.adam_multi_update(ps, gs, ms, vs, put(np.array(0.01, dt)), 0.9, 0.999, 1e-7)
+            return tuple(ps + ms + vs)
+        yield f"sgd_multi_update_devlr {name}", sgd_multi_devlr
+        yield f"adam_multi_update_devlr {name}", adam_multi_devlr

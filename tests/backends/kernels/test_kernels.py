@@ -239,6 +239,49 @@ def test_adam_update(ks, size, dtype):
         check(got, w, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_a_rate_in_device_memory_gives_the_rate_by_values_bits(ks, kind, size, dtype):
+    """The `_devlr` entry points (a captured graph's update: the rate a device computed, read
+    through a pointer) against the rate passed by value, single and multi-tensor."""
+    def run(rate, multi):
+        p = sample(size, dtype)
+        slots = [sample(size, dtype, seed=5, scale=0.1) for _ in range(1 if kind == "sgd" else 2)]
+        slots[-1] = np.abs(slots[-1])  # (Adam's second moment)
+        for step in range(3):
+            g = sample(size, dtype, seed=10 + step, scale=1.0)
+            r = rate(0.1 / (step + 1))
+            if kind == "sgd" and multi:
+                ks.sgd_multi_update([p], [g], slots, r, momentum=0.9, nesterov=True)
+            elif kind == "sgd":
+                ks.sgd_update(p, g, slots[0], r, momentum=0.9, nesterov=True)
+            elif multi:
+                ks.adam_multi_update([p], [g], [slots[0]], [slots[1]], r, 0.9, 0.999, 1e-7)
+            else:
+                ks.adam_update(p, g, *slots, r, 0.9, 0.999, 1e-7)
+        return [p] + slots
+    for multi in (False, True):
+        ks.launches.clear()
+        by_value = run(float, multi)
+        ks.launches.clear()
+        by_address = run(lambda r: np.asarray(r, dtype), multi)
+        suffix = "f32" if dtype == np.float32 else "f64"
+        name = f"tapegpu_{kind}{'_multi' if multi else ''}_update_devlr_{suffix}"
+        assert dict(ks.launches) == ({name: 3} if size else {})
+        for a, b in zip(by_value, by_address):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_a_device_rate_must_be_a_scalar_of_the_parameters_dtype(ks):
+    p = np.ones(4, np.float32)
+    for bad in (np.ones(1, np.float32), np.asarray(0.1, np.float64), [0.1]):
+        with pytest.raises(TypeError, match="0-d device array of the parameters' dtype"):
+            ks.sgd_update(p, p.copy(), p.copy(), bad, momentum=0.9)
+        with pytest.raises(TypeError, match="0-d device array"):
+            ks.adam_multi_update([p], [p.copy()], [p.copy()], [p.copy()], bad, 0.9, 0.999, 1e-7)
+
+
 def test_optimizer_rejects_non_contiguous_parameters(ks):
     p = np.zeros((4, 4), np.float32).T
     with pytest.raises(ValueError, match="C-contiguous"):
