@@ -149,8 +149,10 @@ def sparse_xent_kernels(labels_in_range):
 
 def bias_act_kernels():
     """act(x + b) in one pass (`tapegpu_bias_<act>_fwd`; on `numpy`, the CPU kernel of the
-    activations whose expressions are exact), and its backward as the activation's backward
-    kernel."""
+    activations whose expressions are exact), and its backward: on a GPU `x`'s cotangent and
+    `b`'s (summed over the rows) in one launch (`tapegpu_bias_<act>_bwd`), or for batched
+    cotangents the activation's backward kernel (the sweep sums `b`'s); on `numpy` the CPU
+    kernel of the activation's backward."""
     def forward(kernels_of):
         def fwd(xp, x, b, act):
             if act not in ACTIVATIONS or not _floats(x, b):
@@ -162,6 +164,8 @@ def bias_act_kernels():
         def bwd(g, out, act):
             if act not in ACTIVATIONS or not _floats(g, out):
                 return NotImplemented
+            if g.shape == out.shape:
+                return kernels_of(g).bias_act_bwd(act, g, out)
             gz = kernels_of(g).act_bwd(act, g, out)
             return gz, gz
         return bwd

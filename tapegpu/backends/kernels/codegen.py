@@ -132,9 +132,10 @@ _CU_HEAD = """\
 //            (g.shape == batch_shape + s.shape); element i of g pairs with saved
 //            element i % n_saved.
 //
-// Entry points: tapegpu_<act>_<fwd|bwd>_<f32|f64> and tapegpu_bias_<act>_fwd_<f32|f64>
-// (y = f(x + b) with b along the last axis), one set per TAPEGPU_ACTIVATION line: the
-// launch layer reads the activations from those lines.
+// Entry points: tapegpu_<act>_<fwd|bwd>_<f32|f64>, tapegpu_bias_<act>_fwd_<f32|f64>
+// (y = f(x + b) with b along the last axis) and tapegpu_bias_<act>_bwd_<f32|f64> (its
+// backward: dx and the bias gradient, in one launch), one set per TAPEGPU_ACTIVATION line:
+// the launch layer reads the activations from those lines.
 
 typedef long long i64;
 
@@ -162,6 +163,41 @@ __device__ void map_bias_fwd(const T *x, const T *b, T *y, i64 rows, i64 cols) {
     y[i] = F(x[i] + b[i % cols]);
 }
 
+// dx[r, c] = D(g[r, c], saved[r, c]) and db[c] = sum over r of dx[r, c], in one launch.
+// Thread t < parts * cols visits the rows t / cols, t / cols + parts, ... of column
+// t % cols, adding from +0.0 in that order: with parts == 1 (every row, in order: the bits
+// of a sum over the rows) that is db[c]; else it goes to part[t], and the last block to
+// finish (its ticket from *count, zero at the launch) adds each column's parts in order.
+// Every addition's operands are fixed by (rows, cols, parts), never by timing.
+template <typename T, T (*D)(T, T)>
+__device__ void map_bias_bwd(const T *g, const T *saved, T *dx, T *db, T *part,
+                             unsigned int *count, i64 rows, i64 cols, i64 parts) {
+  __shared__ bool last;
+  const i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x, threads = parts * cols;
+  if (t < threads) {
+    T acc = T(0);
+    for (i64 i = t; i < rows * cols; i += threads) {
+      const T d = D(g[i], saved[i]);
+      dx[i] = d;
+      acc = acc + d;
+    }
+    if (parts == 1) db[t] = acc;
+    else part[t] = acc;
+  }
+  if (parts == 1) return;
+  __threadfence();  // this block's parts are visible before its ticket is
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(count, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  const volatile T *parts_of = part;  // written by other blocks: read past the L1 cache
+  for (i64 c = threadIdx.x; c < cols; c += blockDim.x) {
+    T acc = T(0);
+    for (i64 p = 0; p < parts; ++p) acc = acc + parts_of[p * cols + c];
+    db[c] = acc;
+  }
+}
+
 #define TAPEGPU_ACTIVATION(NAME, T, SUFFIX)                                                \\
   extern "C" __global__ void tapegpu_##NAME##_fwd_##SUFFIX(const T *x, T *y, i64 n) {     \\
     map_fwd<T, NAME##_f<T> >(x, y, n);                                                   \\
@@ -173,6 +209,11 @@ __device__ void map_bias_fwd(const T *x, const T *b, T *y, i64 rows, i64 cols) {
   extern "C" __global__ void tapegpu_bias_##NAME##_fwd_##SUFFIX(const T *x, const T *b,  \\
                                                                 T *y, i64 rows, i64 cols) { \\
     map_bias_fwd<T, NAME##_f<T> >(x, b, y, rows, cols);                                  \\
+  }                                                                                      \\
+  extern "C" __global__ void tapegpu_bias_##NAME##_bwd_##SUFFIX(                         \\
+      const T *g, const T *saved, T *dx, T *db, T *part, unsigned int *count, i64 rows,  \\
+      i64 cols, i64 parts) {                                                             \\
+    map_bias_bwd<T, NAME##_d<T> >(g, saved, dx, db, part, count, rows, cols, parts);     \\
   }
 
 // ------------------------------------------------------------ activations

@@ -55,10 +55,14 @@ DTYPES = {"float32": "f32", "float64": "f64"}
 # library function.
 NVRTC_OPTIONS = ("-std=c++17", "--fmad=false")
 
+# A bias gradient over more rows than this takes several threads per column (bias_act_bwd)
+SUM_ROWS_PER_THREAD = 16
+
 
 def _activations():
     """The activations of activations.cu: one `TAPEGPU_ACTIVATION(name, T, suffix)` line per
-    name and dtype, each giving `<name>_fwd`, `<name>_bwd` and `bias_<name>_fwd`."""
+    name and dtype, each giving `<name>_fwd`, `<name>_bwd`, `bias_<name>_fwd` and
+    `bias_<name>_bwd`."""
     with open(os.path.join(KERNEL_DIR, "activations.cu")) as f:
         names = re.findall(r"^TAPEGPU_ACTIVATION\((\w+), \w+, \w+\)", f.read(), re.M)
     return tuple(dict.fromkeys(names))
@@ -77,7 +81,7 @@ def _op_files():
             for op in re.findall(r"void tapegpu_(\w+?)_(?:##SUFFIX|f32|f64)\s*\(", f.read()):
                 files[op] = name
     for a in ACTIVATIONS:
-        for op in (f"{a}_fwd", f"{a}_bwd", f"bias_{a}_fwd"):
+        for op in (f"{a}_fwd", f"{a}_bwd", f"bias_{a}_fwd", f"bias_{a}_bwd"):
             files[op] = "activations"
     return files
 
@@ -213,6 +217,41 @@ class KernelSet:
             self._launch(f"bias_{name}_fwd", x.dtype, self._elementwise_grid(x.size), self.block,
                          (x, b, y, np.int64(x.size // cols), np.int64(cols)))
         return y
+
+    def bias_act_bwd(self, name, g, saved):
+        """(dx, db) of y = act(x + b): dx = g * act'(saved) and db its sum over every axis but
+        the last, in one launch (g and saved of one shape, rank >= 1). Up to SUM_ROWS_PER_THREAD
+        rows a thread per column adds every row in order from +0.0 (the bits of the unfused
+        sum); over more rows, `parts` threads per column each add an interleaved share, and the
+        launch's last block adds the shares in order: the same bits at every run, the rows'
+        sum up to rounding (at most (rows - 1) ulp of the sum of magnitudes)."""
+        g, saved = self._float(g, f"bias_{name} cotangent"), self._float(saved, f"bias_{name} saved value")
+        if name not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+        if g.ndim < 1 or g.shape != saved.shape or g.dtype != saved.dtype:
+            raise ValueError(f"bias_{name}_bwd: cotangent {g.shape} {g.dtype} must have the saved "
+                             f"value's shape {saved.shape} and dtype {saved.dtype}, rank >= 1")
+        rows, cols = self._rows(saved)
+        dx = self.xp.empty_like(g)
+        if not g.size:
+            return dx, self.xp.zeros(g.shape[-1:], g.dtype)
+        db = self.xp.empty(cols, g.dtype)
+        parts = self.column_sum_parts(rows, cols)
+        if parts == 1:  # neither `part` nor `count` is read
+            part, count = db, self.xp.empty(1, np.uint32)
+        else:
+            part, count = self.xp.empty(parts * cols, g.dtype), self.xp.zeros(1, np.uint32)
+        self._launch(f"bias_{name}_bwd", g.dtype, -(-(parts * cols) // self.block), self.block,
+                     (g, saved, dx, db, part, count, np.int64(rows), np.int64(cols),
+                      np.int64(parts)))
+        return dx, db
+
+    def column_sum_parts(self, rows, cols):
+        """Into how many interleaved shares of rows `bias_act_bwd` splits a column sum: one
+        up to SUM_ROWS_PER_THREAD rows, else shares of at least that many rows, up to one
+        thread per share and column for the largest grid."""
+        parts = min(-(-rows // SUM_ROWS_PER_THREAD), self.block * self.max_blocks // cols)
+        return max(1, parts)
 
     # ------------------------------------------------------------ row-wise normalisation
     def _rows(self, x):
@@ -477,6 +516,8 @@ def parity_cases(seed=0, shape=(37, 70)):
                 ks.act_bwd(a, put(g), put(x)),)
             yield f"bias_{a}_fwd {name}", lambda ks, put, a=a, x=x, b=b: (
                 ks.bias_act_fwd(a, put(x), put(b)),)
+            yield f"bias_{a}_bwd {name}", lambda ks, put, a=a, g=g, x=x: tuple(
+                ks.bias_act_bwd(a, put(g), put(x)))
         for op in ("softmax", "log_softmax"):
             yield f"{op}_fwd {name}", lambda ks, put, op=op, x=x: (
                 getattr(ks, op + "_fwd")(put(x)),)

@@ -113,6 +113,39 @@ def test_bias_act_fwd(ks, name, shape, dtype):
     assert_launches(ks, 1 if x.size else 0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (7, 33), (16, 3), (17, 3), (300, 13),
+                                   (2, 3, 4), (3000, 1), (40, 700)])
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_bias_act_bwd(ks, name, shape, dtype):
+    """dx = g * f'(saved) and db = dx summed over the rows, in one launch: a thread per
+    column over at most 16 rows (numpy's bits), else shares of rows added by the last block
+    (3000 x 1: 188 shares; 40 x 700: 700 columns fill the 3 blocks, one share)."""
+    x = sample(shape, dtype)
+    saved = op_forward(name, x) if saves_output(name) else x
+    g = sample(shape, dtype, seed=1, scale=1.0)
+    dx, db = ks.bias_act_bwd(name, g, saved)
+    want = op_vjp(name, g, saved)
+    check(dx, want, dtype)
+    rows = want.reshape(-1, shape[-1])
+    check(db, rows.astype(np.float64).sum(0).astype(dtype), dtype)
+    if ks.column_sum_parts(*rows.shape) == 1:  # the bits of the unfused sum of dx
+        np.testing.assert_array_equal(db, dx.reshape(rows.shape).sum(0))
+    assert_launches(ks, 1 if x.size else 0)
+    if g.size:  # NaNs reach the sums of their columns where the rule lets them through
+        g.flat[::7] = np.nan
+        db = ks.bias_act_bwd(name, g, saved)[1]
+        want = op_vjp(name, g, saved).reshape(-1, shape[-1]).sum(0)
+        np.testing.assert_array_equal(np.isnan(db), np.isnan(want))
+        assert np.isnan(db).any() or name == "relu"
+
+
+def test_bias_act_bwd_rejects_mismatched_cotangent(ks):
+    with pytest.raises(ValueError, match=r"bias_relu_bwd: cotangent \(2, 4, 3\) float32 must "
+                                         r"have the saved value's shape \(4, 3\)"):
+        ks.bias_act_bwd("relu", np.zeros((2, 4, 3), np.float32), np.zeros((4, 3), np.float32))
+
+
 # ------------------------------------------------------------ softmax family
 ROW_SHAPES = [(0, 4), (3, 0), (1, 1), (5, 7), (4, 33), (9, 300), (2, 3, 257)]
 
