@@ -33,6 +33,9 @@ from .activations import get_activation
 from .base import Layer, _takes_mask, _takes_training
 
 
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _apply(activation, x):
     return x if activation is None else activation(x)
 
@@ -156,6 +159,28 @@ class _Cell(Layer):
     def _step(self, xw, states, rec_mask):
         raise NotImplementedError
 
+    def _run(self, x, states, rec_mask):
+        """One step from the (dropped-out) inputs `x`: by the fused cell op where it applies
+        (`_fuses`), else by the composite formulas of `_step`."""
+        if self._fuses(x):
+            return self._fused_step(x, states, rec_mask)
+        return self._step(self._project(x), states, rec_mask)
+
+    _FUSED = None  # the name of the op of the cell's pointwise part, if it has one
+
+    def _fuses(self, x):
+        """Whether a step on `x` runs the fused cell op: on a backend with our CUDA kernels
+        (a GPU, cuda_emu), float32 or float64, Keras' default activations (sigmoid gates,
+        tanh). On the CPU the composite ops run (the op would give the same bits, slower)."""
+        return self._FUSED is not None and x._dev.kernels is not None and \
+            x._data.dtype in _FUSED_DTYPES and self.activation is ops.tanh and \
+            self.recurrent_activation is ops.sigmoid
+
+    def _fused_bias(self, like):
+        if self.use_bias:
+            return self.bias.value()
+        return ops.zeros(self._bias_shape(), dtype=like.dtype)
+
     def call(self, inputs, states, training=False):
         states = _state_list(states)
         owner = f"{type(self).__name__} {self.name!r}"
@@ -169,7 +194,7 @@ class _Cell(Layer):
                              f"{[tuple(s.shape) for s in states]}")
         dp, rec = self._masks(inputs.shape[0], training)
         x = inputs if dp is None else inputs * dp
-        return self._step(self._project(x), states, rec)
+        return self._run(x, states, rec)
 
 
 def _check_mask(owner, mask, inputs):
@@ -233,6 +258,7 @@ class LSTMCell(_Cell):
     """
 
     _GATES = 4
+    _FUSED = "lstm_cell"
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
@@ -275,6 +301,13 @@ class LSTMCell(_Cell):
         h = _apply(gate, z_o) * _apply(self.activation, c)
         return h, [h, c]
 
+    def _fused_step(self, x, states, rec_mask):
+        h_prev = states[0] if rec_mask is None else states[0] * rec_mask
+        h, c = ops.lstm_cell(ops.matmul(x, self.kernel),
+                             ops.matmul(h_prev, self.recurrent_kernel), self._fused_bias(x),
+                             states[1])
+        return h, [h, c]
+
 
 class GRUCell(_Cell):
     """One step of a gated recurrent unit (Keras' GRUCell). With `x @ kernel + input_bias`
@@ -301,6 +334,7 @@ class GRUCell(_Cell):
     """
 
     _GATES = 3
+    _FUSED = "gru_cell"
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
@@ -344,6 +378,15 @@ class GRUCell(_Cell):
             z, r = _apply(gate, x_z + r_z), _apply(gate, x_r + r_r)
             hh = _apply(self.activation, x_h + ops.matmul(r * h_in, kernel[:, 2 * u:]))
         h = z * h_prev + (1.0 - z) * hh
+        return h, [h]
+
+    def _fuses(self, x):
+        return self.reset_after and super()._fuses(x)
+
+    def _fused_step(self, x, states, rec_mask):
+        h_in = states[0] if rec_mask is None else states[0] * rec_mask
+        h = ops.gru_cell(ops.matmul(x, self.kernel), ops.matmul(h_in, self.recurrent_kernel),
+                         self._fused_bias(x), states[0])
         return h, [h]
 
 
@@ -552,7 +595,7 @@ class RNN(Layer):
             steps = ops.unstack(x, axis=1)
 
             def step(x_t, states):
-                return cell._step(cell._project(x_t), states, rec)
+                return cell._run(x_t, states, rec)
         else:
             steps = ops.unstack(inputs, axis=1)
             kwargs = {"training": training} if _takes_training(cell) else {}
