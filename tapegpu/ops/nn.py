@@ -549,11 +549,11 @@ def lstm_cell(x, h, bias, c_prev, name=None):
 
 def gru_cell(x, h, bias, h_prev, name=None):
     """The pointwise part of a GRU step (Keras' GRUCell with reset_after=True, sigmoid gates
-    and tanh), after its two GEMMs: with `x = inputs @ kernel + bias[0]` and
-    `h = h_prev @ recurrent_kernel + bias[1]` ((..., 3 * units) each, gates z, r, h; the
-    GEMMs without the biases, which the op adds, `bias` of shape (2, 3 * units)),
+    and tanh), after its two GEMMs `x = inputs @ kernel` and `h = h_prev @ recurrent_kernel`
+    ((..., 3 * units) each, gates z, r, h). With `bias` (2, 3 * units) added by the op,
+    `xb = x + bias[0]` and `hb = h + bias[1]`:
 
-        z = sigmoid(x_z + h_z),  r = sigmoid(x_r + h_r),  hh = tanh(x_h + r * h_h)
+        z = sigmoid(xb_z + hb_z),  r = sigmoid(xb_r + hb_r),  hh = tanh(xb_h + r * hb_h)
 
     returns the new state `z * h_prev + (1 - z) * hh`. On a GPU it is one kernel forward and
     one backward.
