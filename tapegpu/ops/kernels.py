@@ -207,3 +207,31 @@ def cpu_einsum_outer(xp, *xs, terms, out):
     res = np.empty(tuple(sa) + (sb[-1],), a.dtype)
     cpu_kernels.outer(np.ascontiguousarray(a), np.ascontiguousarray(b), res)
     return res
+
+
+# -- recurrent cells (cuda_kernels/rnn.cu) --------------------------------------------------------
+
+def rnn_cell_kernels(name):
+    """The pointwise part of an LSTM or GRU step (`name`: "lstm_cell" or "gru_cell", args
+    x, h, b and the previous state): `tapegpu_<name>_fwd` and, for an unbatched cotangent,
+    `tapegpu_<name>_bwd`, whose one launch gives every input's cotangent (batched cotangents
+    take the op's rule)."""
+    def forward(kernels_of):
+        def fwd(xp, x, h, b, state):
+            if not _floats(x, h, b, state):
+                return NotImplemented
+            return getattr(kernels_of(x), name + "_fwd")(x, h, b, state)
+        return fwd
+
+    def vjp(kernels_of):
+        def bwd(g, x, h, b, state, *out):
+            if not _floats(g, x, h, b, state) or g.shape != (out[0] if out else state).shape:
+                return NotImplemented
+            if name == "lstm_cell":
+                dz, dc = kernels_of(g).lstm_cell_bwd(g, x, h, b, state, out[0])
+                return dz, dz, dz, dc
+            dxh, ds = kernels_of(g).gru_cell_bwd(g, x, h, b, state)
+            return dxh[..., 0, :], dxh[..., 1, :], dxh, ds
+        return bwd
+
+    return {"kernels": _per_backend(forward), "vjp_kernels": _per_backend(vjp)}

@@ -5,11 +5,12 @@ from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
 from ..core.tensor import Tensor, scalar_like
 from .binary import as_tensor_pair, divide_no_nan, greater_equal, maximum, where
-from .kernels import bias_act_kernels, cpu_bias_act_into, softmax_kernels, sparse_xent_kernels
+from .kernels import (bias_act_kernels, cpu_bias_act_into, rnn_cell_kernels, softmax_kernels,
+                      sparse_xent_kernels)
 from .random import uniform
 from .reduce import reduce_sum
-from .shape import expand_dims
-from .unary import cast, exp, log1p, rsqrt, square
+from .shape import concat, expand_dims, stack
+from .unary import _sigmoid, cast, exp, log1p, rsqrt, square
 
 
 def _softmax_forward(xp, x, axis=-1):
@@ -386,6 +387,189 @@ def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size
     return divide_no_nan(total, scalar_like(n, total))
 
 
+# -- recurrent cells: the pointwise part of an LSTM or GRU step, after its GEMMs -------------------
+# One op each, so that a GPU runs a step's gates in one launch forward and one backward
+# (cuda_kernels/rnn.cu); the references below and the rules compute what Keras' composite
+# formulas compute, in the same order (tapegpu/keras/layers/rnn.py). Each saves its inputs, from
+# which the backward recomputes the gates (pointwise, cheap): then the rules are differentiable
+# through them, for higher order.
+
+def _gate(a, k, u):
+    """Gate k of width u of `a` (..., n * u)."""
+    return a[..., k * u:(k + 1) * u]
+
+
+def _lstm_forward(xp, x, h, b, c):
+    u = c.shape[-1]
+    z = (x + b) + h
+    i, f, o = (_sigmoid(xp, _gate(z, k, u)) for k in (0, 1, 3))
+    c_new = f * c + i * xp.tanh(_gate(z, 2, u))
+    return xp.stack([o * xp.tanh(c_new), c_new])
+
+
+def _lstm_gates(ops, x, h, b, c):
+    # z = (x + b) + h, gates i, f, c, o (Keras' order)
+    u = c.shape[-1]
+    z = (x + b) + h
+    return (ops.sigmoid(_gate(z, 0, u)), ops.sigmoid(_gate(z, 1, u)), ops.tanh(_gate(z, 2, u)),
+            ops.sigmoid(_gate(z, 3, u)))
+
+
+def _lstm_vjp(ops, g, x, h, b, c, out):
+    # c' = f c + i g, h' = o tanh(c'):  dc' = g_c + g_h o (1 - tanh^2 c'), dz by each gate's
+    # derivative (s' = s (1 - s), tanh' = 1 - tanh^2), dc = dc' f; z's cotangent is x's, h's, b's
+    i, f, gg, o = _lstm_gates(ops, x, h, b, c)
+    rest = (slice(None),) * c.ndim
+    gh, gc = g[(Ellipsis, 0) + rest], g[(Ellipsis, 1) + rest]
+    tc = ops.tanh(out[1])
+    dc = gc + (gh * o) * (1.0 - tc * tc)
+    dz = ops.concat([(dc * gg) * (i * (1.0 - i)), (dc * c) * (f * (1.0 - f)),
+                     (dc * i) * (1.0 - gg * gg), (gh * tc) * (o * (1.0 - o))], axis=-1)
+    return dz, dz, dz, dc * f
+
+
+def _sum_tangents(ops, like, ts):
+    present = [t for t in ts if t is not None]
+    if not present:
+        return ops.zeros_like(like)
+    total = present[0]
+    for t in present[1:]:
+        total = total + t
+    return total
+
+
+def _bias_tangent(ops, tb, x):
+    """A bias' tangent (batch axes first) lined up with x's rows: a 1 for each of them."""
+    for _ in range(x.ndim - 1):
+        tb = ops.expand_dims(tb, -2)
+    return tb
+
+
+def _lstm_jvp(ops, ts, x, h, b, c, out):
+    # dc' = f' c + f dc + i' g + i g',  dh' = o' tanh c' + o (1 - tanh^2 c') dc'
+    u = c.shape[-1]
+    i, f, gg, o = _lstm_gates(ops, x, h, b, c)
+    tb = None if ts[2] is None else _bias_tangent(ops, ts[2], x)
+    tz = _sum_tangents(ops, x, (ts[0], ts[1], tb))
+    tc = ops.zeros_like(c) if ts[3] is None else ts[3]
+    ti, tf = _gate(tz, 0, u) * (i * (1.0 - i)), _gate(tz, 1, u) * (f * (1.0 - f))
+    tg_, to = _gate(tz, 2, u) * (1.0 - gg * gg), _gate(tz, 3, u) * (o * (1.0 - o))
+    dc = (tf * c + f * tc) + (ti * gg + i * tg_)
+    tanh_c = ops.tanh(out[1])
+    dh = to * tanh_c + o * ((1.0 - tanh_c * tanh_c) * dc)
+    return ops.stack([dh, dc], axis=-(c.ndim + 1))
+
+
+def _gru_parts(ops, x, h, b, s):
+    # reset_after: z = s(x_z + h_z), r = s(x_r + h_r), hh = tanh(x_h + r h_h), with x and h
+    # plus their biases b[0], b[1]; returns z, r, hh and h_h
+    u = s.shape[-1]
+    xb, hb = x + b[0], h + b[1]
+    z = ops.sigmoid(_gate(xb, 0, u) + _gate(hb, 0, u))
+    r = ops.sigmoid(_gate(xb, 1, u) + _gate(hb, 1, u))
+    rh = _gate(hb, 2, u)
+    return z, r, ops.tanh(_gate(xb, 2, u) + r * rh), rh
+
+
+def _gru_forward(xp, x, h, b, s):
+    u = s.shape[-1]
+    xb, hb = x + b[0], h + b[1]
+    z = _sigmoid(xp, _gate(xb, 0, u) + _gate(hb, 0, u))
+    r = _sigmoid(xp, _gate(xb, 1, u) + _gate(hb, 1, u))
+    hh = xp.tanh(_gate(xb, 2, u) + r * _gate(hb, 2, u))
+    return z * s + (1.0 - z) * hh
+
+
+def _gru_vjp(ops, g, x, h, b, s):
+    # h' = z s + (1 - z) hh:  dz = (g s - g hh) z (1 - z), da = g (1 - z)(1 - hh^2) for
+    # a = x_h + r h_h, dr = da h_h r (1 - r); ds = g z. b's rows get x's and h's cotangents.
+    z, r, hh, rh = _gru_parts(ops, x, h, b, s)
+    dz = (g * s - g * hh) * (z * (1.0 - z))
+    da = (g * (1.0 - z)) * (1.0 - hh * hh)
+    dr = (da * rh) * (r * (1.0 - r))
+    dx, dh = ops.concat([dz, dr, da], axis=-1), ops.concat([dz, dr, da * r], axis=-1)
+    return dx, dh, ops.stack([dx, dh], axis=-2), g * z
+
+
+def _gru_jvp(ops, ts, x, h, b, s):
+    # dh' = z' (s - hh) + z ds + (1 - z) hh',  hh' = (1 - hh^2)(x_h' + r' h_h + r h_h')
+    u = s.shape[-1]
+    z, r, hh, rh = _gru_parts(ops, x, h, b, s)
+    tb = ops.zeros_like(b) if ts[2] is None else ts[2]
+    txb = _sum_tangents(ops, x, (ts[0], _bias_tangent(ops, tb[..., 0, :], x)))
+    thb = _sum_tangents(ops, h, (ts[1], _bias_tangent(ops, tb[..., 1, :], h)))
+    ts_ = ops.zeros_like(s) if ts[3] is None else ts[3]
+    tz = (_gate(txb, 0, u) + _gate(thb, 0, u)) * (z * (1.0 - z))
+    tr = (_gate(txb, 1, u) + _gate(thb, 1, u)) * (r * (1.0 - r))
+    thh = (_gate(txb, 2, u) + (tr * rh + r * _gate(thb, 2, u))) * (1.0 - hh * hh)
+    return tz * (s - hh) + z * ts_ + (1.0 - z) * thh
+
+
+_lstm_cell = def_op("lstm_cell", _lstm_forward, args=("x", "h", "b", "c"),
+                    saves=("x", "h", "b", "c", "out"), vjp=_lstm_vjp, jvp=_lstm_jvp,
+                    **rnn_cell_kernels("lstm_cell"))
+_gru_cell = def_op("gru_cell", _gru_forward, args=("x", "h", "b", "s"),
+                   saves=("x", "h", "b", "s"), vjp=_gru_vjp, jvp=_gru_jvp,
+                   **rnn_cell_kernels("gru_cell"))
+
+
+def _cell_args(op, x, h, bias, state, gates, bias_shape):
+    x, h = floating(x, op), floating(h, op)
+    bias, state = floating(bias, op), floating(state, op)
+    u = state.shape[-1] if state.ndim else 0
+    want = state.shape[:-1] + (gates * u,)
+    if state.ndim < 1 or u == 0 or x.shape != want or h.shape != want or \
+            bias.shape != bias_shape(u):
+        raise InvalidArgumentError(
+            f"{op}: for a state of shape (..., units) = {state.shape}, x and h must have shape "
+            f"{want} and the bias {bias_shape(u)}; got x {x.shape}, h {h.shape}, bias "
+            f"{bias.shape}")
+    return x, h, bias, state
+
+
+def lstm_cell(x, h, bias, c_prev, name=None):
+    """The pointwise part of an LSTM step (Keras' LSTMCell with sigmoid gates and tanh),
+    after its two GEMMs: with `z = x + bias + h` (`x = inputs @ kernel`, `h = h_prev @
+    recurrent_kernel`, shape (..., 4 * units), gates in Keras' order i, f, c, o),
+
+        c = sigmoid(z_f) * c_prev + sigmoid(z_i) * tanh(z_c),  h = sigmoid(z_o) * tanh(c)
+
+    returns `(h, c)`, each of `c_prev`'s shape. `bias` has shape (4 * units,). On a GPU it is
+    one kernel forward and one backward.
+
+    >>> h, c = tg.nn.lstm_cell(tg.zeros((1, 8)), tg.zeros((1, 8)), tg.zeros(8),
+    ...                        tg.ones((1, 2)))
+    >>> c.numpy(), h.numpy().round(4)
+    (array([[0.5, 0.5]], dtype=float32), array([[0.2311, 0.2311]], dtype=float32))
+    """
+    args = _cell_args("lstm_cell", x, h, bias, c_prev, 4, lambda u: (4 * u,))
+    out = apply(_lstm_cell, args, EMPTY)
+    return out[0], out[1]
+
+
+def gru_cell(x, h, bias, h_prev, name=None):
+    """The pointwise part of a GRU step (Keras' GRUCell with reset_after=True, sigmoid gates
+    and tanh), after its two GEMMs `x = inputs @ kernel` and `h = h_prev @ recurrent_kernel`
+    ((..., 3 * units) each, gates z, r, h). With `bias` (2, 3 * units) added by the op,
+    `xb = x + bias[0]` and `hb = h + bias[1]`:
+
+        z = sigmoid(xb_z + hb_z),  r = sigmoid(xb_r + hb_r),  hh = tanh(xb_h + r * hb_h)
+
+    returns the new state `z * h_prev + (1 - z) * hh`. On a GPU it is one kernel forward and
+    one backward.
+
+    >>> tg.nn.gru_cell(tg.zeros((1, 6)), tg.zeros((1, 6)), tg.zeros((2, 6)),
+    ...                tg.ones((1, 2))).numpy()
+    array([[0.5, 0.5]], dtype=float32)
+    """
+    args = _cell_args("gru_cell", x, h, bias, h_prev, 3, lambda u: (2, 3 * u))
+    return apply(_gru_cell, args, EMPTY)
+
+
+lstm_cell.op, gru_cell.op = _lstm_cell, _gru_cell
+
+
 __all__ = public(globals(), ("", "nn"), special=(
     ((), (bias_activations, dropout_drawn)), (("", "nn", "activations"), (softmax, log_softmax)),
-    (("", "math", "nn", "linalg"), (l2_normalize,)), (("nn",), (compute_average_loss,))))
+    (("", "math", "nn", "linalg"), (l2_normalize,)),
+    (("nn",), (compute_average_loss, lstm_cell, gru_cell))))

@@ -54,6 +54,18 @@ def _attention_ref(q, k, v, scale, causal):
     return np.einsum("bnts,bsnh->btnh", _softmax(s), v).astype(q.dtype)
 
 
+def _lstm_ref(z, c):
+    i, f, g, o = np.split(z, 4, axis=-1)
+    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    return np.stack([_sigmoid(o) * np.tanh(c), c])
+
+
+def _gru_ref(x, h, b, s):
+    (xz, xr, xh), (hz, hr, hh) = np.split(x + b[0], 3, -1), np.split(h + b[1], 3, -1)
+    z, r = _sigmoid(xz + hz), _sigmoid(xr + hr)
+    return z * s + (1 - z) * np.tanh(xh + r * hh)
+
+
 def _spd(rng, dtype, n=3, batch=()):
     a = rng.standard_normal(batch + (n, n))
     return [(a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(dtype)]
@@ -816,6 +828,11 @@ SPECS = [
          lambda x, b: np.where(x + b > 0, x + b, np.expm1(x + b)), covers=("bias_act",),
          make=lambda rng, dt, s: [_away_from([0.0])(rng, dt, s[:1])[0],
                                   np.zeros(4, dt)]),
+    # recurrent cells: the state axis first (h; c), gates in Keras' order
+    Spec("lstm_cell", lambda x, h, b, c: tg.stack(tg.nn.lstm_cell(x, h, b, c)),
+         ((3, 8), (3, 8), (8,), (3, 2)), lambda x, h, b, c: _lstm_ref(x + b + h, c),
+         covers=("lstm_cell",)),
+    Spec("gru_cell", tg.nn.gru_cell, ((3, 6), (3, 6), (2, 6), (3, 2)), _gru_ref),
     Spec("batch_normalization", lambda x, m, v, o, s: tg.nn.batch_normalization(
         x, m, v, o, s, 1e-3), ((5, 4), (4,), (4,), (4,), (4,)),
         lambda x, m, v, o, s: (x - m) / np.sqrt(v + 1e-3) * s + o,

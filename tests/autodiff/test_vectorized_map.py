@@ -14,14 +14,16 @@ from tapegpu.testing.op_specs import SPECS, sample
 B = 3
 
 # Rows whose ops run once per example (no batching rule covers their batched inputs), with
-# every input batched: `unique` only (its output's length depends on the values, as in TF,
-# whose vectorized_map loops there too).
-LOOPED = {"unique": {"unique"}, "unique_idx": {"unique"}}
+# every input batched: `unique` (its output's length depends on the values, as in TF,
+# whose vectorized_map loops there too) and the recurrent cells (no batching rule yet: a
+# per-example bias does not fit their kernels).
+LOOPED = {"unique": {"unique"}, "unique_idx": {"unique"}, "lstm_cell": {"lstm_cell"},
+          "gru_cell": {"gru_cell"}}
 # Rows whose function reads a batched value as a Python value: all of fn runs per example.
 PYTHON_VALUE = set()
 # With only the first input batched (the others captured from outside fn), every rule covers
-# its inputs.
-LOOPED_FIRST = set()
+# its inputs but the recurrent cells'.
+LOOPED_FIRST = {"lstm_cell", "gru_cell"}
 
 
 def _run(fn, elems):

@@ -244,6 +244,8 @@ PUBLIC = [
     ("batch_normalization", lambda x, m, v, o, s: tg.nn.batch_normalization(x, m, v, o, s, 1e-3),
      _args(_f(5, 4), _f(4), _f(4, lo=0.5), _f(4), _f(4))),
     ("bias_act", lambda x, b: tg.nn.bias_act(x, b, "tanh"), _args(_f(3, 4), _f(4))),
+    ("lstm_cell", tg.nn.lstm_cell, _args(_f(3, 8), _f(3, 8), _f(8), _f(3, 2))),
+    ("gru_cell", tg.nn.gru_cell, _args(_f(3, 6), _f(3, 6), _f(2, 6), _f(3, 2))),
     ("bias_add", tg.nn.bias_add, _args(_f(3, 4), _f(4))),
     ("boolean_mask", tg.boolean_mask, _args(_f(4, 3), _b(4))),
     ("broadcast_to", tg.broadcast_to, lambda rng, call: [rng.standard_normal((1, 4)),

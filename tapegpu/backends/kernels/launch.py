@@ -466,6 +466,71 @@ def _number(x):
     return float(x) if isinstance(x, (int, float, np.number)) else x
 
 
+    # ------------------------------------------------------------ recurrent cells (rnn.cu)
+    def _cell_inputs(self, what, x, h, b, state, gates, b_shape):
+        x, h = self._float(x, f"{what} x"), self._float(h, f"{what} h")
+        b, state = self._float(b, f"{what} bias"), self._float(state, f"{what} state")
+        u = state.shape[-1] if state.ndim else 0
+        want = state.shape[:-1] + (gates * u,)
+        if state.ndim < 1 or x.shape != want or h.shape != want or b.shape != b_shape(u) or \
+                not x.dtype == h.dtype == b.dtype == state.dtype:
+            raise ValueError(f"{what}: x and h must be {want}, bias {b_shape(u)} and the state "
+                             f"{state.shape}, all of one dtype; got x {x.shape} {x.dtype}, h "
+                             f"{h.shape} {h.dtype}, bias {b.shape} {b.dtype}, state "
+                             f"{state.shape} {state.dtype}")
+        return x, h, b, state, state.size // u if u else 0, u
+
+    def lstm_cell_fwd(self, x, h, b, c):
+        """[h; c] of an LSTM step, (2,) + c.shape, from the gates' projections x and h
+        (c.shape[:-1] + (4u,)), the bias b (4u,) and the previous cell state c."""
+        x, h, b, c, rows, u = self._cell_inputs("lstm_cell", x, h, b, c, 4, lambda u: (4 * u,))
+        out = self.xp.empty((2,) + c.shape, c.dtype)
+        if c.size:
+            self._launch("lstm_cell_fwd", c.dtype, self._elementwise_grid(c.size), self.block,
+                         (x, h, b, c, out, np.int64(rows), np.int64(u)))
+        return out
+
+    def lstm_cell_bwd(self, g, x, h, b, c, out):
+        """(dz, dc_prev): the cotangent of z = x + h + b and of the previous cell state, for
+        the cotangent g of lstm_cell_fwd's output `out` (one launch; no batch axes)."""
+        x, h, b, c, rows, u = self._cell_inputs("lstm_cell_bwd", x, h, b, c, 4,
+                                                lambda u: (4 * u,))
+        g, out = self._float(g, "lstm_cell_bwd cotangent"), self._float(out, "lstm_cell output")
+        if g.shape != out.shape or out.shape != (2,) + c.shape or g.dtype != c.dtype:
+            raise ValueError(f"lstm_cell_bwd: cotangent {g.shape} {g.dtype} and output "
+                             f"{out.shape} must be {(2,) + c.shape} {c.dtype}")
+        dz, dc = self.xp.empty_like(x), self.xp.empty_like(c)
+        if c.size:
+            self._launch("lstm_cell_bwd", c.dtype, self._elementwise_grid(c.size), self.block,
+                         (g, x, h, b, c, out, dz, dc, np.int64(rows), np.int64(u)))
+        return dz, dc
+
+    def gru_cell_fwd(self, x, h, b, s):
+        """The new state of a GRU step (reset_after) from the projections x and h
+        (s.shape[:-1] + (3u,), no biases), the biases b (2, 3u) and the previous state s."""
+        x, h, b, s, rows, u = self._cell_inputs("gru_cell", x, h, b, s, 3, lambda u: (2, 3 * u))
+        out = self.xp.empty_like(s)
+        if s.size:
+            self._launch("gru_cell_fwd", s.dtype, self._elementwise_grid(s.size), self.block,
+                         (x, h, b, s, out, np.int64(rows), np.int64(u)))
+        return out
+
+    def gru_cell_bwd(self, g, x, h, b, s):
+        """(dxh, ds) for the cotangent g (s.shape) of gru_cell_fwd's output: dxh
+        (s.shape[:-1] + (2, 3u)) holds the cotangents of x and of h, which are also the
+        biases' rows'; ds the previous state's (one launch; no batch axes)."""
+        x, h, b, s, rows, u = self._cell_inputs("gru_cell_bwd", x, h, b, s, 3,
+                                                lambda u: (2, 3 * u))
+        g = self._float(g, "gru_cell_bwd cotangent")
+        if g.shape != s.shape or g.dtype != s.dtype:
+            raise ValueError(f"gru_cell_bwd: cotangent {g.shape} {g.dtype} must be {s.shape} "
+                             f"{s.dtype}")
+        dxh, ds = self.xp.empty(s.shape[:-1] + (2, 3 * u), s.dtype), self.xp.empty_like(s)
+        if s.size:
+            self._launch("gru_cell_bwd", s.dtype, self._elementwise_grid(s.size), self.block,
+                         (g, x, h, b, s, dxh, ds, np.int64(rows), np.int64(u)))
+        return dxh, ds
+
 def reduction_groups(g_shape, batch_ndim, in_shape):
     """Collapse the axes of g into runs of kept or reduced axes.
 
