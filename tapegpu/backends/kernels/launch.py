@@ -461,11 +461,6 @@ class KernelSet:
                            (_number(lr_t), float(b1), float(b2), float(eps)), rate=0)
 
 
-def _number(x):
-    """A Python float for a number (a device array is kept: a kernel reads it)."""
-    return float(x) if isinstance(x, (int, float, np.number)) else x
-
-
     # ------------------------------------------------------------ recurrent cells (rnn.cu)
     def _cell_inputs(self, what, x, h, b, state, gates, b_shape):
         x, h = self._float(x, f"{what} x"), self._float(h, f"{what} h")
@@ -530,6 +525,11 @@ def _number(x):
             self._launch("gru_cell_bwd", s.dtype, self._elementwise_grid(s.size), self.block,
                          (g, x, h, b, s, dxh, ds, np.int64(rows), np.int64(u)))
         return dxh, ds
+
+def _number(x):
+    """A Python float for a number (a device array is kept: a kernel reads it)."""
+    return float(x) if isinstance(x, (int, float, np.number)) else x
+
 
 def reduction_groups(g_shape, batch_ndim, in_shape):
     """Collapse the axes of g into runs of kept or reduced axes.
