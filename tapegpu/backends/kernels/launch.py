@@ -526,6 +526,7 @@ class KernelSet:
                          (g, x, h, b, s, dxh, ds, np.int64(rows), np.int64(u)))
         return dxh, ds
 
+
 def _number(x):
     """A Python float for a number (a device array is kept: a kernel reads it)."""
     return float(x) if isinstance(x, (int, float, np.number)) else x
@@ -592,6 +593,21 @@ def parity_cases(seed=0, shape=(37, 70)):
             tuple(ks.sparse_xent_fwd(put(x), put(y)))
         yield f"sparse_xent_bwd {name}", lambda ks, put, g=g_rows, p=probs, y=labels: (
             ks.sparse_xent_bwd(put(g), put(p), put(y)),)
+        u = max(1, cols // 4)   # recurrent cells of u units over `rows` examples
+        z4, z3 = (rng.uniform(-2.0, 2.0, (2, rows, k * u)).astype(dt) for k in (4, 3))
+        c, hc = (rng.uniform(-1.0, 1.0, shp).astype(dt) for shp in ((rows, u), (2, rows, u)))
+        b4, b3 = (rng.uniform(-1.0, 1.0, shp).astype(dt) for shp in ((4 * u,), (2, 3 * u)))
+        yield f"lstm_cell_fwd {name}", lambda ks, put, z=z4, b=b4, c=c: (
+            ks.lstm_cell_fwd(put(z[0]), put(z[1]), put(b), put(c)),)
+
+        def lstm_bwd(ks, put, z=z4, b=b4, c=c, g=hc):
+            args = (put(z[0]), put(z[1]), put(b), put(c))
+            return tuple(ks.lstm_cell_bwd(put(g), *args, ks.lstm_cell_fwd(*args)))
+        yield f"lstm_cell_bwd {name}", lstm_bwd
+        yield f"gru_cell_fwd {name}", lambda ks, put, z=z3, b=b3, s=c: (
+            ks.gru_cell_fwd(put(z[0]), put(z[1]), put(b), put(s)),)
+        yield f"gru_cell_bwd {name}", lambda ks, put, z=z3, b=b3, s=c, g=hc: tuple(
+            ks.gru_cell_bwd(put(g[0]), put(z[0]), put(z[1]), put(b), put(s)))
         for in_shape in ((1, cols), (rows, 1), ()):  # sum_middle_fwd, sum_last_fwd, both
             yield f"unbroadcast to {in_shape} {name}", lambda ks, put, g=g3, s=in_shape: (
                 ks.unbroadcast(put(g), 0, s),)
