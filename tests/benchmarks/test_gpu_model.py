@@ -109,6 +109,7 @@ def test_gpu_cost_models_count_a_keras_step_and_its_h200_roofline_by_precision(t
     # kernel); traced and fused, a generated kernel ending in a bias gradient over more than
     # 16 rows takes two (its two stages): at most one more per layer
     assert e["traced, fused"] <= e["launches"] + 3
+    assert e["captured"] == 1   # apply_gradients included (its step terms on the device)
     # the forward's GEMMs, the weights' gradients and the inputs' gradients but the first
     # layer's (the data needs none)
     gemm = 2 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10)
