@@ -29,6 +29,16 @@ from ..ops.registry import REGISTRY
 from ..optimizers import SGD
 
 
+def launches_of(dev, fn, *args):
+    """(fn(*args), {kernel name: launches}) of the call on backend `dev` (its launch counter's
+    change; kernels launched 0 times left out)."""
+    before = collections.Counter(dev.launches)
+    out = fn(*args)
+    after = collections.Counter(dev.launches)
+    after.subtract(before)
+    return out, {k: v for k, v in after.items() if v}
+
+
 @contextlib.contextmanager
 def unfused(backend_name="cuda_emu"):
     """Every op a library call on a backend: no kernels, no bias+activation op, tensor-mode

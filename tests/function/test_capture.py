@@ -1,7 +1,6 @@
 """CUDA graphs for tg.function (tapegpu/function/capture.py): `jit_compile=True` replays a
 captured step as one graph launch on `cuda_emu` and on `cuda` (the CuPy stand-in, with CuPy's
 capture rules), with the uncaptured replay's results bit for bit."""
-import collections
 
 import numpy as np
 import pytest
@@ -9,17 +8,9 @@ import pytest
 import tapegpu as tg
 from tapegpu.backends.emu import stream as emu_stream
 from tapegpu.function import capture
-from tapegpu.testing.launches import traced_step_launches
+from tapegpu.testing.launches import launches_of, traced_step_launches
 
 GPU = ("cuda_emu", "cuda_sim")
-
-
-def _launches(dev, fn, *args):
-    before = collections.Counter(dev.launches)
-    out = fn(*args)
-    after = collections.Counter(dev.launches)
-    after.subtract(before)
-    return out, {k: v for k, v in after.items() if v}
 
 
 def _mlp_step(captured):
@@ -59,7 +50,7 @@ def test_a_captured_training_step_is_one_graph_launch_with_the_uncaptured_bits(t
     held = ws_c[0].value()  # an array a caller holds: no later launch may change it
     held_bits = held.numpy().copy()
     for i in range(4):
-        lc, counts = _launches(dev, cap, x, y)
+        lc, counts = launches_of(dev, cap, x, y)
         lr = ref(x, y)
         assert lc.numpy().tobytes() == lr.numpy().tobytes(), i
         for a, b in zip(ws_c + vs_c, ws_r + vs_r):
@@ -78,7 +69,7 @@ def test_the_uncaptured_replay_counts_every_launch(tg_device):
     x, y = _data()
     ref, ws, _ = _mlp_step(False)
     ref(x, y)
-    _, counts = _launches(ws[0]._value._dev, ref, x, y)
+    _, counts = launches_of(ws[0]._value._dev, ref, x, y)
     assert capture.GRAPH_LAUNCH not in counts and sum(counts.values()) > 5
 
 

@@ -3,12 +3,12 @@
 schedule, bias corrections and step count are computed on the device inside the graph, so
 one graph launch per call computes, call after call, what the uncaptured replay and eager
 code compute, bit for bit."""
-import collections
 
 import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.testing.launches import launches_of
 from tapegpu.function import capture
 
 GPU = ("cuda_emu", "cuda_sim")
@@ -33,14 +33,6 @@ OPTIMIZERS = {
     "ftrl": lambda: tg.optimizers.Ftrl(0.1, l1_regularization_strength=0.01, beta=0.1),
     "sgd_keras2_decay": lambda: tg.optimizers.SGD(0.1, decay=0.5),
 }
-
-
-def _launches(dev, fn, *args):
-    before = collections.Counter(dev.launches)
-    out = fn(*args)
-    after = collections.Counter(dev.launches)
-    after.subtract(before)
-    return out, {k: v for k, v in after.items() if v}
 
 
 def _model(make_opt):
@@ -81,7 +73,7 @@ def _run(make_opt, mode, calls=6):
     dev = ws[0]._value._dev
     losses, counts = [], []
     for x, y in _batches(calls):
-        loss, c = _launches(dev, f, x, y)
+        loss, c = launches_of(dev, f, x, y)
         losses.append(loss.numpy().tobytes())
         counts.append(c)
     return f, losses, _state(ws, opt), counts, opt

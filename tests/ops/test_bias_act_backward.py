@@ -3,12 +3,12 @@ and `bias_act`'s backward as one kernel giving both cotangents (the bias's summe
 rows) before the two GEMMs. Checked on every device against float64 references and finite
 differences, with NaNs, empty batches, batched and forward-mode derivatives, higher order,
 tg.function, and the launches a step takes where the device counts them."""
-import collections
 
 import numpy as np
 import pytest
 
 import tapegpu as tg
+from tapegpu.testing.launches import launches_of
 from tapegpu.ops.nn import bias_activations
 from tapegpu.backends.kernels.launch import ACTIVATIONS
 
@@ -156,12 +156,7 @@ def test_traced_equals_eager_over_calls():
 
 
 def _launches(fn):
-    dev = tg.constant(0.0)._dev
-    before = collections.Counter(dev.launches)
-    out = fn()
-    after = collections.Counter(dev.launches)
-    after.subtract(before)
-    return out, {k: v for k, v in after.items() if v}
+    return launches_of(tg.constant(0.0)._dev, fn)
 
 
 @pytest.mark.parametrize("rows", [8, 300])
