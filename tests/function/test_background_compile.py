@@ -105,6 +105,34 @@ def test_a_failing_compiler_leaves_the_function_unfused_and_says_why(held_compil
     assert "no compiler today" in fusion.unavailable_reason("numpy")
 
 
+def test_a_compiler_that_never_returns_is_stopped(held_compiler, tmp_path, monkeypatch):
+    """A background compile that hangs held its process's exit (the exit waits for the
+    compiles) for ever; the compiler is stopped after build.COMPILE_TIMEOUT_S and the function
+    stays unfused, saying why."""
+    import time
+    pid = tmp_path / "pid"
+    stuck = tmp_path / "stuckcxx"
+    stuck.write_text("#!/bin/sh\n"
+                     f'case "$*" in *--version*|*-E\\ -P*) exec {shutil.which("g++") or "cc"} '
+                     f'"$@";; esac\necho $$ > {pid}\nexec sleep 60\n')
+    stuck.chmod(stuck.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(build, "CXX", str(stuck))
+    monkeypatch.setattr(build, "COMPILE_TIMEOUT_S", 1)
+    monkeypatch.setattr(fusion, "_failed", {})
+    traced = tg.function(_chain)
+    x = np.linspace(0, 1, 16).astype(np.float32)
+    traced(tg.constant(x))
+    start = time.monotonic()
+    fusion.wait_compiled()
+    assert time.monotonic() - start < 30
+    with pytest.raises(ProcessLookupError):   # the compiler was killed, not left behind
+        os.kill(int(pid.read_text()), 0)
+    np.testing.assert_array_equal(traced(tg.constant(x + 1)).numpy(),
+                                  _chain(tg.constant(x + 1)).numpy())
+    assert _kernels(traced, x) == []
+    assert "did not finish compiling" in fusion.unavailable_reason("numpy")
+
+
 def test_jit_compile_true_and_the_switch_off_compile_in_the_call(held_compiler, monkeypatch):
     held_compiler()
     for fn in (tg.function(_chain, jit_compile=True), None):

@@ -65,6 +65,10 @@ RUNTIME = HERE / "runtime.cpp"
 HOST_HEADER = HERE / "host_math.h"   # a CPU library's `#include <math.h>`, precompiled
 
 CXX = os.environ.get("CXX", "g++")
+# A compiler that has not finished a library in this time is stopped and the build fails (a
+# background compile would otherwise hold up its process's exit for ever); a large generated
+# kernel takes a few seconds.
+COMPILE_TIMEOUT_S = 600
 BASE_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-gnu-unique",
               "-fno-strict-aliasing", "-fstack-clash-protection", "-g1"]
 
@@ -433,7 +437,7 @@ def _build_shared(what, d, key, extra_flags):
             header = HEADER if what == "emu_pch" else HOST_HEADER
             out = os.path.join(build, header.name + ".gch")
             cmd = [CXX, *flags(), *extra_flags, "-x", "c++-header", str(header), "-o", out]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = _run_compiler(cmd, what)
         if r.returncode != 0:
             if what != "emu_runtime":
                 return None
@@ -521,6 +525,16 @@ def _library_name(stem, key, sha, suffix=".so"):
 _MATH = "#include <math.h>\n"
 
 
+def _run_compiler(cmd, what):
+    """The finished compiler process of `cmd`; EmuCompileError when it runs past
+    COMPILE_TIMEOUT_S (it is killed)."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise EmuCompileError(f"{cmd[0]} did not finish compiling {what} in "
+                              f"{COMPILE_TIMEOUT_S} s and was stopped") from None
+
+
 def _compile(text, d, stem, key, extra_flags, emulated=True):
     """Build the library in a private scratch directory inside `d`, then move it and
     its manifest into place (each atomically: library first, manifest last). `emulated`:
@@ -544,7 +558,7 @@ def _compile(text, d, stem, key, extra_flags, emulated=True):
         # and the library's own name is fixed (gold records the output's path otherwise)
         cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared",
                f"-Wl,-soname,{stem}.so", *inputs, "-o", out]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = _run_compiler(cmd, f"{stem}-{key}")
         if r.returncode != 0:
             raise EmuCompileError(f"g++ failed to compile {stem}-{key}"
                                   f"{' for the emulator' if emulated else ''}:\n"
