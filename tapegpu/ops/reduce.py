@@ -56,6 +56,20 @@ def _mean_vjp(ops, g, x_shape, axis, keepdims):
     return _sum_vjp(ops, g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
+def _mean_numpy_vjp(g, x_shape, axis, keepdims):
+    """The rule on numpy arrays, one ufunc call broadcasting into the result (the same
+    products, so the same bits; the rule's four dispatched ops cost more than the work on the
+    small cotangents a loss's mean gets). Batched cotangents take the rule."""
+    kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
+    if g.shape != (kept if keepdims else tuple(s for i, s in enumerate(x_shape)
+                                               if i not in axis)) or g.dtype.kind not in "fc":
+        return NotImplemented
+    n = math.prod([x_shape[i] for i in axis]) if axis else 1
+    out = np.empty(x_shape, g.dtype)
+    np.multiply(g.reshape(kept), 1.0 / max(n, 1), out=out)
+    return out
+
+
 def _extreme_vjp(ops, g, x, out, axis, keepdims):
     # the gradient goes to the elements equal to the extreme, shared equally among ties (as TF)
     ref = _expand(ops, out, x.shape, axis, keepdims)
@@ -130,6 +144,7 @@ _sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, jvp=_sum_jvp, saves=(
               linear=True, batch="axis", fresh=True,
               reduction="add", per_example="reduction")
 _mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, jvp=_mean_jvp,
+               vjp_kernels={"numpy": _mean_numpy_vjp},
                saves=("x.shape",), linear=True, batch="axis", fresh=True,
                per_example="reduction")
 _max = def_op("reduce_max", _forward("max"), vjp=_extreme_vjp, jvp=_extreme_jvp,
