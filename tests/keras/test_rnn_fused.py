@@ -43,7 +43,9 @@ def _run(layer, x, mask=None, training=False):
     return [o.numpy() for o in outs], [g.numpy() for g in grads]
 
 
-def _both_paths(force_path, make, x, **kw):
+def _both_paths(force_path, make, x, measure=_run, **kw):
+    """`measure(layer, x, **kw)` by the composite path and by the fused one, the layers made
+    by `make()` with the same weights."""
     results = []
     for fused in (False, True):
         force_path(fused)
@@ -51,7 +53,7 @@ def _both_paths(force_path, make, x, **kw):
         layer(x)  # build, then the same weights for both paths
         if results:
             layer.set_weights(results[0][0])
-        results.append((layer.get_weights(), _run(layer, x, **kw)))
+        results.append((layer.get_weights(), measure(layer, x, **kw)))
     return results[0][1], results[1][1]
 
 
@@ -140,24 +142,19 @@ def test_traced_equals_eager(kind, force_path):
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_gradient_of_a_gradient(kind, force_path):
     """d/dW of |d loss / d x|^2: the fused op's rules recorded as composite ops."""
-    rng = np.random.default_rng(4)
-    x = tg.constant(rng.standard_normal((2, 3, 4)))
-    results = []
-    for fused in (False, True):
-        force_path(fused)
-        layer = _layer(kind, dtype="float64")
-        layer(x)
-        if results:
-            layer.set_weights(results[0][0])
+    x = tg.constant(np.random.default_rng(4).standard_normal((2, 3, 4)))
+
+    def penalty_gradients(layer, x):
         with tg.GradientTape() as outer:
             with tg.GradientTape() as inner:
                 inner.watch(x)
                 loss = tg.reduce_sum(layer(x) ** 2)
             gx = inner.gradient(loss, x)
             penalty = tg.reduce_sum(gx * gx)
-        results.append((layer.get_weights(),
-                        [g.numpy() for g in outer.gradient(penalty, layer.trainable_variables)]))
-    for a, b in zip(results[0][1], results[1][1]):
+        return [g.numpy() for g in outer.gradient(penalty, layer.trainable_variables)]
+    composite, fused = _both_paths(force_path, lambda: _layer(kind, dtype="float64"), x,
+                                   penalty_gradients)
+    for a, b in zip(composite, fused):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
@@ -167,25 +164,20 @@ def test_jacobian_and_forward_mode(kind, force_path):
     rng = np.random.default_rng(5)
     x = tg.constant(rng.standard_normal((2, 3, 4)))
     v = tg.constant(rng.standard_normal((2, 3, 4)))
-    results = []
-    for fused in (False, True):
-        force_path(fused)
-        layer = _layer(kind, dtype="float64")
-        layer(x)
-        if results:
-            layer.set_weights(results[0][0])
+
+    def jacobian_and_jvp(layer, x):
         with tg.GradientTape() as tape:
             tape.watch(x)
             y = layer(x)
         jac = tape.batch_jacobian(y, x).numpy()
         with tg.autodiff.ForwardAccumulator(x, v) as acc:
             y = layer(x)
-        results.append((layer.get_weights(), jac, acc.jvp(y).numpy()))
-    for a, b in zip(results[0][1:], results[1][1:]):
+        return jac, acc.jvp(y).numpy()
+    composite, fused = _both_paths(force_path, lambda: _layer(kind, dtype="float64"), x,
+                                   jacobian_and_jvp)
+    for a, b in zip(composite, fused):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
-
-# -- which path runs -------------------------------------------------------------------------------
 
 def _ops_called(monkeypatch, fn):
     calls = collections.Counter()
