@@ -158,7 +158,7 @@ class GraphUpdate:
         self.rate_value = self.rate_buf = None
         if isinstance(lr, numbers.Real):
             self.rate_value = float(lr)
-            self.rate_buf = _upload(dev.xp, self.rate_value)
+            self.rate_buf = dev.asarray(self.rate_value, np.float64)
         elif isinstance(lr, Tensor):
             self.rate_buf = lr._data
         self.schedule = lr if isinstance(lr, LearningRateSchedule) else None
@@ -249,12 +249,6 @@ class GraphUpdate:
                 if a is not None:
                     a[...] = b
         self._saved = None
-
-
-def _upload(xp, value):
-    if xp is np:
-        return np.asarray(value, np.float64)
-    return xp.asarray(np.asarray(value, np.float64))
 
 
 def _write(xp, buf, value):
