@@ -74,7 +74,8 @@ from ..backends import emu
 from ..backends.emu import build
 from ..backends.kernels import codegen
 from ..backends.kernels.codegen import broadcasts as _broadcasts, index
-from ..backends.kernels.launch import NVRTC_OPTIONS
+from ..backends.kernels.launch import NVRTC_OPTIONS, SUM_ROWS_PER_THREAD
+from ..backends.kernels.launch import column_sum_parts as _column_sum_parts
 from ..core import determinism
 from ..core.options import options
 from .graph import Node
@@ -94,8 +95,8 @@ BLOCK = 256
 MAX_BLOCKS = 1024
 # A column sum on a GPU over more than SUM_ROWS_PER_THREAD rows takes two stages (codegen.
 # fused_column_sums): the rows split into `parts` interleaved shares of at least that many
-# rows, one thread per (share, column), up to BLOCK * MAX_BLOCKS threads.
-SUM_ROWS_PER_THREAD = 16
+# rows, one thread per (share, column), up to BLOCK * MAX_BLOCKS threads (SUM_ROWS_PER_THREAD:
+# launch.py's, bias_act_bwd's too; read here at each call).
 
 _failed = {}  # target -> why it cannot compile (set at the first failure)
 
@@ -113,9 +114,7 @@ def _size(shape):
 def column_sum_parts(n, cols):
     """Into how many interleaved shares of rows a GPU kernel's column sums over `n` elements
     of `cols` columns split (1: a thread per column walks every row in order, numpy's bits)."""
-    rows = n // cols
-    parts = min(-(-rows // SUM_ROWS_PER_THREAD), (BLOCK * MAX_BLOCKS) // cols)
-    return max(1, parts)
+    return _column_sum_parts(n // cols, cols, BLOCK * MAX_BLOCKS, SUM_ROWS_PER_THREAD)
 
 
 def launch_geometry(n, cols=None, n_sums=0):

@@ -55,8 +55,17 @@ DTYPES = {"float32": "f32", "float64": "f64"}
 # library function.
 NVRTC_OPTIONS = ("-std=c++17", "--fmad=false")
 
-# A bias gradient over more rows than this takes several threads per column (bias_act_bwd)
+# A column sum over more rows than this takes several threads per column (bias_act_bwd, and
+# the generated kernels' sums of tapegpu/function/fusion.py)
 SUM_ROWS_PER_THREAD = 16
+
+
+def column_sum_parts(rows, cols, threads, rows_per_thread=SUM_ROWS_PER_THREAD):
+    """Into how many interleaved shares of rows a GPU column sum over `rows` rows of `cols`
+    columns splits: one up to `rows_per_thread` rows (a thread per column adds every row in
+    order, numpy's bits), else shares of at least that many rows, up to one thread per share
+    and column of `threads`."""
+    return max(1, min(-(-rows // rows_per_thread), threads // cols))
 
 
 def _activations():
@@ -247,11 +256,9 @@ class KernelSet:
         return dx, db
 
     def column_sum_parts(self, rows, cols):
-        """Into how many interleaved shares of rows `bias_act_bwd` splits a column sum: one
-        up to SUM_ROWS_PER_THREAD rows, else shares of at least that many rows, up to one
-        thread per share and column for the largest grid."""
-        parts = min(-(-rows // SUM_ROWS_PER_THREAD), self.block * self.max_blocks // cols)
-        return max(1, parts)
+        """Into how many shares of rows `bias_act_bwd` splits a column sum (`column_sum_parts`
+        for this set's largest grid)."""
+        return column_sum_parts(rows, cols, self.block * self.max_blocks)
 
     # ------------------------------------------------------------ row-wise normalisation
     def _rows(self, x):
