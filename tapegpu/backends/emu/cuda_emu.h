@@ -17,13 +17,10 @@
 #ifndef TAPEGPU_CUDA_EMU_H
 #define TAPEGPU_CUDA_EMU_H
 
-#include <math.h>
+#include "emu_math.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <string>
-#include <type_traits>
-#include <utility>
 
 // ---------------------------------------------------------------- vector types
 struct uint3 { unsigned int x, y, z; };
@@ -182,41 +179,92 @@ template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) 
 // emu_invoke calls a kernel with arguments read from an array of pointers (as
 // cuLaunchKernel takes them); emu_signature describes its parameter types to
 // Python: "f4*" is float*, "cf4*" const float*, "i8" a 64-bit signed scalar,
-// "v*" void*.
-template <class T> static std::string emu_type_code() {
-  typedef typename std::remove_cv<T>::type U;
-  if constexpr (std::is_pointer<U>::value) {
-    typedef typename std::remove_pointer<U>::type P;
-    typedef typename std::remove_cv<P>::type E;
-    std::string elem = std::is_pointer<E>::value ? std::string("?") : emu_type_code<E>();
-    return (std::is_const<P>::value ? "c" : "") + elem + "*";
-  } else if constexpr (std::is_void<U>::value) {
-    return "v";
-  } else if constexpr (std::is_same<U, bool>::value) {
-    return "b1";
+// "v*" void*, "?*" a pointer to a pointer, "x<size>" anything else. Written
+// without the standard library's <string>, <type_traits> and <utility>: every
+// kernel's library is compiled with this header, and those cost more to read
+// and instantiate than a small kernel costs to compile.
+template <class T> struct emu_cv { typedef T type; static constexpr bool is_const = false; };
+template <class T> struct emu_cv<const T> { typedef T type; static constexpr bool is_const = true; };
+template <class T> struct emu_cv<volatile T> { typedef T type; static constexpr bool is_const = false; };
+template <class T> struct emu_cv<const volatile T> { typedef T type; static constexpr bool is_const = true; };
+template <class T> struct emu_is_pointer { static constexpr bool value = false; };
+template <class T> struct emu_is_pointer<T *> { static constexpr bool value = true; typedef T pointee; };
+template <class T> struct emu_no_ref { typedef T type; };
+template <class T> struct emu_no_ref<T &> { typedef T type; };
+template <class T> struct emu_no_ref<T &&> { typedef T type; };
+
+// the kind of a cv-free value type: 'f' floating, 'i'/'u' signed/unsigned integer, 'x' other
+template <class T> struct emu_kind { static constexpr char value = 'x'; };
+#define EMU_KIND(T, K) template <> struct emu_kind<T> { static constexpr char value = K; };
+#define EMU_INT_KIND(T) EMU_KIND(T, (T)-1 < (T)0 ? 'i' : 'u')
+EMU_KIND(float, 'f') EMU_KIND(double, 'f') EMU_KIND(long double, 'f')
+EMU_INT_KIND(char) EMU_INT_KIND(signed char) EMU_INT_KIND(unsigned char)
+EMU_INT_KIND(short) EMU_INT_KIND(unsigned short) EMU_INT_KIND(int) EMU_INT_KIND(unsigned)
+EMU_INT_KIND(long) EMU_INT_KIND(unsigned long) EMU_INT_KIND(long long)
+EMU_INT_KIND(unsigned long long) EMU_INT_KIND(wchar_t) EMU_INT_KIND(char16_t)
+EMU_INT_KIND(char32_t)
+#undef EMU_INT_KIND
+#undef EMU_KIND
+
+static inline char *emu_put_number(char *s, size_t n) {
+  char digits[24];
+  int k = 0;
+  do { digits[k++] = (char)('0' + n % 10); n /= 10; } while (n);
+  while (k) *s++ = digits[--k];
+  return s;
+}
+
+template <class U> struct emu_value_code {   // a cv-free value type
+  static char *put(char *s) { *s++ = emu_kind<U>::value; return emu_put_number(s, sizeof(U)); }
+};
+template <> struct emu_value_code<void> { static char *put(char *s) { *s++ = 'v'; return s; } };
+template <> struct emu_value_code<bool> {
+  static char *put(char *s) { *s++ = 'b'; *s++ = '1'; return s; }
+};
+
+// writes the code of T (cv-qualifiers dropped) at s; returns the end
+template <class T> static char *emu_type_code(char *s) {
+  typedef typename emu_cv<T>::type U;
+  if constexpr (emu_is_pointer<U>::value) {
+    typedef typename emu_is_pointer<U>::pointee P;   // with its cv-qualifiers
+    typedef typename emu_cv<P>::type E;
+    if (emu_cv<P>::is_const) *s++ = 'c';
+    if constexpr (emu_is_pointer<E>::value) *s++ = '?';
+    else s = emu_type_code<E>(s);
+    *s++ = '*';
+    return s;
   } else {
-    char kind = std::is_floating_point<U>::value ? 'f'
-              : std::is_integral<U>::value ? (std::is_signed<U>::value ? 'i' : 'u') : 'x';
-    return kind + std::to_string(sizeof(U));
+    return emu_value_code<U>::put(s);
   }
 }
 
+template <class... P> struct emu_signature_text {
+  char text[sizeof...(P) * 32 + 2];
+  emu_signature_text() {
+    char *s = text;
+    ((s = emu_type_code<P>(s), *s++ = ','), ...);
+    if (s != text) --s;  // no comma after the last
+    *s++ = ';';  // keeps an argument-less kernel distinct from "not built"
+    *s = 0;
+  }
+};
 template <class... P> static const char *emu_signature(void (*)(P...)) {
-  static std::string s;
-  if (s.empty()) {
-    std::string codes[] = {emu_type_code<P>()..., ""};
-    for (size_t i = 0; i + 1 < sizeof(codes) / sizeof(codes[0]); ++i) s += (i ? "," : "") + codes[i];
-    s += ";";  // keeps an argument-less kernel distinct from "not built"
-  }
-  return s.c_str();
+  static const emu_signature_text<P...> s;
+  return s.text;
 }
 
+template <size_t... I> struct emu_index_sequence {};
+#if defined(__clang__)
+template <size_t N> using emu_indices = __make_integer_seq<emu_index_sequence, size_t, N>;
+#else
+template <size_t N> using emu_indices = emu_index_sequence<__integer_pack(N)...>;
+#endif
 template <class... P, size_t... I>
-static void emu_invoke_seq(void (*kernel)(P...), void **args, std::index_sequence<I...>) {
-  kernel(*static_cast<typename std::remove_reference<P>::type *>(args[I])...);
+static void emu_invoke_seq(void (*kernel)(P...), void **args, emu_index_sequence<I...>) {
+  kernel(*static_cast<typename emu_no_ref<P>::type *>(args[I])...);
 }
 template <class... P> static void emu_invoke(void (*kernel)(P...), void **args) {
-  emu_invoke_seq(kernel, args, std::index_sequence_for<P...>());
+  emu_invoke_seq(kernel, args, emu_indices<sizeof...(P)>());
 }
 
 #define EMU_EXPORT extern "C" __attribute__((visibility("default")))

@@ -1,3 +1,3 @@
 /* A CPU library's <math.h> (tapegpu/backends/emu/build.py precompiles it once per cache
    directory and set of flags). */
-#include <math.h>
+#include "emu_math.h"

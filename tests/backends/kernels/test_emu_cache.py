@@ -364,6 +364,41 @@ def test_cpu_libraries_read_math_h_precompiled(tmp_path, monkeypatch):
     assert [f1(float(x)) for x in xs] == [f2(float(x)) for x in xs]
 
 
+OVERLOADS = """#include <math.h>
+extern "C" __attribute__((visibility("default"))) void f(const float *x, float *y, double *z) {
+  float a = x[0], b = x[1];
+  const float r[] = {sin(a), cos(a), tanh(a), exp(a), log(b), sqrt(b), pow(a, b), pow(a, 3),
+                     abs(a), fabs(a), fmod(a, b), atan2(a, b), erf(a), lgamma(b), cbrt(a),
+                     hypot(a, b), expm1(a), log1p(b), floor(a), round(a), copysign(b, a)};
+  for (int i = 0; i < 21; ++i) y[i] = r[i];
+  z[0] = sizeof(sin(a)) + 10 * sizeof(pow(a, 3)) + 100 * sizeof(abs(a)) + 1000 * sizeof(sqrt(2));
+}
+"""
+
+
+def test_the_lighter_math_header_keeps_every_overload(tmp_path, monkeypatch):
+    """Generated kernels read emu_math.h, C++'s <math.h> without the C++17 special functions
+    (two thirds of what g++ read per library): a float argument still picks the float function
+    (sin(float) is sinf, pow(float, int) is double's), bit for bit as <math.h> itself."""
+    import ctypes
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(private_dir(tmp_path / "cache")))
+    monkeypatch.setattr(emu_build, "_shared", {})
+    light, _ = emu_build.build_host_library(OVERLOADS, "light.cpp", ("-O1",))
+    monkeypatch.setattr(emu_build, "host_pch", lambda *a: None)   # <math.h> itself
+    plain, _ = emu_build.build_host_library(OVERLOADS + "\n", "plain.cpp", ("-O1",))
+    results = []
+    for path in (light, plain):
+        x, y, z = np.array([0.7, 2.3], np.float32), np.zeros(21, np.float32), np.zeros(1)
+        getattr(ctypes.CDLL(str(path)), "f")(*(a.ctypes.data_as(ctypes.c_void_p)
+                                                for a in (x, y, z)))
+        results.append((y.tobytes(), z[0]))
+    assert results[0] == results[1] and results[0][1] == 4 + 80 + 400 + 8000
+    bad = OVERLOADS.replace("z[0] =", "z[0] = std::riemann_zeta(2.0) +")  # what it leaves out
+    with pytest.raises(emu_build.EmuCompileError, match="riemann_zeta"):
+        emu_build.build_host_library(bad.replace(
+            "#include <math.h>", '#include "%s"' % emu_build.MATH_HEADER), "bad.cpp", ("-O1",))
+
+
 def test_a_damaged_runtime_object_is_rebuilt_not_linked(tmp_path, monkeypatch):
     cache = private_dir(tmp_path / "cache")
     monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))

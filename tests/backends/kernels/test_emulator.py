@@ -530,6 +530,26 @@ def test_raw_module_arguments():
         RawModule(code="", order="sideways")
 
 
+def test_parameter_type_codes():
+    """Each parameter's code, as Python checks arguments against it: cv-qualifiers of a value
+    dropped, a const pointee marked, pointers to pointers as '?', other types by size."""
+    code = r'''
+    struct three { char c[3]; };
+    enum colour { red };
+    extern "C" __global__ void k(const float *__restrict__ a, float *b, long long n, int i,
+        unsigned u, bool f, double d, void *v, const void *cv, float **pp,
+        const float *const *cpp, char c, unsigned char uc, signed char sc, short s,
+        unsigned short us, unsigned long long ull, three t, colour e, const int ci,
+        volatile float *vf, const volatile double *cvd, char16_t c16, float *const fc) {}
+    extern "C" __global__ void none() {}
+    '''
+    module = RawModule(code=code)
+    assert module.get_function("k").param_types == (
+        "cf4*", "f4*", "i8", "i4", "u4", "b1", "f8", "v*", "cv*", "?*", "c?*", "i1", "u1", "i1",
+        "i2", "u2", "u8", "x3", "x4", "i4", "f4*", "cf8*", "u2", "f4*")
+    assert module.get_function("none").param_types == ()
+
+
 def test_file_scope_extern_shared_is_rejected():
     with pytest.raises(EmuCompileError, match=":1: extern __shared__ at file scope"):
         RawModule(code='extern __shared__ float s[];\nextern "C" __global__ void k() {}')
