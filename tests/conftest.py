@@ -111,6 +111,9 @@ def _device_configuration():
 
 
 def pytest_collection_modifyitems(config, items):
+    # the slow tests (minutes: the Docker images' build) first, so that with `-n auto` they run
+    # beside the rest instead of alone at the end
+    items.sort(key=lambda item: "slow" not in item.keywords)
     if real_gpu_count():
         return
     skip = pytest.mark.skip(reason="needs a GPU (CuPy and a CUDA device); none here")

@@ -457,6 +457,7 @@ def fuse(graph, on_ready=None):
 
 
 def _fused(graph, kernels):
+    _build_together(kernels)
     fused = []
     for k in kernels:
         run = _runner(k)
@@ -584,6 +585,32 @@ def _runner(kernel):
     except Exception as e:  # a missing or failing compiler: run unfused, say why
         _failed[target] = f"{type(e).__name__}: {e}".strip()[:500]
         return None
+
+
+def _build_together(kernels):
+    """The plan's kernels not compiled yet, built as one library per target and set of flags
+    (build.build_libraries: a library's fixed cost is most of a small kernel's build); each
+    runner then finds its kernel in the cache. The real GPU's NVRTC is not concerned."""
+    groups = collections.defaultdict(list)
+    for k in kernels:
+        target = k.dev.name
+        if target == "numpy":
+            source = k.host_source()
+            if ("numpy", source) not in _compiled:
+                groups["numpy", _host_flags(k)].append((source, k.name))
+        elif target == "cuda_emu":
+            source = k.cuda_source()
+            if (target, source) not in _compiled:
+                groups[target, ()].append((source, "<code>"))
+    try:
+        for (target, flags), sources in groups.items():
+            if len(sources) >= 2:
+                if target == "numpy":
+                    build.build_host_libraries(sources, flags)
+                else:
+                    build.build_libraries(sources)
+    except Exception:  # noqa: BLE001  (the kernels are then built one by one, errors and all)
+        pass
 
 
 def _host_flags(kernel):

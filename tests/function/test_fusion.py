@@ -606,3 +606,38 @@ def test_an_expression_gets_its_params_and_a_param_it_cannot_take_is_not_fused(t
     node.params = {"alpha": "a string"}  # not a number: the expression cannot have it
     assert fusion.param_values(node) is None and not fusion.fusible(
         fused.get_concrete_function(x).graph, node)
+
+
+def test_the_kernels_of_one_plan_are_built_as_one_library(tg_device, tmp_path, monkeypatch):
+    """A library's fixed cost (compiler processes, header, link) is most of a small kernel's
+    build: the kernels a trace needs are compiled together, once, and compute what the
+    unfused replay does. (A real GPU's NVRTC compiles each module as before.)"""
+    if tg_device not in ("numpy", "cuda_emu"):
+        pytest.skip("NVRTC builds a GPU's kernels")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    monkeypatch.setattr(fusion, "_compiled", {})
+    built, real = [], fusion.build._compile
+    monkeypatch.setattr(fusion.build, "_compile",
+                        lambda text, d, stem, *a: built.append(stem) or real(text, d, stem, *a))
+    x = tg.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    w = tg.constant(np.linspace(0.5, -0.5, 20, dtype=np.float32).reshape(4, 5))
+
+    def f(x, w):
+        a = x * 3.0 + 1.0 - x * x
+        b = tg.matmul(a, w)
+        c = tg.matmul(tg.abs(a) * 0.25 - a, w * 2.0 + 1.0)
+        return b * 0.5 - b * b * 2.0, c - c * c
+    fused, plain, a, b = _both(f, x, w)
+    kernels = _fused(fused.get_concrete_function(x, w))
+    assert len(kernels) >= 3 and built == ["batch"]
+    for u, v in zip(a, b):
+        _same_bits(u.numpy(), v.numpy())
+    # another trace of the same kernels (a new process would do the same): nothing is built
+    monkeypatch.setattr(fusion, "_compiled", {})
+    again = tg.function(f)
+    again(x, w)
+    for u, v in zip(again(x, w), b):
+        _same_bits(u.numpy(), v.numpy())
+    assert built == ["batch"]

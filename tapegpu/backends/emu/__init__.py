@@ -141,13 +141,15 @@ def _load(path, key):
         lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
         lib.emu_manifest.restype = ctypes.c_char_p
         lib.emu_last_error.restype = ctypes.c_char_p
-        manifest = json.loads(lib.emu_manifest().decode())
-        if manifest["hash"] != key:
-            raise EmuCompileError(f"cached library {path} does not match its content hash "
-                                  f"(built for {manifest['hash']}, wanted {key}); delete it and "
-                                  "its .json manifest")
-        _libraries[str(path)] = lib, manifest
-    return _libraries[str(path)]
+        _libraries[str(path)] = lib, json.loads(lib.emu_manifest().decode())
+    lib, manifest = _libraries[str(path)]
+    # a library of several sources (build.build_libraries) lists each source's part by its hash
+    manifest = manifest.get("members", {}).get(key, manifest)
+    if manifest.get("hash", key) != key or "kernels" not in manifest:
+        raise EmuCompileError(f"cached library {path} does not match its content hash "
+                              f"(built for {manifest.get('hash')}, wanted {key}); delete it and "
+                              "its .json manifest")
+    return lib, manifest
 
 
 _PROBE = 'extern "C" __global__ void emu_probe(int *y) { y[threadIdx.x] = 2 * threadIdx.x + 1; }'

@@ -138,20 +138,30 @@ def preprocess(source, defines=()):
 
 def generate(source, filename, kernels, constants, key):
     """The translation unit g++ compiles: header, rewritten source, launcher, manifest."""
-    name = filename.replace("\\", "/").replace('"', "")
-    parts = ['#include "cuda_emu.h"', f'#line 1 "{name}"', rewrite(source, filename),
-             "#line 1 \"<emulator launcher>\""]
-    for k in kernels:
-        parts.append(
-            f"EMU_EXPORT int emu_launch_{k}(const long long *config, void **args) {{\n"
-            f"  return emu_run(config, args, [](void **emu_args) {{ emu_invoke({k}, emu_args); }});\n}}\n"
-            f"EMU_EXPORT const char *emu_signature_{k}(void) {{ return emu_signature({k}); }}")
-    for c in constants:
-        parts.append(f"EMU_EXPORT void *emu_global_{c}(size_t *size) "
-                     f"{{ *size = sizeof({c}); return (void *)&{c}; }}")
+    parts = ['#include "cuda_emu.h"', *_member(source, filename, kernels, constants)]
     manifest = json.dumps({"hash": key, "kernels": kernels, "constants": constants})
     parts.append(f"EMU_EXPORT const char *emu_manifest(void) {{ return {json.dumps(manifest)}; }}")
     return "\n".join(parts) + "\n"
+
+
+def _member(source, filename, kernels, constants, namespace=None):
+    """A source's part of a translation unit: the rewritten source (in `namespace` when
+    given: the sources of one library keep their file-scope names apart), then its launcher."""
+    name = filename.replace("\\", "/").replace('"', "")
+    body = [f'#line 1 "{name}"', rewrite(source, filename)]
+    if namespace is not None:
+        body = [f"namespace {namespace} {{", *body, "}"]
+    parts = [*body, "#line 1 \"<emulator launcher>\""]
+    q = f"{namespace}::" if namespace is not None else ""
+    for k in kernels:
+        parts.append(
+            f"EMU_EXPORT int emu_launch_{k}(const long long *config, void **args) {{\n"
+            f"  return emu_run(config, args, [](void **emu_args) {{ emu_invoke({q}{k}, emu_args); }});\n}}\n"
+            f"EMU_EXPORT const char *emu_signature_{k}(void) {{ return emu_signature({q}{k}); }}")
+    for c in constants:
+        parts.append(f"EMU_EXPORT void *emu_global_{c}(size_t *size) "
+                     f"{{ *size = sizeof({q}{c}); return (void *)&{q}{c}; }}")
+    return parts
 
 
 def compiler_version():
@@ -326,12 +336,16 @@ def build_library(source, filename, extra_flags=()):
     key = content_hash(source, extra_flags)
 
     def text():
-        # a source without directives or line splices, compiled without defines, is what the
-        # preprocessor would give `parse` (a compiler process less per generated kernel)
-        plain = "#" not in source and "\\\n" not in source and not extra_flags
-        kernels, constants = parse(source if plain else preprocess(source, extra_flags))
+        kernels, constants = parse(source if _plain(source, extra_flags)
+                                   else preprocess(source, extra_flags))
         return generate(source, filename, kernels, constants, key)
     return _cached(text, filename, key, extra_flags, emulated=True), key
+
+
+def _plain(source, extra_flags):
+    """Whether `source` is what the preprocessor would give `parse`: no directives, no line
+    splices, no defines (a compiler process less per generated kernel)."""
+    return "#" not in source and "\\\n" not in source and not extra_flags
 
 
 def build_host_library(source, filename, extra_flags=()):
@@ -352,6 +366,85 @@ def cached_host_library(source, filename, extra_flags=()):
     None (nothing is compiled)."""
     _, key = _host_key(source, extra_flags)
     return verified_library(cache_dir(), _stem(filename), key)
+
+
+# -------------------------------------------------------------- sources built together
+# A library's fixed cost (the compiler's processes, the header, the link: about 70 ms) is most
+# of a generated kernel's build; a kernel more in the same library costs about 6 ms. So the
+# kernels a traced function needs at once are built as one library: each source keeps its own
+# manifest (its key, as `build_library` computes it), which names the shared library, so a
+# later lookup of any of them, in any process, finds it. Only generated sources take part
+# (no directives, no defines: `_plain`); a library that fails to build is left to the single
+# builds, which then report the failing source's own error.
+BATCH_STEM = "batch"
+
+
+def build_libraries(sources, extra_flags=()):
+    """Build the emulated libraries of `sources` ((source, filename) pairs) not yet in the
+    cache as one library, when there are at least two; `build_library` then finds each."""
+    todo = {}
+    for source, filename in sources:
+        if _plain(source, extra_flags):
+            todo.setdefault(content_hash(source, extra_flags), (source, filename))
+    d = cache_dir()
+    todo = {key: sf for key, sf in todo.items() if verified_library(d, _stem(sf[1]), key) is None}
+    if len(todo) < 2:
+        return
+    parts, members, exported = ['#include "cuda_emu.h"'], {}, set()
+    for j, (key, (source, filename)) in enumerate(sorted(todo.items())):
+        kernels, constants = parse(source)
+        names = set(kernels) | {"global " + c for c in constants}
+        if names & exported:   # the library's entry points would clash: built alone
+            continue
+        exported |= names
+        parts += _member(source, filename, kernels, constants, f"emu_member_{j}")
+        members[key] = {"kernels": kernels, "constants": constants}
+    todo = {key: todo[key] for key in members}
+    if len(todo) < 2:
+        return
+    bkey = _batch_key(todo, extra_flags)
+    manifest = json.dumps({"hash": bkey, "members": members})
+    parts.append(f"EMU_EXPORT const char *emu_manifest(void) {{ return {json.dumps(manifest)}; }}")
+    _build_batch("\n".join(parts) + "\n", d, bkey, todo, extra_flags, emulated=True)
+
+
+def build_host_libraries(sources, extra_flags=()):
+    """`build_libraries` for CPU libraries (`build_host_library`'s sources): those that begin
+    with `#include <math.h>` and have no other directive are built as one library."""
+    flags_, todo = None, {}
+    for source, filename in sources:
+        if source.startswith(_MATH) and _plain(source[len(_MATH):], ()):
+            flags_, key = _host_key(source, extra_flags)
+            todo.setdefault(key, (source, filename))
+    d = cache_dir()
+    todo = {key: sf for key, sf in todo.items() if verified_library(d, _stem(sf[1]), key) is None}
+    if len(todo) < 2:
+        return
+    parts = [_MATH.rstrip("\n")]
+    for j, (key, (source, _)) in enumerate(sorted(todo.items())):
+        parts += [f"namespace host_member_{j} {{", source[len(_MATH):], "}"]
+    _build_batch("\n".join(parts) + "\n", d, _batch_key(todo, flags_), todo, flags_,
+                 emulated=False)
+
+
+def _batch_key(todo, extra_flags):
+    return content_hash("\n".join(sorted(todo)), (BATCH_STEM, *extra_flags))
+
+
+def _build_batch(text, d, bkey, todo, extra_flags, emulated):
+    try:
+        target = verified_library(d, BATCH_STEM, bkey) or \
+            _compile(text, d, BATCH_STEM, bkey, extra_flags, emulated)
+    except (EmuCompileError, OSError):
+        return
+    data = target.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    for key, (_, filename) in todo.items():
+        manifest = {"format": MANIFEST_FORMAT, "key": key, "library": target.name,
+                    "size": len(data), "sha256": sha, "batch": bkey}
+        text = (json.dumps(manifest) + "\n").encode()
+        files.atomic_write(manifest_path(d, _stem(filename), key), lambda f: f.write(text),
+                           0o600)
 
 
 def _stem(filename):
@@ -501,8 +594,11 @@ def verified_library(d, stem, key, suffix=".so"):
         return None
     try:
         m = json.loads(raw)
+        batch = m.get("batch")   # a library built with other sources (build_libraries)
         ok = (m["format"] == MANIFEST_FORMAT and m["key"] == key
-              and m["library"] == _library_name(stem, key, m["sha256"], suffix))
+              and m["library"] == (_library_name(stem, key, m["sha256"], suffix)
+                                   if batch is None else
+                                   _library_name(BATCH_STEM, _hex(batch), m["sha256"])))
     except (ValueError, KeyError, TypeError):
         return None
     if not ok:
@@ -524,6 +620,12 @@ def _private_directory(path):
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _hex(key):
+    if not (isinstance(key, str) and re.fullmatch(r"[0-9a-f]{24}", key)):
+        raise ValueError(f"not a content hash: {key!r}")
+    return key
 
 
 def _library_name(stem, key, sha, suffix=".so"):

@@ -413,3 +413,113 @@ def test_a_damaged_runtime_object_is_rebuilt_not_linked(tmp_path, monkeypatch):
     RawModule(code=CODE.replace("2.0f", "5.0f")).get_function("k")(1, 4, (y,))
     np.testing.assert_array_equal(y, 5 * np.arange(4))
     assert obj.read_bytes() == good      # rebuilt (the build is reproducible)
+
+
+# ------------------------------------------------------------ sources built together
+MEMBER = '''typedef {t} T;
+__constant__ T scale{j}[1];
+static __device__ T times(T v) {{ return v * {j}; }}
+extern "C" __global__ void k{j}(const T *__restrict__ x, T *__restrict__ y, long long n) {{
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) y[i] = times(tanh(x[i])) + scale{j}[0];
+}}'''
+
+
+def _members(n=3):
+    """Generated-looking sources whose file-scope names clash (T, times): one library keeps
+    them apart."""
+    return [MEMBER.format(t=("float", "double")[j % 2], j=j + 1) for j in range(n)]
+
+
+def test_sources_built_together_make_one_library_each_source_finds(tmp_path, monkeypatch):
+    cache = private_dir(tmp_path / "cache")
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    sources = _members()
+    seen = _commands(monkeypatch)
+    emu_build.build_libraries([(s, "<code>") for s in sources])
+    assert len([c for c in seen if "-shared" in c]) == 1   # one library for the three
+    monkeypatch.setattr(emu_build, "_compile", lambda *a: pytest.fail("built one alone"))
+    for j, source in enumerate(sources):
+        module = RawModule(code=source)
+        dtype = (np.float32, np.float64)[j % 2]
+        module.get_global(f"scale{j + 1}").view(dtype)[:] = 0.5
+        x = np.linspace(-2, 2, 7).astype(dtype)
+        y = np.zeros_like(x)
+        module.get_function(f"k{j + 1}")(1, 4, (x, y, np.int64(7)))
+        np.testing.assert_allclose(y, np.tanh(x) * (j + 1) + 0.5, rtol=1e-6)
+        assert module.get_function(f"k{j + 1}").param_types[0] == ("cf4*", "cf8*")[j % 2]
+    libraries = {p.name for p in cache.iterdir() if p.suffix == ".so"}
+    assert len(libraries) == 1 and libraries.pop().startswith(emu_build.BATCH_STEM + "-")
+    # another process (no library loaded, nothing in memory) finds them too, without building
+    r = run_in_subprocess(cache)   # CODE is not a member: it is built alone, as before
+    assert r.returncode == 0 and "ran" in r.stdout, r.stderr
+    env = dict(os.environ, TAPEGPU_EMU_CACHE=str(cache),
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    probe = ("from tapegpu.backends.emu import RawModule, build\n"
+             "build._compile = None\n"   # any build would fail
+             f"for s in {sources!r}: RawModule(code=s)\n"
+             "print('found')\n")
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "found" in r.stdout, r.stderr
+
+
+def test_sources_whose_entry_points_clash_are_built_alone(tmp_path, monkeypatch):
+    cache = private_dir(tmp_path / "cache")
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    a, b, c = _members(3)
+    same = b.replace("k2", "k1").replace("* 2", "* 5")   # exports k1 and scale2 as a, b do
+    emu_build.build_libraries([(s, "<code>") for s in (a, same, c)])
+    batched = {p for p in cache.glob("_code_-*.json") if "batch" in json.loads(p.read_text())}
+    assert len(batched) == 2   # a and c
+    x, y = np.ones(3), np.zeros(3)   # b's T is double
+    RawModule(code=same).get_function("k1")(1, 4, (x, y, np.int64(3)))
+    np.testing.assert_allclose(y, np.tanh(1.0) * 5, rtol=1e-12)
+
+
+def test_a_source_that_fails_is_reported_alone(tmp_path, monkeypatch):
+    """One bad source fails the library of several: each is then built alone, the good ones
+    run and the bad one's error names its own line."""
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(private_dir(tmp_path / "cache")))
+    good = _members(2)
+    bad = 'extern "C" __global__ void broken(float *y) {\n  y[0] = undeclared;\n}'
+    emu_build.build_libraries([(good[0], "<code>"), (bad, "<code>"), (good[1], "<code>")])
+    for s in good:
+        RawModule(code=s)
+    with pytest.raises(emu_build.EmuCompileError, match=r"<code>:2:.*undeclared"):
+        RawModule(code=bad)
+
+
+def test_a_member_manifest_cannot_point_outside_the_cache(tmp_path, monkeypatch):
+    cache = private_dir(tmp_path / "cache")
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(cache))
+    sources = _members(2)
+    emu_build.build_libraries([(s, "<code>") for s in sources])
+    key = emu_build.content_hash(sources[0])
+    manifest = emu_build.manifest_path(cache, "_code_", key)
+    m = json.loads(manifest.read_text())
+    assert emu_build.verified_library(cache, "_code_", key) == cache / m["library"]
+    for batch in ("../" + m["batch"], m["batch"][:-1] + "/", 7, None):
+        bad = dict(m, batch=batch, library=f"{emu_build.BATCH_STEM}-{batch}-{m['sha256'][:16]}.so")
+        manifest.write_text(json.dumps(bad))
+        assert emu_build.verified_library(cache, "_code_", key) is None
+
+
+def test_cpu_sources_built_together(tmp_path, monkeypatch):
+    import ctypes
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(private_dir(tmp_path / "cache")))
+    body = ("#include <math.h>\ntypedef {t} T;\nextern \"C\" __attribute__((visibility("
+            "\"default\"))) T f{j}(T x) {{ return tanh(x) * {j}; }}\n")
+    sources = [body.format(t=("float", "double")[j % 2], j=j) for j in range(3)]
+    seen = _commands(monkeypatch)
+    emu_build.build_host_libraries([(s, f"f{j}") for j, s in enumerate(sources)], ("-O1",))
+    assert len([c for c in seen if "-shared" in c]) == 1
+    monkeypatch.setattr(emu_build, "_compile", lambda *a: pytest.fail("built one alone"))
+    paths = {emu_build.build_host_library(s, f"f{j}", ("-O1",))[0]
+             for j, s in enumerate(sources)}
+    assert len(paths) == 1
+    lib = ctypes.CDLL(str(paths.pop()))
+    for j in range(3):
+        f = getattr(lib, f"f{j}")
+        f.restype = (ctypes.c_float, ctypes.c_double)[j % 2]
+        f.argtypes = [f.restype]
+        assert f(0.5) == pytest.approx(np.tanh(0.5) * j, rel=1e-6)
