@@ -581,7 +581,13 @@ def sum_to(ns, c, batch_ndim, shape):
     if kernel is not None and axes and lead >= 0 and c.dtype.kind == "f" and \
             c.dtype.itemsize in (4, 8):
         return kernel(c, batch_ndim, shape)
-    if lead > 0 and len(axes) == lead:  # only added leading axes: one sum removes them
+    if type(c) is np.ndarray and c.dtype.kind in "fc" and lead >= 0:
+        # numpy's sum itself (what reduce_sum's forward calls, so the same bits), without the
+        # op's dispatch: a bias's gradient in every dense layer's backward
+        c = np.add.reduce(c, axis=axes, keepdims=len(axes) != lead) if axes else c
+        if lead and len(axes) != lead:
+            c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
+    elif lead > 0 and len(axes) == lead:  # only added leading axes: one sum removes them
         c = ns.reduce_sum(c, axis=axes)
     elif lead >= 0:
         if axes:

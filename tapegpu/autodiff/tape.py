@@ -284,10 +284,13 @@ class GradientTape(Recorder):
         array([ 2., 40.], dtype=float32)
         """
         unconnected = as_unconnected(unconnected_gradients)
-        targets = nest.flatten(target)
+        targets = [target] if isinstance(target, (Tensor, Variable)) else nest.flatten(target)
         for t in targets:
             check_target(t, "GradientTape.gradient")
-        flat_sources = nest.flatten(sources)
+        # a list or tuple of tensors (most calls) is its own flat form
+        flat = type(sources) in (list, tuple) and \
+            all(isinstance(s, (Tensor, Variable)) for s in sources)
+        flat_sources = list(sources) if flat else nest.flatten(sources)
         src_uids = [source_uid(s, i) for i, s in enumerate(flat_sources)]
         self._begin("gradient")
         for s in flat_sources:
@@ -323,7 +326,7 @@ class GradientTape(Recorder):
         self._finish()
         result = [_finalize(grads.get(u), s, unconnected, ()) for u, s in
                   zip(src_uids, flat_sources)]
-        return nest.pack_sequence_as(sources, result)
+        return type(sources)(result) if flat else nest.pack_sequence_as(sources, result)
 
     def batched_gradient(self, target, sources, output_gradients, batch_ndim=1,
                          unconnected_gradients=UnconnectedGradients.NONE):

@@ -26,7 +26,19 @@ def _mT(x):
     return x.swapaxes(-1, -2)
 
 
-_SKINNY = 128  # rows up to which a b^T runs as (b a^T)^T (see _matmul_forward)
+# a b^T with up to _SKINNY rows in `a` and at least _SKINNY_K columns runs as (b a^T)^T: OpenBLAS
+# packs the larger matrix faster as the first operand (8 rows against a (1024, 512) weight: 20%
+# less time). The result is column-major: a product reads it without a copy, but an elementwise
+# op that meets it with a row-major operand (a VJP's g * f'(x)) runs 1.5-2.5x slower, which
+# costs more than the product saved from 64 rows on, or with a short inner axis (W5's
+# (64, 10) @ (10, 256) cotangent product: 7.8 us either way, 16 us against 29 with the tanh
+# VJP after it).
+_SKINNY, _SKINNY_K = 16, 64
+
+
+def _skinny(rows, k, n):
+    """Whether a (rows, k) @ (n, k)^T product runs as (b a^T)^T."""
+    return 1 < rows <= min(_SKINNY, n - 1) and k >= _SKINNY_K
 
 
 def _matmul_forward(xp, a, b, ta=False, tb=False):
@@ -36,11 +48,8 @@ def _matmul_forward(xp, a, b, ta=False, tb=False):
     if ta:
         a = _mT(a)
     elif tb and b.ndim == 2 and a.ndim >= 2 and \
-            1 < math.prod(a.shape[:-1]) <= min(_SKINNY, b.shape[0] - 1):
-        # a b^T for a with few rows (a Jacobian's cotangents, a small batch) as (b a^T)^T:
-        # OpenBLAS packs the larger matrix faster as the first operand, 20-45% less time for
-        # 8-64 rows against a (512, 512) or (1024, 1024) weight, none from 256 rows on. The
-        # result is column-major, which the next such product reads without a copy.
+            _skinny(math.prod(a.shape[:-1]), a.shape[-1], b.shape[0]):
+        # a b^T for a with few rows (a Jacobian's cotangents, a small batch) as (b a^T)^T
         rows = a.reshape(-1, a.shape[-1])
         return (b @ rows.T).T.reshape(a.shape[:-1] + (b.shape[0],))
     if tb:
@@ -129,11 +138,12 @@ def _matmul_into(forward, in_shapes, params):
     a, b = in_shapes
     if set(params) - {"ta", "tb"}:
         return None
-    if len(a) == 2 and len(b) == 2 and (not tb or ta or a[0] > _SKINNY):
+    if len(a) == 2 and len(b) == 2 and (not tb or ta or not _skinny(a[0], a[1], b[0])):
         def product(x, y, out):
             return np.matmul(x.T if ta else x, y.T if tb else y, out=out)
         return product, False
-    if not ta and len(a) > 2 and len(b) == 2 and math.prod(a[:-1]) > _SKINNY:
+    if not ta and len(a) > 2 and len(b) == 2 and \
+            not (tb and _skinny(math.prod(a[:-1]), a[-1], b[0])):
         def rows(x, y, out):  # leading axes of `a` only: one GEMM on its rows, as the forward
             np.matmul(x.reshape(-1, x.shape[-1]), y.T if tb else y,
                       out=out.reshape(-1, out.shape[-1]))

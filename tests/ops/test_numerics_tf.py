@@ -154,6 +154,27 @@ def test_integer_mean_truncates_toward_zero_over_axes(dtype, tg_device):
         assert got.numpy().tolist() == want.tolist(), axis
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64])
+def test_float_mean_has_numpys_bits_over_every_axis_set(dtype, tg_device):
+    """reduce_mean of float32/float64 on numpy computes numpy's mean without its Python
+    wrappers (the sum, then the division by the count): the same bits as np.mean, for every
+    axis set, keepdims, 0-d results and a count past float32's integers (2**24 + 1)."""
+    import itertools
+    rng = np.random.default_rng(3)
+    for shape in [(), (7,), (3, 5), (4, 6, 5), (2**24 + 1,)]:
+        x = (rng.standard_normal(shape) * 1e3).astype(dtype)
+        if np.iscomplexobj(x):
+            x = x + 1j * x[::-1] if x.ndim else x
+        axes = [None] + [c for r in range(1, len(shape) + 1)
+                         for c in itertools.combinations(range(len(shape)), r)]
+        for axis, keepdims in itertools.product(axes[:3] if x.size > 1000 else axes,
+                                                (False, True)):
+            got = tg.reduce_mean(tg.constant(x), axis=axis, keepdims=keepdims).numpy()
+            want = np.mean(x, axis=axis, keepdims=keepdims)
+            assert got.dtype == want.dtype and got.shape == np.shape(want)
+            assert got.tobytes() == np.asarray(want).tobytes(), (shape, axis, keepdims)
+
+
 def test_integer_mean_of_no_elements_is_zero(tg_device):
     got = tg.reduce_mean(tg.constant(np.zeros((0, 3), np.int32)), axis=0)
     assert got.dtype == tg.int32 and got.numpy().tolist() == [0, 0, 0]
