@@ -11,6 +11,8 @@
  *                               row r, out of shape (..., m, n), bit for bit numpy's einsum
  *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
  *                               numpy pays per output row, this runs at memory speed
+ *   xent_shift, xent_finish,    sparse softmax cross-entropy's steps between numpy's exp, sum
+ *   xent_grad                   and log, and its VJP: one pass each (below)
  *
  * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact; their
  * per-element functions are generated from those expressions into _activations.h (`python -m
@@ -944,6 +946,211 @@ static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_s
 }
 /* ---- end of the convolution and pooling kernels ---- */
 
+/* ---- sparse softmax cross-entropy (tapegpu/ops/kernels.py) ----------------------------
+ * numpy's arithmetic for the steps between numpy's own exp, sum and log (the caller runs those,
+ * so the results keep numpy's bits), one pass each instead of a numpy call per step:
+ *   xent_shift(logits, labels, z, ml)     z = logits - the row's max (numpy's maximum: NaN
+ *                                         wins), ml[r] = (max, logits[r, labels[r]]); False,
+ *                                         and nothing written, when a label is outside [0, n)
+ *   xent_finish(z, s, ls, ml, loss)       loss[r] = (ls[r] + max) - picked, z[r] /= s[r]
+ *   xent_grad(probs, labels, g, out)      out[r] = (probs[r] - onehot(labels[r])) * g[r]
+ * logits, z, probs, out: (rows, n) C-contiguous float32 or float64; labels: rows int32 or
+ * int64; s, ls, loss, g: rows floats; ml: rows x 2 floats. */
+typedef struct {
+    Py_buffer b[5];
+    int n;
+} Many;
+
+static void release_many(Many *m)
+{
+    for (int i = 0; i < m->n; i++)
+        PyBuffer_Release(&m->b[i]);
+    m->n = 0;
+}
+
+/* the buffers of args (C-contiguous; `writable` a bit per argument), checked against `kinds`:
+ * 'f' the float type of the first, 'i' an int32 or int64 label array; the float item size is
+ * returned, 0 with an exception set */
+static int get_many(PyObject *const *args, Py_ssize_t nargs, const char *name, const char *kinds,
+                    int writable, Many *m)
+{
+    Py_ssize_t want = (Py_ssize_t)strlen(kinds);
+    m->n = 0;
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arrays", name, want);
+        return 0;
+    }
+    for (int i = 0; i < want; i++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | ((writable >> i) & 1 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[i], &m->b[i], flags) < 0) {
+            release_many(m);
+            return 0;
+        }
+        m->n++;
+    }
+    const char *f = m->b[0].format;
+    int size = (int)m->b[0].itemsize;
+    int ok = (size == 4 && strcmp(f, "f") == 0) || (size == 8 && strcmp(f, "d") == 0);
+    for (int i = 1; i < want; i++) {
+        const char *fi = m->b[i].format;
+        if (kinds[i] == 'f')
+            ok = ok && m->b[i].itemsize == size && strcmp(fi, f) == 0;
+        else
+            ok = ok && ((m->b[i].itemsize == 4 && strcmp(fi, "i") == 0) ||
+                        (m->b[i].itemsize == 8 && (strcmp(fi, "l") == 0 || strcmp(fi, "q") == 0)));
+    }
+    if (!ok) {
+        release_many(m);
+        PyErr_Format(PyExc_TypeError, "%s: the float arrays must all be float32 or all float64, "
+                     "the labels int32 or int64", name);
+        return 0;
+    }
+    return size;
+}
+
+#define LABEL(lab, lsize, r) ((lsize) == 4 ? (long long)((const int32_t *)(lab))[r] \
+                                           : (long long)((const int64_t *)(lab))[r])
+
+#define XENT(T)                                                                              \
+    static int xent_shift_##T(const T *x, const void *lab, int lsize, T *z, T *ml,          \
+                              Py_ssize_t rows, Py_ssize_t n)                                 \
+    {                                                                                        \
+        for (Py_ssize_t r = 0; r < rows; r++) {                                              \
+            long long l = LABEL(lab, lsize, r);                                              \
+            if (l < 0 || l >= n)                                                             \
+                return 0;                                                                    \
+        }                                                                                    \
+        for (Py_ssize_t r = 0; r < rows; r++, x += n, z += n) {                              \
+            T m = x[0];                                                                      \
+            for (Py_ssize_t j = 1; j < n; j++)                                               \
+                m = (m >= x[j] || m != m) ? m : x[j];                                        \
+            for (Py_ssize_t j = 0; j < n; j++)                                               \
+                z[j] = x[j] - m;                                                             \
+            ml[2 * r] = m;                                                                   \
+            ml[2 * r + 1] = x[LABEL(lab, lsize, r)];                                         \
+        }                                                                                    \
+        return 1;                                                                            \
+    }                                                                                        \
+    static void xent_finish_##T(T *z, const T *s, const T *ls, const T *ml, T *loss,        \
+                                Py_ssize_t rows, Py_ssize_t n)                               \
+    {                                                                                        \
+        for (Py_ssize_t r = 0; r < rows; r++, z += n) {                                      \
+            loss[r] = (ls[r] + ml[2 * r]) - ml[2 * r + 1];                                   \
+            const T d = s[r];                                                                \
+            for (Py_ssize_t j = 0; j < n; j++)                                               \
+                z[j] = z[j] / d;                                                             \
+        }                                                                                    \
+    }                                                                                        \
+    static void xent_grad_##T(const T *p, const void *lab, int lsize, const T *g, T *out,   \
+                              Py_ssize_t rows, Py_ssize_t n)                                 \
+    {                                                                                        \
+        for (Py_ssize_t r = 0; r < rows; r++, p += n, out += n) {                            \
+            const long long l = LABEL(lab, lsize, r);                                        \
+            const T gr = g[r];                                                               \
+            for (Py_ssize_t j = 0; j < n; j++)                                               \
+                out[j] = (j == l ? p[j] - (T)1 : p[j]) * gr;                                 \
+        }                                                                                    \
+    }
+XENT(float)
+XENT(double)
+
+/* rows and n of a (rows, n) float buffer whose companions have the given element counts */
+static int xent_dims(Many *m, int size, int wide, const char *name, Py_ssize_t *rows,
+                     Py_ssize_t *n)
+{
+    Py_buffer *x = &m->b[wide];
+    *n = x->ndim >= 1 ? x->shape[x->ndim - 1] : 0;
+    *rows = *n ? x->len / size / *n : 0;
+    if (*rows == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: the logits must be (rows, n), none empty", name);
+        return 0;
+    }
+    return 1;
+}
+
+static int xent_count(Many *m, int i, Py_ssize_t count, const char *name)
+{
+    if (m->b[i].len != count * m->b[i].itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: argument %d has %zd elements, not %zd", name, i,
+                     m->b[i].len / m->b[i].itemsize, count);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *xent_shift(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Many m;
+    Py_ssize_t rows, n;
+    int size = get_many(args, nargs, "xent_shift", "fiff", 0xC, &m);
+    if (size == 0)
+        return NULL;
+    if (!xent_dims(&m, size, 0, "xent_shift", &rows, &n) ||
+        !xent_count(&m, 1, rows, "xent_shift") || !xent_count(&m, 2, rows * n, "xent_shift") ||
+        !xent_count(&m, 3, 2 * rows, "xent_shift")) {
+        release_many(&m);
+        return NULL;
+    }
+    int lsize = (int)m.b[1].itemsize, ok;
+    if (size == 4)
+        ok = xent_shift_float(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
+    else
+        ok = xent_shift_double(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
+    release_many(&m);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *xent_finish(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Many m;
+    Py_ssize_t rows, n;
+    int size = get_many(args, nargs, "xent_finish", "fffff", 0x11, &m);
+    if (size == 0)
+        return NULL;
+    if (!xent_dims(&m, size, 0, "xent_finish", &rows, &n) ||
+        !xent_count(&m, 1, rows, "xent_finish") || !xent_count(&m, 2, rows, "xent_finish") ||
+        !xent_count(&m, 3, 2 * rows, "xent_finish") || !xent_count(&m, 4, rows, "xent_finish")) {
+        release_many(&m);
+        return NULL;
+    }
+    if (size == 4)
+        xent_finish_float(m.b[0].buf, m.b[1].buf, m.b[2].buf, m.b[3].buf, m.b[4].buf, rows, n);
+    else
+        xent_finish_double(m.b[0].buf, m.b[1].buf, m.b[2].buf, m.b[3].buf, m.b[4].buf, rows, n);
+    release_many(&m);
+    Py_RETURN_NONE;
+}
+
+static PyObject *xent_grad(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Many m;
+    Py_ssize_t rows, n;
+    int size = get_many(args, nargs, "xent_grad", "fiff", 0x8, &m);
+    if (size == 0)
+        return NULL;
+    if (!xent_dims(&m, size, 0, "xent_grad", &rows, &n) ||
+        !xent_count(&m, 1, rows, "xent_grad") || !xent_count(&m, 2, rows, "xent_grad") ||
+        !xent_count(&m, 3, rows * n, "xent_grad")) {
+        release_many(&m);
+        return NULL;
+    }
+    int lsize = (int)m.b[1].itemsize;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        long long l = LABEL(m.b[1].buf, lsize, r);
+        if (l < 0 || l >= n) {
+            release_many(&m);
+            PyErr_Format(PyExc_ValueError, "xent_grad: label %lld is outside [0, %zd)", l, n);
+            return NULL;
+        }
+    }
+    if (size == 4)
+        xent_grad_float(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
+    else
+        xent_grad_double(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
+    release_many(&m);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"bias_act", (PyCFunction)(void (*)(void))bias_act, METH_FASTCALL,
      "bias_act(k, x, b, out): out = f(x + b) over rows of len(b), f = ACTIVATIONS[k]."},
@@ -954,6 +1161,15 @@ static PyMethodDef methods[] = {
      "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
      "call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a fused kernel."},
+
+    /* sparse softmax cross-entropy (tapegpu/ops/kernels.py) */
+    {"xent_shift", (PyCFunction)(void (*)(void))xent_shift, METH_FASTCALL,
+     "xent_shift(logits, labels, z, ml): z = logits - row max, ml = (max, picked); False on a "
+     "label out of range."},
+    {"xent_finish", (PyCFunction)(void (*)(void))xent_finish, METH_FASTCALL,
+     "xent_finish(z, s, ls, ml, loss): loss = (ls + max) - picked, z /= s per row."},
+    {"xent_grad", (PyCFunction)(void (*)(void))xent_grad, METH_FASTCALL,
+     "xent_grad(probs, labels, g, out): out = (probs - onehot(labels)) * g per row."},
 
     /* convolution and pooling (tapegpu/ops/conv.py) */
     {"im2col", (PyCFunction)(void (*)(void))im2col, METH_FASTCALL,

@@ -600,7 +600,7 @@ def _build_together(kernels):
                 groups["numpy", _host_flags(k)].append((source, k.name))
         elif target == "cuda_emu":
             source = k.cuda_source()
-            if (target, source) not in _compiled:
+            if (target, source) not in _compiled:   # "<code>": RawModule(code=...)'s name
                 groups[target, ()].append((source, "<code>"))
     try:
         for (target, flags), sources in groups.items():

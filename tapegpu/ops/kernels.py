@@ -144,17 +144,49 @@ def sparse_xent_kernels(labels_in_range):
             return None, kernels_of(g).sparse_xent_bwd(g, probs, labels)
         return bwd
 
-    return {"kernels": _per_backend(forward),
+    return {"kernels": {**_per_backend(forward), "numpy": _sparse_xent_cpu},
             "vjp_kernels": {**_per_backend(vjp), "numpy": _sparse_xent_numpy_vjp}}
+
+
+_LABELS = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _cpu_labels(labels, logits):
+    """Whether the CPU's cross-entropy kernels take these labels and logits."""
+    return cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad") and \
+        _fits_cpu(logits) and type(labels) is np.ndarray and labels.dtype in _LABELS and \
+        labels.flags.c_contiguous and labels.shape == logits.shape[:-1]
+
+
+def _sparse_xent_cpu(xp, labels, logits):
+    """The reference's steps (nn._sparse_xent_forward) on `numpy`, in as few calls: the max's
+    shift, and after numpy's exp, sum and log the loss and the division, each one C pass (the
+    same IEEE operations, so the same bits). A label out of range: the reference raises."""
+    if not _cpu_labels(labels, logits):
+        return NotImplemented
+    z = np.empty_like(logits)
+    ml = np.empty(logits.shape[:-1] + (2,), logits.dtype)
+    if not cpu_kernels.xent_shift(logits, labels, z, ml):
+        return NotImplemented
+    np.exp(z, out=z)
+    s = np.add.reduce(z, axis=-1)
+    loss = np.empty_like(s)
+    cpu_kernels.xent_finish(z, s, np.log(s), ml, loss)
+    return loss, (z,)
 
 
 def _sparse_xent_numpy_vjp(g, labels, logits, probs):
     """The rule's g * (probs - onehot(labels)) on numpy arrays: a copy of probs, 1 subtracted at
     the labels, times g (the same operations on the same values, so the same bits, without the
-    rule's six dispatched ops). Batched cotangents take the rule."""
+    rule's six dispatched ops; one C pass where the CPU kernels take the arrays). Batched
+    cotangents take the rule."""
     if g.shape != logits.shape[:-1] or not g.dtype == probs.dtype == logits.dtype or \
             logits.dtype.kind != "f":
         return NotImplemented
+    if _cpu_labels(labels, probs) and _fits_cpu(g, probs):
+        out = np.empty_like(probs)
+        cpu_kernels.xent_grad(probs, labels, g, out)
+        return None, out
     d = np.array(probs, order="C")
     rows = d.reshape(-1, d.shape[-1])
     rows[np.arange(rows.shape[0]), labels.reshape(-1)] -= 1

@@ -439,11 +439,11 @@ def _build_batch(text, d, bkey, todo, extra_flags, emulated):
         return
     data = target.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
-    for key, (_, filename) in todo.items():
+    for key, (_, filename) in todo.items():   # each source's manifest names the library
         manifest = {"format": MANIFEST_FORMAT, "key": key, "library": target.name,
                     "size": len(data), "sha256": sha, "batch": bkey}
-        text = (json.dumps(manifest) + "\n").encode()
-        files.atomic_write(manifest_path(d, _stem(filename), key), lambda f: f.write(text),
+        raw = (json.dumps(manifest) + "\n").encode()
+        files.atomic_write(manifest_path(d, _stem(filename), key), lambda f: f.write(raw),
                            0o600)
 
 
