@@ -28,7 +28,7 @@
 #include <math.h>
 
 typedef struct {
-    Py_buffer b[3];
+    Py_buffer b[5];
     int n;
 } Buffers;
 
@@ -39,17 +39,21 @@ static void release(Buffers *bs)
     bs->n = 0;
 }
 
-/* the three buffers, C-contiguous, of one float format; the last writeable. The item size
- * (4 or 8) is returned, 0 with an exception set on bad arguments. */
-static int get_buffers(PyObject *const *args, Py_ssize_t nargs, const char *name, Buffers *bs)
+/* the buffers of args, C-contiguous (argument i writeable where bit i of `writable` is set),
+ * one per letter of `kinds`: 'f' a float buffer of the first one's type (float32 or float64),
+ * 'i' an int32 or int64 one. The float item size (4 or 8) is returned, 0 with an exception set
+ * on bad arguments. */
+static int get_many(PyObject *const *args, Py_ssize_t nargs, const char *name, const char *kinds,
+                    int writable, Buffers *bs)
 {
+    Py_ssize_t want = (Py_ssize_t)strlen(kinds);
     bs->n = 0;
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "%s takes 3 arrays", name);
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arrays", name, want);
         return 0;
     }
-    for (int i = 0; i < 3; i++) {
-        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (i == 2 ? PyBUF_WRITABLE : 0);
+    for (int i = 0; i < want; i++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | ((writable >> i) & 1 ? PyBUF_WRITABLE : 0);
         if (PyObject_GetBuffer(args[i], &bs->b[i], flags) < 0) {
             release(bs);
             return 0;
@@ -57,16 +61,29 @@ static int get_buffers(PyObject *const *args, Py_ssize_t nargs, const char *name
         bs->n++;
     }
     const char *f = bs->b[0].format;
-    int size = bs->b[0].itemsize;
+    int size = (int)bs->b[0].itemsize;
     int ok = (size == 4 && strcmp(f, "f") == 0) || (size == 8 && strcmp(f, "d") == 0);
-    for (int i = 1; i < 3; i++)
-        ok = ok && bs->b[i].itemsize == size && strcmp(bs->b[i].format, f) == 0;
+    for (int i = 1; i < want; i++) {
+        const char *fi = bs->b[i].format;
+        if (kinds[i] == 'f')
+            ok = ok && bs->b[i].itemsize == size && strcmp(fi, f) == 0;
+        else
+            ok = ok && ((bs->b[i].itemsize == 4 && strcmp(fi, "i") == 0) ||
+                        (bs->b[i].itemsize == 8 && (strcmp(fi, "l") == 0 || strcmp(fi, "q") == 0)));
+    }
     if (!ok) {
         release(bs);
-        PyErr_Format(PyExc_TypeError, "%s: the arrays must all be float32 or all float64", name);
+        PyErr_Format(PyExc_TypeError, "%s: the arrays must all be float32 or all float64%s",
+                     name, strchr(kinds, 'i') ? ", the labels int32 or int64" : "");
         return 0;
     }
     return size;
+}
+
+/* three float buffers of one type, the last writeable */
+static int get_buffers(PyObject *const *args, Py_ssize_t nargs, const char *name, Buffers *bs)
+{
+    return get_many(args, nargs, name, "fff", 0x4, bs);
 }
 
 /* kernel(a, b, out, n, k): arguments in the Python call's order; n elements in the whole
@@ -956,58 +973,6 @@ static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_s
  *   xent_grad(probs, labels, g, out)      out[r] = (probs[r] - onehot(labels[r])) * g[r]
  * logits, z, probs, out: (rows, n) C-contiguous float32 or float64; labels: rows int32 or
  * int64; s, ls, loss, g: rows floats; ml: rows x 2 floats. */
-typedef struct {
-    Py_buffer b[5];
-    int n;
-} Many;
-
-static void release_many(Many *m)
-{
-    for (int i = 0; i < m->n; i++)
-        PyBuffer_Release(&m->b[i]);
-    m->n = 0;
-}
-
-/* the buffers of args (C-contiguous; `writable` a bit per argument), checked against `kinds`:
- * 'f' the float type of the first, 'i' an int32 or int64 label array; the float item size is
- * returned, 0 with an exception set */
-static int get_many(PyObject *const *args, Py_ssize_t nargs, const char *name, const char *kinds,
-                    int writable, Many *m)
-{
-    Py_ssize_t want = (Py_ssize_t)strlen(kinds);
-    m->n = 0;
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "%s takes %zd arrays", name, want);
-        return 0;
-    }
-    for (int i = 0; i < want; i++) {
-        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | ((writable >> i) & 1 ? PyBUF_WRITABLE : 0);
-        if (PyObject_GetBuffer(args[i], &m->b[i], flags) < 0) {
-            release_many(m);
-            return 0;
-        }
-        m->n++;
-    }
-    const char *f = m->b[0].format;
-    int size = (int)m->b[0].itemsize;
-    int ok = (size == 4 && strcmp(f, "f") == 0) || (size == 8 && strcmp(f, "d") == 0);
-    for (int i = 1; i < want; i++) {
-        const char *fi = m->b[i].format;
-        if (kinds[i] == 'f')
-            ok = ok && m->b[i].itemsize == size && strcmp(fi, f) == 0;
-        else
-            ok = ok && ((m->b[i].itemsize == 4 && strcmp(fi, "i") == 0) ||
-                        (m->b[i].itemsize == 8 && (strcmp(fi, "l") == 0 || strcmp(fi, "q") == 0)));
-    }
-    if (!ok) {
-        release_many(m);
-        PyErr_Format(PyExc_TypeError, "%s: the float arrays must all be float32 or all float64, "
-                     "the labels int32 or int64", name);
-        return 0;
-    }
-    return size;
-}
-
 #define LABEL(lab, lsize, r) ((lsize) == 4 ? (long long)((const int32_t *)(lab))[r] \
                                            : (long long)((const int64_t *)(lab))[r])
 
@@ -1054,91 +1019,79 @@ static int get_many(PyObject *const *args, Py_ssize_t nargs, const char *name, c
 XENT(float)
 XENT(double)
 
-/* rows and n of a (rows, n) float buffer whose companions have the given element counts */
-static int xent_dims(Many *m, int size, int wide, const char *name, Py_ssize_t *rows,
-                     Py_ssize_t *n)
+/* the buffers of a cross-entropy kernel (`kinds` and `writable` as get_many's) and the rows
+ * and n of the first, (rows, n); `counts` gives each argument's element count: 'N' rows * n,
+ * 'R' rows, '2' 2 * rows. The float item size is returned, 0 with an exception set. */
+static int xent_args(PyObject *const *args, Py_ssize_t nargs, const char *name,
+                     const char *kinds, const char *counts, int writable, Buffers *m,
+                     Py_ssize_t *rows, Py_ssize_t *n)
 {
-    Py_buffer *x = &m->b[wide];
+    int size = get_many(args, nargs, name, kinds, writable, m);
+    if (size == 0)
+        return 0;
+    Py_buffer *x = &m->b[0];
     *n = x->ndim >= 1 ? x->shape[x->ndim - 1] : 0;
     *rows = *n ? x->len / size / *n : 0;
     if (*rows == 0) {
+        release(m);
         PyErr_Format(PyExc_ValueError, "%s: the logits must be (rows, n), none empty", name);
         return 0;
     }
-    return 1;
-}
-
-static int xent_count(Many *m, int i, Py_ssize_t count, const char *name)
-{
-    if (m->b[i].len != count * m->b[i].itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: argument %d has %zd elements, not %zd", name, i,
-                     m->b[i].len / m->b[i].itemsize, count);
-        return 0;
+    for (int i = 1; counts[i]; i++) {
+        Py_ssize_t want = counts[i] == 'N' ? *rows * *n : counts[i] == '2' ? 2 * *rows : *rows;
+        if (m->b[i].len != want * m->b[i].itemsize) {
+            PyErr_Format(PyExc_ValueError, "%s: argument %d has %zd elements, not %zd", name, i,
+                         m->b[i].len / m->b[i].itemsize, want);
+            release(m);
+            return 0;
+        }
     }
-    return 1;
+    return size;
 }
 
 static PyObject *xent_shift(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    Many m;
+    Buffers m;
     Py_ssize_t rows, n;
-    int size = get_many(args, nargs, "xent_shift", "fiff", 0xC, &m);
+    int size = xent_args(args, nargs, "xent_shift", "fiff", "NRN2", 0xC, &m, &rows, &n), ok;
     if (size == 0)
         return NULL;
-    if (!xent_dims(&m, size, 0, "xent_shift", &rows, &n) ||
-        !xent_count(&m, 1, rows, "xent_shift") || !xent_count(&m, 2, rows * n, "xent_shift") ||
-        !xent_count(&m, 3, 2 * rows, "xent_shift")) {
-        release_many(&m);
-        return NULL;
-    }
-    int lsize = (int)m.b[1].itemsize, ok;
+    int lsize = (int)m.b[1].itemsize;
     if (size == 4)
         ok = xent_shift_float(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
     else
         ok = xent_shift_double(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
-    release_many(&m);
+    release(&m);
     return PyBool_FromLong(ok);
 }
 
 static PyObject *xent_finish(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    Many m;
+    Buffers m;
     Py_ssize_t rows, n;
-    int size = get_many(args, nargs, "xent_finish", "fffff", 0x11, &m);
+    int size = xent_args(args, nargs, "xent_finish", "fffff", "NRR2R", 0x11, &m, &rows, &n);
     if (size == 0)
         return NULL;
-    if (!xent_dims(&m, size, 0, "xent_finish", &rows, &n) ||
-        !xent_count(&m, 1, rows, "xent_finish") || !xent_count(&m, 2, rows, "xent_finish") ||
-        !xent_count(&m, 3, 2 * rows, "xent_finish") || !xent_count(&m, 4, rows, "xent_finish")) {
-        release_many(&m);
-        return NULL;
-    }
     if (size == 4)
         xent_finish_float(m.b[0].buf, m.b[1].buf, m.b[2].buf, m.b[3].buf, m.b[4].buf, rows, n);
     else
         xent_finish_double(m.b[0].buf, m.b[1].buf, m.b[2].buf, m.b[3].buf, m.b[4].buf, rows, n);
-    release_many(&m);
+    release(&m);
     Py_RETURN_NONE;
 }
 
 static PyObject *xent_grad(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    Many m;
+    Buffers m;
     Py_ssize_t rows, n;
-    int size = get_many(args, nargs, "xent_grad", "fiff", 0x8, &m);
+    int size = xent_args(args, nargs, "xent_grad", "fiff", "NRRN", 0x8, &m, &rows, &n);
     if (size == 0)
         return NULL;
-    if (!xent_dims(&m, size, 0, "xent_grad", &rows, &n) ||
-        !xent_count(&m, 1, rows, "xent_grad") || !xent_count(&m, 2, rows, "xent_grad") ||
-        !xent_count(&m, 3, rows * n, "xent_grad")) {
-        release_many(&m);
-        return NULL;
-    }
     int lsize = (int)m.b[1].itemsize;
     for (Py_ssize_t r = 0; r < rows; r++) {
         long long l = LABEL(m.b[1].buf, lsize, r);
         if (l < 0 || l >= n) {
-            release_many(&m);
+            release(&m);
             PyErr_Format(PyExc_ValueError, "xent_grad: label %lld is outside [0, %zd)", l, n);
             return NULL;
         }
@@ -1147,7 +1100,7 @@ static PyObject *xent_grad(PyObject *mod, PyObject *const *args, Py_ssize_t narg
         xent_grad_float(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
     else
         xent_grad_double(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
-    release_many(&m);
+    release(&m);
     Py_RETURN_NONE;
 }
 

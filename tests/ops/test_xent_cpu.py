@@ -70,6 +70,11 @@ def test_what_the_kernels_do_not_take_runs_the_reference():
         assert K._sparse_xent_cpu(np, labels, logits) is NotImplemented
     with pytest.raises(TypeError, match="float32 or all float64"):
         cpu_kernels.xent_grad(x, np.zeros(4, np.int32), np.ones(4), np.empty_like(x))
+    with pytest.raises(ValueError, match="argument 1 has 3 elements, not 4"):
+        cpu_kernels.xent_grad(x, np.zeros(3, np.int32), np.ones(4, np.float32), np.empty_like(x))
+    with pytest.raises(TypeError, match="the labels int32 or int64"):
+        cpu_kernels.xent_shift(x, np.zeros(4, np.float32), np.empty_like(x),
+                               np.empty((4, 2), np.float32))
     with pytest.raises(ValueError, match="label 10 is outside"):
         cpu_kernels.xent_grad(x, np.full(4, 10, np.int32), np.ones(4, np.float32),
                               np.empty_like(x))
