@@ -203,6 +203,7 @@ class Kernel:
         self.key = hashlib.sha256(
             f"{dtype}\n{self.n}\n{self.cols}\n{self.stmts}".encode()).hexdigest()[:16]
         self.name = f"tg_fused_{self.key}"
+        self._cuda = self._host = None   # the sources, made when first asked
         summing = {out for _, out in self.sums}
         self.ops = [node.op.name for node in nodes] + [
             node.op.name for node in graph.nodes if node.kind == "op" and node.out in summing]
@@ -222,8 +223,10 @@ class Kernel:
         in order (numpy's order for a sum over leading axes: its bits); over more, the sums
         take two stages on `parts * cols` threads (codegen.fused_column_sums: deterministic,
         within rounding of the sum in order)."""
-        return codegen.fused_cuda(self.name, self.dtype, *self._types(), self.stmts,
-                                  len(self.sums), self.cols, self.parts)
+        if self._cuda is None:   # asked by the build, the runner and the tests: made once
+            self._cuda = codegen.fused_cuda(self.name, self.dtype, *self._types(), self.stmts,
+                                            len(self.sums), self.cols, self.parts)
+        return self._cuda
 
     def launches(self):
         """The kernel's launches on a GPU: [(entry name, grid, block)], in order."""
@@ -240,8 +243,11 @@ class Kernel:
         calling convention): blocks of LANES elements where it calls library functions, a
         plain loop the compiler vectorizes where it does not; column sums add the rows in
         order (numpy's bits)."""
-        return codegen.fused_host(self.name, self.dtype, *self._types(), self.stmts,
-                                  None if self.exact else LANES, len(self.sums), self.cols)
+        if self._host is None:   # 4 ms for W1's 600 statements; asked up to four times
+            self._host = codegen.fused_host(self.name, self.dtype, *self._types(), self.stmts,
+                                            None if self.exact else LANES, len(self.sums),
+                                            self.cols)
+        return self._host
 
     def __str__(self):
         return f"{self.name}[{', '.join(self.ops)}]"

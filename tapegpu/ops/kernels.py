@@ -151,10 +151,11 @@ def sparse_xent_kernels(labels_in_range):
 _LABELS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
-def _cpu_labels(labels, logits):
-    """Whether the CPU's cross-entropy kernels take these labels and logits."""
+def _cpu_labels(labels, logits, *rows):
+    """Whether the CPU's cross-entropy kernels take these labels and logits (and arrays of
+    rows beside them, of the logits' dtype)."""
     return cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad") and \
-        _fits_cpu(logits) and type(labels) is np.ndarray and labels.dtype in _LABELS and \
+        _fits_cpu(logits, *rows) and type(labels) is np.ndarray and labels.dtype in _LABELS and \
         labels.flags.c_contiguous and labels.shape == logits.shape[:-1]
 
 
@@ -183,7 +184,7 @@ def _sparse_xent_numpy_vjp(g, labels, logits, probs):
     if g.shape != logits.shape[:-1] or not g.dtype == probs.dtype == logits.dtype or \
             logits.dtype.kind != "f":
         return NotImplemented
-    if _cpu_labels(labels, probs) and _fits_cpu(g, probs):
+    if _cpu_labels(labels, probs, g):
         out = np.empty_like(probs)
         cpu_kernels.xent_grad(probs, labels, g, out)
         return None, out
