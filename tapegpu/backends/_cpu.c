@@ -11,7 +11,7 @@
  *                               row r, out of shape (..., m, n), bit for bit numpy's einsum
  *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
  *                               numpy pays per output row, this runs at memory speed
- *   xent_shift, xent_finish,    sparse softmax cross-entropy's steps between numpy's exp, sum
+ *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
  *   xent_grad                   and log, and its VJP: one pass each (below)
  *
  * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact; their
@@ -963,7 +963,7 @@ static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_s
 }
 /* ---- end of the convolution and pooling kernels ---- */
 
-/* ---- sparse softmax cross-entropy (tapegpu/ops/kernels.py) ----------------------------
+/* ---- sparse cross-entropy (tapegpu/ops/kernels.py) ------------------------------------
  * numpy's arithmetic for the steps between numpy's own exp, sum and log (the caller runs those,
  * so the results keep numpy's bits), one pass each instead of a numpy call per step:
  *   xent_shift(logits, labels, z, ml)     z = logits - the row's max (numpy's maximum: NaN
@@ -1115,7 +1115,7 @@ static PyMethodDef methods[] = {
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
      "call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a fused kernel."},
 
-    /* sparse softmax cross-entropy (tapegpu/ops/kernels.py) */
+    /* sparse cross-entropy (tapegpu/ops/kernels.py) */
     {"xent_shift", (PyCFunction)(void (*)(void))xent_shift, METH_FASTCALL,
      "xent_shift(logits, labels, z, ml): z = logits - row max, ml = (max, picked); False on a "
      "label out of range."},

@@ -31,8 +31,8 @@ def _mT(x):
 # less time). The result is column-major: a product reads it without a copy, but an elementwise
 # op that meets it with a row-major operand (a VJP's g * f'(x)) runs 1.5-2.5x slower, which
 # costs more than the product saved from 64 rows on, or with a short inner axis (W5's
-# (64, 10) @ (10, 256) cotangent product: 7.8 us either way, 16 us against 29 with the tanh
-# VJP after it).
+# (64, 10) @ (10, 256) cotangent product: 7.8 us either way, 16 us against 29 with the
+# activation's VJP after it).
 _SKINNY, _SKINNY_K = 16, 64
 
 
