@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import TENSOR_OPS
+from ..ops.kernels import cpu_colsum
 from ..ops.namespace import TensorOps, array_ops
 from ..ops.registry import passthrough
 from ..core import profiler
@@ -583,7 +584,11 @@ def sum_to(ns, c, batch_ndim, shape):
         return kernel(c, batch_ndim, shape)
     if type(c) is np.ndarray and c.dtype.kind in "fc" and lead >= 0:
         # numpy's sum itself (what reduce_sum's forward calls, so the same bits), without the
-        # op's dispatch: a bias's gradient in every dense layer's backward
+        # op's dispatch: a bias's gradient in every dense layer's backward, by the CPU kernel
+        # (numpy's bits too) for rows of a matrix
+        s = cpu_colsum(c) if lead == 1 and axes == (0,) else None
+        if s is not None:
+            return s
         c = np.add.reduce(c, axis=axes, keepdims=len(axes) != lead) if axes else c
         if lead and len(axes) != lead:
             c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])

@@ -11,6 +11,8 @@
  *                               row r, out of shape (..., m, n), bit for bit numpy's einsum
  *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
  *                               numpy pays per output row, this runs at memory speed
+ *   colsum(x, out)              out = the sum of the rows of x (rows, n), in row order:
+ *                               numpy's add.reduce over axis 0 for n > 1, its bits
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
  *   xent_grad                   and log, and its VJP: one pass each (below)
  *
@@ -220,6 +222,46 @@ static PyObject *outer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         outer_float(bs.b[0].buf, bs.b[1].buf, o->buf, rows, m, n);
     else
         outer_double(bs.b[0].buf, bs.b[1].buf, o->buf, rows, m, n);
+    Py_END_ALLOW_THREADS
+    release(&bs);
+    Py_RETURN_NONE;
+}
+
+/* out[j] = ((0 + x[0, j]) + x[1, j]) + ... over the rows of a C-contiguous (rows, n) x: numpy's
+ * add.reduce over the first axis when n > 1 (it starts from the identity, so -0.0 sums to +0.0,
+ * and adds whole rows in order; one column it sums pairwise instead), so its bits: the bias
+ * gradient of a dense layer, one pass without numpy's reduction machinery */
+#define COLSUM(T)                                                                    \
+    static void colsum_##T(const T *x, T *out, Py_ssize_t rows, Py_ssize_t n)        \
+    {                                                                                \
+        for (Py_ssize_t j = 0; j < n; j++)                                           \
+            out[j] = (T)0 + x[j];                                                    \
+        for (Py_ssize_t r = 1; r < rows; r++) {                                      \
+            x += n;                                                                  \
+            for (Py_ssize_t j = 0; j < n; j++)                                       \
+                out[j] += x[j];                                                      \
+        }                                                                            \
+    }
+COLSUM(float)
+COLSUM(double)
+
+static PyObject *colsum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Buffers bs;
+    int size = get_many(args, nargs, "colsum", "ff", 0x2, &bs);
+    if (size == 0)
+        return NULL;
+    Py_ssize_t n = bs.b[1].len / size, rows = n ? bs.b[0].len / size / n : 0;
+    if (n == 0 || rows == 0 || bs.b[0].len != rows * n * size) {
+        release(&bs);
+        PyErr_SetString(PyExc_ValueError, "colsum: x must be (rows, n) and out (n,), none empty");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        colsum_float(bs.b[0].buf, bs.b[1].buf, rows, n);
+    else
+        colsum_double(bs.b[0].buf, bs.b[1].buf, rows, n);
     Py_END_ALLOW_THREADS
     release(&bs);
     Py_RETURN_NONE;
@@ -1112,6 +1154,8 @@ static PyMethodDef methods[] = {
      "repeats over g's batch axes."},
     {"outer", (PyCFunction)(void (*)(void))outer, METH_FASTCALL,
      "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
+    {"colsum", (PyCFunction)(void (*)(void))colsum, METH_FASTCALL,
+     "colsum(x, out): out = the sum of x's rows, x (rows, n), in row order from 0."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
      "call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a fused kernel."},
 

@@ -94,7 +94,13 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
     array([1., 1.], dtype=float32)
     """
     x = input if type(input) is Tensor else convert_to_tensor(input)
-    return Tensor(x._dev.xp.ones(x._data.shape, dtype=np_dtype(dtype) or x._data.dtype), x._dev)
+    d = x._data
+    dt = d.dtype if dtype is None else np_dtype(dtype)
+    if type(d) is np.ndarray:  # (numpy's ones is empty + copyto in Python: the seed of a
+        a = np.empty(d.shape, dt)  # gradient, on every call)
+        a.fill(1)
+        return Tensor(a, x._dev)
+    return Tensor(x._dev.xp.ones(d.shape, dtype=dt), x._dev)
 
 
 def fill(dims, value, name=None):

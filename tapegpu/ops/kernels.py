@@ -76,8 +76,14 @@ def _act_backward(name, kernels_of):
 
 def _fits_cpu(*arrays):
     """What the CPU kernels take: C-contiguous, non-empty float arrays of one dtype."""
-    return _floats(*arrays) and all(type(a) is np.ndarray and a.flags.c_contiguous and a.size
-                                    for a in arrays)
+    dt = arrays[0].dtype
+    if dt not in _FLOATS:
+        return False
+    for a in arrays:  # (a loop: asked on every VJP of a small model, a generator costs more)
+        if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or \
+                not a.size:
+            return False
+    return True
 
 
 def cpu_act_backward(k, g, saved):
@@ -87,6 +93,20 @@ def cpu_act_backward(k, g, saved):
     out = np.empty_like(g)
     cpu_kernels.act_backward(k, saved, g, out)
     return out
+
+
+def cpu_colsum(c):
+    """The sum of the rows of a (rows, n) float array on `numpy` with n > 1 (a dense layer's
+    bias gradient), numpy's add.reduce over axis 0 bit for bit, by the CPU kernel; None where
+    the kernel does not apply."""
+    if _COLSUM is None or c.ndim != 2 or c.shape[1] < 2 or not _fits_cpu(c):
+        return None
+    out = np.empty(c.shape[1], c.dtype)
+    _COLSUM(c, out)
+    return out
+
+
+_COLSUM = getattr(cpu_kernels, "colsum", None)
 
 
 def cpu_bias_act_into(act, x, b, out=None):
@@ -154,9 +174,12 @@ _LABELS = (np.dtype(np.int32), np.dtype(np.int64))
 def _cpu_labels(labels, logits, *rows):
     """Whether the CPU's cross-entropy kernels take these labels and logits (and arrays of
     rows beside them, of the logits' dtype)."""
-    return cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad") and \
-        _fits_cpu(logits, *rows) and type(labels) is np.ndarray and labels.dtype in _LABELS and \
-        labels.flags.c_contiguous and labels.shape == logits.shape[:-1]
+    return _XENT_CPU and _fits_cpu(logits, *rows) and type(labels) is np.ndarray and \
+        labels.dtype in _LABELS and labels.flags.c_contiguous and \
+        labels.shape == logits.shape[:-1]
+
+
+_XENT_CPU = cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad")
 
 
 def _sparse_xent_cpu(xp, labels, logits):

@@ -159,7 +159,7 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
     if y._data.dtype.kind not in "iu":
         raise InvalidArgumentError(f"sparse_softmax_cross_entropy_with_logits: labels must be "
                                    f"integers, got {y.dtype.name}")
-    if y.shape != z.shape[:-1]:
+    if y._data.shape != z._data.shape[:-1]:
         raise InvalidArgumentError(f"sparse_softmax_cross_entropy_with_logits: labels of shape "
                                    f"{y.shape} do not match logits of shape {z.shape} (labels "
                                    f"must have shape {z.shape[:-1]})")

@@ -60,9 +60,17 @@ def _mean_numpy_vjp(g, x_shape, axis, keepdims):
     """The rule on numpy arrays, one ufunc call broadcasting into the result (the same
     products, so the same bits; the rule's four dispatched ops cost more than the work on the
     small cotangents a loss's mean gets). Batched cotangents take the rule."""
+    if g.dtype.kind not in "fc":
+        return NotImplemented
+    if not g.ndim and not keepdims and len(axis) == len(x_shape):
+        # a mean over every axis (a loss): one product, filled in (the rule's, so its bits)
+        n = math.prod(x_shape)
+        out = np.empty(x_shape, g.dtype)
+        out.fill(g * (1.0 / max(n, 1)))
+        return out
     kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
     if g.shape != (kept if keepdims else tuple(s for i, s in enumerate(x_shape)
-                                               if i not in axis)) or g.dtype.kind not in "fc":
+                                               if i not in axis)):
         return NotImplemented
     n = math.prod([x_shape[i] for i in axis]) if axis else 1
     out = np.empty(x_shape, g.dtype)
@@ -134,10 +142,11 @@ def _numpy_mean(x, axis, keepdims):
     wrappers (half of a small mean's time). float16 (summed in float32) and complex take
     numpy's own function."""
     s = np.add.reduce(x, axis=axis, keepdims=keepdims)
-    count = np.intp(x.size // s.size)
-    if isinstance(s, np.ndarray):
-        return np.true_divide(s, count, out=s, casting="unsafe")
-    return s.dtype.type(s / count)
+    if type(s) is np.ndarray:
+        return np.true_divide(s, np.intp(x.size // s.size), out=s, casting="unsafe")
+    # a numpy scalar: numpy divides it by the count in float64 and rounds to the dtype;
+    # Python's float division is that same IEEE division
+    return s.dtype.type(float(s) / x.size)
 
 
 def _forward(fn):
@@ -151,16 +160,25 @@ def _forward(fn):
         if fn == "mean" and x.size == 0:
             # the mean over no elements is NaN, as in TF (numpy warns "Mean of empty slice")
             return xp.full_like(xp.sum(x, axis=axis, keepdims=keepdims), np.nan)
-        if fn == "mean" and type(x) is np.ndarray and x.dtype in _NUMPY_MEAN_AS_SUM:
-            return _numpy_mean(x, axis, keepdims)
         return getattr(xp, fn)(x, axis=axis, keepdims=keepdims)
     return forward
+
+
+_mean_reference = _forward("mean")
+
+
+def _mean_forward(xp, x, axis, keepdims):
+    # a non-empty float32/float64 numpy array (a loss's mean) first, without the general
+    # forward's tests of dtype and size
+    if type(x) is np.ndarray and x.dtype in _NUMPY_MEAN_AS_SUM and x.size:
+        return _numpy_mean(x, axis, keepdims)
+    return _mean_reference(xp, x, axis, keepdims)
 
 
 _sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
               linear=True, batch="axis", fresh=True,
               reduction="add", per_example="reduction")
-_mean = def_op("reduce_mean", _forward("mean"), vjp=_mean_vjp, jvp=_mean_jvp,
+_mean = def_op("reduce_mean", _mean_forward, vjp=_mean_vjp, jvp=_mean_jvp,
                vjp_kernels={"numpy": _mean_numpy_vjp},
                saves=("x.shape",), linear=True, batch="axis", fresh=True,
                per_example="reduction")

@@ -1,0 +1,130 @@
+"""The small steps of a dense layer's backward on `numpy` (the sweep's bias gradient by the CPU
+kernel `colsum`, a loss's mean and its VJP without numpy's wrappers): numpy's bits, and the
+general path wherever the fast one does not apply."""
+SINGLE_DEVICE = True  # the numpy backend's kernels
+
+import numpy as np
+import pytest
+
+import tapegpu as tg
+from tapegpu.autodiff import sweep
+from tapegpu.backends import cpu_kernels
+from tapegpu.core.options import options
+from tapegpu.ops import kernels as K
+
+needs_kernels = pytest.mark.skipif(cpu_kernels is None, reason="the CPU kernels are not built")
+
+
+def _bits(a):
+    return np.asarray(a).tobytes()
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(64, 256), (64, 10), (1, 5), (3, 2), (1000, 3), (5, 4097)])
+def test_colsum_gives_numpys_bits(dtype, shape):
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * rng.uniform(1e-3, 1e4, shape)).astype(dtype)
+    out = np.empty(shape[1], dtype)
+    cpu_kernels.colsum(x, out)
+    assert _bits(out) == _bits(np.add.reduce(x, axis=0))
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_colsum_keeps_numpys_zeros_infinities_and_nans(dtype):
+    x = np.array([[-0.0, -0.0, np.inf, np.inf, 1.0, np.nan],
+                  [-0.0, 0.0, -np.inf, 1.0, -1.0, 2.0],
+                  [-0.0, -0.0, 3.0, np.inf, -0.0, 3.0]], dtype)
+    out = np.empty(6, dtype)
+    cpu_kernels.colsum(x, out)
+    with np.errstate(invalid="ignore"):  # inf - inf
+        want = np.add.reduce(x, axis=0)  # -0.0 columns sum to +0.0: numpy starts from 0
+    assert _bits(out) == _bits(want)
+    assert not np.signbit(out[0])
+
+
+@needs_kernels
+def test_colsum_refuses_what_it_does_not_take():
+    x = np.ones((4, 3), np.float32)
+    with pytest.raises(ValueError, match=r"x must be \(rows, n\) and out \(n,\)"):
+        cpu_kernels.colsum(x, np.empty(5, np.float32))
+    with pytest.raises(TypeError, match="float32 or all float64"):
+        cpu_kernels.colsum(x, np.empty(3, np.float64))
+    with pytest.raises(TypeError, match="takes 2 arrays"):
+        cpu_kernels.colsum(x)
+    assert K.cpu_colsum(np.ones((4, 1), np.float32)) is None       # one column: pairwise
+    assert K.cpu_colsum(np.ones((4, 3), np.float32)[:, ::2]) is None  # not contiguous
+    assert K.cpu_colsum(np.ones((2, 4, 3), np.float32)) is None     # not a matrix
+    assert K.cpu_colsum(np.ones((4, 3), np.complex64)) is None
+
+
+def _dense(x, w, b):
+    xt, wt, bt = tg.constant(x), tg.constant(w), tg.constant(b)
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch([wt, bt])
+        z = tg.matmul(xt, wt) + bt
+        y = tg.tanh(z)
+    return tape, z, y, bt
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 7])
+def test_a_bias_gradient_is_the_sum_of_the_rows_by_the_kernel(dtype, n, monkeypatch):
+    """The sweep sums a dense layer's cotangent over its rows by `colsum` (once per layer) with
+    numpy's bits; a single column takes numpy's sum (pairwise); a Jacobian's batched
+    cotangents are summed over the right axis."""
+    calls = []
+    kernel = K._COLSUM
+    monkeypatch.setattr(K, "_COLSUM", lambda *a: calls.append(1) or kernel(*a))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((33, 6)).astype(dtype)
+    w = rng.standard_normal((6, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    tape, z, y, bt = _dense(x, w, b)
+    u = tg.constant(rng.standard_normal(y.shape).astype(dtype))
+    gz, gb = tape.gradient(y, [z, bt], output_gradients=u)
+    assert _bits(gb.numpy()) == _bits(np.add.reduce(gz.numpy(), axis=0))
+    np.testing.assert_allclose(gb.numpy(), (u.numpy() * (1 - np.tanh(x @ w + b) ** 2)).sum(0),
+                               rtol=1e-4)
+    assert len(calls) == (1 if n > 1 else 0)
+    us = rng.standard_normal((4,) + y.shape).astype(dtype)
+    jac = tape.batched_gradient(y, bt, tg.constant(us)).numpy()
+    for k in range(4):
+        one = tape.gradient(y, bt, output_gradients=tg.constant(us[k])).numpy()
+        np.testing.assert_allclose(jac[k], one, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("shape,axis,keepdims", [((5, 7), None, False), ((64,), None, False),
+                                                 ((5, 7), None, True), ((5, 7), 1, False),
+                                                 ((), None, False)])
+def test_the_mean_vjp_on_arrays_equals_the_rule_on_tensors(dtype, shape, axis, keepdims,
+                                                            monkeypatch):
+    """A loss's mean (every axis, a 0-d cotangent) has its VJP filled in one product, the
+    rule's: the array sweep's bits equal the tensor sweep's, for every axis form."""
+    rng = np.random.default_rng(2)
+    x = tg.constant(rng.standard_normal(shape).astype(dtype))
+    g = tg.constant(np.asarray(rng.standard_normal(), dtype) * 3)
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = tg.reduce_mean(x * 1.5, axis=axis, keepdims=keepdims)
+    og = tg.constant(np.broadcast_to(g.numpy(), y.shape).copy())
+    fast = tape.gradient(y, x, output_gradients=og).numpy()
+    monkeypatch.setattr(options, "array_sweep", False)
+    plain = tape.gradient(y, x, output_gradients=og).numpy()
+    assert fast.dtype == plain.dtype and _bits(fast) == _bits(plain)
+    n = max(int(np.prod(shape)) // int(np.prod(y.shape) or 1), 1)
+    np.testing.assert_allclose(fast, np.broadcast_to(og.numpy().reshape(
+        y.shape if keepdims or axis is None else y.shape + (1,)) * 1.5 / n, shape),
+        rtol=1e-6)
+
+
+def test_sum_to_without_the_kernel_keeps_numpys_sum(monkeypatch):
+    """The general un-broadcast (numpy's add.reduce) where the kernel is absent: same bits."""
+    monkeypatch.setattr(K, "_COLSUM", None)
+    c = np.random.default_rng(1).standard_normal((9, 4)).astype(np.float32)
+    ns = sweep.array_ops(tg.constant(0.0)._dev, sweep.TENSOR_OPS)
+    got = sweep.sum_to(ns, c, 0, (4,))
+    assert _bits(got) == _bits(np.add.reduce(c, axis=0))
