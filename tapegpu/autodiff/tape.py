@@ -287,15 +287,12 @@ class GradientTape(Recorder):
         targets = [target] if isinstance(target, (Tensor, Variable)) else nest.flatten(target)
         for t in targets:
             check_target(t, "GradientTape.gradient")
-        # a list or tuple of tensors (most calls) is its own flat form
-        flat = type(sources) in (list, tuple) and \
-            all(isinstance(s, (Tensor, Variable)) for s in sources)
-        flat_sources = list(sources) if flat else nest.flatten(sources)
-        src_uids = [source_uid(s, i) for i, s in enumerate(flat_sources)]
+        flat, flat_sources, src_uids, floats = _flat_sources(sources)
         self._begin("gradient")
-        for s in flat_sources:
-            if not _is_float(s):
-                warn_integer_source(s, "GradientTape.gradient")
+        if not floats:
+            for s in flat_sources:
+                if not _is_float(s):
+                    warn_integer_source(s, "GradientTape.gradient")
         if output_gradients is None:
             seeds = [(_target_uid(t), ops.ones_like(_value(t))) for t in targets
                      if _is_float(t)]
@@ -324,9 +321,17 @@ class GradientTape(Recorder):
             if u in grads and grads[u] is None:
                 grads[u] = g
         self._finish()
-        result = [_finalize(grads.get(u), s, unconnected, ()) for u, s in
-                  zip(src_uids, flat_sources)]
-        return type(sources)(result) if flat else nest.pack_sequence_as(sources, result)
+        if floats:  # (every source floating: None only where unconnected)
+            get = grads.get
+            result = [get(u) for u in src_uids]
+            if any(g is None for g in result):
+                result = [_finalize(g, s, unconnected, ()) for g, s in zip(result, flat_sources)]
+        else:
+            result = [_finalize(grads.get(u), s, unconnected, ()) for u, s in
+                      zip(src_uids, flat_sources)]
+        if flat:  # a list or tuple of tensors: the result in the same type
+            return result if type(sources) is list else tuple(result)
+        return nest.pack_sequence_as(sources, result)
 
     def batched_gradient(self, target, sources, output_gradients, batch_ndim=1,
                          unconnected_gradients=UnconnectedGradients.NONE):
@@ -427,6 +432,28 @@ class GradientTape(Recorder):
 
 def _profiling():
     return bool(_profilers)
+
+
+def _flat_sources(sources):
+    """(whether `sources` is a list or tuple of tensors and variables, which is its own flat
+    form (most calls), the flat sources, their ids, whether all are floating)."""
+    if type(sources) is list or type(sources) is tuple:
+        uids = []
+        floats = True
+        for s in sources:
+            if type(s) is Tensor:
+                d = s._data
+            elif isinstance(s, (Tensor, Variable)):
+                d = _value(s)._data
+            else:
+                break
+            uids.append(s._uid)
+            floats = floats and d.dtype.kind in "fcV"
+        else:
+            return True, sources, uids, floats
+    flat = nest.flatten(sources)
+    uids = [source_uid(s, i) for i, s in enumerate(flat)]
+    return False, flat, uids, all(_is_float(s) for s in flat)
 
 
 def _value(t):

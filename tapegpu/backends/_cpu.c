@@ -13,6 +13,8 @@
  *                               numpy pays per output row, this runs at memory speed
  *   colsum(x, out)              out = the sum of the rows of x (rows, n), in row order:
  *                               numpy's add.reduce over axis 0 for n > 1, its bits
+ *   rowsum(x, out)              out = the sum of each row of x (rows, n), pairwise as
+ *                               numpy's add.reduce over the last axis, its bits
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
  *   xent_grad                   and log, and its VJP: one pass each (below)
  *
@@ -245,26 +247,83 @@ static PyObject *outer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 COLSUM(float)
 COLSUM(double)
 
-static PyObject *colsum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+/* out[r] = 0 + the pairwise sum of row r of a C-contiguous (rows, n) x: numpy's add.reduce
+ * over the last axis, so its bits (numpy sums each row from the identity with its pairwise
+ * scheme: under 8 elements in order from -0.0; up to 128 in 8 running sums, combined as
+ * ((0+1)+(2+3))+((4+5)+(6+7)), then the rest in order; longer rows halved at a multiple of 8) */
+#define ROWSUM(T)                                                                    \
+    static T pairwise_##T(const T *a, Py_ssize_t n)                                  \
+    {                                                                                \
+        if (n < 8) {                                                                 \
+            T res = (T)-0.0;                                                         \
+            for (Py_ssize_t i = 0; i < n; i++)                                       \
+                res += a[i];                                                         \
+            return res;                                                              \
+        }                                                                            \
+        if (n <= 128) {                                                              \
+            T r[8];                                                                  \
+            Py_ssize_t i;                                                            \
+            for (int j = 0; j < 8; j++)                                              \
+                r[j] = a[j];                                                         \
+            for (i = 8; i < n - (n % 8); i += 8)                                     \
+                for (int j = 0; j < 8; j++)                                          \
+                    r[j] += a[i + j];                                                \
+            T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+            for (; i < n; i++)                                                       \
+                res += a[i];                                                         \
+            return res;                                                              \
+        }                                                                            \
+        Py_ssize_t n2 = n / 2;                                                       \
+        n2 -= n2 % 8;                                                                \
+        return pairwise_##T(a, n2) + pairwise_##T(a + n2, n - n2);                   \
+    }                                                                                \
+    static void rowsum_##T(const T *x, T *out, Py_ssize_t rows, Py_ssize_t n)        \
+    {                                                                                \
+        for (Py_ssize_t r = 0; r < rows; r++, x += n)                                \
+            out[r] = (T)0 + pairwise_##T(x, n);                                      \
+    }
+ROWSUM(float)
+ROWSUM(double)
+
+/* the buffers of colsum or rowsum: x (rows, n) and out (n,) or (rows,), none empty */
+static PyObject *sums(PyObject *const *args, Py_ssize_t nargs, int by_rows)
 {
+    const char *name = by_rows ? "rowsum" : "colsum";
     Buffers bs;
-    int size = get_many(args, nargs, "colsum", "ff", 0x2, &bs);
+    int size = get_many(args, nargs, name, "ff", 0x2, &bs);
     if (size == 0)
         return NULL;
-    Py_ssize_t n = bs.b[1].len / size, rows = n ? bs.b[0].len / size / n : 0;
-    if (n == 0 || rows == 0 || bs.b[0].len != rows * n * size) {
+    Py_buffer *x = &bs.b[0];
+    Py_ssize_t m = bs.b[1].len / size, n = x->ndim >= 1 ? x->shape[x->ndim - 1] : 0;
+    Py_ssize_t rows = n ? x->len / size / n : 0;
+    if (rows == 0 || m != (by_rows ? rows : n)) {
         release(&bs);
-        PyErr_SetString(PyExc_ValueError, "colsum: x must be (rows, n) and out (n,), none empty");
+        PyErr_Format(PyExc_ValueError, "%s: x must be (rows, n) and out (%s,), none empty", name,
+                     by_rows ? "rows" : "n");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    if (size == 4)
-        colsum_float(bs.b[0].buf, bs.b[1].buf, rows, n);
+    if (by_rows && size == 4)
+        rowsum_float(x->buf, bs.b[1].buf, rows, n);
+    else if (by_rows)
+        rowsum_double(x->buf, bs.b[1].buf, rows, n);
+    else if (size == 4)
+        colsum_float(x->buf, bs.b[1].buf, rows, n);
     else
-        colsum_double(bs.b[0].buf, bs.b[1].buf, rows, n);
+        colsum_double(x->buf, bs.b[1].buf, rows, n);
     Py_END_ALLOW_THREADS
     release(&bs);
     Py_RETURN_NONE;
+}
+
+static PyObject *colsum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return sums(args, nargs, 0);
+}
+
+static PyObject *rowsum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return sums(args, nargs, 1);
 }
 
 /* call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a kernel that tg.function's
@@ -1156,6 +1215,8 @@ static PyMethodDef methods[] = {
      "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
     {"colsum", (PyCFunction)(void (*)(void))colsum, METH_FASTCALL,
      "colsum(x, out): out = the sum of x's rows, x (rows, n), in row order from 0."},
+    {"rowsum", (PyCFunction)(void (*)(void))rowsum, METH_FASTCALL,
+     "rowsum(x, out): out = each row's sum, x (rows, n), numpy's pairwise order."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,
      "call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a fused kernel."},
 

@@ -107,6 +107,7 @@ def cpu_colsum(c):
 
 
 _COLSUM = getattr(cpu_kernels, "colsum", None)
+_ROWSUM = getattr(cpu_kernels, "rowsum", None)
 
 
 def cpu_bias_act_into(act, x, b, out=None):
@@ -184,8 +185,9 @@ _XENT_CPU = cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad")
 
 def _sparse_xent_cpu(xp, labels, logits):
     """The reference's steps (nn._sparse_xent_forward) on `numpy`, in as few calls: the max's
-    shift, and after numpy's exp, sum and log the loss and the division, each one C pass (the
-    same IEEE operations, so the same bits). A label out of range: the reference raises."""
+    shift, after numpy's exp the rows' sums (numpy's pairwise order), and after numpy's log
+    the loss and the division, each one C pass (the same IEEE operations, so the same bits).
+    A label out of range: the reference raises."""
     if not _cpu_labels(labels, logits):
         return NotImplemented
     z = np.empty_like(logits)
@@ -193,7 +195,11 @@ def _sparse_xent_cpu(xp, labels, logits):
     if not cpu_kernels.xent_shift(logits, labels, z, ml):
         return NotImplemented
     np.exp(z, out=z)
-    s = np.add.reduce(z, axis=-1)
+    if _ROWSUM is not None:  # numpy's add.reduce over the last axis, its bits
+        s = np.empty(logits.shape[:-1], logits.dtype)
+        _ROWSUM(z, s)
+    else:
+        s = np.add.reduce(z, axis=-1)
     loss = np.empty_like(s)
     cpu_kernels.xent_finish(z, s, np.log(s), ml, loss)
     return loss, (z,)

@@ -78,3 +78,23 @@ def test_what_the_kernels_do_not_take_runs_the_reference():
     with pytest.raises(ValueError, match="label 10 is outside"):
         cpu_kernels.xent_grad(x, np.full(4, 10, np.int32), np.ones(4, np.float32),
                               np.empty_like(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rowsum_gives_numpys_pairwise_bits(dtype):
+    """The rows' sums between exp and log: numpy's add.reduce over the last axis (its pairwise
+    scheme: in order under 8, 8 running sums to 128, halves beyond), bit for bit, -0.0 rows
+    summing to +0.0 as numpy's (which starts from the identity)."""
+    rng = np.random.default_rng(9)
+    for n in list(range(1, 140)) + [255, 256, 257, 1000, 4097, 10000]:
+        x = (rng.standard_normal((3, n)) * rng.uniform(1e-3, 1e4, (3, n))).astype(dtype)
+        out = np.empty(3, dtype)
+        cpu_kernels.rowsum(x, out)
+        assert out.tobytes() == np.add.reduce(x, axis=-1).tobytes(), n
+    for n in (5, 12, 200):
+        x = np.full((2, n), -0.0, dtype)
+        out = np.empty(2, dtype)
+        cpu_kernels.rowsum(x, out)
+        assert out.tobytes() == np.add.reduce(x, axis=-1).tobytes() and not np.signbit(out).any()
+    with pytest.raises(ValueError, match=r"x must be \(rows, n\) and out \(rows,\)"):
+        cpu_kernels.rowsum(np.ones((4, 3), dtype), np.empty(3, dtype))
