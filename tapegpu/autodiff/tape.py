@@ -181,6 +181,16 @@ class GradientTape(Recorder):
         array([2., 4.], dtype=float32)
         """
         self._check_usable("watch")
+        if type(tensor) is list or type(tensor) is tuple:  # (most calls: tensors, no nesting)
+            tracked, roots = self._tracked, self._roots
+            for t in tensor:
+                if type(t) is not Tensor:
+                    break
+                if t._data.dtype.kind in "fcV":
+                    tracked.add(t._uid)
+                    roots.add(t._uid)
+            else:
+                return
         for t in nest.flatten(tensor):
             if isinstance(t, Variable):
                 self._variables.setdefault(t._uid, t)

@@ -96,11 +96,12 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
     x = input if type(input) is Tensor else convert_to_tensor(input)
     d = x._data
     dt = d.dtype if dtype is None else np_dtype(dtype)
-    if type(d) is np.ndarray:  # (numpy's ones is empty + copyto in Python: the seed of a
-        a = np.empty(d.shape, dt)  # gradient, on every call)
+    xp = x._dev.xp
+    if xp is np:  # (numpy's ones is empty + copyto in Python: the seed of a gradient, on
+        a = np.empty(d.shape, dt)  # every call)
         a.fill(1)
         return Tensor(a, x._dev)
-    return Tensor(x._dev.xp.ones(d.shape, dtype=dt), x._dev)
+    return Tensor(xp.ones(d.shape, dtype=dt), x._dev)
 
 
 def fill(dims, value, name=None):

@@ -42,6 +42,8 @@ def _skinny(rows, k, n):
 
 
 def _matmul_forward(xp, a, b, ta=False, tb=False):
+    if not ta and not tb and a.ndim == 2 and b.ndim == 2 and a.dtype.kind != "V":
+        return xp.matmul(a, b)  # (the common case first)
     if a.dtype.kind == "V":  # bfloat16: numpy's product of ml_dtypes' is float32 (accumulated in
         return _matmul_forward(xp, a.astype(np.float32), b.astype(np.float32),  # float32, as
                                ta, tb).astype(a.dtype)  # TF's and cuBLAS's), rounded back
