@@ -13,6 +13,7 @@
  *                               numpy pays per output row, this runs at memory speed
  *   colsum(x, out)              out = the sum of the rows of x (rows, n), in row order:
  *                               numpy's add.reduce over axis 0 for n > 1, its bits
+ *   shift(x, z)                 z = x - each row's max: a softmax's first step
  *   rowsum(x, out)              out = the sum of each row of x (rows, n), pairwise as
  *                               numpy's add.reduce over the last axis, its bits
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
@@ -284,6 +285,47 @@ COLSUM(double)
     }
 ROWSUM(float)
 ROWSUM(double)
+
+/* z = x - the max of x's row, per row of a C-contiguous (rows, n) x: a softmax's shift (the
+ * max as numpy's maximum.reduce takes it, a NaN row giving NaN; the sign of a zero max, which
+ * numpy's vector code may pick otherwise, changes no difference's exponential) */
+#define SHIFT(T)                                                                     \
+    static void shift_##T(const T *x, T *z, Py_ssize_t rows, Py_ssize_t n)           \
+    {                                                                                \
+        for (Py_ssize_t r = 0; r < rows; r++, x += n, z += n) {                      \
+            T m = x[0];                                                              \
+            for (Py_ssize_t j = 1; j < n; j++)                                       \
+                m = (m >= x[j] || m != m) ? m : x[j];                                \
+            for (Py_ssize_t j = 0; j < n; j++)                                       \
+                z[j] = x[j] - m;                                                     \
+        }                                                                            \
+    }
+SHIFT(float)
+SHIFT(double)
+
+static PyObject *shift(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Buffers bs;
+    int size = get_many(args, nargs, "shift", "ff", 0x2, &bs);
+    if (size == 0)
+        return NULL;
+    Py_buffer *x = &bs.b[0];
+    Py_ssize_t n = x->ndim >= 1 ? x->shape[x->ndim - 1] : 0;
+    Py_ssize_t rows = n ? x->len / size / n : 0;
+    if (rows == 0 || bs.b[1].len != x->len) {
+        release(&bs);
+        PyErr_SetString(PyExc_ValueError, "shift: x must be (rows, n), none empty, z like x");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (size == 4)
+        shift_float(x->buf, bs.b[1].buf, rows, n);
+    else
+        shift_double(x->buf, bs.b[1].buf, rows, n);
+    Py_END_ALLOW_THREADS
+    release(&bs);
+    Py_RETURN_NONE;
+}
 
 /* the buffers of colsum or rowsum: x (rows, n) and out (n,) or (rows,), none empty */
 static PyObject *sums(PyObject *const *args, Py_ssize_t nargs, int by_rows)
@@ -1215,6 +1257,8 @@ static PyMethodDef methods[] = {
      "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
     {"colsum", (PyCFunction)(void (*)(void))colsum, METH_FASTCALL,
      "colsum(x, out): out = the sum of x's rows, x (rows, n), in row order from 0."},
+    {"shift", (PyCFunction)(void (*)(void))shift, METH_FASTCALL,
+     "shift(x, z): z = x - the max of each row of x (rows, n)."},
     {"rowsum", (PyCFunction)(void (*)(void))rowsum, METH_FASTCALL,
      "rowsum(x, out): out = each row's sum, x (rows, n), numpy's pairwise order."},
     {"call_fused", (PyCFunction)(void (*)(void))call_fused, METH_FASTCALL,

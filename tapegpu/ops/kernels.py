@@ -74,7 +74,7 @@ def _act_backward(name, kernels_of):
     return bwd
 
 
-def _fits_cpu(*arrays):
+def fits_cpu(*arrays):
     """What the CPU kernels take: C-contiguous, non-empty float arrays of one dtype."""
     dt = arrays[0].dtype
     if dt not in _FLOATS:
@@ -88,7 +88,7 @@ def _fits_cpu(*arrays):
 
 def cpu_act_backward(k, g, saved):
     """The backward of the CPU's activation `k` from its saved value on `numpy`, one pass."""
-    if not _fits_cpu(g, saved) or g.shape[g.ndim - saved.ndim:] != saved.shape:
+    if not fits_cpu(g, saved) or g.shape[g.ndim - saved.ndim:] != saved.shape:
         return NotImplemented
     out = np.empty_like(g)
     cpu_kernels.act_backward(k, saved, g, out)
@@ -99,26 +99,50 @@ def cpu_colsum(c):
     """The sum of the rows of a (rows, n) float array on `numpy` with n > 1 (a dense layer's
     bias gradient), numpy's add.reduce over axis 0 bit for bit, by the CPU kernel; None where
     the kernel does not apply."""
-    if _COLSUM is None or c.ndim != 2 or c.shape[1] < 2 or not _fits_cpu(c):
+    if _COLSUM is None or c.ndim != 2 or c.shape[1] < 2 or not fits_cpu(c):
         return None
     out = np.empty(c.shape[1], c.dtype)
     _COLSUM(c, out)
     return out
 
 
+def cpu_sum(x, axis, keepdims):
+    """numpy's add.reduce of a float array on `numpy` over `axis` (sorted non-negative axes)
+    by the CPU kernels where they have its bits: every axis or the last (rows summed pairwise
+    as numpy does, the array's axes taken as one), the first of a matrix with more than one
+    column (rows added in order); None elsewhere."""
+    if _ROWSUM is None or not fits_cpu(x):
+        return None
+    nd = x.ndim
+    if len(axis) == nd and nd:
+        out = np.empty(1, x.dtype)
+        _ROWSUM(x.reshape(1, -1), out)
+        return out.reshape((1,) * nd) if keepdims else out[0]
+    if nd >= 2 and axis == (nd - 1,):
+        out = np.empty(x.shape[:-1] + ((1,) if keepdims else ()), x.dtype)
+        _ROWSUM(x, out)
+        return out
+    if nd == 2 and axis == (0,) and x.shape[1] > 1:
+        out = np.empty((1, x.shape[1]) if keepdims else x.shape[1:], x.dtype)
+        _COLSUM(x, out)
+        return out
+    return None
+
+
 _COLSUM = getattr(cpu_kernels, "colsum", None)
 _ROWSUM = getattr(cpu_kernels, "rowsum", None)
+cpu_shift = getattr(cpu_kernels, "shift", None)  # z = x - each row's max (_cpu.c)
 
 
 def cpu_bias_act_into(act, x, b, out=None):
     """bias_act's forward on `numpy` by the CPU kernel, written into `out` (tg.function's
     buffers) or a new array; NotImplemented where the kernel does not apply."""
     k = _cpu_index(act)
-    if k is None or not _fits_cpu(x, b) or b.ndim != 1 or x.shape[-1:] != b.shape:
+    if k is None or not fits_cpu(x, b) or b.ndim != 1 or x.shape[-1:] != b.shape:
         return NotImplemented
     if out is None:
         out = np.empty_like(x)
-    elif not _fits_cpu(out) or out.shape != x.shape or out.dtype != x.dtype:
+    elif not fits_cpu(out) or out.shape != x.shape or out.dtype != x.dtype:
         return NotImplemented
     cpu_kernels.bias_act(k, x, b, out)
     return out
@@ -172,10 +196,10 @@ def sparse_xent_kernels(labels_in_range):
 _LABELS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
-def _cpu_labels(labels, logits, *rows):
+def cpu_labels(labels, logits, *rows):
     """Whether the CPU's cross-entropy kernels take these labels and logits (and arrays of
     rows beside them, of the logits' dtype)."""
-    return _XENT_CPU and _fits_cpu(logits, *rows) and type(labels) is np.ndarray and \
+    return _XENT_CPU and fits_cpu(logits, *rows) and type(labels) is np.ndarray and \
         labels.dtype in _LABELS and labels.flags.c_contiguous and \
         labels.shape == logits.shape[:-1]
 
@@ -188,7 +212,7 @@ def _sparse_xent_cpu(xp, labels, logits):
     shift, after numpy's exp the rows' sums (numpy's pairwise order), and after numpy's log
     the loss and the division, each one C pass (the same IEEE operations, so the same bits).
     A label out of range: the reference raises."""
-    if not _cpu_labels(labels, logits):
+    if not cpu_labels(labels, logits):
         return NotImplemented
     z = np.empty_like(logits)
     ml = np.empty(logits.shape[:-1] + (2,), logits.dtype)
@@ -213,7 +237,7 @@ def _sparse_xent_numpy_vjp(g, labels, logits, probs):
     if g.shape != logits.shape[:-1] or not g.dtype == probs.dtype == logits.dtype or \
             logits.dtype.kind != "f":
         return NotImplemented
-    if _cpu_labels(labels, probs, g):
+    if cpu_labels(labels, probs, g):
         out = np.empty_like(probs)
         cpu_kernels.xent_grad(probs, labels, g, out)
         return None, out

@@ -1,21 +1,31 @@
 """Neural-network ops: softmax family, cross-entropies, normalisation, dropout."""
+import numpy as np
 
 from ..backends import checks
 from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
 from ..core.tensor import Tensor, scalar_like
 from .binary import as_tensor_pair, divide_no_nan, greater_equal, maximum, where
-from .kernels import (bias_act_kernels, cpu_bias_act_into, rnn_cell_kernels, softmax_kernels,
+from .kernels import (bias_act_kernels, cpu_bias_act_into, cpu_kernels, cpu_labels,
+                      cpu_shift, cpu_sum, fits_cpu, rnn_cell_kernels, softmax_kernels,
                       sparse_xent_kernels)
 from .random import uniform
 from .reduce import reduce_sum
 from .shape import concat, expand_dims, stack
-from .unary import _sigmoid, cast, exp, log1p, rsqrt, square
+from .unary import _differentiated, _sigmoid, cast, exp, log1p, rsqrt, square
 
 
 def _softmax_forward(xp, x, axis=-1):
     if x.size == 0:  # (max over an empty axis has no identity)
         return x.copy()
+    if axis % x.ndim == x.ndim - 1 and cpu_shift is not None and fits_cpu(x):
+        # over the last axis on numpy: the shift by the row's max and the rows' sums by the
+        # CPU kernels, numpy's exp and division (the same values: numpy's bits)
+        e = np.empty_like(x)
+        cpu_shift(x, e)
+        np.exp(e, out=e)
+        e /= cpu_sum(e, (x.ndim - 1,), True)
+        return e
     e = xp.exp(x - x.max(axis=axis, keepdims=True))
     e /= e.sum(axis=axis, keepdims=True)
     return e
@@ -128,10 +138,59 @@ def _hot(ops, labels, n, dtype):
 
 # d/dz (logsumexp(z) - z_label) = softmax(z) - onehot(label). On tensors the rule recomputes the
 # softmax from the logits, so that it is differentiable itself; on arrays it uses `probs`, the
-# forward's own softmax (the same arithmetic).
+# forward's own softmax (the same arithmetic). Differentiated itself (Hessians), the VJP is one
+# op, sparse_softmax_cross_entropy_grad (TF's op returns this backprop beside the loss).
 def _sparse_xent_vjp(ops, g, labels, logits, probs):
+    if _differentiated(ops):
+        return ops.op("sparse_softmax_cross_entropy_grad", labels, logits, g)
     p = ops.softmax(logits) if ops.records else probs
     return g[..., None] * (p - _hot(ops, labels, logits.shape[-1], logits.dtype))
+
+
+def _xent_grad_forward(xp, labels, logits, g):
+    """(g[..., None] * (softmax(logits) - onehot(labels)), (the softmax,)): the rule's values,
+    its operations (so its bits); on numpy the product by the CPU kernel (the same bits)."""
+    p = _softmax_forward(xp, logits)
+    if g.shape == labels.shape and cpu_labels(labels, p, g):  # (g may carry batch axes)
+        out = xp.empty_like(p)
+        cpu_kernels.xent_grad(p, labels, g, out)
+        return out, (p,)
+    hot = (labels[..., None] == xp.arange(logits.shape[-1])).astype(p.dtype)
+    return g[..., None] * (p - hot), (p,)
+
+
+def _xent_grad_probs(ops, logits, probs):
+    return ops.softmax(logits) if ops.records else probs
+
+
+# d/dz <c, g (softmax(z) - h)> is softmax's VJP of g c; d/dg = <c, softmax(z) - h> per row;
+# the JVP: softmax's (the same symmetric map) of dz, times g, plus dg (softmax(z) - h)
+def _xent_grad_vjp_logits(ops, c, labels, logits, g, probs):
+    return _softmax_vjp(ops, c * g[..., None], _xent_grad_probs(ops, logits, probs))
+
+
+def _xent_grad_vjp_g(ops, c, labels, logits, g, probs):
+    p = _xent_grad_probs(ops, logits, probs)
+    return ops.reduce_sum(c * (p - _hot(ops, labels, logits.shape[-1], logits.dtype)), axis=-1)
+
+
+def _xent_grad_jvp(ops, ts, labels, logits, g, probs):
+    _, dz, dg = ts
+    p = _xent_grad_probs(ops, logits, probs)
+    out = None
+    if dz is not None:
+        out = _softmax_vjp(ops, dz, p) * g[..., None]
+    if dg is not None:
+        term = dg[..., None] * (p - _hot(ops, labels, logits.shape[-1], logits.dtype))
+        out = term if out is None else out + term
+    return out
+
+
+_sparse_xent_grad = def_op(
+    "sparse_softmax_cross_entropy_grad", _xent_grad_forward, args=("labels", "logits", "g"),
+    saves=("labels", "logits", "g", "probs"), residuals=("probs",),
+    vjp=(None, _xent_grad_vjp_logits, _xent_grad_vjp_g), jvp=_xent_grad_jvp, same_dtype=False,
+    batch="leading")
 
 
 def _sparse_xent_jvp(ops, ts, labels, logits, probs):

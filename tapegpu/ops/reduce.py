@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .kernels import cpu_sum
 from .registry import InvalidArgumentError, def_op, forward_on
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
@@ -46,13 +47,18 @@ def _batch(g, x_shape, axis, keepdims):
 
 
 def _sum_vjp(ops, g, x_shape, axis, keepdims):
-    # d sum(x) / dx = 1: spread g over the reduced axes
+    # d sum(x) / dx = 1: spread g over the reduced axes (a 0-d g, of a sum over every axis,
+    # broadcasts as it is)
+    if not g.ndim:
+        return ops.broadcast_to(g, tuple(x_shape))
     return ops.broadcast_to(_expand(ops, g, x_shape, axis, keepdims),
                             _batch(g, x_shape, axis, keepdims) + tuple(x_shape))
 
 
 def _mean_vjp(ops, g, x_shape, axis, keepdims):
     n = math.prod([x_shape[i] for i in axis]) if axis else 1
+    if not g.ndim:  # one product, then spread: the same values as spreading first
+        return ops.broadcast_to(g * (1.0 / max(n, 1)), tuple(x_shape))
     return _sum_vjp(ops, g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
@@ -141,7 +147,9 @@ def _numpy_mean(x, axis, keepdims):
     then a division by the count as an intp, into the sum's own buffer), without its Python
     wrappers (half of a small mean's time). float16 (summed in float32) and complex take
     numpy's own function."""
-    s = np.add.reduce(x, axis=axis, keepdims=keepdims)
+    s = cpu_sum(x, axis, keepdims)  # (numpy's sum, its bits)
+    if s is None:
+        s = np.add.reduce(x, axis=axis, keepdims=keepdims)
     if type(s) is np.ndarray:
         return np.true_divide(s, np.intp(x.size // s.size), out=s, casting="unsafe")
     # a numpy scalar: numpy divides it by the count in float64 and rounds to the dtype;
@@ -164,7 +172,17 @@ def _forward(fn):
     return forward
 
 
+_sum_reference = _forward("sum")
 _mean_reference = _forward("mean")
+
+
+def _sum_forward(xp, x, axis, keepdims):
+    # float32/float64 numpy arrays: numpy's sum is add.reduce (so, without np.sum's wrapper,
+    # the same bits), by the CPU kernels where they have its bits
+    if type(x) is np.ndarray and x.dtype in _NUMPY_MEAN_AS_SUM:
+        s = cpu_sum(x, axis, keepdims)
+        return np.add.reduce(x, axis=axis, keepdims=keepdims) if s is None else s
+    return _sum_reference(xp, x, axis, keepdims)
 
 
 def _mean_forward(xp, x, axis, keepdims):
@@ -175,7 +193,7 @@ def _mean_forward(xp, x, axis, keepdims):
     return _mean_reference(xp, x, axis, keepdims)
 
 
-_sum = def_op("reduce_sum", _forward("sum"), vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
+_sum = def_op("reduce_sum", _sum_forward, vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
               linear=True, batch="axis", fresh=True,
               reduction="add", per_example="reduction")
 _mean = def_op("reduce_mean", _mean_forward, vjp=_mean_vjp, jvp=_mean_jvp,

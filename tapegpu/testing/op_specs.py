@@ -553,6 +553,8 @@ SPECS = [
     Spec("leaky_relu_grad", _backward(lambda x: tg.nn.leaky_relu(x, alpha=0.3)), (U, U),
          lambda g, x: np.where(x > 0, g, 0.3 * g), make=_away_from([0.0]),
          covers=("leaky_relu_grad", "leaky_relu")),
+    Spec("tanh_grad", _backward(tg.tanh), (U, U), lambda g, x: g * (1 - np.tanh(x) ** 2),
+         covers=("tanh_grad", "tanh")),
     Spec("identity", tg.identity, (U,), lambda x: x),
     Spec("read_variable", lambda x: x * tg.Variable(1.5, dtype=x.dtype).read_value(), (U,),
          lambda x: x * 1.5,
@@ -807,6 +809,11 @@ SPECS = [
         labels=LABELS, logits=z), ((4, 5),),
         lambda z: -np.log(_softmax(z))[np.arange(4), LABELS],
         covers=("sparse_softmax_cross_entropy_with_logits",)),
+    # its VJP by an inner tape: recorded by an outer tape, the cross-entropy's grad op
+    Spec("sparse_xent_grad", _backward(lambda z: tg.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=LABELS, logits=z)), ((4,), (4, 5)),
+        lambda g, z: g[:, None] * (_softmax(z) - np.eye(5)[LABELS]),
+        covers=("sparse_softmax_cross_entropy_grad", "sparse_softmax_cross_entropy_with_logits")),
     Spec("softmax_xent", lambda y, z: tg.nn.softmax_cross_entropy_with_logits(y, z),
          ((3, 4), (3, 4)), lambda y, z: -(y * np.log(_softmax(z))).sum(-1),
          covers=("log_softmax", "reduce_sum")),

@@ -128,3 +128,30 @@ def test_sum_to_without_the_kernel_keeps_numpys_sum(monkeypatch):
     ns = sweep.array_ops(tg.constant(0.0)._dev, sweep.TENSOR_OPS)
     got = sweep.sum_to(ns, c, 0, (4,))
     assert _bits(got) == _bits(np.add.reduce(c, axis=0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reduce_sum_and_mean_have_numpys_bits_over_every_axis_set(dtype, monkeypatch):
+    """reduce_sum and reduce_mean on numpy (by the CPU kernels for every axis, the last, or
+    the first of a matrix): np.sum's and np.mean's bits for every axis set and keepdims, on
+    contiguous and strided arrays; the kernels run for the axis sets they cover."""
+    import itertools
+    calls = []
+    for name in ("_ROWSUM", "_COLSUM"):
+        kernel = getattr(K, name)
+        if kernel is not None:
+            monkeypatch.setattr(K, name, lambda *a, k=kernel: calls.append(1) or k(*a))
+    rng = np.random.default_rng(4)
+    for shape in [(5,), (784, 256), (64, 10), (4, 6, 5), (3, 1), (1, 7), (9, 200)]:
+        base = tg.constant((rng.standard_normal(shape) * 1e3).astype(dtype))
+        for t in (base, tg.transpose(base)):  # (a transpose: a strided view on numpy)
+            x = t._data
+            axes = [None] + [c for r in range(1, x.ndim + 1)
+                             for c in itertools.combinations(range(x.ndim), r)]
+            for axis, keepdims in itertools.product(axes, (False, True)):
+                for fn, ref in ((tg.reduce_sum, np.sum), (tg.reduce_mean, np.mean)):
+                    got = fn(t, axis=axis, keepdims=keepdims).numpy()
+                    want = ref(x, axis=axis, keepdims=keepdims)
+                    assert got.shape == np.shape(want) and got.dtype == want.dtype
+                    assert _bits(got) == _bits(want), (fn.__name__, shape, axis, keepdims)
+    assert calls or cpu_kernels is None

@@ -98,3 +98,28 @@ def test_rowsum_gives_numpys_pairwise_bits(dtype):
         assert out.tobytes() == np.add.reduce(x, axis=-1).tobytes() and not np.signbit(out).any()
     with pytest.raises(ValueError, match=r"x must be \(rows, n\) and out \(rows,\)"):
         cpu_kernels.rowsum(np.ones((4, 3), dtype), np.empty(3, dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,scale", CASES + [((4, 1), 1), ((3, 1000), 10)])
+def test_softmax_over_the_last_axis_keeps_numpys_bits(dtype, shape, scale):
+    """softmax over the last axis on numpy (the shift by the row's max and the rows' sums by
+    the CPU kernels) gives the bits of numpy's max, exp, sum and division; NaN where numpy's
+    is; other axes take numpy's own steps."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(shape) * scale).astype(dtype)
+    if x.size > 6:
+        x.flat[3], x.flat[5] = np.nan, -np.inf
+    x.flat[0] = -0.0
+    want = np.exp(x - x.max(axis=-1, keepdims=True))
+    want /= want.sum(axis=-1, keepdims=True)
+    _same(N._softmax_forward(np, x), want)
+    z = np.empty_like(x)
+    cpu_kernels.shift(x, z)
+    _same(z, x - x.max(axis=-1, keepdims=True))
+    if x.ndim > 1:
+        want0 = np.exp(x - x.max(axis=0, keepdims=True))
+        want0 /= want0.sum(axis=0, keepdims=True)
+        _same(N._softmax_forward(np, x, axis=0), want0)
+    with pytest.raises(ValueError, match="z like x"):
+        cpu_kernels.shift(x, np.empty(x.size + 1, dtype))
