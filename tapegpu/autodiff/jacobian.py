@@ -37,6 +37,7 @@ import warnings
 
 import numpy as np
 
+from ..core.quiet import quiet_enter, quiet_exit
 from ..core import nest
 from .. import ops
 from . import sweep
@@ -321,8 +322,11 @@ def _diagonal_sweep(tape, target, y, uids, reach):
         sweep.reachable(tape._entries, uids)
     release = not tape._persistent
     try:
-        with np.errstate(divide="ignore", invalid="ignore"):
+        token = quiet_enter()
+        try:
             grads = sweep._sweep(forward, reach, [(target._uid, seed)], uids, 1, release, mode)
+        finally:
+            quiet_exit(token)
     except Exception as exc:  # as tape._sweep: a released tape remembers why
         if release:
             tape._failed = f"{type(exc).__name__}: {exc}"

@@ -20,9 +20,10 @@ from .. import ops
 from ..ops import TENSOR_OPS
 from ..ops.kernels import cpu_colsum
 from ..ops.namespace import TensorOps, array_ops
-from ..ops.registry import passthrough
+from ..ops.registry import apply, passthrough
 from ..core import profiler
 from ..core.options import options
+from ..core.quiet import quiet_enter, quiet_exit
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
 from .recorder import saved_arrays
@@ -89,9 +90,12 @@ def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
     if options.array_sweep and not _thread.recorders:
         # rules meet the same domain edges as the ops' forwards (log's g / x at 0): as there,
         # numpy's warnings about inf and nan are not raised from tapegpu's lines
-        with np.errstate(divide="ignore", invalid="ignore"):
+        token = quiet_enter()
+        try:
             grads = _sweep(forward, reach, seeds, sources, batch_ndim, release,
                            _ArrayMode(dev, batch_ndim, ledger))
+        finally:
+            quiet_exit(token)
         return {u: (None if a is None else Tensor(_array(a), dev)) for u, a in grads.items()}
     recorded = any(getattr(r, "records", True) for r in _thread.recorders)
     return _sweep(forward, reach, seeds, sources, batch_ndim, release,
@@ -568,6 +572,17 @@ def _reduction_axes(cs, batch_ndim, shape):
     return lead, tuple(axes)
 
 
+def _reduce_sum(ns, c, axes, keepdims):
+    """reduce_sum of a cotangent over `axes` (sorted, non-negative, as `_reduction_axes` gives
+    them): on tensors the op itself, without the public function's checks of its arguments."""
+    if type(c) is Tensor:
+        return apply(_SUM, (c,), {"axis": axes, "keepdims": keepdims})
+    return ns.reduce_sum(c, axis=axes, keepdims=keepdims)
+
+
+_SUM = ops.reduce_sum.op
+
+
 def sum_to(ns, c, batch_ndim, shape):
     """Sums a cotangent of shape `batch + broadcast(shape)` down to `batch + shape` (the one
     un-broadcast of the package), with the namespace `ns` of the sweep's values: tensors, or
@@ -593,10 +608,10 @@ def sum_to(ns, c, batch_ndim, shape):
         if lead and len(axes) != lead:
             c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
     elif lead > 0 and len(axes) == lead:  # only added leading axes: one sum removes them
-        c = ns.reduce_sum(c, axis=axes)
+        c = _reduce_sum(ns, c, axes, False)
     elif lead >= 0:
         if axes:
-            c = ns.reduce_sum(c, axis=axes, keepdims=True)
+            c = _reduce_sum(ns, c, axes, True)
         if lead:
             c = ns.reshape(c, c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
     if c.shape != target:

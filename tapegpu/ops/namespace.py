@@ -55,6 +55,11 @@ class TensorOps:
     @staticmethod
     def op(name, *values, **params):
         """Registered op `name` on tensors (Python scalars adopt the first tensor's dtype)."""
+        for v in values:
+            if type(v) is not Tensor:
+                break
+        else:  # (rules' grad ops: tensors only)
+            return apply(REGISTRY[name], values, params)
         like = next(v for v in values if type(v) is Tensor)
         values = tuple(scalar_like(v, like) if type(v) in (float, int) else v for v in values)
         return apply(REGISTRY[name], values, params)

@@ -62,6 +62,18 @@ def _mean_vjp(ops, g, x_shape, axis, keepdims):
     return _sum_vjp(ops, g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
+def _sum_numpy_vjp(g, x_shape, axis, keepdims):
+    """The rule on numpy arrays without its dispatched ops: g spread over the reduced axes as
+    a broadcast view (the rule's reshape and broadcast_to). Batched cotangents take the rule."""
+    if not g.ndim:
+        return np.broadcast_to(g, x_shape)
+    kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
+    if g.shape != (kept if keepdims else tuple(s for i, s in enumerate(x_shape)
+                                               if i not in axis)):
+        return NotImplemented
+    return np.broadcast_to(g.reshape(kept), x_shape)
+
+
 def _mean_numpy_vjp(g, x_shape, axis, keepdims):
     """The rule on numpy arrays, one ufunc call broadcasting into the result (the same
     products, so the same bits; the rule's four dispatched ops cost more than the work on the
@@ -194,6 +206,7 @@ def _mean_forward(xp, x, axis, keepdims):
 
 
 _sum = def_op("reduce_sum", _sum_forward, vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
+              vjp_kernels={"numpy": _sum_numpy_vjp},
               linear=True, batch="axis", fresh=True,
               reduction="add", per_example="reduction")
 _mean = def_op("reduce_mean", _mean_forward, vjp=_mean_vjp, jvp=_mean_jvp,

@@ -106,6 +106,7 @@ fails for an op without one).
 import numpy as np
 
 from ..core import profiler as _profiler
+from ..core.quiet import quiet_enter, quiet_exit
 from ..errors import InvalidArgumentError
 from ..core.profiler import _active as _profilers
 from ..core import recording
@@ -270,8 +271,11 @@ def quiet(forward):
     x / 0, sqrt(-1)): numpy's warnings about them are not raised from tapegpu's lines, as
     TensorFlow gives these values silently."""
     def run(xp, *arrays, **params):
-        with np.errstate(divide="ignore", invalid="ignore"):
+        token = quiet_enter()
+        try:
             return forward(xp, *arrays, **params)
+        finally:
+            quiet_exit(token)
     if hasattr(forward, "ufunc"):
         run.ufunc = forward.ufunc
     return run
