@@ -47,18 +47,13 @@ def _batch(g, x_shape, axis, keepdims):
 
 
 def _sum_vjp(ops, g, x_shape, axis, keepdims):
-    # d sum(x) / dx = 1: spread g over the reduced axes (a 0-d g, of a sum over every axis,
-    # broadcasts as it is)
-    if not g.ndim:
-        return ops.broadcast_to(g, tuple(x_shape))
+    # d sum(x) / dx = 1: spread g over the reduced axes
     return ops.broadcast_to(_expand(ops, g, x_shape, axis, keepdims),
                             _batch(g, x_shape, axis, keepdims) + tuple(x_shape))
 
 
 def _mean_vjp(ops, g, x_shape, axis, keepdims):
     n = math.prod([x_shape[i] for i in axis]) if axis else 1
-    if not g.ndim:  # one product, then spread: the same values as spreading first
-        return ops.broadcast_to(g * (1.0 / max(n, 1)), tuple(x_shape))
     return _sum_vjp(ops, g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
