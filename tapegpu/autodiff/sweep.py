@@ -374,6 +374,10 @@ def _reader(plan):
             return lambda saved: (saved[0]._data,)
         if len(plan) == 2:
             return lambda saved: (saved[0]._data, saved[1]._data)
+        if len(plan) == 3:
+            return lambda saved: (saved[0]._data, saved[1]._data, saved[2]._data)
+    if all(kind == 2 for kind, _ in plan):  # shapes only (reductions): the saved tuple itself
+        return lambda saved: saved
     return lambda saved: tuple([s._data if type(s) is Tensor else s for s in saved])
 
 
@@ -589,6 +593,11 @@ def sum_to(ns, c, batch_ndim, shape):
     one backend's arrays, where a float cotangent takes the backend's un-broadcast kernel if
     it has one (`ns.unbroadcast`, one launch per run of reduced axes)."""
     cs = c.shape
+    if not batch_ndim and len(cs) == 2 and len(shape) == 1 and cs[1] == shape[0] and \
+            ns.unbroadcast is None and type(c) is np.ndarray:
+        s = cpu_colsum(c)  # (a dense layer's bias: its rows summed, numpy's bits)
+        if s is not None:
+            return s
     target = cs[:batch_ndim] + tuple(shape)
     if cs == target:
         return c
@@ -599,11 +608,7 @@ def sum_to(ns, c, batch_ndim, shape):
         return kernel(c, batch_ndim, shape)
     if type(c) is np.ndarray and c.dtype.kind in "fc" and lead >= 0:
         # numpy's sum itself (what reduce_sum's forward calls, so the same bits), without the
-        # op's dispatch: a bias's gradient in every dense layer's backward, by the CPU kernel
-        # (numpy's bits too) for rows of a matrix
-        s = cpu_colsum(c) if lead == 1 and axes == (0,) else None
-        if s is not None:
-            return s
+        # op's dispatch
         c = np.add.reduce(c, axis=axes, keepdims=len(axes) != lead) if axes else c
         if lead and len(axes) != lead:
             c = c.reshape(c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])

@@ -449,7 +449,7 @@ def _with_residuals(op, inputs, result, dev, params, reference):
         dev.launches[op.name] += 1
     y = Tensor(out, dev)
     if _thread.recorders and op.vjp is not None and out.dtype.kind in "fcV":
-        y._res = tuple(Tensor(r, dev) for r in res)
+        y._res = (Tensor(res[0], dev),) if len(res) == 1 else tuple(Tensor(r, dev) for r in res)
         _observe_then_record(op, inputs, y, params)
         del y._res
     else:
