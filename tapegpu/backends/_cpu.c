@@ -290,69 +290,52 @@ ROWSUM(double)
  * max as numpy's maximum.reduce takes it, a NaN row giving NaN; the sign of a zero max, which
  * numpy's vector code may pick otherwise, changes no difference's exponential) */
 #define SHIFT(T)                                                                     \
+    static T shift_row_##T(const T *x, T *z, Py_ssize_t n) /* one row; its max */    \
+    {                                                                                \
+        T m = x[0];                                                                  \
+        for (Py_ssize_t j = 1; j < n; j++)                                           \
+            m = (m >= x[j] || m != m) ? m : x[j];                                    \
+        for (Py_ssize_t j = 0; j < n; j++)                                           \
+            z[j] = x[j] - m;                                                         \
+        return m;                                                                    \
+    }                                                                                \
     static void shift_##T(const T *x, T *z, Py_ssize_t rows, Py_ssize_t n)           \
     {                                                                                \
-        for (Py_ssize_t r = 0; r < rows; r++, x += n, z += n) {                      \
-            T m = x[0];                                                              \
-            for (Py_ssize_t j = 1; j < n; j++)                                       \
-                m = (m >= x[j] || m != m) ? m : x[j];                                \
-            for (Py_ssize_t j = 0; j < n; j++)                                       \
-                z[j] = x[j] - m;                                                     \
-        }                                                                            \
+        for (Py_ssize_t r = 0; r < rows; r++, x += n, z += n)                        \
+            shift_row_##T(x, z, n);                                                  \
     }
 SHIFT(float)
 SHIFT(double)
 
-static PyObject *shift(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+/* the row kernels' call: x (rows, n), none empty, and out of (n,) for colsum, (rows,) for
+ * rowsum, x's shape for shift (`which` 0, 1, 2) */
+static PyObject *rows_call(PyObject *const *args, Py_ssize_t nargs, int which)
 {
+    static const char *names[] = {"colsum", "rowsum", "shift"};
+    static const char *outs[] = {"(n,)", "(rows,)", "like x"};
     Buffers bs;
-    int size = get_many(args, nargs, "shift", "ff", 0x2, &bs);
-    if (size == 0)
-        return NULL;
-    Py_buffer *x = &bs.b[0];
-    Py_ssize_t n = x->ndim >= 1 ? x->shape[x->ndim - 1] : 0;
-    Py_ssize_t rows = n ? x->len / size / n : 0;
-    if (rows == 0 || bs.b[1].len != x->len) {
-        release(&bs);
-        PyErr_SetString(PyExc_ValueError, "shift: x must be (rows, n), none empty, z like x");
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (size == 4)
-        shift_float(x->buf, bs.b[1].buf, rows, n);
-    else
-        shift_double(x->buf, bs.b[1].buf, rows, n);
-    Py_END_ALLOW_THREADS
-    release(&bs);
-    Py_RETURN_NONE;
-}
-
-/* the buffers of colsum or rowsum: x (rows, n) and out (n,) or (rows,), none empty */
-static PyObject *sums(PyObject *const *args, Py_ssize_t nargs, int by_rows)
-{
-    const char *name = by_rows ? "rowsum" : "colsum";
-    Buffers bs;
-    int size = get_many(args, nargs, name, "ff", 0x2, &bs);
+    int size = get_many(args, nargs, names[which], "ff", 0x2, &bs);
     if (size == 0)
         return NULL;
     Py_buffer *x = &bs.b[0];
     Py_ssize_t m = bs.b[1].len / size, n = x->ndim >= 1 ? x->shape[x->ndim - 1] : 0;
     Py_ssize_t rows = n ? x->len / size / n : 0;
-    if (rows == 0 || m != (by_rows ? rows : n)) {
+    if (rows == 0 || m != (which == 0 ? n : which == 1 ? rows : rows * n)) {
         release(&bs);
-        PyErr_Format(PyExc_ValueError, "%s: x must be (rows, n) and out (%s,), none empty", name,
-                     by_rows ? "rows" : "n");
+        PyErr_Format(PyExc_ValueError, "%s: x must be (rows, n) and out %s, none empty",
+                     names[which], outs[which]);
         return NULL;
     }
+    void *o = bs.b[1].buf;
     Py_BEGIN_ALLOW_THREADS
-    if (by_rows && size == 4)
-        rowsum_float(x->buf, bs.b[1].buf, rows, n);
-    else if (by_rows)
-        rowsum_double(x->buf, bs.b[1].buf, rows, n);
-    else if (size == 4)
-        colsum_float(x->buf, bs.b[1].buf, rows, n);
-    else
-        colsum_double(x->buf, bs.b[1].buf, rows, n);
+    switch (which * 2 + (size == 8)) {
+    case 0: colsum_float(x->buf, o, rows, n); break;
+    case 1: colsum_double(x->buf, o, rows, n); break;
+    case 2: rowsum_float(x->buf, o, rows, n); break;
+    case 3: rowsum_double(x->buf, o, rows, n); break;
+    case 4: shift_float(x->buf, o, rows, n); break;
+    default: shift_double(x->buf, o, rows, n);
+    }
     Py_END_ALLOW_THREADS
     release(&bs);
     Py_RETURN_NONE;
@@ -360,12 +343,17 @@ static PyObject *sums(PyObject *const *args, Py_ssize_t nargs, int by_rows)
 
 static PyObject *colsum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    return sums(args, nargs, 0);
+    return rows_call(args, nargs, 0);
 }
 
 static PyObject *rowsum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    return sums(args, nargs, 1);
+    return rows_call(args, nargs, 1);
+}
+
+static PyObject *shift(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    return rows_call(args, nargs, 2);
 }
 
 /* call_fused(address, n, n_out, counts, itemsizes, *arrays): runs a kernel that tg.function's
@@ -1129,12 +1117,7 @@ static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_s
                 return 0;                                                                    \
         }                                                                                    \
         for (Py_ssize_t r = 0; r < rows; r++, x += n, z += n) {                              \
-            T m = x[0];                                                                      \
-            for (Py_ssize_t j = 1; j < n; j++)                                               \
-                m = (m >= x[j] || m != m) ? m : x[j];                                        \
-            for (Py_ssize_t j = 0; j < n; j++)                                               \
-                z[j] = x[j] - m;                                                             \
-            ml[2 * r] = m;                                                                   \
+            ml[2 * r] = shift_row_##T(x, z, n);                                              \
             ml[2 * r + 1] = x[LABEL(lab, lsize, r)];                                         \
         }                                                                                    \
         return 1;                                                                            \
