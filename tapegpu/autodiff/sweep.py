@@ -177,7 +177,8 @@ def _sweep(forward, reach, seeds, sources, batch_ndim, release, mode):
             # (elementwise chains, constants as second operands) a lone cotangent, the first
             # for its input and of its shape, is stored as it is
             u = e.in_uids[0]
-            if u not in grads and c.shape == e.in_shapes[0]:
+            if u not in grads and (c._data.shape if type(c) is Tensor else c.shape) == \
+                    e.in_shapes[0]:
                 grads[u] = c
                 continue
         if cts is None:
@@ -185,7 +186,7 @@ def _sweep(forward, reach, seeds, sources, batch_ndim, release, mode):
         for u, c, shape in zip(e.in_uids, cts, e.in_shapes):
             if c is None or u not in reach:
                 continue
-            if batch_ndim or c.shape != shape:
+            if batch_ndim or (c._data.shape if type(c) is Tensor else c.shape) != shape:
                 c = sum_to(ns, c, batch_ndim, shape)
             prev = get(u)
             if prev is None:
@@ -576,6 +577,11 @@ def _reduction_axes(cs, batch_ndim, shape):
     return lead, tuple(axes)
 
 
+def _shape(c):
+    """A cotangent's shape as a plain tuple (a tensor's without making its TensorShape)."""
+    return c._data.shape if type(c) is Tensor else c.shape
+
+
 def _reduce_sum(ns, c, axes, keepdims):
     """reduce_sum of a cotangent over `axes` (sorted, non-negative, as `_reduction_axes` gives
     them): on tensors the op itself, without the public function's checks of its arguments."""
@@ -592,7 +598,7 @@ def sum_to(ns, c, batch_ndim, shape):
     un-broadcast of the package), with the namespace `ns` of the sweep's values: tensors, or
     one backend's arrays, where a float cotangent takes the backend's un-broadcast kernel if
     it has one (`ns.unbroadcast`, one launch per run of reduced axes)."""
-    cs = c.shape
+    cs = _shape(c)
     if not batch_ndim and len(cs) == 2 and len(shape) == 1 and cs[1] == shape[0] and \
             ns.unbroadcast is None and type(c) is np.ndarray:
         s = cpu_colsum(c)  # (a dense layer's bias: its rows summed, numpy's bits)
@@ -618,7 +624,8 @@ def sum_to(ns, c, batch_ndim, shape):
         if axes:
             c = _reduce_sum(ns, c, axes, True)
         if lead:
-            c = ns.reshape(c, c.shape[:batch_ndim] + c.shape[batch_ndim + lead:])
-    if c.shape != target:
+            cs = _shape(c)
+            c = ns.reshape(c, cs[:batch_ndim] + cs[batch_ndim + lead:])
+    if _shape(c) != target:
         c = ns.broadcast_to(c, target)
     return c

@@ -54,6 +54,8 @@ def _sum_vjp(ops, g, x_shape, axis, keepdims):
 
 def _mean_vjp(ops, g, x_shape, axis, keepdims):
     n = math.prod([x_shape[i] for i in axis]) if axis else 1
+    if not g.ndim:  # a mean over every axis (a loss): g spreads as it is, no reshape first
+        return ops.broadcast_to(g, tuple(x_shape)) * (1.0 / max(n, 1))
     return _sum_vjp(ops, g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
