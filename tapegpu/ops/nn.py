@@ -186,11 +186,32 @@ def _xent_grad_jvp(ops, ts, labels, logits, g, probs):
     return out
 
 
+def _xent_grad_numpy_vjp(c, labels, logits, g, probs):
+    """Both rules on numpy arrays without their dispatched ops (the same operations, so the
+    same bits): softmax's VJP of g c from the kept softmax, and <c, softmax - onehot> per row
+    (softmax - onehot by the CPU kernel, times 1). Batched cotangents take the rules."""
+    if c.shape != probs.shape or g.shape != labels.shape or type(c) is not np.ndarray:
+        return NotImplemented
+    u = c * g[..., None]
+    t = u * probs
+    axis = (probs.ndim - 1,)
+    s = cpu_sum(t, axis, True)
+    d_logits = probs * (u - (np.add.reduce(t, axis=-1, keepdims=True) if s is None else s))
+    if cpu_labels(labels, probs, g):
+        d = np.empty_like(probs)
+        cpu_kernels.xent_grad(probs, labels, np.ones_like(g), d)
+    else:
+        d = probs - (labels[..., None] == np.arange(probs.shape[-1])).astype(probs.dtype)
+    d *= c
+    s = cpu_sum(d, axis, False)
+    return None, d_logits, (np.add.reduce(d, axis=-1) if s is None else s)
+
+
 _sparse_xent_grad = def_op(
     "sparse_softmax_cross_entropy_grad", _xent_grad_forward, args=("labels", "logits", "g"),
     saves=("labels", "logits", "g", "probs"), residuals=("probs",),
     vjp=(None, _xent_grad_vjp_logits, _xent_grad_vjp_g), jvp=_xent_grad_jvp, same_dtype=False,
-    batch="leading")
+    vjp_kernels={"numpy": _xent_grad_numpy_vjp}, batch="leading")
 
 
 def _sparse_xent_jvp(ops, ts, labels, logits, probs):
