@@ -19,7 +19,7 @@ static const char *entry_fields[E_N] = {"op", "in_uids", "out_uid", "saved", "pa
 static Py_ssize_t entry_off[E_N], uid_off, data_off, dev_off, plan_off, vjp_off;
 static PyTypeObject *entry_type, *tensor_type, *recorder_type;
 static PyObject *thread_state, *next_uid;  /* tensor._thread, tensor._next_uid */
-static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY;
+static PyObject *SAVE_X, *SAVE_OUT, *SAVE_XY, *SAVE_XSHAPE;
 static PyObject *S_tracked, *S_entries, *S_budget, *S_shape, *S_saved_values, *S_on_record,
     *S_recorders, *S_record, *S_dtype, *S_kind;
 
@@ -58,9 +58,9 @@ static PyObject *tensor_field(PyObject *obj, Py_ssize_t off, const char *name)
 static PyObject *configure(PyObject *mod, PyObject *args)
 {
     PyObject *tensor, *entry, *op, *recorder;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOOOO", &PyType_Type, &tensor, &PyType_Type, &entry,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOOOOO", &PyType_Type, &tensor, &PyType_Type, &entry,
                           &PyType_Type, &op, &PyType_Type, &recorder, &thread_state, &next_uid,
-                          &SAVE_X, &SAVE_OUT, &SAVE_XY))
+                          &SAVE_X, &SAVE_OUT, &SAVE_XY, &SAVE_XSHAPE))
         return NULL;
     Py_INCREF(thread_state);
     Py_INCREF(next_uid);
@@ -69,6 +69,7 @@ static PyObject *configure(PyObject *mod, PyObject *args)
     Py_INCREF(SAVE_X);
     Py_INCREF(SAVE_OUT);
     Py_INCREF(SAVE_XY);
+    Py_INCREF(SAVE_XSHAPE);
     for (int i = 0; i < E_N; i++)
         if (slot_offset(entry, entry_fields[i], &entry_off[i]) < 0)
             return NULL;
@@ -95,6 +96,16 @@ static PyObject *saved_values(PyObject *op, PyObject *inputs, PyObject *out, Py_
     }
     if (n == 1 && plan == SAVE_OUT)
         return PyTuple_Pack(1, out);
+    if (n == 1 && plan == SAVE_XSHAPE) {
+        PyObject *data = tensor_field(PyTuple_GET_ITEM(inputs, 0), data_off, "_data");
+        PyObject *shape = data == NULL ? NULL : PyObject_GetAttr(data, S_shape);
+        Py_XDECREF(data);
+        if (shape == NULL)
+            return NULL;
+        PyObject *saved = PyTuple_Pack(1, shape);
+        Py_DECREF(shape);
+        return saved;
+    }
     int truth = PyObject_IsTrue(plan);
     if (truth <= 0)
         return truth < 0 ? NULL : PyTuple_New(0);
@@ -265,7 +276,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(Tensor, Entry, Op, Recorder, _thread, _next_uid, SAVE_X, SAVE_OUT, SAVE_XY)."},
+     "configure(Tensor, Entry, Op, Recorder, _thread, _next_uid, SAVE_X, SAVE_OUT, SAVE_XY, "
+     "SAVE_XSHAPE)."},
     {"wrap", (PyCFunction)(void (*)(void))wrap, METH_FASTCALL,
      "wrap(op, inputs, out, dev, params): registry.wrap, compiled."},
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,

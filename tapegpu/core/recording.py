@@ -9,10 +9,11 @@ registry configures the twin once `Op` exists (it reads fields of Tensor, Entry 
 import os
 
 # The common save plans (`Op.save_plan`, ops/registry.py), which recording saves inline: the
-# output, the one input, both inputs
+# output, the one input, both inputs, the one input's shape
 SAVE_OUT = ((1, -1),)
 SAVE_X = ((0, 0),)
 SAVE_XY = ((0, 0), (0, 1))
+SAVE_XSHAPE = ((2, 0),)
 
 compiled = None  # tapegpu.core._record, where built and not turned off
 if os.environ.get("TAPEGPU_PURE_PYTHON", "") in ("", "0"):
@@ -48,6 +49,7 @@ def py_record(self, op, inputs, out, params):
         shapes = (x._data.shape,)
         plan = op.save_plan
         saved = inputs if plan is SAVE_X else (out,) if plan is SAVE_OUT else \
+            (x._data.shape,) if plan is SAVE_XSHAPE else \
             op.saved_values(inputs, out) if plan else ()
     elif len(inputs) == 2:
         x, y = inputs

@@ -110,7 +110,7 @@ from ..core.quiet import quiet_enter, quiet_exit
 from ..errors import InvalidArgumentError
 from ..core.profiler import _active as _profilers
 from ..core import recording
-from ..core.recording import SAVE_OUT, SAVE_X, SAVE_XY, Entry, Recorder
+from ..core.recording import SAVE_OUT, SAVE_X, SAVE_XSHAPE, SAVE_XY, Entry, Recorder
 from ..core.tensor import Tensor, _next_uid, _thread
 
 REGISTRY = {}
@@ -206,6 +206,8 @@ class Op:
             return (out,)
         if plan is SAVE_X:
             return (inputs[0],)
+        if plan is SAVE_XSHAPE:
+            return (inputs[0]._data.shape,)
         if plan is SAVE_XY and len(inputs) == 2:
             return inputs
         vals = []
@@ -226,7 +228,7 @@ class Op:
         return f"<op {self.name}>"
 
 
-_COMMON_PLANS = (SAVE_OUT, SAVE_X, SAVE_XY)
+_COMMON_PLANS = (SAVE_OUT, SAVE_X, SAVE_XY, SAVE_XSHAPE)
 
 
 def _plan(name, args, op, residuals=()):
@@ -407,7 +409,7 @@ def py_wrap(op, inputs, out, dev, params):
 wrap = py_wrap
 if recording.compiled is not None:
     recording.compiled.configure(Tensor, Entry, Op, Recorder, _thread, _next_uid, SAVE_X,
-                                 SAVE_OUT, SAVE_XY)
+                                 SAVE_OUT, SAVE_XY, SAVE_XSHAPE)
     wrap = recording.compiled.wrap
 
 

@@ -105,3 +105,20 @@ def test_the_recorder_is_compiled_where_a_compiler_is():
         pytest.skip("no C compiler here: the Python recorder runs")
     assert recording.compiled is not None, \
         "tapegpu.core._record is not built: reinstall with `pip install -e .`"
+
+
+@pytest.mark.parametrize("twins", [False, True], ids=["compiled", "python"])
+def test_an_input_shape_is_saved_inline(twins, request):
+    """The ops that keep only their input's shape (reductions, reshape, getitem) share the
+    inline plan SAVE_XSHAPE, which recording saves without the op's saved_values: the shape
+    itself, by the compiled recorder and its twin alike."""
+    if twins:
+        request.getfixturevalue("python_twins")
+    for name in ("reduce_sum", "reduce_mean", "reshape", "getitem"):
+        assert registry.REGISTRY[name].save_plan is recording.SAVE_XSHAPE
+    x = tg.constant(np.ones((3, 4), np.float32))
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.reduce_sum(tg.reshape(x, (4, 3)), axis=0)
+    assert [e.saved for e in tape._entries] == [((3, 4),), ((4, 3),)]
+    assert tape.gradient(y, x).numpy().tolist() == np.ones((3, 4)).tolist()
