@@ -17,7 +17,7 @@
  *   rowsum(x, out)              out = the sum of each row of x (rows, n), pairwise as
  *                               numpy's add.reduce over the last axis, its bits
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
- *   xent_grad                   and log, and its VJP: one pass each (below)
+ *   xent_grad, xent_grad_vjp    and log, its VJP, and that VJP's own: one pass each (below)
  *
  * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact; their
  * per-element functions are generated from those expressions into _activations.h (`python -m
@@ -33,7 +33,7 @@
 #include <math.h>
 
 typedef struct {
-    Py_buffer b[5];
+    Py_buffer b[6];
     int n;
 } Buffers;
 
@@ -1141,6 +1141,23 @@ static PyObject *winograd_grad_output(PyObject *mod, PyObject *const *args, Py_s
             for (Py_ssize_t j = 0; j < n; j++)                                               \
                 out[j] = (j == l ? p[j] - (T)1 : p[j]) * gr;                                 \
         }                                                                                    \
+    }                                                                                        \
+    static void xent_grad_vjp_##T(const T *c, const void *lab, int lsize, const T *g,       \
+                                  const T *p, T *dz, T *dg, T *row, Py_ssize_t rows,         \
+                                  Py_ssize_t n)                                              \
+    {                                                                                        \
+        for (Py_ssize_t r = 0; r < rows; r++, c += n, p += n, dz += n) {                     \
+            const long long l = LABEL(lab, lsize, r);                                        \
+            const T gr = g[r];                                                               \
+            for (Py_ssize_t j = 0; j < n; j++)                                               \
+                row[j] = (c[j] * gr) * p[j];                                                 \
+            const T s = (T)0 + pairwise_##T(row, n);                                         \
+            for (Py_ssize_t j = 0; j < n; j++)                                               \
+                dz[j] = p[j] * (c[j] * gr - s);                                              \
+            for (Py_ssize_t j = 0; j < n; j++)                                               \
+                row[j] = (j == l ? p[j] - (T)1 : p[j]) * c[j];                               \
+            dg[r] = (T)0 + pairwise_##T(row, n);                                             \
+        }                                                                                    \
     }
 XENT(float)
 XENT(double)
@@ -1206,26 +1223,62 @@ static PyObject *xent_finish(PyObject *mod, PyObject *const *args, Py_ssize_t na
     Py_RETURN_NONE;
 }
 
+/* whether every label (argument 1) is in [0, n); else ValueError, the buffers released */
+static int labels_in_range(Buffers *m, Py_ssize_t rows, Py_ssize_t n, const char *name)
+{
+    int lsize = (int)m->b[1].itemsize;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        long long l = LABEL(m->b[1].buf, lsize, r);
+        if (l < 0 || l >= n) {
+            release(m);
+            PyErr_Format(PyExc_ValueError, "%s: label %lld is outside [0, %zd)", name, l, n);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *xent_grad(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     Buffers m;
     Py_ssize_t rows, n;
     int size = xent_args(args, nargs, "xent_grad", "fiff", "NRRN", 0x8, &m, &rows, &n);
-    if (size == 0)
+    if (size == 0 || !labels_in_range(&m, rows, n, "xent_grad"))
         return NULL;
     int lsize = (int)m.b[1].itemsize;
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        long long l = LABEL(m.b[1].buf, lsize, r);
-        if (l < 0 || l >= n) {
-            release(&m);
-            PyErr_Format(PyExc_ValueError, "xent_grad: label %lld is outside [0, %zd)", l, n);
-            return NULL;
-        }
-    }
     if (size == 4)
         xent_grad_float(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
     else
         xent_grad_double(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, rows, n);
+    release(&m);
+    Py_RETURN_NONE;
+}
+
+/* xent_grad_vjp(c, labels, g, probs, dz, dg): the VJP of g * (probs - onehot) for its
+ * cotangent c, per row: dz = probs * (c g - <c g, probs>) (the softmax's VJP of c g) and
+ * dg = <c, probs - onehot>, each sum 0 + numpy's pairwise sum of the row: the rules' operations
+ * (nn.py), so their bits */
+static PyObject *xent_grad_vjp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Buffers m;
+    Py_ssize_t rows, n;
+    int size = xent_args(args, nargs, "xent_grad_vjp", "fiffff", "NRRNNR", 0x30, &m, &rows,
+                         &n);
+    if (size == 0 || !labels_in_range(&m, rows, n, "xent_grad_vjp"))
+        return NULL;
+    void *row = PyMem_Malloc((size_t)n * size);
+    if (row == NULL) {
+        release(&m);
+        return PyErr_NoMemory();
+    }
+    int lsize = (int)m.b[1].itemsize;
+    if (size == 4)
+        xent_grad_vjp_float(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, m.b[4].buf,
+                            m.b[5].buf, row, rows, n);
+    else
+        xent_grad_vjp_double(m.b[0].buf, m.b[1].buf, lsize, m.b[2].buf, m.b[3].buf, m.b[4].buf,
+                             m.b[5].buf, row, rows, n);
+    PyMem_Free(row);
     release(&m);
     Py_RETURN_NONE;
 }
@@ -1255,6 +1308,8 @@ static PyMethodDef methods[] = {
      "xent_finish(z, s, ls, ml, loss): loss = (ls + max) - picked, z /= s per row."},
     {"xent_grad", (PyCFunction)(void (*)(void))xent_grad, METH_FASTCALL,
      "xent_grad(probs, labels, g, out): out = (probs - onehot(labels)) * g per row."},
+    {"xent_grad_vjp", (PyCFunction)(void (*)(void))xent_grad_vjp, METH_FASTCALL,
+     "xent_grad_vjp(c, labels, g, probs, dz, dg): the VJP of xent_grad's output for c."},
 
     /* convolution and pooling (tapegpu/ops/conv.py) */
     {"im2col", (PyCFunction)(void (*)(void))im2col, METH_FASTCALL,

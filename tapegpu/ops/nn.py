@@ -192,6 +192,10 @@ def _xent_grad_numpy_vjp(c, labels, logits, g, probs):
     (softmax - onehot by the CPU kernel, times 1). Batched cotangents take the rules."""
     if c.shape != probs.shape or g.shape != labels.shape or type(c) is not np.ndarray:
         return NotImplemented
+    if _XENT_GRAD_VJP is not None and cpu_labels(labels, probs, c, g):  # one C pass
+        dz, dg = np.empty_like(probs), np.empty_like(g)
+        _XENT_GRAD_VJP(c, labels, g, probs, dz, dg)
+        return None, dz, dg
     u = c * g[..., None]
     t = u * probs
     axis = (probs.ndim - 1,)
@@ -207,6 +211,7 @@ def _xent_grad_numpy_vjp(c, labels, logits, g, probs):
     return None, d_logits, (np.add.reduce(d, axis=-1) if s is None else s)
 
 
+_XENT_GRAD_VJP = getattr(cpu_kernels, "xent_grad_vjp", None)
 _sparse_xent_grad = def_op(
     "sparse_softmax_cross_entropy_grad", _xent_grad_forward, args=("labels", "logits", "g"),
     saves=("labels", "logits", "g", "probs"), residuals=("probs",),

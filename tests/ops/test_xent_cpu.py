@@ -123,3 +123,29 @@ def test_softmax_over_the_last_axis_keeps_numpys_bits(dtype, shape, scale):
         _same(N._softmax_forward(np, x, axis=0), want0)
     with pytest.raises(ValueError, match="out like x"):
         cpu_kernels.shift(x, np.empty(x.size + 1, dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("label_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("shape,scale", CASES)
+def test_the_grad_ops_vjp_kernel_gives_the_rules_bits(dtype, label_dtype, shape, scale,
+                                                      monkeypatch):
+    """sparse_softmax_cross_entropy_grad's VJP on numpy in one C pass (`xent_grad_vjp`): the
+    bits of its rules' operations on numpy (the same function without the kernel), NaN and
+    infinite rows included; a label out of range is refused."""
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal(shape) * scale).astype(dtype)
+    if x.size > 6:
+        x.flat[3], x.flat[5] = np.nan, -np.inf
+    labels = rng.integers(0, shape[-1], shape[:-1]).astype(label_dtype)
+    probs = N._softmax_forward(np, x)
+    c = rng.standard_normal(shape).astype(dtype)
+    g = rng.standard_normal(shape[:-1]).astype(dtype)
+    _, dz, dg = N._xent_grad_numpy_vjp(c, labels, x, g, probs)
+    monkeypatch.setattr(N, "_XENT_GRAD_VJP", None)
+    _, want_dz, want_dg = N._xent_grad_numpy_vjp(c, labels, x, g, probs)
+    _same(dz, want_dz)
+    _same(dg, want_dg)
+    with pytest.raises(ValueError, match="label -1 is outside"):
+        cpu_kernels.xent_grad_vjp(c, np.full(labels.shape, -1, label_dtype), g, probs,
+                                  np.empty_like(c), np.empty_like(g))
