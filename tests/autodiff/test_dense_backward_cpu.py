@@ -154,4 +154,9 @@ def test_reduce_sum_and_mean_have_numpys_bits_over_every_axis_set(dtype, monkeyp
                     want = ref(x, axis=axis, keepdims=keepdims)
                     assert got.shape == np.shape(want) and got.dtype == want.dtype
                     assert _bits(got) == _bits(want), (fn.__name__, shape, axis, keepdims)
+    for shape in [(3, 1), (1, 7), (2, 1, 4), (5,)]:  # -0.0 everywhere: numpy's sums give +0.0
+        x = np.full(shape, -0.0, dtype)
+        for axis in [None] + list(range(len(shape))):
+            got = tg.reduce_sum(tg.constant(x), axis=axis).numpy()
+            assert _bits(got) == _bits(np.sum(x, axis=axis)), (shape, axis)
     assert calls or cpu_kernels is None
