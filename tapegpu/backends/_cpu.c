@@ -13,7 +13,7 @@
  *                               numpy pays per output row, this runs at memory speed
  *   colsum(x, out)              out = the sum of the rows of x (rows, n), in row order:
  *                               numpy's add.reduce over axis 0 for n > 1, its bits
- *   shift(x, z)                 z = x - each row's max: a softmax's first step
+ *   shift(x, z)                 z = x - each row's max: the normalised exponential's shift
  *   rowsum(x, out)              out = the sum of each row of x (rows, n), pairwise as
  *                               numpy's add.reduce over the last axis, its bits
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
@@ -286,9 +286,10 @@ COLSUM(double)
 ROWSUM(float)
 ROWSUM(double)
 
-/* z = x - the max of x's row, per row of a C-contiguous (rows, n) x: a softmax's shift (the
- * max as numpy's maximum.reduce takes it, a NaN row giving NaN; the sign of a zero max, which
- * numpy's vector code may pick otherwise, changes no difference's exponential) */
+/* z = x - the max of x's row, per row of a C-contiguous (rows, n) x: the shift before the
+ * exponential (the max as numpy's maximum.reduce takes it, a NaN row giving NaN; the sign of
+ * a zero max, which numpy's vector code may pick otherwise, changes no difference's
+ * exponential) */
 #define SHIFT(T)                                                                     \
     static T shift_row_##T(const T *x, T *z, Py_ssize_t n) /* one row; its max */    \
     {                                                                                \
@@ -1255,9 +1256,9 @@ static PyObject *xent_grad(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 }
 
 /* xent_grad_vjp(c, labels, g, probs, dz, dg): the VJP of g * (probs - onehot) for its
- * cotangent c, per row: dz = probs * (c g - <c g, probs>) (the softmax's VJP of c g) and
- * dg = <c, probs - onehot>, each sum 0 + numpy's pairwise sum of the row: the rules' operations
- * (nn.py), so their bits */
+ * cotangent c, per row: dz = probs * (c g - <c g, probs>) (the normalised exponential's
+ * VJP of c g) and dg = <c, probs - onehot>, each sum 0 + numpy's pairwise sum of the row:
+ * the rules' operations (nn.py), so their bits */
 static PyObject *xent_grad_vjp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     Buffers m;
