@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import TENSOR_OPS
-from ..ops.kernels import cpu_colsum
+from ..ops.kernels import cpu_sum
 from ..ops.namespace import TensorOps, array_ops
 from ..ops.registry import apply, passthrough
 from ..core import profiler
@@ -601,7 +601,7 @@ def sum_to(ns, c, batch_ndim, shape):
     cs = _shape(c)
     if not batch_ndim and len(cs) == 2 and len(shape) == 1 and cs[1] == shape[0] and \
             ns.unbroadcast is None and type(c) is np.ndarray:
-        s = cpu_colsum(c)  # (a dense layer's bias: its rows summed, numpy's bits)
+        s = cpu_sum(c, (0,), False)  # (a dense layer's bias: its rows summed, numpy's bits)
         if s is not None:
             return s
     target = cs[:batch_ndim] + tuple(shape)

@@ -95,17 +95,6 @@ def cpu_act_backward(k, g, saved):
     return out
 
 
-def cpu_colsum(c):
-    """The sum of the rows of a (rows, n) float array on `numpy` with n > 1 (a dense layer's
-    bias gradient), numpy's add.reduce over axis 0 bit for bit, by the CPU kernel; None where
-    the kernel does not apply."""
-    if _COLSUM is None or c.ndim != 2 or c.shape[1] < 2 or not fits_cpu(c):
-        return None
-    out = np.empty(c.shape[1], c.dtype)
-    _COLSUM(c, out)
-    return out
-
-
 def cpu_sum(x, axis, keepdims):
     """numpy's add.reduce of a float array on `numpy` over `axis` (sorted non-negative axes)
     by the CPU kernels where they have its bits: every axis or the last (rows summed pairwise
@@ -122,11 +111,18 @@ def cpu_sum(x, axis, keepdims):
         out = np.empty(x.shape[:-1] + ((1,) if keepdims else ()), x.dtype)
         _ROWSUM(x, out)
         return out
-    if nd == 2 and axis == (0,) and x.shape[1] > 1:
+    if nd == 2 and axis == (0,) and x.shape[1] > 1 and _COLSUM is not None:
         out = np.empty((1, x.shape[1]) if keepdims else x.shape[1:], x.dtype)
         _COLSUM(x, out)
         return out
     return None
+
+
+def add_reduce(x, axis, keepdims):
+    """np.add.reduce(x, axis=axis, keepdims=keepdims) of a numpy array (`axis` sorted,
+    non-negative), by the CPU kernels where they have its bits (`cpu_sum`)."""
+    s = cpu_sum(x, axis, keepdims)
+    return np.add.reduce(x, axis=axis, keepdims=keepdims) if s is None else s
 
 
 _COLSUM = getattr(cpu_kernels, "colsum", None)
@@ -219,11 +215,7 @@ def _sparse_xent_cpu(xp, labels, logits):
     if not cpu_kernels.xent_shift(logits, labels, z, ml):
         return NotImplemented
     np.exp(z, out=z)
-    if _ROWSUM is not None:  # numpy's add.reduce over the last axis, its bits
-        s = np.empty(logits.shape[:-1], logits.dtype)
-        _ROWSUM(z, s)
-    else:
-        s = np.add.reduce(z, axis=-1)
+    s = add_reduce(z, (z.ndim - 1,), False)
     loss = np.empty_like(s)
     cpu_kernels.xent_finish(z, s, np.log(s), ml, loss)
     return loss, (z,)

@@ -6,8 +6,8 @@ from .registry import REGISTRY, SAVE_OUT, InvalidArgumentError, def_op
 from ._base import EMPTY, apply, floating, norm_axis, public, tensor
 from ..core.tensor import Tensor, scalar_like
 from .binary import as_tensor_pair, divide_no_nan, greater_equal, maximum, where
-from .kernels import (bias_act_kernels, cpu_bias_act_into, cpu_kernels, cpu_labels,
-                      cpu_shift, cpu_sum, fits_cpu, rnn_cell_kernels, softmax_kernels,
+from .kernels import (add_reduce, bias_act_kernels, cpu_bias_act_into, cpu_kernels,
+                      cpu_labels, cpu_shift, fits_cpu, rnn_cell_kernels, softmax_kernels,
                       sparse_xent_kernels)
 from .random import uniform
 from .reduce import reduce_sum
@@ -24,7 +24,7 @@ def _softmax_forward(xp, x, axis=-1):
         e = np.empty_like(x)
         cpu_shift(x, e)
         np.exp(e, out=e)
-        e /= cpu_sum(e, (x.ndim - 1,), True)
+        e /= add_reduce(e, (x.ndim - 1,), True)
         return e
     e = xp.exp(x - x.max(axis=axis, keepdims=True))
     e /= e.sum(axis=axis, keepdims=True)
@@ -188,8 +188,8 @@ def _xent_grad_jvp(ops, ts, labels, logits, g, probs):
 
 def _xent_grad_numpy_vjp(c, labels, logits, g, probs):
     """Both rules on numpy arrays without their dispatched ops (the same operations, so the
-    same bits): softmax's VJP of g c from the kept softmax, and <c, softmax - onehot> per row
-    (softmax - onehot by the CPU kernel, times 1). Batched cotangents take the rules."""
+    same bits): softmax's VJP of g c from the kept softmax, and <c, softmax - onehot> per row;
+    in one C pass where the CPU kernels take the arrays. Batched cotangents take the rules."""
     if c.shape != probs.shape or g.shape != labels.shape or type(c) is not np.ndarray:
         return NotImplemented
     if _XENT_GRAD_VJP is not None and cpu_labels(labels, probs, c, g):  # one C pass
@@ -197,18 +197,11 @@ def _xent_grad_numpy_vjp(c, labels, logits, g, probs):
         _XENT_GRAD_VJP(c, labels, g, probs, dz, dg)
         return None, dz, dg
     u = c * g[..., None]
-    t = u * probs
     axis = (probs.ndim - 1,)
-    s = cpu_sum(t, axis, True)
-    d_logits = probs * (u - (np.add.reduce(t, axis=-1, keepdims=True) if s is None else s))
-    if cpu_labels(labels, probs, g):
-        d = np.empty_like(probs)
-        cpu_kernels.xent_grad(probs, labels, np.ones_like(g), d)
-    else:
-        d = probs - (labels[..., None] == np.arange(probs.shape[-1])).astype(probs.dtype)
+    d_logits = probs * (u - add_reduce(u * probs, axis, True))
+    d = probs - (labels[..., None] == np.arange(probs.shape[-1])).astype(probs.dtype)
     d *= c
-    s = cpu_sum(d, axis, False)
-    return None, d_logits, (np.add.reduce(d, axis=-1) if s is None else s)
+    return None, d_logits, add_reduce(d, axis, False)
 
 
 _XENT_GRAD_VJP = getattr(cpu_kernels, "xent_grad_vjp", None)

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .kernels import cpu_sum
+from .kernels import add_reduce
 from .registry import InvalidArgumentError, def_op, forward_on
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
@@ -59,16 +59,23 @@ def _mean_vjp(ops, g, x_shape, axis, keepdims):
     return _sum_vjp(ops, g, x_shape, axis, keepdims) * (1.0 / max(n, 1))
 
 
+def _kept(g, x_shape, axis, keepdims):
+    """x_shape with the reduced axes as 1 (g's shape with keepdims), or None where g carries
+    batch axes (a batched cotangent: the rules take it)."""
+    kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
+    if g.shape != (kept if keepdims else tuple(s for i, s in enumerate(x_shape)
+                                               if i not in axis)):
+        return None
+    return kept
+
+
 def _sum_numpy_vjp(g, x_shape, axis, keepdims):
     """The rule on numpy arrays without its dispatched ops: g spread over the reduced axes as
     a broadcast view (the rule's reshape and broadcast_to). Batched cotangents take the rule."""
     if not g.ndim:
         return np.broadcast_to(g, x_shape)
-    kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
-    if g.shape != (kept if keepdims else tuple(s for i, s in enumerate(x_shape)
-                                               if i not in axis)):
-        return NotImplemented
-    return np.broadcast_to(g.reshape(kept), x_shape)
+    kept = _kept(g, x_shape, axis, keepdims)
+    return NotImplemented if kept is None else np.broadcast_to(g.reshape(kept), x_shape)
 
 
 def _mean_numpy_vjp(g, x_shape, axis, keepdims):
@@ -83,9 +90,8 @@ def _mean_numpy_vjp(g, x_shape, axis, keepdims):
         out = np.empty(x_shape, g.dtype)
         out.fill(g * (1.0 / max(n, 1)))
         return out
-    kept = tuple(1 if i in axis else s for i, s in enumerate(x_shape))
-    if g.shape != (kept if keepdims else tuple(s for i, s in enumerate(x_shape)
-                                               if i not in axis)):
+    kept = _kept(g, x_shape, axis, keepdims)
+    if kept is None:
         return NotImplemented
     n = math.prod([x_shape[i] for i in axis]) if axis else 1
     out = np.empty(x_shape, g.dtype)
@@ -156,9 +162,7 @@ def _numpy_mean(x, axis, keepdims):
     then a division by the count as an intp, into the sum's own buffer), without its Python
     wrappers (half of a small mean's time). float16 (summed in float32) and complex take
     numpy's own function."""
-    s = cpu_sum(x, axis, keepdims)  # (numpy's sum, its bits)
-    if s is None:
-        s = np.add.reduce(x, axis=axis, keepdims=keepdims)
+    s = add_reduce(x, axis, keepdims)
     if type(s) is np.ndarray:
         return np.true_divide(s, np.intp(x.size // s.size), out=s, casting="unsafe")
     # a numpy scalar: numpy divides it by the count in float64 and rounds to the dtype;
@@ -189,8 +193,7 @@ def _sum_forward(xp, x, axis, keepdims):
     # float32/float64 numpy arrays: numpy's sum is add.reduce (so, without np.sum's wrapper,
     # the same bits), by the CPU kernels where they have its bits
     if type(x) is np.ndarray and x.dtype in _NUMPY_MEAN_AS_SUM:
-        s = cpu_sum(x, axis, keepdims)
-        return np.add.reduce(x, axis=axis, keepdims=keepdims) if s is None else s
+        return add_reduce(x, axis, keepdims)
     return _sum_reference(xp, x, axis, keepdims)
 
 
