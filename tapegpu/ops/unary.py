@@ -11,7 +11,7 @@ from .registry import def_op
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, _thread
 from ._base import EMPTY, apply, apply1, floating, public, tensor
-from .kernels import _cpu_index, activation_kernels, cpu_act_backward
+from .kernels import activation_kernels
 from .registry import InvalidArgumentError, forward_on, passthrough, quiet, ufunc
 
 try:
@@ -102,10 +102,14 @@ cos = _unary("cos", ufunc("cos"), c="cos(x)", vjp=lambda ops, g, x: g * -ops.sin
 tan = _unary("tan", ufunc("tan"), c="tan(x)", vjp=lambda ops, g, out: g * (out * out + 1.0),
              saves=("out",), doc="The tangent, elementwise.")
 # tanh' = 1 - tanh^2; differentiated itself (Hessians), the VJP is one op: tanh_grad
+def _tanh_backward(g, out):
+    return g * (1.0 - out * out)
+
+
 def _tanh_vjp(ops, g, out):
     if _differentiated(ops):
         return ops.op("tanh_grad", g, out)
-    return g * (1.0 - out * out)
+    return _tanh_backward(g, out)
 
 
 tanh = _unary("tanh", ufunc("tanh"), c="tanh(x)", vjp=_tanh_vjp,
@@ -303,14 +307,12 @@ def _zero(g):
     return g.dtype.type(0)
 
 
-# tanh_grad(g, y) = g (1 - y^2), y tanh's output (the rule's operations, so its bits; on numpy
-# the CPU kernel of tanh's backward, the same bits): d/dg is tanh_grad, d/dy = -2 g y
-_TANH = _cpu_index("tanh")
+# tanh_grad(g, y) = g (1 - y^2), y tanh's output (the rule's operations, so its bits):
+# d/dg is tanh_grad, d/dy = -2 g y
 _tanh_grad = def_op(
-    "tanh_grad", lambda xp, g, y: g * (1.0 - y * y), args=("g", "y"), saves=("g", "y"),
+    "tanh_grad", lambda xp, g, y: _tanh_backward(g, y), args=("g", "y"), saves=("g", "y"),
     elementwise=True,
-    vjp=(lambda ops, c, g, y: ops.op("tanh_grad", c, y), lambda ops, c, g, y: c * g * (y * -2.0)),
-    kernels={} if _TANH is None else {"numpy": lambda xp, g, y: cpu_act_backward(_TANH, g, y)})
+    vjp=(lambda ops, c, g, y: ops.op("tanh_grad", c, y), lambda ops, c, g, y: c * g * (y * -2.0)))
 
 # relu_grad(g, y) = g where y > 0 (y is relu's output)
 _relu_grad = def_op("relu_grad", lambda xp, g, y: xp.where(y > 0, g, _zero(g)),
