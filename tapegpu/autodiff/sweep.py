@@ -26,7 +26,7 @@ from ..core.options import options
 from ..core.quiet import quiet_enter, quiet_exit
 from ..core.profiler import _active as _profilers
 from ..core.tensor import Tensor, _thread
-from .recorder import saved_arrays
+from .recorder import Recorder, saved_arrays
 
 
 class _UnrecordedOps(TensorOps):
@@ -232,7 +232,15 @@ class _TensorMode:
                 with profiler.muted():
                     return vjp(e, g, reach, batch_ndim, ns)
             return step
-        return lambda g, e, reach: vjp(e, g, reach, batch_ndim, ns)
+        if ns is not TENSOR_OPS or op.tensor_rule or not op.registered:
+            # (per-call ops, custom gradients: their rules may hold tensors of their own)
+            return lambda g, e, reach: vjp(e, g, reach, batch_ndim, ns)
+
+        def step(g, e, reach):
+            if _constant(g, e.saved):  # (a loss's mean from the seed) recorded by no tape
+                return _on_arrays(op, g, e, reach, batch_ndim)
+            return vjp(e, g, reach, batch_ndim, ns)
+        return step
 
     @staticmethod
     def restore(e):
@@ -250,6 +258,41 @@ class _TensorMode:
     @staticmethod
     def finish(release):
         pass
+
+
+def _constant(g, saved):
+    """Whether a step's values are constants to every recorder: only tapes record (no trace,
+    accumulator or vectorized_map), and none tracks g or the entry's saved tensors. Then no
+    tape would record the step's ops, and it runs as the array sweep runs it."""
+    recs = _thread.recorders
+    if _thread.tracers:
+        return False
+    for r in recs:
+        if not isinstance(r, Recorder):
+            return False
+        tracked = r._tracked
+        if g._uid in tracked:
+            return False
+        for s in saved:
+            if type(s) is Tensor and s._uid in tracked:
+                return False
+    return True
+
+
+def _on_arrays(op, g, e, reach, batch_ndim):
+    """An entry's step on the backend's arrays (the array sweep's), its cotangents as
+    tensors."""
+    dev = g._dev
+    key = (dev, bool(batch_ndim))
+    step = op.steps.get(key)
+    if step is None:
+        step = op.steps[key] = _array_step(op, dev, batch_ndim)
+    token = quiet_enter()
+    try:
+        cts = step(g._data, e, reach)
+    finally:
+        quiet_exit(token)
+    return [None if c is None else Tensor(_array(c), dev) for c in cts]
 
 
 class _ArrayMode:

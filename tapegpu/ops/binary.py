@@ -48,9 +48,20 @@ add = _binary("add", exact_ufunc("add", lambda xp, x, y: x + y), c="x + y", vjp=
 subtract = _binary("subtract", exact_ufunc("subtract", lambda xp, x, y: x - y), c="x - y",
                    vjp=(passthrough, lambda ops, g: -g), linear=True,
                    doc="x - y, elementwise with broadcasting.")
+def _times(g, other):
+    """g * other, the product's cotangent; `other` itself where g is a numpy view spreading a
+    single 1 over other's shape and dtype (a sum's cotangent from the seed: the dot product
+    of a Hessian-vector product, `reduce_sum(g * v)`), as 1 * v is v, bit for bit."""
+    if type(g) is np.ndarray and g.base is not None and g.shape == getattr(other, "shape", ()) \
+            and g.dtype == other.dtype and g.size and not any(g.strides) and g.flat[0] == 1:
+        return other
+    return g * other
+
+
 # d(xy) = y dx + x dy
 multiply = _binary("multiply", exact_ufunc("multiply", lambda xp, x, y: x * y), c="x * y",
-                   vjp=(lambda ops, g, x, y: g * y, lambda ops, g, x, y: g * x), saves=("x", "y"),
+                   vjp=(lambda ops, g, x, y: _times(g, y), lambda ops, g, x, y: _times(g, x)),
+                   saves=("x", "y"),
                    zero_when=(("x",), ("y",)), doc="x * y, elementwise with broadcasting.")
 
 

@@ -162,3 +162,50 @@ def test_reduce_sum_and_mean_have_numpys_bits_over_every_axis_set(dtype, monkeyp
             got = tg.reduce_sum(tg.constant(x), axis=axis).numpy()
             assert _bits(got) == _bits(np.sum(x, axis=axis)), (shape, axis)
     assert calls or cpu_kernels is None
+
+
+def test_a_dot_products_cotangent_is_the_other_factor_and_leaves_it_as_it_was():
+    # reduce_sum(w * v) from the seed: the product's cotangent spreads a single 1, so it is the
+    # other factor itself (1 * v is v, -0.0 and nan included); a second contribution to the
+    # same source is then added into a new buffer, never into v's
+    rng = np.random.default_rng(3)
+    vn = rng.standard_normal((4, 5)).astype(np.float32)
+    vn[0, :3] = [-0.0, np.nan, np.inf]
+    v, v2 = tg.constant(vn), tg.constant(rng.standard_normal((4, 5)).astype(np.float32))
+    before = vn.copy()
+    w = tg.constant(rng.standard_normal((4, 5)).astype(np.float32))
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(w)
+        one = tg.reduce_sum(w * v)
+        two = one + tg.reduce_sum(v2 * w)
+    g1 = tape.gradient(one, w)
+    assert _bits(g1) == _bits(vn)
+    assert np.shares_memory(g1._data, v._data)  # no product computed
+    for t in (tape, tg.GradientTape()):
+        if t is not tape:
+            with t:
+                t.watch(w)
+                two = tg.reduce_sum(w * v) + tg.reduce_sum(v2 * w)
+        g2 = t.gradient(two, w)
+        np.testing.assert_array_equal(g2.numpy(), vn + v2.numpy())
+        assert not np.shares_memory(g2._data, v._data)
+        assert _bits(v._data) == _bits(before)  # v itself was not accumulated into
+
+
+def test_a_spread_cotangent_other_than_one_is_multiplied():
+    w = tg.constant([[1.0, 2.0], [3.0, 4.0]])
+    v = tg.constant([[5.0, 6.0], [7.0, 8.0]])
+    with tg.GradientTape() as tape:
+        tape.watch(w)
+        y = tg.reduce_sum(w * v)
+    g = tape.gradient(y, w, output_gradients=tg.constant(2.0))
+    np.testing.assert_array_equal(g.numpy(), 2.0 * v.numpy())
+    assert not np.shares_memory(g._data, v._data)
+
+
+def test_an_empty_dot_product_has_an_empty_gradient():
+    w, v = tg.zeros((0, 3)), tg.zeros((0, 3))
+    with tg.GradientTape() as tape:
+        tape.watch(w)
+        y = tg.reduce_sum(w * v)
+    assert tape.gradient(y, w).shape == (0, 3)
