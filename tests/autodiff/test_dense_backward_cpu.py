@@ -209,3 +209,16 @@ def test_an_empty_dot_product_has_an_empty_gradient():
         tape.watch(w)
         y = tg.reduce_sum(w * v)
     assert tape.gradient(y, w).shape == (0, 3)
+
+
+@pytest.mark.parametrize("a, shape", [
+    (np.array(2.5, np.float32), (3, 4)), (np.arange(4.0).reshape(1, 4), (3, 4)),
+    (np.arange(3.0).reshape(3, 1), (3, 4)), (np.array(1.0), ()),
+    (np.arange(6.0).reshape(2, 1, 3), (2, 5, 3)), (np.zeros((0, 1)), (0, 4)),
+    (np.arange(8.0).reshape(2, 4)[:, ::2][:1], (3, 2))])  # (the last not contiguous)
+def test_a_sums_spread_cotangent_is_numpys_broadcast_view(a, shape):
+    from tapegpu.ops.reduce import _spread
+    view, want = _spread(a, shape), np.broadcast_to(a, shape)
+    assert view.shape == want.shape and view.strides == want.strides
+    assert _bits(view) == _bits(want) and not view.flags.writeable
+    assert np.shares_memory(view, a) or not a.size
