@@ -5,8 +5,9 @@
  * expressions (tapegpu/ops/): do not edit; change the op's entry and generate again.
  * Only the ops whose expressions are exact (arithmetic, comparisons, fabs, sqrt) are here:
  * C computes them with numpy's bits. _cpu.c stamps its loops with
- * TAPEGPU_CPU_ACTIVATIONS(X): X(name) for each op below, whose functions are
- * <name>_f_<float|double>(x) and <name>_d_<float|double>(g, saved).
+ * TAPEGPU_CPU_ACTIVATIONS(X): X(name) for each op with both expressions exact, whose
+ * functions are <name>_f_<float|double>(x) and <name>_d_<float|double>(g, saved), and
+ * TAPEGPU_CPU_BACKWARDS(X) for each op with only its VJP exact (<name>_d_ only).
  */
 
 /* softsign */
@@ -53,4 +54,42 @@ static inline double relu_d_double(double g, double out)
     return out > (T)(0) ? g : (T)(0);
 }
 
+/* tanh */
+static inline float tanh_d_float(float g, float out)
+{
+    typedef float T;
+    return g * ((T)(1) - out * out);
+}
+static inline double tanh_d_double(double g, double out)
+{
+    typedef double T;
+    return g * ((T)(1) - out * out);
+}
+
+/* sigmoid */
+static inline float sigmoid_d_float(float g, float out)
+{
+    typedef float T;
+    return g * (out * ((T)(1) - out));
+}
+static inline double sigmoid_d_double(double g, double out)
+{
+    typedef double T;
+    return g * (out * ((T)(1) - out));
+}
+
+/* elu */
+static inline float elu_d_float(float g, float out)
+{
+    typedef float T;
+    return out > (T)(0) ? g : g * (out + ((T)(1.0)));
+}
+static inline double elu_d_double(double g, double out)
+{
+    typedef double T;
+    return out > (T)(0) ? g : g * (out + ((T)(1.0)));
+}
+
 #define TAPEGPU_CPU_ACTIVATIONS(X) X(softsign) X(relu)
+
+#define TAPEGPU_CPU_BACKWARDS(X) X(tanh) X(sigmoid) X(elu)

@@ -5,8 +5,9 @@
  *   bias_act(k, x, b, out)      out = f(x + b) over rows of len(b), f the k-th activation of
  *                               ACTIVATIONS (numpy: an add, then f's passes)
  *   act_backward(k, y, g, out)  out = f's backward from its saved value y and the cotangent
- *                               g; y repeats over g's leading batch axes (numpy: the rule's
- *                               passes, three for ReLU: a comparison, a mask, a select)
+ *                               g, f the k-th of ACTIVATIONS + BACKWARDS; y repeats over g's
+ *                               leading batch axes (numpy: the rule's passes, three for ReLU:
+ *                               a comparison, a mask, a select; three for tanh's 1 - y^2)
  *   outer(x, g, out)            out[r, i, j] = x[r, i] * g[r, j] + 0.0: one outer product per
  *                               row r, out of shape (..., m, n), bit for bit numpy's einsum
  *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
@@ -19,7 +20,8 @@
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
  *   xent_grad, xent_grad_vjp    and log, its VJP, and that VJP's own: one pass each (below)
  *
- * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact; their
+ * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact, the
+ * backwards those whose VJP only is (tanh: its forward calls the C library); their
  * per-element functions are generated from those expressions into _activations.h (`python -m
  * tapegpu.ops.generate`), so they compute the rules' IEEE operations, with numpy's bits.
  * The arrays are C-contiguous float32 or float64 buffers of one dtype, `out` writeable; the
@@ -123,7 +125,7 @@ static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, 
  * <name>_f_<T>(x) and <name>_d_<T>(g, saved) are generated from the ops' expressions. */
 #include "_activations.h"
 
-#define ACTIVATION_LOOPS(NAME, T)                                                          \
+#define BIAS_LOOP(NAME, T)                                                                 \
     static void bias_##NAME##_##T(const void *xv, const void *bv, void *ov, Py_ssize_t n,  \
                                   Py_ssize_t k)                                           \
     {                                                                                     \
@@ -132,7 +134,8 @@ static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, 
         for (Py_ssize_t i = 0; i < n; i += k)                                             \
             for (Py_ssize_t j = 0; j < k; j++)                                            \
                 out[i + j] = NAME##_f_##T(x[i + j] + b[j]);                               \
-    }                                                                                     \
+    }
+#define BACKWARD_LOOP(NAME, T)                                                             \
     static void NAME##_backward_##T(const void *yv, const void *gv, void *ov, Py_ssize_t n, \
                                     Py_ssize_t m)                                         \
     {                                                                                     \
@@ -142,8 +145,11 @@ static PyObject *run(PyObject *const *args, Py_ssize_t nargs, const char *name, 
             for (Py_ssize_t j = 0; j < m; j++)                                            \
                 out[i + j] = NAME##_d_##T(g[i + j], y[j]);                                \
     }
-#define ACTIVATION_BOTH(NAME) ACTIVATION_LOOPS(NAME, float) ACTIVATION_LOOPS(NAME, double)
+#define ACTIVATION_BOTH(NAME)                                                              \
+    BIAS_LOOP(NAME, float) BIAS_LOOP(NAME, double) BACKWARD_BOTH(NAME)
+#define BACKWARD_BOTH(NAME) BACKWARD_LOOP(NAME, float) BACKWARD_LOOP(NAME, double)
 TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_BOTH)
+TAPEGPU_CPU_BACKWARDS(BACKWARD_BOTH)
 
 typedef struct {
     const char *name;
@@ -152,19 +158,26 @@ typedef struct {
 #define ACTIVATION_ENTRY(NAME)                                                             \
     {#NAME, {bias_##NAME##_float, bias_##NAME##_double},                                  \
      {NAME##_backward_float, NAME##_backward_double}},
-static const Activation activations[] = {TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_ENTRY){NULL}};
-#define N_ACTIVATIONS ((Py_ssize_t)(sizeof activations / sizeof activations[0]) - 1)
+#define BACKWARD_ENTRY(NAME)                                                               \
+    {#NAME, {NULL, NULL}, {NAME##_backward_float, NAME##_backward_double}},
+/* the activations, then the backwards (no bias kernels) */
+static const Activation activations[] = {
+    TAPEGPU_CPU_ACTIVATIONS(ACTIVATION_ENTRY) TAPEGPU_CPU_BACKWARDS(BACKWARD_ENTRY){NULL}};
+#define ONE(NAME) +1
+#define N_ACTIVATIONS ((Py_ssize_t)(0 TAPEGPU_CPU_ACTIVATIONS(ONE)))
+#define N_KERNELS ((Py_ssize_t)(sizeof activations / sizeof activations[0]) - 1)
 
-/* the activation args[0] names (its index in ACTIVATIONS), or NULL with an exception set */
+/* the activation args[0] names (its index in ACTIVATIONS, or in ACTIVATIONS + BACKWARDS for
+ * a backward: `n` of them), or NULL with an exception set */
 static const Activation *activation_of(PyObject *const *args, Py_ssize_t nargs,
-                                       const char *name)
+                                       const char *name, Py_ssize_t n, const char *names)
 {
     Py_ssize_t k = nargs == 4 ? PyLong_AsSsize_t(args[0]) : -1;
     if (k == -1 && PyErr_Occurred())
         return NULL;
-    if (k < 0 || k >= N_ACTIVATIONS) {
-        PyErr_Format(PyExc_TypeError, "%s(k, ...) takes an index k into ACTIVATIONS (%zd "
-                     "activations) and 3 arrays", name, N_ACTIVATIONS);
+    if (k < 0 || k >= n) {
+        PyErr_Format(PyExc_TypeError, "%s(k, ...) takes an index k into %s (%zd "
+                     "activations) and 3 arrays", name, names, n);
         return NULL;
     }
     return &activations[k];
@@ -172,7 +185,7 @@ static const Activation *activation_of(PyObject *const *args, Py_ssize_t nargs,
 
 static PyObject *bias_act(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    const Activation *a = activation_of(args, nargs, "bias_act");
+    const Activation *a = activation_of(args, nargs, "bias_act", N_ACTIVATIONS, "ACTIVATIONS");
     if (a == NULL)
         return NULL;
     return run(args + 1, 3, "bias_act", 0, 1, a->bias[0], a->bias[1],
@@ -181,7 +194,8 @@ static PyObject *bias_act(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
 
 static PyObject *act_backward(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
-    const Activation *a = activation_of(args, nargs, "act_backward");
+    const Activation *a = activation_of(args, nargs, "act_backward", N_KERNELS,
+                                        "ACTIVATIONS + BACKWARDS");
     if (a == NULL)
         return NULL;
     return run(args + 1, 3, "act_backward", 1, 0, a->backward[0], a->backward[1],
@@ -1288,8 +1302,8 @@ static PyMethodDef methods[] = {
     {"bias_act", (PyCFunction)(void (*)(void))bias_act, METH_FASTCALL,
      "bias_act(k, x, b, out): out = f(x + b) over rows of len(b), f = ACTIVATIONS[k]."},
     {"act_backward", (PyCFunction)(void (*)(void))act_backward, METH_FASTCALL,
-     "act_backward(k, y, g, out): f's backward from its saved y, f = ACTIVATIONS[k]; y "
-     "repeats over g's batch axes."},
+     "act_backward(k, y, g, out): f's backward from its saved y, f = (ACTIVATIONS + "
+     "BACKWARDS)[k]; y repeats over g's batch axes."},
     {"outer", (PyCFunction)(void (*)(void))outer, METH_FASTCALL,
      "outer(x, g, out): out[r, i, j] = x[r, i] * g[r, j], out of shape (..., m, n)."},
     {"colsum", (PyCFunction)(void (*)(void))colsum, METH_FASTCALL,
@@ -1335,22 +1349,33 @@ static struct PyModuleDef cpu_module = {
     "One-pass CPU kernels for the numpy backend (see tapegpu/ops/kernels.py).", -1, methods,
 };
 
-/* the module, with ACTIVATIONS: the names of the activations, in their index order */
+/* the names of activations[from:to] as a tuple, added to the module as `attr` */
+static int add_names(PyObject *m, const char *attr, Py_ssize_t from, Py_ssize_t to)
+{
+    PyObject *names = PyTuple_New(to - from);
+    for (Py_ssize_t k = from; names != NULL && k < to; k++) {
+        PyObject *name = PyUnicode_FromString(activations[k].name);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, k - from, name);
+    }
+    if (names == NULL || PyModule_AddObject(m, attr, names) < 0) {
+        Py_XDECREF(names);
+        return -1;
+    }
+    return 0;
+}
+
+/* the module, with ACTIVATIONS and BACKWARDS: the names of the activations and of the
+ * backwards, in their index order */
 PyMODINIT_FUNC PyInit__cpu(void)
 {
     PyObject *m = PyModule_Create(&cpu_module);
     if (m == NULL)
         return NULL;
-    PyObject *names = PyTuple_New(N_ACTIVATIONS);
-    for (Py_ssize_t k = 0; names != NULL && k < N_ACTIVATIONS; k++) {
-        PyObject *name = PyUnicode_FromString(activations[k].name);
-        if (name == NULL)
-            Py_CLEAR(names);
-        else
-            PyTuple_SET_ITEM(names, k, name);
-    }
-    if (names == NULL || PyModule_AddObject(m, "ACTIVATIONS", names) < 0) {
-        Py_XDECREF(names);
+    if (add_names(m, "ACTIVATIONS", 0, N_ACTIVATIONS) < 0 ||
+        add_names(m, "BACKWARDS", N_ACTIVATIONS, N_KERNELS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

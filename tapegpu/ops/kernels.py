@@ -40,18 +40,25 @@ def _cpu_index(name):
     return names.index(name) if name in names else None
 
 
+def cpu_backward_index(name):
+    """The index of the op's backward among the CPU kernels' (`_cpu.ACTIVATIONS` and then
+    `_cpu.BACKWARDS`, the ops whose VJP expression only is exact), or None."""
+    names = getattr(cpu_kernels, "ACTIVATIONS", ()) + getattr(cpu_kernels, "BACKWARDS", ())
+    return names.index(name) if name in names else None
+
+
 def activation_kernels(name):
     """An elementwise activation with forward and VJP expressions (`c=`, `dc=`): the kernels
     generated from them, `tapegpu_<name>_fwd` and `tapegpu_<name>_bwd` of activations.cu (the
     backward from what the op saves) for the default parameters, and on `numpy` the CPU
-    backward where its expressions are exact (one pass; the rule takes several). An op the
+    backward where its VJP expression is exact (one pass; the rule takes several). An op the
     generated sources do not have yet (`python -m tapegpu.ops.generate` writes them) gets no
     kernels: the reference and the rule run."""
     entries = {"kernels": {}, "vjp_kernels": {}}
     if name in ACTIVATIONS:
         entries = {"kernels": _per_backend(lambda ks: _act_forward(name, ks)),
                    "vjp_kernels": _per_backend(lambda ks: _act_backward(name, ks))}
-    k = _cpu_index(name)
+    k = cpu_backward_index(name)
     if k is not None:
         entries["vjp_kernels"]["numpy"] = lambda g, saved, **params: \
             NotImplemented if params else cpu_act_backward(k, g, saved)

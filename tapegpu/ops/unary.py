@@ -11,7 +11,7 @@ from .registry import def_op
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, _thread
 from ._base import EMPTY, apply, apply1, floating, public, tensor
-from .kernels import activation_kernels
+from .kernels import activation_kernels, cpu_act_backward, cpu_backward_index
 from .registry import InvalidArgumentError, forward_on, passthrough, quiet, ufunc
 
 try:
@@ -307,11 +307,13 @@ def _zero(g):
     return g.dtype.type(0)
 
 
-# tanh_grad(g, y) = g (1 - y^2), y tanh's output (the rule's operations, so its bits):
-# d/dg is tanh_grad, d/dy = -2 g y
+# tanh_grad(g, y) = g (1 - y^2), y tanh's output (the rule's operations, so its bits; on
+# numpy the CPU kernel of tanh's backward, one pass): d/dg is tanh_grad, d/dy = -2 g y
+_TANH_CPU = cpu_backward_index("tanh")
 _tanh_grad = def_op(
     "tanh_grad", lambda xp, g, y: _tanh_backward(g, y), args=("g", "y"), saves=("g", "y"),
-    elementwise=True,
+    elementwise=True, kernels={} if _TANH_CPU is None else {
+        "numpy": lambda xp, g, y: cpu_act_backward(_TANH_CPU, g, y)},
     vjp=(lambda ops, c, g, y: ops.op("tanh_grad", c, y), lambda ops, c, g, y: c * g * (y * -2.0)))
 
 # relu_grad(g, y) = g where y > 0 (y is relu's output)

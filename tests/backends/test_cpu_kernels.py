@@ -82,6 +82,40 @@ def test_activation_kernels_give_the_entries_bits(name, dtype):
     assert got.tobytes() == want.tobytes()
 
 
+CPU_BACKWARDS = getattr(cpu_kernels, "BACKWARDS", ())
+
+
+@pytest.mark.skipif(cpu_kernels is None, reason="tapegpu._cpu is not built")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", CPU_BACKWARDS)
+def test_backward_kernels_give_the_rules_bits(name, dtype):
+    """The generated backwards of the ops whose VJP only is exact (tanh: 1 - y^2): the op's
+    rule on numpy arrays, bit for bit, with batch axes on the cotangent; and tanh_grad's
+    forward on numpy (its kernel) is tanh's rule."""
+    from tapegpu.ops import TENSOR_OPS
+    from tapegpu.ops.namespace import ArrayOps
+    from tapegpu.ops.registry import REGISTRY
+    op = REGISTRY[name]
+    k = len(CPU_ACTIVATIONS) + CPU_BACKWARDS.index(name)
+    saved = _specials((37, 45), dtype, 4)
+    if op.saves == ("out",):  # a value the forward can give (tanh, sigmoid: within [-1, 1])
+        with np.errstate(all="ignore"):
+            saved = op.forward(np, saved)
+    g = _specials((3, 37, 45), dtype, 5)
+    got = np.empty_like(g)
+    cpu_kernels.act_backward(k, saved, g, got)
+    rule = op.vjp[0] if type(op.vjp) is tuple else op.vjp
+    with np.errstate(all="ignore"):
+        want = rule(ArrayOps(tg_backends.NUMPY, TENSOR_OPS), g, saved)
+    assert got.tobytes() == want.tobytes()
+    if name == "tanh":
+        with np.errstate(all="ignore"):
+            via = REGISTRY["tanh_grad"].kernels["numpy"](np, g, saved)
+        assert via.tobytes() == want.tobytes()
+    with pytest.raises(TypeError, match="index k into ACTIVATIONS"):
+        cpu_kernels.bias_act(k, saved, saved[0], saved.copy())  # a backward has no forward
+
+
 @pytest.mark.skipif(cpu_kernels is None, reason="tapegpu._cpu is not built")
 def test_activation_kernels_check_their_arguments():
     x = np.ones((4, 3), np.float32)

@@ -242,25 +242,30 @@ _H_HEAD = """\
  * expressions (tapegpu/ops/): do not edit; change the op's entry and generate again.
  * Only the ops whose expressions are exact (arithmetic, comparisons, fabs, sqrt) are here:
  * C computes them with numpy's bits. _cpu.c stamps its loops with
- * TAPEGPU_CPU_ACTIVATIONS(X): X(name) for each op below, whose functions are
- * <name>_f_<float|double>(x) and <name>_d_<float|double>(g, saved).
+ * TAPEGPU_CPU_ACTIVATIONS(X): X(name) for each op with both expressions exact, whose
+ * functions are <name>_f_<float|double>(x) and <name>_d_<float|double>(g, saved), and
+ * TAPEGPU_CPU_BACKWARDS(X) for each op with only its VJP exact (<name>_d_ only).
  */
 """
 
 
 def activations_h(acts):
-    """The text of tapegpu/backends/_activations.h for the exact Activations of `acts`."""
+    """The text of tapegpu/backends/_activations.h for the Activations of `acts` whose
+    expressions are exact: both (the activations), or only the VJP (the backwards)."""
     exact_acts = [a for a in acts if a.exact]
+    backwards = [a for a in acts if not a.exact and exact(a.dc)]
     parts = [_H_HEAD]
-    for a in exact_acts:
+    for a in exact_acts + backwards:
         parts.append(f"\n/* {a.name}: {a.doc} */\n" if a.doc else f"\n/* {a.name} */\n")
         for t in ("float", "double"):
-            parts.append(f"static inline {t} {a.name}_f_{t}({t} {a.arg})\n{{\n"
-                         f"    typedef {t} T;\n    return {_as_c(a.c, t)};\n}}\n")
+            if a.exact:
+                parts.append(f"static inline {t} {a.name}_f_{t}({t} {a.arg})\n{{\n"
+                             f"    typedef {t} T;\n    return {_as_c(a.c, t)};\n}}\n")
             parts.append(f"static inline {t} {a.name}_d_{t}({t} g, {t} {a.saved})\n{{\n"
                          f"    typedef {t} T;\n    return {_as_c(a.dc, t)};\n}}\n")
-    parts.append("\n#define TAPEGPU_CPU_ACTIVATIONS(X)" +
-                 "".join(f" X({a.name})" for a in exact_acts) + "\n")
+    for macro, group in (("ACTIVATIONS", exact_acts), ("BACKWARDS", backwards)):
+        parts.append(f"\n#define TAPEGPU_CPU_{macro}(X)" +
+                     "".join(f" X({a.name})" for a in group) + "\n")
     return "".join(parts)
 
 

@@ -42,9 +42,13 @@ def test_the_activations_are_the_ops_with_both_expressions():
     exact = [name for name in with_both
              if codegen.exact(REGISTRY[name].c) and codegen.exact(REGISTRY[name].dc)]
     assert "relu" in exact and "sigmoid" not in exact
+    backward_only = [name for name in with_both if name not in exact and
+                     codegen.exact(REGISTRY[name].dc)]
+    assert "tanh" in backward_only and "gelu" not in backward_only
     if backends.cpu_kernels is not None:
         assert list(backends.cpu_kernels.ACTIVATIONS) == exact
-        for name in exact:
+        assert list(backends.cpu_kernels.BACKWARDS) == backward_only
+        for name in exact + backward_only:
             assert "numpy" in REGISTRY[name].vjp_kernels
 
 
