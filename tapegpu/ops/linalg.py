@@ -42,8 +42,11 @@ def _skinny(rows, k, n):
 
 
 def _matmul_forward(xp, a, b, ta=False, tb=False):
-    if not ta and not tb and a.ndim == 2 and b.ndim == 2 and a.dtype.kind != "V":
-        return xp.matmul(a, b)  # (the common case first)
+    if a.ndim == 2 and b.ndim == 2 and a.dtype.kind != "V":  # (the common cases first: a
+        if not tb:  # dense layer's product and its VJP's, a.T g and g b.T)
+            return xp.matmul(a.T if ta else a, b)
+        if not ta and not _skinny(a.shape[0], a.shape[1], b.shape[0]):
+            return xp.matmul(a, b.T)
     if a.dtype.kind == "V":  # bfloat16: numpy's product of ml_dtypes' is float32 (accumulated in
         return _matmul_forward(xp, a.astype(np.float32), b.astype(np.float32),  # float32, as
                                ta, tb).astype(a.dtype)  # TF's and cuBLAS's), rounded back

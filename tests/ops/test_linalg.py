@@ -419,3 +419,24 @@ def test_lu_gradient_of_log_abs_det_u_is_the_inverse_transpose():
 def test_lu_of_a_singular_matrix_raises_on_every_device():
     with pytest.raises(InvalidArgumentError, match="not invertible"):
         tg.linalg.lu(np.ones((2, 3, 3)))
+
+
+# -- matmul's transposes ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rows", [3, 64])  # (3: a few rows, b a^T transposed; 64: a b^T)
+def test_transposed_products_of_matrices_are_numpys_and_their_gradients_too(rows):
+    a = RNG.standard_normal((rows, 70)).astype(np.float32)
+    b = RNG.standard_normal((20, 70)).astype(np.float32)
+    c = RNG.standard_normal((rows, 20)).astype(np.float32)
+    got = tg.matmul(tg.constant(a), tg.constant(b), transpose_b=True).numpy()
+    want = (b @ a.T).T if rows <= 16 else a @ b.T
+    assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+    got = tg.matmul(tg.constant(a), tg.constant(c), transpose_a=True).numpy()
+    assert got.tobytes() == (a.T @ c).tobytes()
+    ta, tb = tg.constant(a), tg.constant(b.T.copy())
+    with tg.GradientTape() as tape:
+        tape.watch([ta, tb])
+        y = tg.matmul(ta, tb)
+    ga, gb = tape.gradient(y, [ta, tb], output_gradients=tg.constant(c))
+    assert ga.numpy().tobytes() == (c @ tb.numpy().T).tobytes()  # g b^T (b^T stored)
+    assert gb.numpy().tobytes() == (a.T @ c).tobytes()
