@@ -98,10 +98,13 @@ def _mean_numpy_vjp(g, x_shape, axis, keepdims):
     if g.dtype.kind not in "fc":
         return NotImplemented
     if not g.ndim and not keepdims and len(axis) == len(x_shape):
-        # a mean over every axis (a loss): one product, filled in (the rule's, so its bits)
+        # a mean over every axis (a loss): one product, filled in (the rule's, so its bits: for
+        # float16/32, the product of the two as Python floats is exact and the fill rounds it
+        # once, as the dtype's product does; for float64 it is that product)
         n = math.prod(x_shape)
         out = np.empty(x_shape, g.dtype)
-        out.fill(g * (1.0 / max(n, 1)))
+        out.fill(float(g) * float(g.dtype.type(1.0 / max(n, 1))) if g.dtype.kind == "f" and
+                 g.dtype.itemsize <= 8 else g * (1.0 / max(n, 1)))
         return out
     kept = _kept(g, x_shape, axis, keepdims)
     if kept is None:

@@ -222,3 +222,19 @@ def test_a_sums_spread_cotangent_is_numpys_broadcast_view(a, shape):
     assert view.shape == want.shape and view.strides == want.strides
     assert _bits(view) == _bits(want) and not view.flags.writeable
     assert np.shares_memory(view, a) or not a.size
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_losss_mean_vjp_is_the_rules_product_for_every_cotangent_and_count(dtype):
+    from tapegpu.ops.reduce import _mean_numpy_vjp
+    rng = np.random.default_rng(9)
+    info = np.finfo(dtype)
+    gs = [*(rng.standard_normal(200) * 10.0 ** rng.integers(-6, 6, 200)), 0.0, -0.0, np.inf,
+          -np.inf, np.nan, float(info.max), float(info.tiny), float(info.smallest_subnormal)]
+    for g in gs:
+        for n in (1, 3, 7, 10, 64, 100, 1000, 12345):
+            with np.errstate(all="ignore"):
+                ga = np.asarray(g, dtype)  # (inf where float16 cannot hold g)
+                want = np.broadcast_to(ga, (n,)) * (1.0 / n)  # the rule's operations
+            got = _mean_numpy_vjp(ga, (n,), (0,), False)
+            assert got.dtype == want.dtype and _bits(got) == _bits(want), (g, n)
