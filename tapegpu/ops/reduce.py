@@ -91,6 +91,9 @@ def _spread(a, shape):
     return view
 
 
+_INVERSES = {}  # (dtype, a loss's shape) -> 1 / its size in the dtype, as a Python float
+
+
 def _mean_numpy_vjp(g, x_shape, axis, keepdims):
     """The rule on numpy arrays, one ufunc call broadcasting into the result (the same
     products, so the same bits; the rule's four dispatched ops cost more than the work on the
@@ -101,10 +104,17 @@ def _mean_numpy_vjp(g, x_shape, axis, keepdims):
         # a mean over every axis (a loss): one product, filled in (the rule's, so its bits: for
         # float16/32, the product of the two as Python floats is exact and the fill rounds it
         # once, as the dtype's product does; for float64 it is that product)
-        n = math.prod(x_shape)
         out = np.empty(x_shape, g.dtype)
-        out.fill(float(g) * float(g.dtype.type(1.0 / max(n, 1))) if g.dtype.kind == "f" and
-                 g.dtype.itemsize <= 8 else g * (1.0 / max(n, 1)))
+        if g.dtype.kind == "f" and g.dtype.itemsize <= 8:
+            key = (g.dtype, x_shape)
+            inverse = _INVERSES.get(key)
+            if inverse is None:
+                if len(_INVERSES) > 64:
+                    _INVERSES.clear()
+                inverse = _INVERSES[key] = float(g.dtype.type(1.0 / max(math.prod(x_shape), 1)))
+            out.fill(float(g) * inverse)
+        else:
+            out.fill(g * (1.0 / max(math.prod(x_shape), 1)))
         return out
     kept = _kept(g, x_shape, axis, keepdims)
     if kept is None:
