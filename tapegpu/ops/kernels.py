@@ -110,10 +110,10 @@ def cpu_sum(x, axis, keepdims):
     if _ROWSUM is None or not fits_cpu(x):
         return None
     nd = x.ndim
-    if len(axis) == nd and nd:
-        out = np.empty(1, x.dtype)
-        _ROWSUM(x.reshape(1, -1), out)
-        return out.reshape((1,) * nd) if keepdims else out[0]
+    if len(axis) == nd and nd:  # (a 0-d array, not numpy's scalar, without keepdims)
+        out = np.empty((1,) * nd if keepdims else (), x.dtype)
+        _ROWSUM(x.reshape(1, -1), out.reshape(1))
+        return out
     if nd >= 2 and axis == (nd - 1,):
         out = np.empty(x.shape[:-1] + ((1,) if keepdims else ()), x.dtype)
         _ROWSUM(x, out)

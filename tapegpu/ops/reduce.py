@@ -190,6 +190,9 @@ def _numpy_mean(x, axis, keepdims):
     numpy's own function."""
     s = add_reduce(x, axis, keepdims)
     if type(s) is np.ndarray:
+        if not s.ndim:  # (a loss) the same division on Python floats, rounded into s
+            s[()] = s.item() / x.size
+            return s
         return np.true_divide(s, np.intp(x.size // s.size), out=s, casting="unsafe")
     # a numpy scalar: numpy divides it by the count in float64 and rounds to the dtype;
     # Python's float division is that same IEEE division

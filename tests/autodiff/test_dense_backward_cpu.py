@@ -238,3 +238,16 @@ def test_a_losss_mean_vjp_is_the_rules_product_for_every_cotangent_and_count(dty
                 want = np.broadcast_to(ga, (n,)) * (1.0 / n)  # the rule's operations
             got = _mean_numpy_vjp(ga, (n,), (0,), False)
             assert got.dtype == want.dtype and _bits(got) == _bits(want), (g, n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_losss_mean_is_numpys_for_every_size_and_magnitude(dtype):
+    # the whole-array mean: the kernel's sum divided on Python floats and rounded into a 0-d
+    # array, numpy's division in float64 then rounded to the dtype
+    rng = np.random.default_rng(12)
+    for n in (1, 2, 3, 7, 10, 63, 64, 100, 999, 4097):
+        for scale in (1e-30, 1e-3, 1.0, 7e3, 1e30):
+            x = (rng.standard_normal(n) * scale).astype(dtype)
+            got = tg.reduce_mean(tg.constant(x))._data
+            assert type(got) is np.ndarray and got.shape == ()
+            assert _bits(got) == _bits(np.mean(x)), (n, scale)
