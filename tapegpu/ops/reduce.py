@@ -253,11 +253,12 @@ _prod = def_op("reduce_prod", _forward("prod"), vjp=_prod_vjp, jvp=_prod_jvp, sa
 def _reduction(op, doc, floats_only=False, example="[[1.0, 2.0], [3.0, 4.0]]"):
     def fn(input_tensor, axis=None, keepdims=False, name=None):
         x = floating(input_tensor, op.name) if floats_only else tensor(input_tensor)
-        axes = norm_axes(_axis(axis, op.name), x.ndim, op.name)
-        if x._data.dtype.kind == "b":
+        data = x._data
+        axes = norm_axes(_axis(axis, op.name), data.ndim, op.name)
+        if data.dtype.kind == "b":
             raise InvalidArgumentError(f"{op.name}: bool tensors are not supported; use "
                                        "tg.reduce_any / tg.reduce_all or cast first")
-        if op is not _sum and op is not _prod and x.size == 0 and op is not _mean:
+        if op is not _mean and op is not _sum and op is not _prod and data.size == 0:
             raise InvalidArgumentError(f"{op.name}: empty input of shape {x.shape}")
         return apply(op, (x,), {"axis": axes, "keepdims": bool(keepdims)})
 
