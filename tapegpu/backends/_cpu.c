@@ -7,7 +7,7 @@
  *   act_backward(k, y, g, out)  out = f's backward from its saved value y and the cotangent
  *                               g, f the k-th of ACTIVATIONS + BACKWARDS; y repeats over g's
  *                               leading batch axes (numpy: the rule's passes, three for ReLU:
- *                               a comparison, a mask, a select; three for tanh's 1 - y^2)
+ *                               a comparison, a mask, a select)
  *   outer(x, g, out)            out[r, i, j] = x[r, i] * g[r, j] + 0.0: one outer product per
  *                               row r, out of shape (..., m, n), bit for bit numpy's einsum
  *                               (which adds the products to a zeroed output: -0.0 gives +0.0);
@@ -21,7 +21,7 @@
  *   xent_grad, xent_grad_vjp    and log, its VJP, and that VJP's own: one pass each (below)
  *
  * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact, the
- * backwards those whose VJP only is (tanh: its forward calls the C library); their
+ * backwards those whose VJP only is (their forwards call the C library's functions); their
  * per-element functions are generated from those expressions into _activations.h (`python -m
  * tapegpu.ops.generate`), so they compute the rules' IEEE operations, with numpy's bits.
  * The arrays are C-contiguous float32 or float64 buffers of one dtype, `out` writeable; the
