@@ -62,8 +62,6 @@ CPU_ACTIVATIONS = getattr(cpu_kernels, "ACTIVATIONS", ())
 def test_activation_kernels_give_the_entries_bits(name, dtype):
     """The generated activation kernels: bias + forward is the op's forward of x + b, the
     backward (with batch axes on the cotangent) the op's rule on numpy arrays, bit for bit."""
-    from tapegpu.ops import TENSOR_OPS
-    from tapegpu.ops.namespace import ArrayOps
     from tapegpu.ops.registry import REGISTRY
     op, k = REGISTRY[name], CPU_ACTIVATIONS.index(name)
     x, b = _specials((37, 45), dtype, 1), _specials((45,), dtype, 2)
@@ -72,14 +70,22 @@ def test_activation_kernels_give_the_entries_bits(name, dtype):
     with np.errstate(all="ignore"):
         want = op.forward(np, x + b)
     assert out.tobytes() == want.tobytes()
-    saved = want if op.saves == ("out",) else x + b
-    g = _specials((3, 37, 45), dtype, 3)
+    _backward_is_the_rule(op, k, want if op.saves == ("out",) else x + b, 3)
+
+
+def _backward_is_the_rule(op, k, saved, seed):
+    """CPU backward k of `op` from `saved`, with batch axes on the cotangent: the op's rule on
+    numpy arrays, bit for bit. Returns the cotangent and the rule's result."""
+    from tapegpu.ops import TENSOR_OPS
+    from tapegpu.ops.namespace import ArrayOps
+    g = _specials((3,) + saved.shape, saved.dtype, seed)
     got = np.empty_like(g)
     cpu_kernels.act_backward(k, saved, g, got)
     rule = op.vjp[0] if type(op.vjp) is tuple else op.vjp
     with np.errstate(all="ignore"):
         want = rule(ArrayOps(tg_backends.NUMPY, TENSOR_OPS), g, saved)
     assert got.tobytes() == want.tobytes()
+    return g, want
 
 
 CPU_BACKWARDS = getattr(cpu_kernels, "BACKWARDS", ())
@@ -92,8 +98,6 @@ def test_backward_kernels_give_the_rules_bits(name, dtype):
     """The generated backwards of the ops whose VJP only is exact (tanh: 1 - y^2): the op's
     rule on numpy arrays, bit for bit, with batch axes on the cotangent; and tanh_grad's
     forward on numpy (its kernel) is tanh's rule."""
-    from tapegpu.ops import TENSOR_OPS
-    from tapegpu.ops.namespace import ArrayOps
     from tapegpu.ops.registry import REGISTRY
     op = REGISTRY[name]
     k = len(CPU_ACTIVATIONS) + CPU_BACKWARDS.index(name)
@@ -101,13 +105,7 @@ def test_backward_kernels_give_the_rules_bits(name, dtype):
     if op.saves == ("out",):  # a value the forward can give (tanh, sigmoid: within [-1, 1])
         with np.errstate(all="ignore"):
             saved = op.forward(np, saved)
-    g = _specials((3, 37, 45), dtype, 5)
-    got = np.empty_like(g)
-    cpu_kernels.act_backward(k, saved, g, got)
-    rule = op.vjp[0] if type(op.vjp) is tuple else op.vjp
-    with np.errstate(all="ignore"):
-        want = rule(ArrayOps(tg_backends.NUMPY, TENSOR_OPS), g, saved)
-    assert got.tobytes() == want.tobytes()
+    g, want = _backward_is_the_rule(op, k, saved, 5)
     if name == "tanh":
         with np.errstate(all="ignore"):
             via = REGISTRY["tanh_grad"].kernels["numpy"](np, g, saved)
