@@ -48,6 +48,8 @@ add = _binary("add", exact_ufunc("add", lambda xp, x, y: x + y), c="x + y", vjp=
 subtract = _binary("subtract", exact_ufunc("subtract", lambda xp, x, y: x - y), c="x - y",
                    vjp=(passthrough, lambda ops, g: -g), linear=True,
                    doc="x - y, elementwise with broadcasting.")
+
+
 def _times(g, other):
     """g * other, the product's cotangent; `other` itself where g is a numpy view spreading a
     single 1 over other's shape and dtype (a sum's cotangent from the seed: the dot product
