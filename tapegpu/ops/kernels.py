@@ -207,7 +207,8 @@ def cpu_labels(labels, logits, *rows):
         labels.shape == logits.shape[:-1]
 
 
-_XENT_CPU = cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad")
+_XENT_CPU = cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad") and \
+    hasattr(cpu_kernels, "rowsum")
 
 
 def _sparse_xent_cpu(xp, labels, logits):
@@ -222,7 +223,9 @@ def _sparse_xent_cpu(xp, labels, logits):
     if not cpu_kernels.xent_shift(logits, labels, z, ml):
         return NotImplemented
     np.exp(z, out=z)
-    s = add_reduce(z, (z.ndim - 1,), False)
+    s = np.empty(z.shape[:-1], z.dtype)
+    _ROWSUM(z.reshape(-1, z.shape[-1]), s.reshape(-1))  # (add_reduce's kernel over the last
+    # axis, without its checks: z is ours)
     loss = np.empty_like(s)
     cpu_kernels.xent_finish(z, s, np.log(s), ml, loss)
     return loss, (z,)
