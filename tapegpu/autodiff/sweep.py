@@ -96,8 +96,7 @@ def _backward(entries, seeds, sources, batch_ndim, release, ledger, dev, reach):
                            _ArrayMode(dev, batch_ndim, ledger))
         finally:
             quiet_exit(token)
-        return {u: (None if a is None else Tensor(a if type(a) is np.ndarray else _array(a), dev))
-                for u, a in grads.items()}
+        return {u: (None if a is None else Tensor(_array(a), dev)) for u, a in grads.items()}
     recorded = any(getattr(r, "records", True) for r in _thread.recorders)
     return _sweep(forward, reach, seeds, sources, batch_ndim, release,
                   _TensorMode(TENSOR_OPS if recorded else UNRECORDED_OPS, batch_ndim))

@@ -34,16 +34,13 @@ def _per_backend(make):
     return {name: make(_kernel_set(name)) for name in KERNEL_BACKENDS}
 
 
-def _cpu_index(name):
-    """The activation's index among the CPU kernels (`_cpu.ACTIVATIONS`), or None."""
+def cpu_index(name, backward=False):
+    """The activation's index among the CPU kernels (`_cpu.ACTIVATIONS`), or with `backward`
+    its backward's (`_cpu.ACTIVATIONS` and then `_cpu.BACKWARDS`, the ops whose VJP expression
+    only is exact: act_backward's index); None where there is none."""
     names = getattr(cpu_kernels, "ACTIVATIONS", ())
-    return names.index(name) if name in names else None
-
-
-def cpu_backward_index(name):
-    """The index of the op's backward among the CPU kernels' (`_cpu.ACTIVATIONS` and then
-    `_cpu.BACKWARDS`, the ops whose VJP expression only is exact), or None."""
-    names = getattr(cpu_kernels, "ACTIVATIONS", ()) + getattr(cpu_kernels, "BACKWARDS", ())
+    if backward:
+        names += getattr(cpu_kernels, "BACKWARDS", ())
     return names.index(name) if name in names else None
 
 
@@ -58,7 +55,7 @@ def activation_kernels(name):
     if name in ACTIVATIONS:
         entries = {"kernels": _per_backend(lambda ks: _act_forward(name, ks)),
                    "vjp_kernels": _per_backend(lambda ks: _act_backward(name, ks))}
-    k = cpu_backward_index(name)
+    k = cpu_index(name, backward=True)
     if k is not None:
         entries["vjp_kernels"]["numpy"] = lambda g, saved, **params: \
             NotImplemented if params else cpu_act_backward(k, g, saved)
@@ -140,7 +137,7 @@ cpu_shift = getattr(cpu_kernels, "shift", None)  # z = x - each row's max (_cpu.
 def cpu_bias_act_into(act, x, b, out=None):
     """bias_act's forward on `numpy` by the CPU kernel, written into `out` (tg.function's
     buffers) or a new array; NotImplemented where the kernel does not apply."""
-    k = _cpu_index(act)
+    k = cpu_index(act)
     if k is None or not fits_cpu(x, b) or b.ndim != 1 or x.shape[-1:] != b.shape:
         return NotImplemented
     if out is None:
@@ -207,8 +204,7 @@ def cpu_labels(labels, logits, *rows):
         labels.shape == logits.shape[:-1]
 
 
-_XENT_CPU = cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad") and \
-    hasattr(cpu_kernels, "rowsum")
+_XENT_CPU = cpu_kernels is not None and hasattr(cpu_kernels, "xent_grad")
 
 
 def _sparse_xent_cpu(xp, labels, logits):
@@ -223,9 +219,7 @@ def _sparse_xent_cpu(xp, labels, logits):
     if not cpu_kernels.xent_shift(logits, labels, z, ml):
         return NotImplemented
     np.exp(z, out=z)
-    s = np.empty(z.shape[:-1], z.dtype)
-    _ROWSUM(z.reshape(-1, z.shape[-1]), s.reshape(-1))  # (add_reduce's kernel over the last
-    # axis, without its checks: z is ours)
+    s = add_reduce(z, (z.ndim - 1,), False)
     loss = np.empty_like(s)
     cpu_kernels.xent_finish(z, s, np.log(s), ml, loss)
     return loss, (z,)
@@ -277,7 +271,7 @@ def bias_act_kernels():
         return cpu_bias_act_into(act, x, b)
 
     def cpu_vjp(g, out, act):
-        k = _cpu_index(act)
+        k = cpu_index(act)
         gz = NotImplemented if k is None else cpu_act_backward(k, g, out)
         return NotImplemented if gz is NotImplemented else (gz, gz)
 

@@ -11,7 +11,7 @@ from .registry import def_op
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor, _thread
 from ._base import EMPTY, apply, apply1, floating, public, tensor
-from .kernels import activation_kernels, cpu_act_backward, cpu_backward_index
+from .kernels import activation_kernels, cpu_act_backward, cpu_index
 from .registry import InvalidArgumentError, forward_on, passthrough, quiet, ufunc
 
 try:
@@ -309,7 +309,7 @@ def _zero(g):
 
 # tanh_grad(g, y) = g (1 - y^2), y tanh's output (the rule's operations, so its bits; on
 # numpy the CPU kernel of tanh's backward, one pass): d/dg is tanh_grad, d/dy = -2 g y
-_TANH_CPU = cpu_backward_index("tanh")
+_TANH_CPU = cpu_index("tanh", backward=True)
 _tanh_grad = def_op(
     "tanh_grad", lambda xp, g, y: _tanh_backward(g, y), args=("g", "y"), saves=("g", "y"),
     elementwise=True, kernels={} if _TANH_CPU is None else {
