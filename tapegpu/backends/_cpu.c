@@ -19,6 +19,8 @@
  *                               numpy's add.reduce over the last axis, its bits
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
  *   xent_grad, xent_grad_vjp    and log, its VJP, and that VJP's own: one pass each (below)
+ *   tanh32(x, out)              out = tanh(x) of float32, correctly rounded (numpy's float32
+ *                               loop is not), computed in double (below)
  *
  * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact, the
  * backwards those whose VJP only is (their forwards call the C library's functions); their
@@ -1298,7 +1300,152 @@ static PyObject *xent_grad_vjp(PyObject *mod, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+/* ---- tanh32(x, out): float32 tanh, correctly rounded ------------------------------------
+ * numpy's float32 tanh is off by one unit in the last place on about a third of its inputs;
+ * this one is the float nearest the exact value. tanh(a) = -u / (2 + u), u = expm1(-2a)
+ * = 2^k e^r - 1 (a = |x|; k, r from -2a = k ln2 + r, |r| <= ln2/2; e^r - 1 by its Taylor
+ * polynomial to r^10), in double: relative error under 2^-40 (tests/ops/test_tanh32.py checks
+ * every float32). Where that double lies within 2^15 double units (2^-37 relatively) of a
+ * midpoint between two floats, so that its rounding could differ from the exact value's, the
+ * element is computed again by the C library's long double tanh (one in 10^4 inputs). |x| <
+ * 2^-12 gives x (tanh(x) = x (1 - x^2/3 ...) rounds to x there), NaN stays NaN, +-inf
+ * gives +-1. The float32 reference on numpy (ops/kernels.py `tanh_float32`) computes the same
+ * values. An AVX2+FMA loop where the processor has them, else plain C; both round the same. */
+#define TANH_SHIFT 6755399441055744.0 /* 1.5 * 2^52: adding it rounds to an integer */
+#define TANH_MID ((int64_t)1 << 28)   /* a float midpoint: these low 29 bits of a double */
+#define TANH_NEAR ((int64_t)1 << 15)  /* within this many double units of it: recompute */
+static const double tanh_poly[9] = {
+    2.7557319223985893e-07, 2.7557319223985888e-06, 2.4801587301587302e-05,
+    1.9841269841269841e-04, 1.3888888888888889e-03, 8.3333333333333332e-03,
+    4.1666666666666664e-02, 1.6666666666666666e-01, 0.5};
+
+static float tanh_exact(float x) /* the slow path: rounded once from long double */
+{
+    return (float)tanhl((long double)x);
+}
+
+static float tanh_one(float x) /* the plain C element */
+{
+    double a = fabs((double)x);
+    if (a != a)
+        return x + x; /* (quiet) */
+    if (a < 0x1p-12)
+        return x;
+    a = a > 20.0 ? 20.0 : a;
+    double y = -2.0 * a;
+    double z = y * 1.4426950408889634 + TANH_SHIFT;
+    double kd = z - TANH_SHIFT;
+    double r = y - kd * 6.93147180369123816490e-01;
+    r = r - kd * 1.90821492927058770002e-10;
+    double p = tanh_poly[0];
+    for (int i = 1; i < 9; i++)
+        p = p * r + tanh_poly[i];
+    p = p * (r * r) + r;
+    int64_t zb, sb;
+    memcpy(&zb, &z, 8);
+    sb = (int64_t)((uint64_t)zb << 52) + ((int64_t)1023 << 52);
+    double s, t;
+    memcpy(&s, &sb, 8);
+    double u = s * p + (s - 1.0);
+    t = -u / (2.0 + u);
+    int64_t tb;
+    memcpy(&tb, &t, 8);
+    int64_t d = (tb & ((TANH_MID << 1) - 1)) - TANH_MID;
+    float f = (d > -TANH_NEAR && d < TANH_NEAR) ? tanh_exact((float)a) : (float)t;
+    return copysignf(f, x);
+}
+
+static void tanh32_plain(const float *x, float *out, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        out[i] = tanh_one(x[i]);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(TAPEGPU_PLAIN)
+#include <immintrin.h>
+#define TANH_AVX2 1
+__attribute__((target("avx2,fma"))) static void tanh32_avx2(const float *x, float *out,
+                                                              Py_ssize_t n)
+{
+    const __m256d shift = _mm256_set1_pd(TANH_SHIFT), cap = _mm256_set1_pd(20.0),
+                  tiny = _mm256_set1_pd(0x1p-12), one = _mm256_set1_pd(1.0),
+                  two = _mm256_set1_pd(2.0), abs_mask = _mm256_castsi256_pd(
+                      _mm256_set1_epi64x(0x7fffffffffffffffLL));
+    const __m256i bias = _mm256_set1_epi64x((int64_t)1023 << 52),
+                  low = _mm256_set1_epi64x((TANH_MID << 1) - 1),
+                  lo = _mm256_set1_epi64x(TANH_MID - TANH_NEAR),
+                  hi = _mm256_set1_epi64x(TANH_MID + TANH_NEAR);
+    const __m128 sign = _mm_set1_ps(-0.0f);
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m128 xf = _mm_loadu_ps(x + i);
+        __m256d xa = _mm256_and_pd(_mm256_cvtps_pd(xf), abs_mask);
+        __m256d a = _mm256_min_pd(cap, xa); /* (NaN stays NaN: min returns its 2nd operand) */
+        __m256d y = _mm256_mul_pd(a, _mm256_set1_pd(-2.0));
+        __m256d z = _mm256_fmadd_pd(y, _mm256_set1_pd(1.4426950408889634), shift);
+        __m256d kd = _mm256_sub_pd(z, shift);
+        __m256d r = _mm256_fmadd_pd(kd, _mm256_set1_pd(-6.93147180369123816490e-01), y);
+        r = _mm256_fmadd_pd(kd, _mm256_set1_pd(-1.90821492927058770002e-10), r);
+        /* the polynomial by Estrin's scheme (half Horner's chain of dependent operations) */
+        __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2);
+#define TANH_PAIR(j) _mm256_fmadd_pd(_mm256_set1_pd(tanh_poly[j]), r, _mm256_set1_pd(tanh_poly[j + 1]))
+        __m256d p = _mm256_fmadd_pd(
+            _mm256_fmadd_pd(TANH_PAIR(1), r2, TANH_PAIR(3)), r4,
+            _mm256_fmadd_pd(TANH_PAIR(5), r2, TANH_PAIR(7)));
+#undef TANH_PAIR
+        p = _mm256_fmadd_pd(_mm256_set1_pd(tanh_poly[0]), _mm256_mul_pd(r4, r4), p);
+        p = _mm256_fmadd_pd(p, r2, r);
+        __m256d s = _mm256_castsi256_pd(
+            _mm256_add_epi64(_mm256_slli_epi64(_mm256_castpd_si256(z), 52), bias));
+        __m256d u = _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, one));
+        __m256d t = _mm256_div_pd(_mm256_sub_pd(_mm256_setzero_pd(), u), _mm256_add_pd(two, u));
+        __m256d small = _mm256_cmp_pd(xa, tiny, _CMP_NGE_UQ); /* tiny or NaN: x itself */
+        t = _mm256_blendv_pd(t, xa, small);
+        __m256i d = _mm256_and_si256(_mm256_castpd_si256(t), low);
+        __m256i near = _mm256_and_si256(_mm256_cmpgt_epi64(d, lo), _mm256_cmpgt_epi64(hi, d));
+        __m128 f = _mm256_cvtpd_ps(t);
+        f = _mm_or_ps(f, _mm_and_ps(xf, sign)); /* |tanh| carries x's sign */
+        _mm_storeu_ps(out + i, f);
+        int m = _mm256_movemask_pd(_mm256_andnot_pd(small, _mm256_castsi256_pd(near)));
+        for (int k = 0; m; k++, m >>= 1)
+            if (m & 1)
+                out[i + k] = copysignf(tanh_exact(fabsf(x[i + k])), x[i + k]);
+    }
+    tanh32_plain(x + i, out + i, n - i);
+}
+#endif
+
+static PyObject *tanh32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    Buffers bs;
+    if (get_many(args, nargs, "tanh32", "ff", 0x2, &bs) == 0)
+        return NULL;
+    Py_ssize_t n = bs.b[0].len / 4;
+    if (bs.b[0].itemsize != 4 || bs.b[1].len != bs.b[0].len) {
+        release(&bs);
+        PyErr_SetString(PyExc_TypeError, "tanh32(x, out): float32 arrays of one size");
+        return NULL;
+    }
+    const float *x = bs.b[0].buf;
+    float *out = bs.b[1].buf;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef TANH_AVX2
+    static int avx2 = -1;
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx2)
+        tanh32_avx2(x, out, n);
+    else
+#endif
+        tanh32_plain(x, out, n);
+    Py_END_ALLOW_THREADS
+    release(&bs);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"tanh32", (PyCFunction)(void (*)(void))tanh32, METH_FASTCALL,
+     "tanh32(x, out): out = tanh(x), float32, correctly rounded."},
     {"bias_act", (PyCFunction)(void (*)(void))bias_act, METH_FASTCALL,
      "bias_act(k, x, b, out): out = f(x + b) over rows of len(b), f = ACTIVATIONS[k]."},
     {"act_backward", (PyCFunction)(void (*)(void))act_backward, METH_FASTCALL,
