@@ -1310,7 +1310,9 @@ static PyObject *xent_grad_vjp(PyObject *mod, PyObject *const *args, Py_ssize_t 
  * element is computed again by the C library's long double tanh (one in 10^4 inputs). |x| <
  * 2^-12 gives x (tanh(x) = x (1 - x^2/3 ...) rounds to x there), NaN stays NaN, +-inf
  * gives +-1. The float32 reference on numpy (ops/kernels.py `tanh_float32`) computes the same
- * values. An AVX2+FMA loop where the processor has them, else plain C; both round the same. */
+ * values. An AVX2+FMA loop where the processor has them (4 lanes; a block of 64 elements
+ * with a lane near a midpoint is done again by the plain loop), else plain C: both round
+ * correctly, so they agree. */
 #define TANH_SHIFT 6755399441055744.0 /* 1.5 * 2^52: adding it rounds to an integer */
 #define TANH_MID ((int64_t)1 << 28)   /* a float midpoint: these low 29 bits of a double */
 #define TANH_NEAR ((int64_t)1 << 15)  /* within this many double units of it: recompute */
@@ -1369,14 +1371,18 @@ __attribute__((target("avx2,fma"))) static void tanh32_avx2(const float *x, floa
 {
     const __m256d shift = _mm256_set1_pd(TANH_SHIFT), cap = _mm256_set1_pd(20.0),
                   tiny = _mm256_set1_pd(0x1p-12), one = _mm256_set1_pd(1.0),
-                  two = _mm256_set1_pd(2.0), abs_mask = _mm256_castsi256_pd(
+                  minus_two = _mm256_set1_pd(-2.0), abs_mask = _mm256_castsi256_pd(
                       _mm256_set1_epi64x(0x7fffffffffffffffLL));
     const __m256i bias = _mm256_set1_epi64x((int64_t)1023 << 52),
                   low = _mm256_set1_epi64x((TANH_MID << 1) - 1),
                   lo = _mm256_set1_epi64x(TANH_MID - TANH_NEAR),
-                  hi = _mm256_set1_epi64x(TANH_MID + TANH_NEAR);
+                  hi = _mm256_set1_epi64x(2 * TANH_NEAR);
     const __m128 sign = _mm_set1_ps(-0.0f);
-    Py_ssize_t i = 0;
+    Py_ssize_t i = 0, block = 0;
+    const __m256d none = _mm256_castsi256_pd(low);
+    __m256d least = none; /* the block's lanes' distances below */
+#define TANH_NEAR_ANY(v) \
+    _mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_castsi256_pd(hi), _CMP_LT_OQ))
     for (; i + 4 <= n; i += 4) {
         __m128 xf = _mm_loadu_ps(x + i);
         __m256d xa = _mm256_and_pd(_mm256_cvtps_pd(xf), abs_mask);
@@ -1384,33 +1390,38 @@ __attribute__((target("avx2,fma"))) static void tanh32_avx2(const float *x, floa
         __m256d y = _mm256_mul_pd(a, _mm256_set1_pd(-2.0));
         __m256d z = _mm256_fmadd_pd(y, _mm256_set1_pd(1.4426950408889634), shift);
         __m256d kd = _mm256_sub_pd(z, shift);
-        __m256d r = _mm256_fmadd_pd(kd, _mm256_set1_pd(-6.93147180369123816490e-01), y);
-        r = _mm256_fmadd_pd(kd, _mm256_set1_pd(-1.90821492927058770002e-10), r);
-        /* the polynomial by Estrin's scheme (half Horner's chain of dependent operations) */
-        __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2);
-#define TANH_PAIR(j) _mm256_fmadd_pd(_mm256_set1_pd(tanh_poly[j]), r, _mm256_set1_pd(tanh_poly[j + 1]))
-        __m256d p = _mm256_fmadd_pd(
-            _mm256_fmadd_pd(TANH_PAIR(1), r2, TANH_PAIR(3)), r4,
-            _mm256_fmadd_pd(TANH_PAIR(5), r2, TANH_PAIR(7)));
-#undef TANH_PAIR
-        p = _mm256_fmadd_pd(_mm256_set1_pd(tanh_poly[0]), _mm256_mul_pd(r4, r4), p);
-        p = _mm256_fmadd_pd(p, r2, r);
+        /* (one rounding of kd ln2 - y: ln2's own error, under 2^-53 ln2 per unit of k, is
+         * below 2^-47 of the result) */
+        __m256d r = _mm256_fmadd_pd(kd, _mm256_set1_pd(-0.69314718055994530942), y);
+        __m256d p = _mm256_set1_pd(tanh_poly[0]);
+        for (int k = 1; k < 9; k++)
+            p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(tanh_poly[k]));
+        p = _mm256_fmadd_pd(p, _mm256_mul_pd(r, r), r);
         __m256d s = _mm256_castsi256_pd(
             _mm256_add_epi64(_mm256_slli_epi64(_mm256_castpd_si256(z), 52), bias));
         __m256d u = _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, one));
-        __m256d t = _mm256_div_pd(_mm256_sub_pd(_mm256_setzero_pd(), u), _mm256_add_pd(two, u));
+        __m256d t = _mm256_div_pd(u, _mm256_sub_pd(minus_two, u)); /* -u / (2 + u) */
         __m256d small = _mm256_cmp_pd(xa, tiny, _CMP_NGE_UQ); /* tiny or NaN: x itself */
         t = _mm256_blendv_pd(t, xa, small);
-        __m256i d = _mm256_and_si256(_mm256_castpd_si256(t), low);
-        __m256i near = _mm256_and_si256(_mm256_cmpgt_epi64(d, lo), _mm256_cmpgt_epi64(hi, d));
+        /* the low 29 bits less (midpoint - NEAR), modulo 2^29: under 2 NEAR near a midpoint;
+         * the block's least, compared after it (as doubles: small integers' bits order as
+         * the denormals they are) */
+        __m256i d = _mm256_and_si256(_mm256_sub_epi64(_mm256_castpd_si256(t), lo), low);
         __m128 f = _mm256_cvtpd_ps(t);
         f = _mm_or_ps(f, _mm_and_ps(xf, sign)); /* |tanh| carries x's sign */
         _mm_storeu_ps(out + i, f);
-        int m = _mm256_movemask_pd(_mm256_andnot_pd(small, _mm256_castsi256_pd(near)));
-        for (int k = 0; m; k++, m >>= 1)
-            if (m & 1)
-                out[i + k] = copysignf(tanh_exact(fabsf(x[i + k])), x[i + k]);
+        least = _mm256_min_pd(least, _mm256_castsi256_pd(d));
+        /* every 64 elements: a block with such a lane again by the plain loop (no call in
+         * the loop above, so its constants stay in registers) */
+        if (((i + 4) & 63) == 0) {
+            if (TANH_NEAR_ANY(least))
+                tanh32_plain(x + block, out + block, i + 4 - block);
+            least = none;
+            block = i + 4;
+        }
     }
+    if (TANH_NEAR_ANY(least))
+        tanh32_plain(x + block, out + block, i - block);
     tanh32_plain(x + i, out + i, n - i);
 }
 #endif
