@@ -104,21 +104,26 @@ _FLOAT32 = np.dtype(np.float32)
 _MIDPOINT = 1 << 28  # a double whose low 29 bits are this lies halfway between two floats
 
 
-def tanh_float32(x):
+def tanh_float32(x, out=None):
     """tanh of a float32 numpy array, correctly rounded (numpy's float32 loop is one unit off
-    on about a third of its inputs): the CPU kernel (`_cpu.tanh32`) where it is built and the
-    array is C-contiguous, else the same floats computed by numpy: the double tanh rounded to
-    float32, or the long double one where the double lies within 64 units of a midpoint
-    between two floats (the C library's double tanh is within 2 units of the exact value)."""
+    on about a third of its inputs), into `out` (C-contiguous, not `x`) or a new array: the
+    CPU kernel (`_cpu.tanh32`) where it is built and `x` is C-contiguous, else the same floats
+    computed by numpy: the double tanh rounded to float32, or the long double one where the
+    double lies within 64 units of a midpoint between two floats (the C library's double
+    tanh is within 2 units of the exact value)."""
     if _TANH32 is not None and x.flags.c_contiguous:
-        out = np.empty(x.shape, _FLOAT32)
+        if out is None:
+            out = np.empty(x.shape, _FLOAT32)
         _TANH32(x, out)
         return out
     t = np.tanh(x.astype(np.float64))
-    out = t.astype(_FLOAT32)
+    y = t.astype(_FLOAT32)
     near = np.abs((t.view(np.int64) & (2 * _MIDPOINT - 1)) - _MIDPOINT) <= 64
     if near.any():
-        out[near] = np.tanh(x[near].astype(np.longdouble)).astype(_FLOAT32)
+        y[near] = np.tanh(x[near].astype(np.longdouble)).astype(_FLOAT32)
+    if out is None:
+        return y
+    out[...] = y
     return out
 
 

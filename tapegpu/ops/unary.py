@@ -119,8 +119,21 @@ def _tanh_forward(xp, x):
     return xp.tanh(x)
 
 
+def _tanh_into(forward, in_shapes, params):
+    """tg.function's replay on numpy: tanh written into a buffer of its plan (never its input's:
+    the kernel may read a block of it again)."""
+    if params:
+        return None
+
+    def run(x, out):
+        if x.dtype == np.float32:
+            return tanh_float32(x, out)
+        return np.tanh(x, out=out)
+    return run, False
+
+
 tanh = _unary("tanh", _tanh_forward, c="tanh(x)", vjp=_tanh_vjp,
-              dc="g * (T(1) - out * out)",
+              dc="g * (T(1) - out * out)", fresh=True, replay_into=_tanh_into,
               saves=("out",), doc="The hyperbolic tangent, elementwise.",
               **activation_kernels("tanh"))
 # sinh' = cosh, cosh' = sinh
