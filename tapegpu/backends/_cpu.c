@@ -20,7 +20,7 @@
  *   xent_shift, xent_finish,    sparse cross-entropy's steps between numpy's exp, sum
  *   xent_grad, xent_grad_vjp    and log, its VJP, and that VJP's own: one pass each (below)
  *   tanh32(x, out)              out = tanh(x) of float32, correctly rounded (numpy's float32
- *                               loop is not), computed in double (below)
+ *                               loop is not), computed in double; out must not be x (below)
  *
  * The activations are the ops whose forward (c=) and VJP (dc=) expressions are exact, the
  * backwards those whose VJP only is (their forwards call the C library's functions); their
@@ -1304,15 +1304,14 @@ static PyObject *xent_grad_vjp(PyObject *mod, PyObject *const *args, Py_ssize_t 
  * numpy's float32 tanh is off by one unit in the last place on about a third of its inputs;
  * this one is the float nearest the exact value. tanh(a) = -u / (2 + u), u = expm1(-2a)
  * = 2^k e^r - 1 (a = |x|; k, r from -2a = k ln2 + r, |r| <= ln2/2; e^r - 1 by its Taylor
- * polynomial to r^10), in double: relative error under 2^-40 (tests/ops/test_tanh32.py checks
- * every float32). Where that double lies within 2^15 double units (2^-37 relatively) of a
- * midpoint between two floats, so that its rounding could differ from the exact value's, the
- * element is computed again by the C library's long double tanh (one in 10^4 inputs). |x| <
- * 2^-12 gives x (tanh(x) = x (1 - x^2/3 ...) rounds to x there), NaN stays NaN, +-inf
- * gives +-1. The float32 reference on numpy (ops/kernels.py `tanh_float32`) computes the same
- * values. An AVX2+FMA loop where the processor has them (4 lanes; a block of 64 elements
- * with a lane near a midpoint is done again by the plain loop), else plain C: both round
- * correctly, so they agree. */
+ * polynomial to r^10), in double: relative error under 2^-40. Where that double lies within
+ * 2^15 double units (2^-37 relatively) of a midpoint between two floats, so that its rounding
+ * could differ from the exact value's, the element is computed again by the C library's long
+ * double tanh (one in 10^4 inputs). |x| < 2^-12 gives x (tanh(x) = x (1 - x^2/3 ...) rounds to
+ * x there), NaN stays NaN, +-inf gives +-1. An AVX2+FMA loop where the processor has them (4
+ * lanes; a block of 64 elements with a lane near a midpoint is done again by the plain loop),
+ * else plain C: both round correctly, so they agree, and with the float32 reference on numpy
+ * (ops/kernels.py `tanh_float32`). tests/backends/exhaustive_tanh32.py checks every float32. */
 #define TANH_SHIFT 6755399441055744.0 /* 1.5 * 2^52: adding it rounds to an integer */
 #define TANH_MID ((int64_t)1 << 28)   /* a float midpoint: these low 29 bits of a double */
 #define TANH_NEAR ((int64_t)1 << 15)  /* within this many double units of it: recompute */
@@ -1387,7 +1386,7 @@ __attribute__((target("avx2,fma"))) static void tanh32_avx2(const float *x, floa
         __m128 xf = _mm_loadu_ps(x + i);
         __m256d xa = _mm256_and_pd(_mm256_cvtps_pd(xf), abs_mask);
         __m256d a = _mm256_min_pd(cap, xa); /* (NaN stays NaN: min returns its 2nd operand) */
-        __m256d y = _mm256_mul_pd(a, _mm256_set1_pd(-2.0));
+        __m256d y = _mm256_mul_pd(a, minus_two);
         __m256d z = _mm256_fmadd_pd(y, _mm256_set1_pd(1.4426950408889634), shift);
         __m256d kd = _mm256_sub_pd(z, shift);
         /* (one rounding of kd ln2 - y: ln2's own error, under 2^-53 ln2 per unit of k, is
@@ -1456,7 +1455,7 @@ static PyObject *tanh32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"tanh32", (PyCFunction)(void (*)(void))tanh32, METH_FASTCALL,
-     "tanh32(x, out): out = tanh(x), float32, correctly rounded."},
+     "tanh32(x, out): out = tanh(x), float32, correctly rounded (out not x)."},
     {"bias_act", (PyCFunction)(void (*)(void))bias_act, METH_FASTCALL,
      "bias_act(k, x, b, out): out = f(x + b) over rows of len(b), f = ACTIVATIONS[k]."},
     {"act_backward", (PyCFunction)(void (*)(void))act_backward, METH_FASTCALL,
