@@ -112,24 +112,19 @@ def _tanh_vjp(ops, g, out):
     return _tanh_backward(g, out)
 
 
+def _tanh_numpy(x, out=None):
+    # float32 correctly rounded, by the CPU kernel where it is built (kernels.py)
+    return tanh_float32(x, out) if x.dtype == np.float32 else np.tanh(x, out=out)
+
+
 def _tanh_forward(xp, x):
-    # float32 on numpy correctly rounded, by the CPU kernel where it is built (kernels.py)
-    if xp is np and x.dtype == np.float32:
-        return tanh_float32(x)
-    return xp.tanh(x)
+    return _tanh_numpy(x) if xp is np else xp.tanh(x)
 
 
 def _tanh_into(forward, in_shapes, params):
     """tg.function's replay on numpy: tanh written into a buffer of its plan (never its input's:
     the kernel may read a block of it again)."""
-    if params:
-        return None
-
-    def run(x, out):
-        if x.dtype == np.float32:
-            return tanh_float32(x, out)
-        return np.tanh(x, out=out)
-    return run, False
+    return None if params else (_tanh_numpy, False)
 
 
 tanh = _unary("tanh", _tanh_forward, c="tanh(x)", vjp=_tanh_vjp,

@@ -29,11 +29,9 @@ def kernel(x):
 
 
 def by_numpy(x, monkeypatch):
-    monkeypatch.setattr(kernels, "_TANH32", None)
-    try:
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "_TANH32", None)
         return kernels.tanh_float32(x)
-    finally:
-        monkeypatch.undo()
 
 
 def specials():
