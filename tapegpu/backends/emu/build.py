@@ -302,9 +302,8 @@ def _fall_back(d, problem):
 
 def flags():
     """Compile flags; TAPEGPU_EMU_ASAN=1 adds AddressSanitizer, TAPEGPU_EMU_UCONTEXT=1
-    selects the portable (slower) context switch. Libraries link with gold where binutils has
-    it (a kernel's link: 40 ms instead of 85-110 with ld.bfd)."""
-    f = list(BASE_FLAGS) + (["-fuse-ld=gold"] if _has_gold() else [])
+    selects the portable (slower) context switch. The linker is not among them (link_flags)."""
+    f = list(BASE_FLAGS)
     if os.environ.get("TAPEGPU_EMU_ASAN") == "1":
         f += ["-fsanitize=address", "-fno-omit-frame-pointer"]
     if os.environ.get("TAPEGPU_EMU_UCONTEXT") == "1":
@@ -315,6 +314,32 @@ def flags():
 @functools.lru_cache(maxsize=None)
 def _has_gold():
     return shutil.which("ld.gold") is not None
+
+
+_gold_refused = set()   # the compilers whose links gold failed and the default linker made
+
+
+def link_flags():
+    """Libraries link with gold where binutils has it (a kernel's link: 40 ms instead of 85-110
+    with ld.bfd), unless gold failed a link of this compiler that the default linker made: gold
+    stops at a library it finds but cannot open (a compiler installed beside a dangling
+    libstdc++.so link) where ld.bfd searches on. The linker makes no difference to a library's
+    code, so it is not part of the cache's keys."""
+    return ["-fuse-ld=gold"] if _has_gold() and CXX not in _gold_refused else []
+
+
+def _link(cmd, what):
+    """Run the link `cmd` (the linker's flags last); a link gold fails is tried again with the
+    default linker, and where that one links, this process's later links of the compiler use
+    it too."""
+    gold = link_flags()
+    r = _run_compiler(cmd + gold, what)
+    if r.returncode != 0 and gold and "ld returned" in r.stderr:
+        again = _run_compiler(cmd, what)
+        if again.returncode == 0:
+            _gold_refused.add(cmd[0])
+        r = again
+    return r
 
 
 def content_hash(source, extra_flags=()):
@@ -670,7 +695,7 @@ def _compile(text, d, stem, key, extra_flags, emulated=True):
         # and the library's own name is fixed (gold records the output's path otherwise)
         cmd = [CXX, *flags(), *extra_flags, f"-ffile-prefix-map={build}=.", "-shared",
                f"-Wl,-soname,{stem}.so", *inputs, "-o", out]
-        r = _run_compiler(cmd, f"{stem}-{key}")
+        r = _link(cmd, f"{stem}-{key}")
         if r.returncode != 0:
             raise EmuCompileError(f"g++ failed to compile {stem}-{key}"
                                   f"{' for the emulator' if emulated else ''}:\n"

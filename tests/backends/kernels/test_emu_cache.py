@@ -293,6 +293,33 @@ def test_the_emulator_backend_is_unavailable_without_a_working_compiler(tmp_path
     assert backend.CudaEmuBackend.available()
 
 
+@pytest.mark.skipif(not emu_build._has_gold() or shutil.which("g++") is None,
+                    reason="needs binutils' ld.gold and g++")
+def test_a_link_gold_cannot_make_is_made_by_the_default_linker(tmp_path, monkeypatch):
+    """A compiler installed beside a dangling libstdc++.so link (as in a CUDA image's /opt/gcc):
+    gold stops at the link it cannot open, ld.bfd searches on; every kernel failed to build."""
+    libs = tmp_path / "gcc-lib"
+    libs.mkdir()
+    (libs / "libstdc++.so").symlink_to(tmp_path / "missing" / "libstdc++.so.6")
+    cxx = tmp_path / "g++"
+    cxx.write_text(f'#!/bin/sh\nexec {shutil.which("g++")} "$@" -L{libs}\n')
+    cxx.chmod(0o755)
+    monkeypatch.setenv("TAPEGPU_EMU_CACHE", str(private_dir(tmp_path / "cache")))
+    monkeypatch.setattr(emu_build, "CXX", str(cxx))
+    monkeypatch.setattr(emu_build, "_shared", {})
+    monkeypatch.setattr(emu_build, "_gold_refused", set())
+    assert emu_build.link_flags() == ["-fuse-ld=gold"]
+    seen = _commands(monkeypatch)
+    y = np.zeros(4, np.float32)
+    RawModule(code=CODE).get_function("k")(1, 4, (y,))
+    np.testing.assert_array_equal(y, 2 * np.arange(4))
+    links = [c for c in seen if "-shared" in c]
+    assert [("-fuse-ld=gold" in c) for c in links] == [True, False]
+    assert emu_build.link_flags() == []   # this compiler's later links skip gold
+    RawModule(code=CODE.replace("2.0f", "3.0f")).get_function("k")(1, 4, (y,))
+    assert [("-fuse-ld=gold" in c) for c in seen if "-shared" in c] == [True, False, False]
+
+
 # ------------------------------------------------------------ shared parts (runtime, header)
 
 
