@@ -84,6 +84,23 @@ def test_demo_prints_a_verdict_for_the_hvp_check():
     assert rel < demo.HVP_TOLERANCE
     assert f"ok (relative difference {rel:.1e} < 1e-04)" in text, text
     assert demo.hvp_verdict(3e-3) == "FAILED (relative difference 3.0e-03 >= 1e-04)"
+    assert result["hvp_tolerance"] == demo.HVP_TOLERANCE   # on the CPU
+
+
+def test_the_hvp_check_allows_for_tf32_products_on_a_gpu_only():
+    """On an H200 the demo's float32 HVP (TF32 products, on by default as in TensorFlow) was
+    9.3e-4 from the float64 differences and the demo exited 1."""
+    gpu, cpu = "/job:localhost/replica:0/task:0/device:GPU:0", \
+        "/job:localhost/replica:0/task:0/device:CPU:0"
+    was = tg.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tg.config.experimental.enable_tensor_float_32_execution(True)
+        assert demo.hvp_tolerance(gpu) == demo.HVP_TOLERANCE_TF32 > 9.3e-4
+        assert demo.hvp_tolerance(cpu) == demo.HVP_TOLERANCE
+        tg.config.experimental.enable_tensor_float_32_execution(False)
+        assert demo.hvp_tolerance(gpu) == demo.HVP_TOLERANCE
+    finally:
+        tg.config.experimental.enable_tensor_float_32_execution(was)
 
 
 # -- info on a machine without a usable GPU -----------------------------------------------------
