@@ -328,7 +328,7 @@ def case_launch(tg, device, fw, quick):
         for _ in range(100):
             tg.add(a, a)
         dev.synchronize()
-    fns["tapegpu function"] = tg_add  # eager op dispatch: the row's baseline
+    fns["tapegpu eager"] = tg_add  # eager op dispatch: the row's baseline
 
     def cupy_add():
         for _ in range(100):
@@ -548,19 +548,9 @@ def case_jacobian(tg, device, fw, quick):
                 out = tg.matmul(tg.tanh(tg.matmul(tx, tw1)), tw2)
             tape.batch_jacobian(out, tx)
         dev.synchronize()
-    fns = {"tapegpu function": tg_jac}
+    fns = {"tapegpu eager": tg_jac}
     if "pytorch" in fw:
-        torch = fw["pytorch"]
-        a, b, tx_ = (torch.tensor(t).cuda() for t in (w1, w2, x))
-
-        def f(v):
-            return torch.tanh(v @ a) @ b
-
-        def torch_jac():
-            torch.func.jacrev(f)(tx_[0])
-            torch.func.vmap(torch.func.jacrev(f))(tx_)
-            torch.cuda.synchronize()
-        fns["pytorch"] = torch_jac
+        fns["pytorch"] = _torch_jacobian(fw["pytorch"], w1, w2, x)
     if "jax" in fw:
         import jax
         import jax.numpy as jnp
@@ -573,6 +563,36 @@ def case_jacobian(tg, device, fw, quick):
             bjac(jx).block_until_ready()
         fns["jax"] = jax_jac
     return fns, "jacobian (128 -> 128) and batch_jacobian over 64 rows of tanh(x W1) W2"
+
+
+# Each framework's side is made in a function of its own: closures over the case's locals
+# would read the names the next framework's side rebinds (PyTorch's product then met JAX's
+# arrays).
+def _torch_jacobian(torch, w1, w2, x):
+    a, b, tx = (torch.tensor(t).cuda() for t in (w1, w2, x))
+
+    def f(v):
+        return torch.tanh(v @ a) @ b
+
+    def torch_jac():
+        torch.func.jacrev(f)(tx[0])
+        torch.func.vmap(torch.func.jacrev(f))(tx)
+        torch.cuda.synchronize()
+    return torch_jac
+
+
+def _torch_per_example(torch, ws, x, y):
+    pw = [torch.tensor(w).cuda() for w in ws]
+    px, py = torch.tensor(x).cuda(), torch.tensor(y).cuda()
+
+    def loss(params, xi, yi):
+        logits = torch.relu(xi @ params[0]) @ params[1]
+        return torch.nn.functional.cross_entropy(logits[None], yi[None])
+
+    def torch_per_example():
+        torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(pw, px, py)
+        torch.cuda.synchronize()
+    return torch_per_example
 
 
 def case_per_example(tg, device, fw, quick):
@@ -590,20 +610,9 @@ def case_per_example(tg, device, fw, quick):
                 losses = tg.nn.sparse_softmax_cross_entropy_with_logits(ty, tg.matmul(h, tw[1]))
             tape.jacobian(losses, tw)  # row i: the gradient of example i's loss
         dev.synchronize()
-    fns = {"tapegpu function": tg_per_example}
+    fns = {"tapegpu eager": tg_per_example}
     if "pytorch" in fw:
-        torch = fw["pytorch"]
-        pw = [torch.tensor(w).cuda() for w in ws]
-        px, py = torch.tensor(x).cuda(), torch.tensor(y).cuda()
-
-        def loss(params, xi, yi):
-            logits = torch.relu(xi @ params[0]) @ params[1]
-            return torch.nn.functional.cross_entropy(logits[None], yi[None])
-
-        def torch_per_example():
-            torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(pw, px, py)
-            torch.cuda.synchronize()
-        fns["pytorch"] = torch_per_example
+        fns["pytorch"] = _torch_per_example(fw["pytorch"], ws, x, y)
     if "jax" in fw:
         import jax
         import jax.numpy as jnp
