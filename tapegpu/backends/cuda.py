@@ -6,6 +6,8 @@ kernel entries of the ops in their registry entries (ops/kernels.py), both exerc
 test run by `cuda_emu`."""
 import collections
 
+import numpy
+
 import cupy  # noqa: F401  (ImportError here means no GPU backend; backend.lookup says so)
 
 from . import checks
@@ -25,6 +27,16 @@ def special(name):
 def _load_module(path, names):
     with open(path) as f:  # one FMA policy with the generated kernels (NVRTC_OPTIONS)
         return cupy.RawModule(code=f.read(), options=NVRTC_OPTIONS)
+
+
+def _negative_zero(value, dtype):
+    """Whether `value` is a 0-d float or complex zero with a negative sign in it."""
+    if not isinstance(value, (float, complex, numpy.floating, numpy.complexfloating)) and \
+            not (isinstance(value, numpy.ndarray) and value.ndim == 0):
+        return False
+    v = numpy.asarray(value, dtype=dtype)
+    return v.dtype.kind in "fc" and bool(v == 0) and \
+        bool(numpy.signbit(v.real) or numpy.signbit(v.imag))
 
 
 class CudaBackend:
@@ -57,6 +69,13 @@ class CudaBackend:
 
     def asarray(self, value, dtype=None):
         with cupy.cuda.Device(self.index):
+            if _negative_zero(value, dtype):
+                # CuPy uploads a 0-d value with ndarray.fill, which memsets a value == 0, so
+                # -0.0 would arrive as +0.0: negate a zero on the device (no upload) instead
+                v = numpy.asarray(value, dtype=dtype)
+                if v.dtype.kind == "f":
+                    return cupy.negative(cupy.zeros((), dtype=v.dtype))
+                return cupy.asarray(v.reshape(1)).reshape(())  # complex: byte for byte
             return cupy.asarray(value, dtype=dtype)
 
     def copy_from(self, array):

@@ -2,6 +2,7 @@
 `tg.from_dlpack`. Tensors also speak `__dlpack__`, `__array__` and, on a GPU,
 `__cuda_array_interface__`, so `torch.from_dlpack(t)`, `np.asarray(t)` and `cupy.asarray(t)`
 work directly."""
+import ctypes
 import types
 
 import numpy as np
@@ -22,6 +23,9 @@ def from_dlpack(obj):
     array([0., 1., 2.])
     """
     if type(obj).__name__ == "PyCapsule":
+        if _capsule_device_type(obj) == _CUDA:  # to_dlpack's of a GPU tensor, torch's, ...
+            dev = backend.lookup("gpu")
+            return Tensor(dev.xp.from_dlpack(obj), dev)
         obj = _Capsule(obj)
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"from_dlpack: expected a DLPack producer (an object with __dlpack__: "
@@ -33,6 +37,24 @@ def from_dlpack(obj):
         return Tensor(dev.xp.from_dlpack(obj), dev)
     dev = backend.current() if backend.current().xp is np else backend.NUMPY
     return Tensor(np.array(np.from_dlpack(obj), copy=True), dev)
+
+
+def _capsule_device_type(capsule):
+    """The DLPack device type a capsule's tensor is on (1 CPU, 2 CUDA), read from its struct:
+    DLTensor {void *data; DLDevice device; ...}, first in a legacy "dltensor"'s
+    DLManagedTensor, after version, manager_ctx, deleter and flags (32 bytes) in a
+    "dltensor_versioned"'s. None for a capsule already consumed ("used_dltensor")."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = \
+        ctypes.c_char_p, [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype, api.PyCapsule_GetPointer.argtypes = \
+        ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    name = api.PyCapsule_GetName(capsule)
+    offset = {b"dltensor": 0, b"dltensor_versioned": 32}.get(name)
+    if offset is None:
+        return None
+    address = api.PyCapsule_GetPointer(capsule, name) + offset + ctypes.sizeof(ctypes.c_void_p)
+    return ctypes.c_int32.from_address(address).value
 
 
 class _Capsule:

@@ -664,7 +664,8 @@ def constant(value, dtype=None, shape=None, name=None):
     if shape is not None:
         shape = tuple(shape)
         if t.size == 1:
-            t = Tensor(t._dev.xp.full(shape, t._data.reshape(()), dtype=t._data.dtype), t._dev)
+            # a broadcast copy, not xp.full: CuPy's fill memsets a -0.0 (to +0.0)
+            t = Tensor(t._dev.xp.broadcast_to(t._data.reshape(()), shape).copy(), t._dev)
         elif t.size == int(np.prod(shape)):
             t = Tensor(t._data.reshape(shape), t._dev)
         else:
@@ -689,7 +690,7 @@ def scalar_like(value, like):
     elif npd.kind == "b" and not isinstance(value, bool):
         raise TypeError(f"cannot use {value!r} with a tensor of dtype bool")
     try:
-        t = Tensor(like._dev.xp.asarray(value, dtype=npd), like._dev)
+        t = Tensor(like._dev.asarray(value, dtype=npd), like._dev)  # -0.0 kept on a GPU
     except OverflowError:
         info = np.iinfo(npd)
         raise TypeError(f"cannot use the Python int {value} with a tensor of dtype {npd.name}: "

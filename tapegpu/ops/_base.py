@@ -93,6 +93,37 @@ def add_at(xp, out, key, values):
         ordered_add_at(xp, out, key, values)
 
 
+def extreme_at(xp, name, out, key, values):
+    """`xp.maximum.at(out, key, values)` (`name` "maximum") or `minimum.at`: each target of
+    `out[key]` combined with all its values. numpy's own on the host. Not CuPy's: its
+    `maximum.at` / `minimum.at` (atomicMax / atomicMin, cupy/_core/include/cupy/atomics.cuh)
+    compare float64 with fmaxf / fminf, so they round the result to float32 and skip NaN, and
+    have no loop for 8- and 16-bit integers, bool or float16. On a device the values are
+    combined with the elementwise `maximum` / `minimum` instead: sorted by target, folded
+    pairwise within each target's run in log2(n) passes, then one write per target. No
+    sync; NaN propagates, as numpy's. `out` is contiguous (the ops make it)."""
+    if xp is np:
+        getattr(np, name).at(out, key, values)
+        return
+    fn = getattr(xp, name)
+    targets = xp.arange(out.size).reshape(out.shape)[key]
+    t = targets.reshape(-1)
+    if t.size == 0:
+        return
+    v = xp.broadcast_to(xp.asarray(values, dtype=out.dtype), targets.shape).reshape(-1)
+    order = xp.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    step = 1
+    while step < t.size:  # v[i]: the extreme of v[i : i + 2 * step] within i's target
+        same = t[step:] == t[:-step]
+        v[:-step] = xp.where(same, fn(v[:-step], v[step:]), v[:-step])
+        step *= 2
+    first = xp.ones(t.shape, dtype=bool)
+    first[1:] = t[1:] != t[:-1]
+    flat = out.reshape(-1)
+    flat[t[first]] = fn(flat[t[first]], v[first])
+
+
 def ordered_add_at(xp, out, key, values):
     """`add.at` in numpy's order with plain scatters: the targets sorted stably, each pass adds
     the k-th value of every target (no index repeats within a pass), as many passes as the

@@ -1049,17 +1049,22 @@ def _pack_ops(ops, *parts):
 
 def _nan_for_nonfinite(xp, fn, x):
     """fn(x) (a tuple of arrays over the batch of x), NaN for the matrices of x that are not
-    finite: TF's decompositions return NaN for them, numpy's raise LinAlgError (CuPy's give
-    NaN already). A failure on finite input still raises."""
-    try:
-        return fn(x)
-    except np.linalg.LinAlgError:
-        bad = ~np.isfinite(x).all(axis=(-2, -1))
-        if not bad.any():
-            raise
-        outs = fn(np.where(bad[..., None, None], 0, x))
-        return tuple(np.where(bad.reshape(bad.shape + (1,) * (o.ndim - bad.ndim)), np.nan, o)
-                     for o in outs)
+    finite, as TF's decompositions return. numpy's raise LinAlgError for them; cuSOLVER's
+    return without an error, partly finite (an H200's SVD of a 3x3 matrix with one NaN: s =
+    [nan, 0.61, 0.51]), so on a device the non-finite matrices are replaced by zeros and their
+    results by NaN without asking the host. A failure on finite input still raises."""
+    if xp is np:
+        try:
+            return fn(x)
+        except np.linalg.LinAlgError:
+            bad = ~np.isfinite(x).all(axis=(-2, -1))
+            if not bad.any():
+                raise
+    else:
+        bad = ~xp.isfinite(x).all(axis=(-2, -1))
+    outs = fn(xp.where(bad[..., None, None], 0, x))
+    return tuple(xp.where(bad.reshape(bad.shape + (1,) * (o.ndim - bad.ndim)), np.nan, o)
+                 for o in outs)
 
 
 def _safe_reciprocal(x):

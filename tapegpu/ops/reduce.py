@@ -9,7 +9,7 @@ from .registry import InvalidArgumentError, def_op, forward_on
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
 
-from ._base import add_at, apply, floating, norm_axes, norm_axis, public, tensor
+from ._base import add_at, apply, extreme_at, floating, norm_axes, norm_axis, public, tensor
 from . import binary as _b, unary as _u
 from . import shape as _shape
 from .shape import reshape
@@ -433,7 +433,7 @@ def _segment_extreme_forward(fn):
         info = xp.finfo(data.dtype) if data.dtype.kind == "f" else xp.iinfo(data.dtype)
         # an empty segment is the dtype's lowest (max) or highest (min) value, as TF
         out = xp.full(shape, info.min if fn == "maximum" else info.max, dtype=data.dtype)
-        getattr(xp, fn).at(out, _segment_key(ids, lead), data)
+        extreme_at(xp, fn, out, _segment_key(ids, lead), data)  # not CuPy's .at
         return out
     return forward
 

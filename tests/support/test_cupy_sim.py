@@ -180,6 +180,45 @@ def test_seeded_gpu_only_bug_fails_only_on_the_stand_in(fn, cp):
         assert not np.array_equal(np.asarray(got), expected)
 
 
+def test_scatter_max_and_min_are_cupys_atomics(cp):
+    """CuPy's maximum.at/minimum.at: fmaxf/fminf in a CAS loop (float64 rounded to float32, NaN
+    skipped), no 8/16-bit integer loop; ufunc.at only for the scatter ufuncs."""
+    out = cp.full(2, -1e300)
+    cp.maximum.at(out, cp.asarray(np.array([0, 0, 1])),
+                  cp.asarray(np.array([1.2530809568010897, np.nan, 0.5])))
+    assert out.get().tolist() == [float(np.float32(1.2530809568010897)), 0.5]
+    with pytest.raises(TypeError, match="maximum.at only supports"):
+        cp.maximum.at(cp.zeros(2, dtype=np.int8), cp.asarray(np.array([0])), 1)
+    with pytest.raises(NotImplementedError, match="power.at"):
+        cp.power.at(cp.zeros(2), cp.asarray(np.array([0])), 2.0)
+
+
+def test_a_zero_fill_is_a_memset_that_drops_the_sign(cp):
+    a = cp.ones(2)
+    a.fill(-0.0)
+    for got in (a, cp.full(2, -0.0), cp.asarray(-0.0), cp.asarray(np.float32(-0.0))):
+        assert not np.signbit(got.get()).any()
+    assert np.signbit(cp.asarray(np.array([-0.0])).get()).all()  # copied byte for byte
+
+
+def test_svd_of_a_non_finite_matrix_is_partly_finite(cp):
+    x = np.eye(3)
+    x[0, 0] = np.nan
+    s = cp.linalg.svd(cp.asarray(x), compute_uv=False).get()
+    assert np.isnan(s).any() and not np.isnan(s).all()
+
+
+def test_dlpack_exports_the_device_buffer(cp):
+    a = cp.arange(3.0)
+    with pytest.raises((BufferError, RuntimeError), match="Unsupported device"):
+        np.from_dlpack(a)  # numpy reads host memory only
+    host = np.from_dlpack(a, device="cpu")  # a copy, as CuPy's CPU export
+    host[0] = 7.0
+    back = cp.from_dlpack(a.toDlpack())  # the same buffer
+    back[1] = 5.0
+    assert a.get().tolist() == [0.0, 5.0, 2.0]
+
+
 # -- part 2: tapegpu's cuda path under the stand-in -------------------------------------------
 
 def test_gather_gradient_adds_repeated_indices(sim):
@@ -545,3 +584,45 @@ def test_many_modules_keep_the_memory_mappings_bounded(sim):
         sim.RawModule(code=src).get_function("k")((3,), (256,), (x, np.int64(600)))
         assert float(x[599]) == k
     assert mappings() - before < 8 * 60
+
+
+def test_segment_and_scatter_extremes_are_exact_in_float64_and_propagate_nan(sim):
+    data = np.array([[1.2530809568010897, -0.3], [0.1, 0.7], [-1.0, 2.0]])
+    x = tg.constant(data)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        m = tg.math.unsorted_segment_max(x, [0, 0, 1], 3)
+        top = m[0]
+    got = m.numpy()
+    assert got[0].tolist() == [1.2530809568010897, 0.7]  # not float32-rounded
+    assert got[2].tolist() == [np.finfo(np.float64).min] * 2  # an empty segment
+    # the gradient goes where the data equals the maximum (CuPy's rounded one matched none)
+    assert tape.gradient(top, x).numpy().tolist() == [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
+    data[2, 0] = np.nan
+    got = tg.math.unsorted_segment_max(tg.constant(data), [0, 0, 1], 2).numpy()
+    assert np.isnan(got[1, 0]) and got[1, 1] == 2.0  # NaN wins, as numpy's maximum.at
+    low = tg.math.unsorted_segment_min(tg.constant(np.array([3, -2, 5], np.int8)), [1, 1, 0], 2)
+    assert low.numpy().tolist() == [5, -2]  # int8: no CuPy atomic, same answer
+    t = tg.tensor_scatter_nd_min(tg.constant(data[:2]), [[1], [1]],
+                                 tg.constant(np.array([[0.1, 0.69999999999], [0.2, 0.8]])))
+    assert t.numpy()[1].tolist() == [0.1, 0.69999999999]
+
+
+def test_python_scalar_negative_zero_keeps_its_sign(sim):
+    z = tg.constant([-0.0])
+    assert np.signbit((z + -0.0).numpy()).all()
+    assert np.signbit(tg.constant(-0.0).numpy())
+    assert np.signbit(tg.constant(-0.0, shape=[2]).numpy()).all()
+
+
+def test_svd_of_a_non_finite_matrix_is_all_nan(sim):
+    x = np.eye(3)
+    x[1, 1] = np.nan
+    s, u, v = tg.linalg.svd(x)
+    assert np.isnan(s.numpy()).all() and np.isnan(u.numpy()).all() and np.isnan(v.numpy()).all()
+
+
+def test_dlpack_capsules_of_gpu_tensors_come_back_on_the_gpu(sim):
+    x = tg.constant([1.0, 2.0])
+    y = tg.from_dlpack(tg.experimental.dlpack.to_dlpack(x))
+    assert "GPU" in y.device and y.numpy().tolist() == [1.0, 2.0]

@@ -14,7 +14,15 @@ contract where it differs from numpy's:
 * results are arrays: reductions and scalar indexing give 0-d arrays, never numpy scalars.
 * `cupy.linalg` never raises on singular or non-positive-definite input: `inv`/`solve` give
   NaN, `cholesky` a partial factor (LAPACK's potrf stops at the first non-positive pivot and
-  leaves the rest), as cuSOLVER does without `cupyx.errstate(linalg='raise')`.
+  leaves the rest), as cuSOLVER does without `cupyx.errstate(linalg='raise')`; `svd` of a
+  matrix with NaN or inf is partly finite, as cuSOLVER's.
+* `ufunc.at` and `scatter_add/max/min` exist only for CuPy's scatter ufuncs and dtypes, and
+  `maximum.at`/`minimum.at` of floats skip NaN and round float64 to float32, as CuPy's
+  atomicMax/atomicMin (fmaxf/fminf in a CAS loop).
+* a value == 0 written by `fill` (and so by `full` and `asarray` of a 0-d host value) is a
+  memset: -0.0 arrives as +0.0, as CuPy's.
+* DLPack: an array exports its "device" buffer as kDLCUDA (numpy refuses it; a host copy
+  with `dl_device=(1, 0)`), and `cupy.from_dlpack` takes such capsules back without a copy.
 * `linalg.solve` does not broadcast batch axes of `a` against `b`.
 * out-of-range integer index arrays wrap (`a[[1, 3]]` of a length-3 array is `a[[1, 0]]`).
 * `cupy.RawModule` runs the CUDA source through tapegpu's emulator
@@ -33,6 +41,7 @@ tapegpu call site, and NCCL calls.
 """
 import collections
 import contextlib
+import ctypes
 import importlib.machinery
 import math
 import os
@@ -598,21 +607,35 @@ class ndarray:
 
     @_captured(_first_arg)
     def scatter_add(self, slices, value):
-        np.add.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
+        _scatter(self, slices, value, "add")
 
     @_captured(_first_arg)
     def scatter_max(self, slices, value):
-        np.maximum.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
+        _scatter(self, slices, value, "maximum")
 
     @_captured(_first_arg)
     def scatter_min(self, slices, value):
-        np.minimum.at(self._a, _wrap_index(slices, self._a.shape), _strict(value))
+        _scatter(self, slices, value, "minimum")
+
+    @_captured(_first_arg)
+    def fill(self, value):
+        _fill_value(self._a, value)
 
     def toDlpack(self):
-        return self._a.__dlpack__()
+        return _device_capsule(self)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return self._a.__dlpack__()
+        if dl_device is None or tuple(dl_device) == (2, 0):  # CuPy's: its device buffer
+            if copy is True:
+                raise BufferError("copy=True only supported for copy to CPU.")
+            return _device_capsule(self, max_version)
+        if tuple(dl_device) == (1, 0):  # a host copy, as CuPy's CPU export
+            if copy is False:
+                raise ValueError("GPU memory cannot be exported to CPU without copy.")
+            stats.transfer("d2h")
+            return self._a.copy().__dlpack__(
+                **({"max_version": max_version} if max_version is not None else {}))
+        raise BufferError("unsupported device requested.")
 
     def __dlpack_device__(self):
         return (2, 0)  # kDLCUDA
@@ -670,6 +693,150 @@ for _op, _uf in [("neg", "negative"), ("pos", "positive"), ("abs", "absolute"),
     setattr(ndarray, f"__{_op}__", (lambda u: lambda self: _MODULES["cupy"].__dict__[u](self))(_uf))
 
 
+# ----------------------------------------------------------------------------- fill, DLPack
+def _fill_value(a, value):
+    """CuPy's ndarray.fill: a value == 0 (-0.0 too) is a memset of zero bytes, so -0.0 becomes
+    +0.0; cupy.asarray of a 0-d host value and cupy.full go through it."""
+    v = np.asarray(_strict(value)).astype(a.dtype)
+    if v.shape != ():
+        raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+    if a.dtype.kind != "V" and v == 0 and a.flags.c_contiguous:
+        a.reshape(-1).view(np.uint8)[...] = 0  # contiguous: reshape is a view
+    else:
+        a[...] = v
+
+
+@_captured()
+def full(shape, fill_value, dtype=None, order="C"):
+    dt = np.asarray(_strict(fill_value)).dtype if dtype is None else dtype
+    a = np.empty(shape, dtype=dt, order=order)
+    _fill_value(a, fill_value)
+    return _wrap(a)
+
+
+@_captured()
+def full_like(a, fill_value, dtype=None, order="K", subok=None, shape=None):
+    _assert_device(a)
+    out = np.empty_like(a._a, dtype=dtype, order=order, shape=shape)
+    _fill_value(out, fill_value)
+    return _wrap(out)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
+def _device_capsule(a, max_version=None):
+    """A legacy DLPack capsule of `a` that says kDLCUDA, as CuPy's export of its device buffer:
+    a host consumer (numpy) refuses it ("Unsupported device in DLTensor"), `cupy.from_dlpack`
+    takes it back. The structs live as long as the array."""
+    x = a._a
+    shape = (ctypes.c_int64 * max(x.ndim, 1))(*x.shape)
+    strides = (ctypes.c_int64 * max(x.ndim, 1))(*[s // x.itemsize for s in x.strides])
+    dl = _DLTensor(x.ctypes.data, _DLDevice(2, 0), x.ndim, _DL_CODES[x.dtype.kind],
+                   x.itemsize * 8, 1, shape, strides, 0)
+    versioned = max_version is not None and max_version[0] >= 1
+    t = _DLManagedTensorVersioned(1, 0, None, None, 0, dl) if versioned else \
+        _DLManagedTensor(dl, None, None)
+    view = ndarray._of(x)  # what cupy.from_dlpack gives back: the same buffer
+    if id(a) not in _KEEP:
+        _KEEP[id(a)] = []
+        weakref.finalize(a, _KEEP.pop, id(a), None)
+    _KEEP[id(a)].append((t, shape, strides, view))
+    _EXPORTS[ctypes.addressof(t)] = view
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    return _capsule_new(ctypes.addressof(t), name, None)
+
+
+def _from_device_capsule(capsule):
+    """The array a `_device_capsule` exports (its buffer, no copy), None for another capsule."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    for name in (b"dltensor", b"dltensor_versioned"):
+        try:
+            return _EXPORTS.get(get(capsule, name))
+        except ValueError:  # the other name
+            pass
+    return None
+
+
+_EXPORTS = weakref.WeakValueDictionary()  # DLManagedTensor address -> exported array
+_KEEP = {}  # id(array) -> its exports' structs, alive as long as the array
+
+
+@_captured()
+def from_dlpack(array, *, device=None, copy=None):
+    """CuPy's: a capsule or a producer of device memory, taken without a copy; host memory
+    (a producer on the CPU) copied to the device."""
+    if type(array).__name__ == "PyCapsule":
+        got = _from_device_capsule(array)
+        if got is None:
+            raise BufferError("the stand-in takes back only its own device capsules")
+        return got
+    if array.__dlpack_device__()[0] == 2:
+        return from_dlpack(array.__dlpack__(stream=None))
+    stats.transfer("h2d")
+    return _wrap(np.array(np.from_dlpack(array), copy=True))
+
+
+# ----------------------------------------------------------------------------- scatters
+# CuPy's ufunc.at and scatter_add/max/min (cupy/_core/_routines_indexing.pyx, _scatter_op):
+# only these ufuncs, each with its atomic's dtypes (TypeError otherwise); the values are cast to
+# the target's dtype first. The float atomicMax / atomicMin of cupy/_core/include/cupy/
+# atomics.cuh are CAS loops over fmaxf / fminf: NaN is skipped (C's fmax), and a float64 target
+# gets the float32-rounded result at every write (fmaxf of two doubles computes in float).
+_I = (np.int32, np.int64, np.uint32, np.uint64)
+_SCATTER_OPS = {"add": ("add", _I + (np.float16, np.float32, np.float64)),
+                "subtract": ("sub", (np.int32, np.uint32)),
+                "maximum": ("max", _I + (np.float32, np.float64)),
+                "minimum": ("min", _I + (np.float32, np.float64)),
+                "bitwise_and": ("and", _I), "bitwise_or": ("or", _I), "bitwise_xor": ("xor", _I)}
+_SCATTER_NP = {"add": np.add, "sub": np.subtract, "max": np.maximum, "min": np.minimum,
+               "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+def _scatter(a, indices, value, ufname):
+    op, dtypes = _SCATTER_OPS[ufname]
+    if a.dtype.type not in dtypes:
+        raise TypeError(f"cupy.{ufname}.at only supports "
+                        f"{', '.join(np.dtype(d).name for d in dtypes)} as data type")
+    idx = _wrap_index(indices, a.shape)
+    v = np.asarray(_strict(value)).astype(a.dtype, copy=False)
+    if op in ("max", "min") and a.dtype.kind == "f":
+        with np.errstate(over="ignore"):  # float64's extremes are float32's infinities
+            work = a._a.astype(np.float32)
+        touched = np.zeros(a.shape, dtype=bool)
+        touched[idx] = True
+        (np.fmax if op == "max" else np.fmin).at(work, idx, v.astype(np.float32))
+        a._a[touched] = work[touched]
+    else:
+        _SCATTER_NP[op].at(a._a, idx, v)
+
+
 # ----------------------------------------------------------------------------- ufuncs
 class ufunc:
     """CuPy's ufunc: device arrays and scalars only."""
@@ -716,11 +883,9 @@ class ufunc:
     def at(self, a, indices, b=None):
         if not isinstance(a, ndarray):
             raise _unsupported(a)
-        idx = _wrap_index(indices, a.shape)
-        if b is None:
-            self._u.at(a._a, idx)
-        else:
-            self._u.at(a._a, idx, _strict(b))
+        if self.__name__ not in _SCATTER_OPS:  # CuPy's: only the ufuncs with a scatter kernel
+            raise NotImplementedError(f"`cupy_{self.__name__}.at` is not supported yet")
+        _scatter(a, indices, b, self.__name__)
 
 
 # ----------------------------------------------------------------------------- functions
@@ -736,8 +901,12 @@ def _function(npf, name):
                     _keeps(args[0], {"ascontiguousarray": "C", "asfortranarray": "F"}.get(
                         name, kwargs.get("order"))):
                 return args[0]  # CuPy's asarray returns the array itself
-            return _wrap(np.array(npf(*_host_ok(args), **_host_ok(kwargs)), copy=name == "array"
-                                  or None, order="K"))
+            r = np.array(npf(*_host_ok(args), **_host_ok(kwargs)), copy=name == "array"
+                         or None, order="K")
+            if r.ndim == 0 and not (args and isinstance(args[0], ndarray)):
+                r = r.copy()
+                _fill_value(r, r[()])  # CuPy uploads a 0-d host value with ndarray.fill
+            return _wrap(r)
     else:
         def f(*args, **kwargs):
             out = kwargs.get("out")
@@ -930,6 +1099,26 @@ def cholesky(a):
         raise LinAlgError(f"{x.ndim}-dimensional array given. Array must be at least "
                           "two-dimensional and square")
     return _wrap(_per_matrix(np.linalg.cholesky, x, x.shape, _potrf))
+
+
+@_captured(_out_arg)
+def svd(a, full_matrices=True, compute_uv=True):
+    """cuSOLVER's SVD returns without an error for a matrix with NaN or inf, partly finite (an
+    H200 gave s = [nan, 0.61, 0.51] for a 3x3 matrix with one NaN): here, the SVD of the
+    matrix with those entries zeroed, NaN for the first singular value and vectors."""
+    _assert_device(a)
+    x = a._a
+    bad = ~np.isfinite(x).all(axis=(-2, -1))
+    out = np.linalg.svd(np.where(bad[..., None, None], np.where(np.isfinite(x), x, 0), x),
+                        full_matrices=full_matrices, compute_uv=compute_uv)
+    if bad.any():
+        if compute_uv:
+            out[0][bad, :, 0] = np.nan
+            out[1][bad, 0] = np.nan
+            out[2][bad, 0, :] = np.nan
+        else:
+            out[bad, 0] = np.nan
+    return _wrap(tuple(out) if compute_uv else out)
 
 
 @_captured()
@@ -1561,7 +1750,7 @@ def build():
     cupy = _module("cupy")
     linalg = _module("cupy.linalg")
     _fill(linalg, "cupy.linalg", np.linalg, {"inv": inv, "solve": solve, "cholesky": cholesky,
-                                             "LinAlgError": LinAlgError})
+                                             "svd": svd, "LinAlgError": LinAlgError})
     cupy.linalg = linalg
     fft = _module("cupy.fft")  # numpy 2's pocketfft keeps float32 as complex64, as cuFFT
     _fill(fft, "cupy.fft", np.fft, {})
@@ -1577,6 +1766,7 @@ def build():
     cuda.nccl = _MODULES["cupy.cuda.nccl"] = nccl
     _fill(cupy, "cupy", np, {
         "ndarray": ndarray, "ufunc": ufunc, "asnumpy": asnumpy, "take": take, "mean": mean,
+        "full": full, "full_like": full_like, "from_dlpack": from_dlpack,
         "get_array_module": get_array_module, "RawModule": RawModule, "cuda": cuda,
         "linalg": linalg, "random": random, "fft": fft,
         "get_default_memory_pool": lambda: _POOL,
