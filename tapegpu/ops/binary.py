@@ -208,7 +208,15 @@ def squared_difference(x, y, name=None):
 
 # -- where -----------------------------------------------------------------------------------------
 
-_where_op = def_op("where", lambda xp, c, x, y: xp.where(c, x, y), args=("c", "x", "y"),
+def _where_arrays(xp, c, x, y):
+    """xp.where of x and y of one dtype, with that dtype: CuPy 14 gives float32 for bfloat16
+    operands one of which is 0-d (it reads it as a Python scalar; seen on an H200, where a
+    traced ReLU's gradient, where(mask, g, 0), then met a bfloat16 kernel in a product)."""
+    out = xp.where(c, x, y)
+    return out if out.dtype == x.dtype else out.astype(x.dtype)
+
+
+_where_op = def_op("where", _where_arrays, args=("c", "x", "y"),
                    saves=("c",), elementwise=True, same_dtype=False, fresh=True,
                    c="c ? x : y", zero_when=(("x", "y"),),
                    vjp=(None, lambda ops, g, c: ops.keep(c, g),
@@ -238,7 +246,7 @@ def where(condition, x=None, y=None, name=None):
 
 
 where.op = _where_op
-where.on_arrays = lambda dev, c, x, y: dev.xp.where(c, x, y)  # rules on arrays (namespace.py)
+where.on_arrays = lambda dev, c, x, y: _where_arrays(dev.xp, c, x, y)  # rules on arrays
 
 # where(condition) alone: the indices of the true (non-zero) elements, (n, rank) int64. Their
 # number is a value: inside tg.function it is a guard (a new count retraces), so that every

@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from ..core.tensor import Tensor, scalar_like
+from .binary import _where_arrays
 from .registry import REGISTRY, apply, forward_on
 
 _INTS = {2: "int16", 4: "int32", 8: "int64"}
@@ -128,7 +129,7 @@ class ArrayOps:
         times slower on irregular masks."""
         xp = self._xp
         if g.ndim == 0 or mask.ndim == 0:
-            return xp.where(mask, g, g.dtype.type(0))
+            return _where_arrays(xp, mask, g, g.dtype.type(0))
         ints = getattr(xp, _INTS[g.dtype.itemsize])
         m = xp.subtract(0, mask, dtype=ints)
         if m.shape != g.shape:  # the mask broadcasts against batch axes of g
