@@ -46,7 +46,10 @@ device form (CosineDecayRestarts with `t_mul != 1`, a subclass with its own `__c
 another device than the step's, a variable updated twice in one call; other update nodes (a
 metric's update_state, `next(iterator)`, a distribute strategy's reduction, LossScaleOptimizer's
 finite check); and any host read or synchronisation during the capture (CUDA's and CuPy's rule,
-e.g. `float(t)` in the step).
+e.g. `float(t)` in the step). On a real GPU CuPy also refuses its cuBLAS calls during a capture
+(CuPy 14.2: "calling cuBLAS API during stream capture is currently unsupported"): `matmul` calls
+cuBLAS itself (backends/cublas.py), and a step with another cuBLAS call through CuPy replays
+uncaptured there (docs/function.md).
 """
 import collections
 import threading

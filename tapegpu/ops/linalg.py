@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..backends import checks
+from ..backends import checks, cublas
 from .registry import InvalidArgumentError, def_op, forward_on
 from ._base import EMPTY, apply, floating, public, tensor
 from ..core.tensor import Tensor
@@ -160,7 +160,7 @@ def _matmul_into(forward, in_shapes, params):
 _matmul = def_op("matmul", _matmul_forward, args=("a", "b"), saves=("a", "b"),
                  vjp=(_matmul_vjp_a, _matmul_vjp_b), jvp=_matmul_jvp, batch=_batch_matmul,
                  fresh=True, flops=_matmul_flops, replay_into=_matmul_into,
-                 per_example="product")
+                 per_example="product", kernels={"cuda": cublas.matmul})
 
 
 # -- tg.function's rewrite of a product with a constant (function/rewrite.py) --------------------
