@@ -234,7 +234,34 @@ def _mean_forward(xp, x, axis, keepdims):
     return _mean_reference(xp, x, axis, keepdims)
 
 
+# The rows a GPU's reduce_sum adds in order, by the un-broadcast kernel (below); more take CuPy's
+# sum, faster for a tall reduction (a column's thread walks every row)
+IN_ORDER_ROWS = 4096
+
+
+def _sum_cuda(xp, x, axis, keepdims):
+    """A float sum on a GPU over at most IN_ORDER_ROWS elements per result, by the backend's
+    un-broadcast kernel: the one the eager sweep sums a broadcast operand's cotangent with (a
+    bias's rows in order). A traced gradient records that sum as reduce_sum on tensors, so the
+    trace's own call computed it with CuPy's sum (another order), one unit in the last place
+    from eager code and from the replays (seen on an H200: a traced step's first update)."""
+    if x.dtype not in _NUMPY_MEAN_AS_SUM or not x.size or not axis:
+        return NotImplemented
+    if math.prod(x.shape[a] for a in axis) > IN_ORDER_ROWS:
+        return NotImplemented
+    from .. import backends
+    kernels = backends.gpu(x.device.id).kernels
+    if kernels is None:
+        return NotImplemented
+    kept = tuple(1 if a in axis else n for a, n in enumerate(x.shape))
+    with xp.cuda.Device(x.device.id):   # the array's GPU, not CuPy's current one
+        out = kernels.unbroadcast(x, 0, kept)
+    return out if keepdims else out.reshape(tuple(n for a, n in enumerate(x.shape)
+                                                  if a not in axis))
+
+
 _sum = def_op("reduce_sum", _sum_forward, vjp=_sum_vjp, jvp=_sum_jvp, saves=("x.shape",),
+              kernels={"cuda": _sum_cuda},
               vjp_kernels={"numpy": _sum_numpy_vjp},
               linear=True, batch="axis", fresh=True,
               reduction="add", per_example="reduction")

@@ -59,8 +59,13 @@ def test_kernels_load_and_launch_on_their_arrays_gpu(two_gpus, modules):
         f(x)
     assert two_gpus.cuda.runtime.getDevice() == 0  # CuPy's current device, outside the block
     y = tg.nn.softmax(x)  # an op on gpu:1's tensor, outside any tg.device block
-    f(x)
-    out = f(x)  # a replay: its fused kernel
+    # f again in the block: outside it the default device differs, so f would be traced again,
+    # and a trace computes its elementwise ops (CuPy's ufuncs) on CuPy's current device (GPU 0:
+    # a known limit of ops on another GPU's tensors outside a tg.device block; kernels launch
+    # on their arrays' GPU)
+    with tg.device("gpu:1"):
+        f(x)
+        out = f(x)  # a replay: its fused kernel
     launched = [(name, device) for _, _, calls in modules for name, device in calls]
     assert any(name.startswith("tapegpu_softmax") for name, _ in launched)
     assert any(name.startswith("tg_fused") for name, _ in launched)

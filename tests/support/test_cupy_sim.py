@@ -180,6 +180,38 @@ def test_seeded_gpu_only_bug_fails_only_on_the_stand_in(fn, cp):
         assert not np.array_equal(np.asarray(got), expected)
 
 
+def test_float_sums_add_in_a_gpu_reductions_order_not_numpys(cp):
+    """CuPy's sum gives each result to a block of threads (strided shares, then a tree), so
+    its bits are not numpy's (the rows in order); the stand-in's are not either, so code that
+    needs one order of its sums shows it on cuda_sim (a traced step's bias gradient did)."""
+    x = np.random.default_rng(0).standard_normal((64, 33)).astype(np.float32)
+    got = cp.sum(cp.asarray(x), axis=0).get()
+    assert got.tobytes() != x.sum(axis=0).tobytes()
+    np.testing.assert_allclose(got, x.sum(axis=0), rtol=1e-5, atol=1e-5)
+    assert cp.asarray(x).sum(axis=0).get().tobytes() == got.tobytes()   # the method too
+    two = x[:2]   # two elements per result: one order only
+    assert cp.sum(cp.asarray(two), axis=0).get().tobytes() == two.sum(axis=0).tobytes()
+    assert cp.sum(cp.asarray(x), axis=(0, 1), keepdims=True).shape == (1, 1)
+    ints = np.arange(12).reshape(3, 4)
+    np.testing.assert_array_equal(cp.sum(cp.asarray(ints), axis=0).get(), ints.sum(axis=0))
+
+
+def test_reduce_sum_on_a_gpu_adds_the_rows_in_order_as_the_eager_sweep(sim):
+    """reduce_sum over at most IN_ORDER_ROWS rows per result takes the un-broadcast kernel
+    (the eager sweep's sum of a bias's cotangent), numpy's bits; over more, CuPy's sum."""
+    from tapegpu.ops import reduce as reduce_ops
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 33)).astype(np.float32)
+    assert tg.reduce_sum(tg.constant(x), axis=0).numpy().tobytes() == \
+        x.sum(axis=0).tobytes()
+    y = rng.standard_normal((4, 6, 3))
+    assert tg.reduce_sum(tg.constant(y), axis=[0, 1], keepdims=True).numpy().tobytes() == \
+        y.sum(axis=(0, 1), keepdims=True).tobytes()
+    tall = rng.standard_normal((reduce_ops.IN_ORDER_ROWS + 1, 2)).astype(np.float32)
+    np.testing.assert_allclose(tg.reduce_sum(tg.constant(tall), axis=0).numpy(),
+                               tall.sum(axis=0), rtol=1e-4)
+
+
 def test_scatter_max_and_min_are_cupys_atomics(cp):
     """CuPy's maximum.at/minimum.at: fmaxf/fminf in a CAS loop (float64 rounded to float32, NaN
     skipped), no 8/16-bit integer loop; ufunc.at only for the scatter ufuncs."""

@@ -21,6 +21,8 @@ contract where it differs from numpy's:
   atomicMax/atomicMin (fmaxf/fminf in a CAS loop).
 * a value == 0 written by `fill` (and so by `full` and `asarray` of a 0-d host value) is a
   memset: -0.0 arrives as +0.0, as CuPy's.
+* `sum` of floats adds the elements of each result in a GPU reduction's order (strided
+  shares, then a tree), not numpy's, as CuPy's does: its bits differ from numpy's.
 * DLPack: an array exports its "device" buffer as kDLCUDA (numpy refuses it; a host copy
   with `dl_device=(1, 0)`), and `cupy.from_dlpack` takes such capsules back without a copy.
 * `linalg.solve` does not broadcast batch axes of `a` against `b`.
@@ -971,6 +973,44 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False):
     return _function(np.mean, "mean")(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
 
 
+def _block_order_sum(x, axis, keepdims):
+    """numpy's sum of a float array, its reduced elements added as a GPU reduction adds them:
+    CuPy gives each result to a block whose threads each add a strided share of the elements,
+    then combine their shares in a tree. So not numpy's order (the rows in order, over leading
+    axes): here four shares, strided, summed then added pairwise (a reduction of two elements
+    or fewer is the same either way)."""
+    axes = tuple(range(x.ndim)) if axis is None else \
+        tuple(sorted(a % x.ndim for a in ((axis,) if np.ndim(axis) == 0 else axis)))
+    n = math.prod(x.shape[a] for a in axes)
+    if n <= 2:
+        return np.sum(x, axis=axes, keepdims=keepdims)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    flat = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [n])
+    shares = [np.add.reduce(flat[..., j::4], axis=-1) for j in range(min(4, n))]
+    while len(shares) > 1:
+        shares = [shares[i] + shares[i + 1] if i + 1 < len(shares) else shares[i]
+                  for i in range(0, len(shares), 2)]
+    r = shares[0]
+    if keepdims:
+        r = r.reshape([1 if a in axes else x.shape[a] for a in range(x.ndim)])
+    return np.asarray(r, dtype=x.dtype)
+
+
+@_captured(_out_arg)
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False):   # cupy.sum
+    if isinstance(a, ndarray) and a._a.dtype.kind == "f" and dtype is None and out is None \
+            and a._a.size:
+        return _wrap(_block_order_sum(a._a, axis, keepdims))
+    return _function(np.sum, "sum")(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+def _ndarray_sum(self, axis=None, dtype=None, out=None, keepdims=False):
+    return _sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+ndarray.sum = _ndarray_sum
+
+
 def _ndarray_mean(self, axis=None, dtype=None, out=None, keepdims=False):
     return mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
 
@@ -1766,6 +1806,7 @@ def build():
     cuda.nccl = _MODULES["cupy.cuda.nccl"] = nccl
     _fill(cupy, "cupy", np, {
         "ndarray": ndarray, "ufunc": ufunc, "asnumpy": asnumpy, "take": take, "mean": mean,
+        "sum": _sum,
         "full": full, "full_like": full_like, "from_dlpack": from_dlpack,
         "get_array_module": get_array_module, "RawModule": RawModule, "cuda": cuda,
         "linalg": linalg, "random": random, "fft": fft,
