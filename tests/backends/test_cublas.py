@@ -101,21 +101,27 @@ class _Lib:
         return 0
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
-@pytest.mark.parametrize("ta", [False, True])
-@pytest.mark.parametrize("tb", [False, True])
-@pytest.mark.parametrize("orders", ["CC", "TC", "CT", "TT"])
-@pytest.mark.parametrize("shape", [(5, 3, 4), (1, 3, 4), (5, 1, 4), (5, 3, 1), (2, 5, 3, 4)])
-def test_the_gemm_arguments_make_op_a_times_op_b(monkeypatch, dtype, ta, tb, orders, shape):
-    """Row-major op(a) op(b) handed to column-major cuBLAS as op(b)^T op(a)^T: every layout,
-    transpose flag and degenerate size, against numpy, by a host GEMM that reads the pointers
-    and leading dimensions as cuBLAS does (a wrong op or ld reads other elements)."""
+@pytest.fixture
+def lib(monkeypatch):
+    """The module bound to the host GEMM (`_Lib`), with one GPU's handle made."""
     lib = _Lib()
     monkeypatch.setattr(cublas, "_load", lambda: lib)
     monkeypatch.setattr(cublas, "_lib", lib)
     monkeypatch.setattr(cublas, "_handles", {0: [None, None, 0, True, None]})
     monkeypatch.setattr(cublas, "_backends", lambda: types.SimpleNamespace(
         gpu=lambda d: types.SimpleNamespace(counts_launches=False)))
+    return lib
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("orders", ["CC", "TC", "CT", "TT"])
+@pytest.mark.parametrize("shape", [(5, 3, 4), (1, 3, 4), (5, 1, 4), (5, 3, 1), (2, 5, 3, 4)])
+def test_the_gemm_arguments_make_op_a_times_op_b(lib, dtype, ta, tb, orders, shape):
+    """Row-major op(a) op(b) handed to column-major cuBLAS as op(b)^T op(a)^T: every layout,
+    transpose flag and degenerate size, against numpy, by a host GEMM that reads the pointers
+    and leading dimensions as cuBLAS does (a wrong op or ld reads other elements)."""
     *lead, m, k, n = shape
     rng = np.random.default_rng(len(shape) + m + 7 * k + 31 * n)
     # small integers: every product and sum exact in each dtype, whatever the order of the sums
@@ -135,15 +141,9 @@ def test_the_gemm_arguments_make_op_a_times_op_b(monkeypatch, dtype, ta, tb, ord
     assert call[-1] == (cublas._COMPUTE_64F if dtype == np.float64 else cublas._COMPUTE_32F)
 
 
-def test_the_handle_is_bound_to_a_stream_only_when_the_stream_changes(monkeypatch):
+def test_the_handle_is_bound_to_a_stream_only_when_the_stream_changes(lib):
     """Binding the stream (which resets the workspace) and the workspace at every product made
     each product wait for the GPU on an H200; a product on the stream bound last binds nothing."""
-    lib = _Lib()
-    monkeypatch.setattr(cublas, "_load", lambda: lib)
-    monkeypatch.setattr(cublas, "_lib", lib)
-    monkeypatch.setattr(cublas, "_handles", {0: [None, None, 0, True, None]})
-    monkeypatch.setattr(cublas, "_backends", lambda: types.SimpleNamespace(
-        gpu=lambda d: types.SimpleNamespace(counts_launches=False)))
     xp = _Xp()
     a = _Array(np.ones((3, 2), np.float32))
     streams = [7, 7, 7, 9, 9, 7]
