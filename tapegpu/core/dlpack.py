@@ -23,27 +23,30 @@ def from_dlpack(obj):
     array([0., 1., 2.])
     """
     if type(obj).__name__ == "PyCapsule":
-        if _capsule_device_type(obj) == _CUDA:  # to_dlpack's of a GPU tensor, torch's, ...
-            dev = backend.lookup("gpu")
+        kind, index = _capsule_device(obj)
+        if kind == _CUDA:  # to_dlpack's of a GPU tensor, torch's, ...
+            dev = backend.lookup(f"gpu:{index}")
             return Tensor(dev.xp.from_dlpack(obj), dev)
         obj = _Capsule(obj)
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"from_dlpack: expected a DLPack producer (an object with __dlpack__: "
                         f"a torch, jax, cupy or numpy array) or a DLPack capsule, got "
                         f"{type(obj).__name__}; use tg.constant for lists and scalars")
-    kind = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else _CPU
-    if kind == _CUDA:
-        dev = backend.lookup("gpu")
+    kind, index = obj.__dlpack_device__()[:2] if hasattr(obj, "__dlpack_device__") else \
+        (_CPU, 0)
+    if kind == _CUDA:   # on the producer's GPU
+        dev = backend.lookup(f"gpu:{int(index)}")
         return Tensor(dev.xp.from_dlpack(obj), dev)
     dev = backend.current() if backend.current().xp is np else backend.NUMPY
     return Tensor(np.array(np.from_dlpack(obj), copy=True), dev)
 
 
-def _capsule_device_type(capsule):
-    """The DLPack device type a capsule's tensor is on (1 CPU, 2 CUDA), read from its struct:
+def _capsule_device(capsule):
+    """(DLPack device type, device id) of a capsule's tensor (type 1 CPU, 2 CUDA), read from its
+    struct:
     DLTensor {void *data; DLDevice device; ...}, first in a legacy "dltensor"'s
     DLManagedTensor, after version, manager_ctx, deleter and flags (32 bytes) in a
-    "dltensor_versioned"'s. None for a capsule already consumed ("used_dltensor")."""
+    "dltensor_versioned"'s. (None, None) for a capsule already consumed ("used_dltensor")."""
     api = ctypes.pythonapi
     api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = \
         ctypes.c_char_p, [ctypes.py_object]
@@ -52,9 +55,10 @@ def _capsule_device_type(capsule):
     name = api.PyCapsule_GetName(capsule)
     offset = {b"dltensor": 0, b"dltensor_versioned": 32}.get(name)
     if offset is None:
-        return None
+        return None, None
     address = api.PyCapsule_GetPointer(capsule, name) + offset + ctypes.sizeof(ctypes.c_void_p)
-    return ctypes.c_int32.from_address(address).value
+    return ctypes.c_int32.from_address(address).value, \
+        ctypes.c_int32.from_address(address + 4).value
 
 
 class _Capsule:

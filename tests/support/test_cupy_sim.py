@@ -654,6 +654,16 @@ def test_svd_of_a_non_finite_matrix_is_all_nan(sim):
     assert np.isnan(s.numpy()).all() and np.isnan(u.numpy()).all() and np.isnan(v.numpy()).all()
 
 
+def test_dlpack_of_a_second_gpus_tensor_comes_back_on_that_gpu(two_gpus):
+    """A capsule or a producer names its GPU (DLDevice's id): both came back on gpu:0."""
+    with tg.device("gpu:1"):
+        x = tg.constant([1.0, 2.0])
+    assert x._data.__dlpack_device__() == (2, 1)
+    for source in (tg.experimental.dlpack.to_dlpack(x), x._data):
+        y = tg.from_dlpack(source)
+        assert y.device.endswith("GPU:1") and y.numpy().tolist() == [1.0, 2.0]
+
+
 def test_dlpack_capsules_of_gpu_tensors_come_back_on_the_gpu(sim):
     x = tg.constant([1.0, 2.0])
     y = tg.from_dlpack(tg.experimental.dlpack.to_dlpack(x))

@@ -627,7 +627,7 @@ class ndarray:
         return _device_capsule(self)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        if dl_device is None or tuple(dl_device) == (2, 0):  # CuPy's: its device buffer
+        if dl_device is None or tuple(dl_device) == self.__dlpack_device__():  # its buffer
             if copy is True:
                 raise BufferError("copy=True only supported for copy to CPU.")
             return _device_capsule(self, max_version)
@@ -640,7 +640,7 @@ class ndarray:
         raise BufferError("unsupported device requested.")
 
     def __dlpack_device__(self):
-        return (2, 0)  # kDLCUDA
+        return (2, _device_of(self._a))  # kDLCUDA, the array's GPU
 
 
 def _method(name):
@@ -759,7 +759,7 @@ def _device_capsule(a, max_version=None):
     x = a._a
     shape = (ctypes.c_int64 * max(x.ndim, 1))(*x.shape)
     strides = (ctypes.c_int64 * max(x.ndim, 1))(*[s // x.itemsize for s in x.strides])
-    dl = _DLTensor(x.ctypes.data, _DLDevice(2, 0), x.ndim, _DL_CODES[x.dtype.kind],
+    dl = _DLTensor(x.ctypes.data, _DLDevice(2, _device_of(x)), x.ndim, _DL_CODES[x.dtype.kind],
                    x.itemsize * 8, 1, shape, strides, 0)
     versioned = max_version is not None and max_version[0] >= 1
     t = _DLManagedTensorVersioned(1, 0, None, None, 0, dl) if versioned else \
