@@ -80,7 +80,7 @@ _NO_ARGS_TREEDEF = _treedef([[], {}])
 
 def _leaf_key(x, name):
     if isinstance(x, Tensor):
-        return ("T", tuple(x._data.shape), x._data.dtype.name, x._dev.name)
+        return ("T", tuple(x._data.shape), dtypes.name_of(x._data.dtype), x._dev.name)
     if isinstance(x, Variable):
         return ("V", x._uid)
     if isinstance(x, TensorArray):

@@ -20,6 +20,7 @@ from ..autodiff.tape import GradientTape
 from ..backends.kernels import KERNELS
 from ..core import nest
 from ..core.tensor import Tensor, Variable, _thread, convert_to_tensor
+from ..core import dtypes
 from ..core.dtypes import float32 as _float32
 from .schedules import LearningRateSchedule
 
@@ -331,7 +332,7 @@ class Optimizer:
             if fn is None:
                 rest.append((g, var))
             else:
-                key = (id(var._value._dev), var._value._data.dtype.name)
+                key = (id(var._value._dev), dtypes.name_of(var._value._data.dtype))
                 groups.setdefault(key, (fn, []))[1].append((g, var))
         for fn, group in groups.values():
             var0 = group[0][1]

@@ -154,3 +154,19 @@ def test_register_tensor_conversion_function_as_tensorflow():
     with pytest.raises(TypeError, match="conversion_func must be callable"):
         tg.register_tensor_conversion_function(_Meters, 3)
     assert core_tensor._CONVERSIONS == saved
+
+
+def test_name_of_is_each_dtypes_name_read_once(monkeypatch):
+    """dtypes.name_of caches numpy's dtype.name (computed in Python at every read by numpy 2):
+    the same strings for every dtype tapegpu holds, bfloat16 and byte orders included."""
+    import ml_dtypes
+    from tapegpu.core import dtypes
+    monkeypatch.setattr(dtypes, "_NAMES", {})
+    kinds = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32,
+             np.float64, np.complex64, np.complex128, ml_dtypes.bfloat16]
+    for kind in kinds:
+        d = np.dtype(kind)
+        assert dtypes.name_of(d) == d.name
+        assert dtypes.name_of(d.newbyteorder()) == d.newbyteorder().name
+    assert len(dtypes._NAMES) <= 2 * len(kinds)
+    assert dtypes.name_of(np.dtype(np.float32)) is dtypes.name_of(np.dtype("float32"))

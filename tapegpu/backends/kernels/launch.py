@@ -27,6 +27,7 @@ import re
 
 import numpy as np
 
+from ...core.dtypes import name_of
 
 
 def _kernel_dir():
@@ -155,7 +156,7 @@ class KernelSet:
 
     # ------------------------------------------------------------ plumbing
     def _kernel(self, op, dtype):
-        key = (op, np.dtype(dtype).name)
+        key = (op, name_of(np.dtype(dtype)))
         if key not in KERNELS:
             raise TypeError(f"no {op} kernel for dtype {key[1]}; supported: {', '.join(DTYPES)}")
         file, name = KERNELS[key]
@@ -183,7 +184,7 @@ class KernelSet:
 
     def _float(self, x, what):
         x = self.xp.asarray(x, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-        if x.dtype.name not in DTYPES:
+        if name_of(x.dtype) not in DTYPES:
             raise TypeError(f"{what} must be float32 or float64, got {x.dtype}")
         return x
 
@@ -372,7 +373,7 @@ class KernelSet:
             if a.dtype != p.dtype or a.shape != p.shape or not a.flags.c_contiguous:
                 raise ValueError(f"{what}: every array must be C-contiguous with the parameter's shape "
                                  f"{p.shape} and dtype {p.dtype}; got {a.shape} {a.dtype}")
-        if p.dtype.name not in DTYPES:
+        if name_of(p.dtype) not in DTYPES:
             raise TypeError(f"{what}: parameters must be float32 or float64, got {p.dtype}")
 
     def _rate(self, rate, dtype, what):
