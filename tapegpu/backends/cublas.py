@@ -31,6 +31,9 @@ import threading
 
 import numpy as np
 
+from .. import backends
+from ..core import config
+
 WORKSPACE_BYTES = 32 << 20
 # cudaDataType and cublasComputeType_t (cublas_api.h, library_types.h)
 _DATA = {np.dtype(np.float16): 2, np.dtype(np.float32): 0, np.dtype(np.float64): 1}
@@ -144,11 +147,6 @@ def _operand(x, transposed):
     return op, ld
 
 
-def _tf32():
-    from ..core import config
-    return bool(config.tensor_float_32_execution_enabled())
-
-
 def matmul(xp, a, b, ta=False, tb=False):
     """op(a) @ op(b) by cuBLAS (module docstring), or NotImplemented."""
     if a.dtype != b.dtype or a.dtype not in _DATA or a.ndim != b.ndim or a.ndim not in (2, 3) \
@@ -177,8 +175,8 @@ def matmul(xp, a, b, ta=False, tb=False):
         if dtype == np.float64:
             compute, one, zero = _COMPUTE_64F, _ONE64, _ZERO64
         else:
-            compute = _COMPUTE_32F_TF32 if dtype == np.float32 and has_tf32 and _tf32() else \
-                _COMPUTE_32F
+            compute = _COMPUTE_32F_TF32 if dtype == np.float32 and has_tf32 and \
+                config.tensor_float_32_execution_enabled() else _COMPUTE_32F
             one, zero = _ONE32, _ZERO32
         out = xp.empty(a.shape[:-2] + (m, n), dtype=dtype)
         stream = xp.cuda.get_current_stream().ptr
@@ -190,21 +188,16 @@ def matmul(xp, a, b, ta=False, tb=False):
                 _check(_lib.cublasSetWorkspace_v2(handle, ws, WORKSPACE_BYTES), "set workspace")
                 entry[4] = stream
             if a.ndim == 2:
-                status = _lib.cublasGemmEx(handle, opb[0], opa[0], n, m, k, one, b.data.ptr,
+                what, status = "GemmEx", _lib.cublasGemmEx(handle, opb[0], opa[0], n, m, k, one, b.data.ptr,
                                            data, opb[1], a.data.ptr, data, opa[1], zero,
                                            out.data.ptr, data, n, compute, _GEMM_DEFAULT)
             else:
-                status = _lib.cublasGemmStridedBatchedEx(
+                what, status = "GemmStridedBatchedEx", _lib.cublasGemmStridedBatchedEx(
                     handle, opb[0], opa[0], n, m, k, one, b.data.ptr, data, opb[1], sb,
                     a.data.ptr, data, opa[1], sa, zero, out.data.ptr, data, n, m * n, batch,
                     compute, _GEMM_DEFAULT)
-        _check(status, "GemmEx")
-    dev = _backends().gpu(device)
+        _check(status, what)
+    dev = backends.gpu(device)
     if dev.counts_launches:   # (a kernel counts its own launches: ops/registry.py)
         dev.launches["matmul"] += 1
     return out
-
-
-def _backends():
-    from .. import backends
-    return backends

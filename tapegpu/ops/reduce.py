@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .kernels import add_reduce
+from .kernels import _kernel_set, add_reduce
 from .registry import InvalidArgumentError, def_op, forward_on
 from ..core.dtypes import np_dtype
 from ..core.tensor import Tensor
@@ -237,6 +237,7 @@ def _mean_forward(xp, x, axis, keepdims):
 # The rows a GPU's reduce_sum adds in order, by the un-broadcast kernel (below); more take CuPy's
 # sum, faster for a tall reduction (a column's thread walks every row)
 IN_ORDER_ROWS = 4096
+_gpu_kernels = _kernel_set("cuda")   # the kernel set of the GPU an array lives on
 
 
 def _sum_cuda(xp, x, axis, keepdims):
@@ -249,8 +250,7 @@ def _sum_cuda(xp, x, axis, keepdims):
         return NotImplemented
     if math.prod(x.shape[a] for a in axis) > IN_ORDER_ROWS:
         return NotImplemented
-    from .. import backends
-    kernels = backends.gpu(x.device.id).kernels
+    kernels = _gpu_kernels(x)
     if kernels is None:
         return NotImplemented
     kept = tuple(1 if a in axis else n for a, n in enumerate(x.shape))

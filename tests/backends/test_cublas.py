@@ -108,7 +108,7 @@ def lib(monkeypatch):
     monkeypatch.setattr(cublas, "_load", lambda: lib)
     monkeypatch.setattr(cublas, "_lib", lib)
     monkeypatch.setattr(cublas, "_handles", {0: [None, None, 0, True, None]})
-    monkeypatch.setattr(cublas, "_backends", lambda: types.SimpleNamespace(
+    monkeypatch.setattr(cublas, "backends", types.SimpleNamespace(
         gpu=lambda d: types.SimpleNamespace(counts_launches=False)))
     return lib
 
